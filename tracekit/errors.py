@@ -1,0 +1,65 @@
+"""Every exception tracekit raises on purpose.
+
+    TracekitError
+    ├── GoldenNotFound          (also FileNotFoundError)  no file at the path
+    ├── TraceFormatError        (also ValueError)         a file that cannot be read as a trace
+    │   ├── NotATrace                                      a foreign file (not tracekit, not HDF5)
+    │   ├── NewerFormat                                    written by a newer tracekit
+    │   └── CorruptTrace                                   truncated, damaged, checksum mismatch
+    ├── TraceWriteError         (also OSError)            the trace cannot be written (exists, no space)
+    ├── UnsupportedValue        (also TypeError)          a value that is not data (object arrays, ...)
+    └── UsageError              (also ValueError)         the API called in a way that cannot work
+
+Messages name the file, the step and the tensor where they are known, and say
+what to do. Catch `TracekitError` to handle them all.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CorruptTrace",
+    "GoldenNotFound",
+    "NewerFormat",
+    "NotATrace",
+    "TraceFormatError",
+    "TraceWriteError",
+    "TracekitError",
+    "UnsupportedValue",
+    "UsageError",
+]
+
+
+class TracekitError(Exception):
+    """Root of every error tracekit raises on purpose."""
+
+
+class GoldenNotFound(TracekitError, FileNotFoundError):
+    """No trace at the given path."""
+
+
+class TraceFormatError(TracekitError, ValueError):
+    """The file exists but cannot be read as a tracekit trace."""
+
+
+class NotATrace(TraceFormatError):
+    """The file is not a tracekit golden or journal."""
+
+
+class NewerFormat(TraceFormatError):
+    """The file was written in a format version this tracekit does not know."""
+
+
+class CorruptTrace(TraceFormatError):
+    """The file is damaged: truncated, inconsistent, or a checksum does not match."""
+
+
+class TraceWriteError(TracekitError, OSError):
+    """A trace cannot be written: the path exists (exclusive mode), is not writable, the disk is full."""
+
+
+class UnsupportedValue(TracekitError, TypeError):
+    """A value that cannot be stored as data (object arrays, arbitrary Python objects)."""
+
+
+class UsageError(TracekitError, ValueError):
+    """An API was called in a way that cannot work (unknown kind, step not begun, ...)."""

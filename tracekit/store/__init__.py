@@ -1,0 +1,32 @@
+"""The golden trace store: one HDF5 file per trace (format in docs/FORMAT.md).
+
+Write with `create(path)` (a TraceWriter), read with `open_trace(path)` (a Trace),
+check with `verify(path)`, finish what a killed writer left with `recover(path)`.
+Runs on Python 3.7 / h5py 2.10 (the legacy recorder writes through it) and on
+Python 3.11 / h5py 3.
+"""
+
+from __future__ import annotations
+
+from .assemble import RecoverResult, recover
+from .catalog import TensorInfo
+from .format import FORMAT_VERSION, Kind
+from .reader import Series, Step, Trace, open_trace
+from .verify import VerifyResult, verify
+from .writer import TraceWriter, create
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Kind",
+    "RecoverResult",
+    "Series",
+    "Step",
+    "TensorInfo",
+    "Trace",
+    "TraceWriter",
+    "VerifyResult",
+    "create",
+    "open_trace",
+    "recover",
+    "verify",
+]

@@ -1,0 +1,158 @@
+"""What a trace reader needs from a file, and the decoding both file kinds share.
+
+A backend (finished HDF5 golden, or an unfinished journal) lists steps and the
+values in them and hands out leaf references; decoding a leaf (chunks, XOR-delta,
+checksum) is the same for both and lives here. Every failure to read becomes a
+CorruptTrace naming the file, the step and the tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import CorruptTrace, TracekitError
+from . import codec, values
+from .catalog import TensorInfo
+from .format import INITIAL_STEP, make_key
+
+
+class LeafRef(object):
+    """Where one stored leaf is and how to decode it; `loc` is the backend's own locator."""
+
+    __slots__ = ("layout", "shape", "dtype", "logical", "form", "crc", "chunk", "base", "loc")
+
+    def __init__(self, layout: str, shape: Tuple[int, ...], dtype: np.dtype, logical: Optional[str],
+                 form: str, crc: int, chunk: Optional[Tuple[int, ...]], base: Optional[int], loc: Any) -> None:
+        self.layout = layout
+        self.shape = shape
+        self.dtype = dtype
+        self.logical = logical
+        self.form = form
+        self.crc = crc
+        self.chunk = chunk
+        self.base = base  # step index of the XOR-delta base snapshot, or None
+        self.loc = loc
+
+
+def where(path: str, step: int, key: str) -> str:
+    label = "initial state" if step == INITIAL_STEP else "step %d" % step
+    return "%s: %s, %s" % (path, label, key)
+
+
+class Backend(object):
+    """Base of the two file kinds. Subclasses fill the attributes and the abstract methods."""
+
+    path = ""
+    format_version = 0
+    producer = ""
+    created = ""
+    complete = True
+    recovered = False
+    problem = None  # type: Optional[str]  # why an unfinished trace is unfinished
+    meta = {}  # type: Dict[str, Any]
+    catalog = []  # type: List[TensorInfo]
+    nsteps = 0
+    has_initial = False
+
+    def __init__(self) -> None:
+        self._cache = {}  # type: Dict[Tuple[str, str, int], Tuple[int, Any]]  # last decoded leaf
+
+    # -- to implement ------------------------------------------------------------------------
+    def info(self, step: int) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def keys(self, step: int) -> List[Tuple[str, str]]:
+        """(kind, name) of the step's values, kinds in data-flow order, names in recording order."""
+        raise NotImplementedError
+
+    def entry(self, step: int, kind: str, name: str) -> Tuple[Optional[list], List[LeafRef]]:
+        """(structure spec or None, leaf references); KeyError if the step has no such value."""
+        raise NotImplementedError
+
+    def chunks(self, ref: LeafRef) -> Iterator[Tuple[Tuple[int, ...], int, bytes]]:
+        raise NotImplementedError
+
+    def plain(self, ref: LeafRef) -> np.ndarray:
+        raise NotImplementedError
+
+    def strings(self, ref: LeafRef) -> List[bytes]:
+        raise NotImplementedError
+
+    def fallback(self, ref: LeafRef) -> Optional[np.ndarray]:
+        """A whole chunked leaf read another way (re-packed files), or None to decode chunks."""
+        return None
+
+    def close(self) -> None:
+        pass
+
+    # -- shared --------------------------------------------------------------------------------
+    def value(self, step: int, kind: str, name: str) -> Any:
+        key = make_key(kind, name)
+        try:
+            spec, refs = self.entry(step, kind, name)
+        except (KeyError, TracekitError):
+            raise
+        except Exception as exc:
+            raise CorruptTrace("%s: cannot be read (%s); the file is damaged" % (where(self.path, step, key), exc))
+        out = []
+        for i, ref in enumerate(refs):
+            storage = self.storage(step, kind, name, i, ref)
+            out.append(values.restore_leaf(storage, ref.shape, ref.logical, ref.form))
+        try:
+            return values.unflatten(spec, out)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise CorruptTrace("%s: bad structure (%s)" % (where(self.path, step, key), exc))
+
+    def storage(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> Any:
+        """The verified storage array (list of bytes for strings) of one leaf."""
+        cached = self._cache.get((kind, name, leaf))
+        if cached is not None and cached[0] == step:
+            return cached[1]
+        label = where(self.path, step, make_key(kind, name))
+        try:
+            data = self._decode(step, kind, name, leaf, ref)
+        except TracekitError:
+            raise
+        except Exception as exc:
+            raise CorruptTrace("%s: cannot be decoded (%s); the file is damaged: restore it or "
+                               "record it again" % (label, exc))
+        crc = values.checksum(data, ref.layout)
+        if crc != ref.crc:
+            raise CorruptTrace("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: "
+                               "restore it or record it again" % (label, ref.crc, crc))
+        if ref.layout == values.CHUNKED:
+            self._cache[(kind, name, leaf)] = (step, data)
+        return data
+
+    def _decode(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> Any:
+        if ref.layout == values.PLAIN:
+            return self.plain(ref)
+        if ref.layout == values.STRINGS:
+            return self.strings(ref)
+        base = None
+        if ref.base is not None:
+            if ref.base >= step or ref.base < INITIAL_STEP:
+                raise ValueError("delta base step %d is not before step %d" % (ref.base, step))
+            _, base_refs = self.entry(ref.base, kind, name)
+            base = self.storage(ref.base, kind, name, leaf, base_refs[leaf])
+            if base.shape != ref.shape or base.dtype != ref.dtype:
+                raise ValueError("delta base at step %d has another shape or dtype" % ref.base)
+        whole = self.fallback(ref)
+        if whole is not None:
+            if base is not None:
+                whole = np.bitwise_xor(codec.bits(whole), codec.bits(base)).view(ref.dtype)
+            return whole
+        out = np.empty(ref.shape, dtype=ref.dtype)
+        seen = 0
+        for offset, mask, payload in self.chunks(ref):
+            region = codec.decode_chunk(payload, mask, ref.chunk, ref.dtype)
+            codec.place(out, offset, region, base)
+            seen += 1
+        expected = 1
+        for s, c in zip(ref.shape, ref.chunk):
+            expected *= -(-s // c)
+        if seen != expected:
+            raise ValueError("%d of %d chunks present" % (seen, expected))
+        return out

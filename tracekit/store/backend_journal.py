@@ -1,0 +1,112 @@
+"""Reading an unfinished trace: the journal a writer left when it was killed.
+
+Only committed steps are visible; the trace reports itself incomplete, with the
+reason, until `tracekit recover` turns it into a golden.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import CorruptTrace, NewerFormat
+from . import codec, values
+from .backend import Backend, LeafRef
+from .catalog import CatalogBuilder
+from .format import FORMAT_VERSION, INITIAL_STEP, KIND_ORDER
+from .journal import Committed, read_payload, scan
+
+
+class JournalBackend(Backend):
+    complete = False
+
+    def __init__(self, path: str) -> None:
+        super(JournalBackend, self).__init__()
+        self.path = path
+        self._fh = open(path, "rb")
+        try:
+            self._load()
+        except Exception:
+            self._fh.close()
+            raise
+
+    def _load(self) -> None:
+        try:
+            committed = Committed(scan(self.path, self._fh))
+            header = committed.open
+            version = int(header["format"])
+            self.producer = str(header.get("producer", "?"))
+            self.created = str(header.get("created", "?"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptTrace("%s: unfinished trace whose journal is damaged (%s)" % (self.path, exc)) from None
+        if version > FORMAT_VERSION:
+            raise NewerFormat("%s is an unfinished trace in format %d (written by %s); this tracekit reads "
+                              "format %d: upgrade tracekit" % (self.path, version, self.producer, FORMAT_VERSION))
+        self.format_version = version
+        self.meta = dict(committed.meta)
+        self._steps = {}  # type: Dict[int, Tuple[Dict[str, Any], Dict[Tuple[str, str], Tuple[Any, int]]]]
+        catalog = CatalogBuilder()
+        for step in committed.order:
+            info, records = committed.steps[step]
+            table = {}
+            for record in records:
+                h = record.header
+                table[(h["k"], h["n"])] = (h, record.offset)
+                catalog.add(step, h["k"], h["n"], h["st"], h["leaves"])
+            self._steps[step] = (info, table)
+        self.catalog = catalog.entries()
+        self.has_initial = INITIAL_STEP in self._steps
+        self.nsteps = len(self._steps) - self.has_initial
+        if sorted(s for s in self._steps if s != INITIAL_STEP) != list(range(self.nsteps)):
+            raise CorruptTrace("%s: unfinished trace with non-consecutive steps" % self.path)
+        scanned = committed.scan
+        if scanned.end == "closed":
+            self.problem = "the writer finished but the golden was not assembled"
+        elif scanned.end == "damaged":
+            self.problem = "the journal is damaged after step %d (%s)" % (self.nsteps - 1, scanned.problem)
+        else:
+            self.problem = "the writer stopped before closing it (killed or crashed)"
+        if committed.dropped:
+            self.problem += "; %d values of an unfinished step are left out" % committed.dropped
+
+    def info(self, step: int) -> Dict[str, Any]:
+        return dict(self._steps[step][0])
+
+    def keys(self, step: int) -> List[Tuple[str, str]]:
+        table = self._steps[step][1]
+        return sorted(table, key=lambda kn: KIND_ORDER[kn[0]])  # stable: recording order within a kind
+
+    def entry(self, step: int, kind: str, name: str) -> Tuple[Optional[list], List[LeafRef]]:
+        header, offset = self._steps[step][1][(kind, name)]
+        refs = []
+        for desc in header["leaves"]:
+            loc = []  # type: List[Any]
+            if desc["l"] == values.CHUNKED:
+                for off, mask, size in desc["cs"]:
+                    loc.append((tuple(off), mask, offset, size))
+                    offset += size
+            else:
+                loc = [offset, desc["n"], desc.get("raw"), desc.get("cnt")]
+                offset += desc["n"]
+            refs.append(LeafRef(desc["l"], tuple(desc["sh"]),
+                                np.dtype(np.uint8) if desc["l"] == values.STRINGS else np.dtype(desc["dt"]),
+                                desc.get("lg"), desc.get("f", values.ARRAY), int(desc["crc"]),
+                                tuple(desc["ch"]) if "ch" in desc else None, desc.get("b"), loc))
+        return header["st"], refs
+
+    def chunks(self, ref: LeafRef) -> Iterator[Tuple[Tuple[int, ...], int, bytes]]:
+        for off, mask, offset, size in ref.loc:
+            yield off, mask, read_payload(self._fh, offset, size)
+
+    def plain(self, ref: LeafRef) -> np.ndarray:
+        offset, size = ref.loc[0], ref.loc[1]
+        return np.frombuffer(read_payload(self._fh, offset, size), dtype=ref.dtype).reshape(ref.shape).copy()
+
+    def strings(self, ref: LeafRef) -> List[bytes]:
+        offset, size, raw, count = ref.loc
+        blob = codec.decompress_blob(read_payload(self._fh, offset, size), raw)
+        return values.strings_from_blob(blob, count)
+
+    def close(self) -> None:
+        self._fh.close()

@@ -1,0 +1,160 @@
+"""Chunk codec: byte-shuffle + zstd, optionally XOR-delta against the previous snapshot.
+
+Each chunk payload is exactly what HDF5's shuffle (2) and Zstandard (32015) filters
+produce, so `write_direct_chunk` can store it and any HDF5 reader with the zstd
+plugin decodes it: one zstd frame with the content size in its header. A chunk
+that zstd cannot shrink is kept shuffled only, marked in its filter mask.
+XOR-delta is applied before shuffling; a reader undoes it with the base snapshot.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import zstandard
+
+from .format import CHUNK_BYTES, MASK_SKIP_SHUFFLE, MASK_SKIP_ZSTD
+
+Chunk = Tuple[Tuple[int, ...], int, bytes]  # (offset, filter mask, payload)
+
+_local = threading.local()
+
+
+def _compressor(level: int) -> "zstandard.ZstdCompressor":
+    # Compressor objects are not thread-safe; one per thread and level.
+    cache = getattr(_local, "compressors", None)
+    if cache is None:
+        cache = _local.compressors = {}
+    comp = cache.get(level)
+    if comp is None:
+        comp = cache[level] = zstandard.ZstdCompressor(level=level, write_content_size=True)
+    return comp
+
+
+def chunk_shape(shape: Sequence[int], itemsize: int, limit: int = CHUNK_BYTES) -> Tuple[int, ...]:
+    """Split leading axes until a chunk holds at most `limit` bytes."""
+    chunk = list(shape)
+    for axis in range(len(chunk)):
+        inner = itemsize
+        for d in chunk[axis + 1:]:
+            inner *= d
+        if inner * chunk[axis] <= limit:
+            break
+        chunk[axis] = max(1, limit // inner)
+    return tuple(chunk)
+
+
+def chunk_offsets(shape: Sequence[int], chunk: Sequence[int]) -> Iterator[Tuple[int, ...]]:
+    return itertools.product(*[range(0, s, c) for s, c in zip(shape, chunk)])
+
+
+def _region(arr: np.ndarray, offset: Sequence[int], chunk: Sequence[int]) -> np.ndarray:
+    """The chunk at `offset`, padded with zeros to the full chunk shape as HDF5 stores edges."""
+    index = tuple(slice(o, o + c) for o, c in zip(offset, chunk))
+    part = arr[index]
+    if part.shape == tuple(chunk):
+        return np.ascontiguousarray(part)
+    full = np.zeros(chunk, dtype=arr.dtype)
+    full[tuple(slice(0, s) for s in part.shape)] = part
+    return full
+
+
+def bits(arr: np.ndarray) -> np.ndarray:
+    """A view as unsigned integers of the same width, for XOR."""
+    n = arr.dtype.itemsize
+    return arr.view("u%d" % n) if n in (1, 2, 4, 8) else arr.view(np.uint8)
+
+
+def shuffle(raw: np.ndarray) -> bytes:
+    n = raw.dtype.itemsize
+    flat = raw.reshape(-1).view(np.uint8)
+    if n == 1:
+        return flat.tobytes()
+    return flat.reshape(-1, n).T.tobytes()
+
+
+def unshuffle(payload: bytes, itemsize: int) -> np.ndarray:
+    flat = np.frombuffer(payload, dtype=np.uint8)
+    if itemsize == 1:
+        return flat
+    return np.ascontiguousarray(flat.reshape(itemsize, -1).T).reshape(-1)
+
+
+def encode_chunk(region: np.ndarray, level: int, base: Optional[np.ndarray] = None) -> Tuple[int, bytes]:
+    """(filter mask, payload) of one chunk-shaped region."""
+    if base is not None:
+        region = np.bitwise_xor(bits(region), bits(base))
+    shuffled = shuffle(region)
+    packed = _compressor(level).compress(shuffled)
+    if len(packed) >= len(shuffled):
+        return MASK_SKIP_ZSTD, shuffled
+    return 0, packed
+
+
+def encode_array(arr: np.ndarray, chunk: Sequence[int], level: int,
+                 base: Optional[np.ndarray] = None) -> List[Chunk]:
+    out = []
+    for offset in chunk_offsets(arr.shape, chunk):
+        base_region = None if base is None else _region(base, offset, chunk)
+        mask, payload = encode_chunk(_region(arr, offset, chunk), level, base_region)
+        out.append((tuple(offset), mask, payload))
+    return out
+
+
+class ChunkError(ValueError):
+    """A chunk payload that does not decode; the caller names the file and tensor."""
+
+
+def decode_chunk(payload: bytes, mask: int, chunk: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """The chunk-shaped raw array of one payload (before any XOR-delta is undone)."""
+    nbytes = dtype.itemsize
+    for d in chunk:
+        nbytes *= d
+    if not mask & MASK_SKIP_ZSTD:
+        # A damaged header could claim any size; check before allocating.
+        try:
+            size = zstandard.frame_content_size(payload)
+        except zstandard.ZstdError as exc:
+            raise ChunkError("not a zstd frame (%s)" % exc)
+        if size != nbytes:
+            raise ChunkError("zstd frame holds %d bytes, the chunk needs %d" % (size, nbytes))
+        try:
+            payload = zstandard.ZstdDecompressor().decompress(payload)
+        except zstandard.ZstdError as exc:
+            raise ChunkError("zstd frame does not decompress (%s)" % exc)
+    if len(payload) != nbytes:
+        raise ChunkError("chunk holds %d bytes, needs %d" % (len(payload), nbytes))
+    if mask & MASK_SKIP_SHUFFLE:
+        raw = np.frombuffer(payload, dtype=np.uint8)
+    else:
+        raw = unshuffle(payload, dtype.itemsize)
+    return raw.view(dtype).reshape(tuple(chunk))
+
+
+def place(out: np.ndarray, offset: Sequence[int], region: np.ndarray,
+          base: Optional[np.ndarray] = None) -> None:
+    """Copy a decoded chunk into `out`, cropping edge padding and undoing XOR-delta."""
+    index = tuple(slice(o, min(o + c, s)) for o, c, s in zip(offset, region.shape, out.shape))
+    crop = region[tuple(slice(0, sl.stop - sl.start) for sl in index)]
+    if base is None:
+        out[index] = crop
+    else:
+        bits(out)[index] = np.bitwise_xor(bits(crop), bits(base)[index])
+
+
+def compress_blob(data: bytes, level: int) -> bytes:
+    return _compressor(level).compress(data)
+
+
+def decompress_blob(data: bytes, limit: int) -> bytes:
+    """Decompress one frame that must hold at most `limit` bytes."""
+    try:
+        size = zstandard.frame_content_size(data)
+        if size < 0 or size > limit:
+            raise ChunkError("zstd frame claims %d bytes, more than the %d expected" % (size, limit))
+        return zstandard.ZstdDecompressor().decompress(data)
+    except zstandard.ZstdError as exc:
+        raise ChunkError("zstd frame does not decompress (%s)" % exc)

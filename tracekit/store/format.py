@@ -1,0 +1,121 @@
+"""Constants and names of the golden trace format (version 1); docs/FORMAT.md explains them."""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Tuple
+
+from ..errors import UsageError
+
+FORMAT_VERSION = 1
+
+# Root attributes of a finished golden.
+ATTR_FORMAT = "tracekit_format"
+ATTR_PRODUCER = "producer"
+ATTR_CREATED = "created"
+ATTR_STEPS = "steps"
+ATTR_RECOVERED = "recovered"
+
+# Per-dataset attributes.
+ATTR_CRC = "crc32"
+ATTR_LOGICAL = "logical_dtype"
+ATTR_FORM = "form"
+ATTR_ENCODING = "encoding"
+ATTR_DELTA_BASE = "delta_base"
+ATTR_STRUCTURE = "structure"
+ATTR_INFO = "info"
+
+META_DATASET = "meta"
+STEPS_GROUP = "steps"
+INITIAL_GROUP = "initial"
+INITIAL_STEP = -1
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+JOURNAL_MAGIC = b"\x89TKJ\r\n\x1a\n"
+
+# HDF5 filters declared on chunked datasets (NOTES.md section 4).
+FILTER_SHUFFLE = 2
+FILTER_ZSTD = 32015
+MASK_SKIP_SHUFFLE = 1
+MASK_SKIP_ZSTD = 2
+
+# Chunks are at most this big: large enough for zstd, small enough to spread over threads.
+CHUNK_BYTES = 4 << 20
+# A delta-encoded variable gets a raw keyframe every this many snapshots, so reading
+# one snapshot decodes at most this many.
+KEYFRAME_INTERVAL = 16
+
+
+class Kind(str, Enum):
+    """What a recorded tensor is. The order is data-flow order within a step."""
+
+    INPUT = "input"
+    RANDOM = "random"
+    TAP = "tap"
+    FETCH = "fetch"
+    LOSS = "loss"
+    LR = "lr"
+    GRAD = "grad"
+    VAR = "var"
+    SLOT = "slot"
+
+    @classmethod
+    def parse(cls, value: "str | Kind") -> "Kind":
+        try:
+            return cls(value)
+        except ValueError:
+            raise UsageError(
+                "unknown tensor kind %r; use one of: %s" % (value, ", ".join(k.value for k in cls))
+            ) from None
+
+
+KIND_ORDER = {kind.value: i for i, kind in enumerate(Kind)}
+DELTA_KINDS = frozenset({Kind.VAR.value, Kind.SLOT.value})
+
+
+def make_key(kind: str, name: str) -> str:
+    """The mapping key of a tensor in a step: "kind/name", e.g. "grad/dense/kernel:0"."""
+    return "%s/%s" % (kind, name)
+
+
+def split_key(key: str) -> Tuple[str, str]:
+    kind, sep, name = key.partition("/")
+    if not sep or not name:
+        raise KeyError("%r is not a tensor key; keys look like 'grad/dense/kernel:0'" % (key,))
+    return Kind.parse(kind).value, name
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise UsageError("a tensor name must be a non-empty str, got %r" % (name,))
+    if "\x00" in name:
+        raise UsageError("a tensor name cannot contain NUL characters: %r" % (name,))
+    return name
+
+
+# HDF5 link names cannot hold "/" and "." alone means the group itself, so TF names
+# ("dense/kernel:0") are percent-escaped into one link name; every name round-trips.
+def escape_name(name: str) -> str:
+    out = name.replace("%", "%25").replace("/", "%2F")
+    if out.startswith("."):
+        out = "%2E" + out[1:]
+    return out
+
+
+_UNESCAPE = {"%25": "%", "%2F": "/", "%2E": "."}
+
+
+def unescape_name(link: str) -> str:
+    return re.sub("%(?:25|2F|2E)", lambda m: _UNESCAPE[m.group(0)], link)
+
+
+def step_path(step: int) -> str:
+    """HDF5 path of a step's group; the initial state is step -1."""
+    if step == INITIAL_STEP:
+        return INITIAL_GROUP
+    return "%s/%08d" % (STEPS_GROUP, step)
+
+
+def value_path(step: int, kind: str, name: str) -> str:
+    return "%s/%s/%s" % (step_path(step), kind, escape_name(name))

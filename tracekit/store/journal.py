@@ -1,0 +1,183 @@
+"""The append-only journal a trace is written to before it becomes an HDF5 golden.
+
+HDF5 is not crash-safe: a process killed while the library updates its metadata
+can leave a file that no longer opens. So a writer appends framed records to a
+journal at the golden's path and only at close turns it into HDF5 (a new file,
+then an atomic rename over the journal). A record never changes once written, and
+a step counts only once its commit record is complete, so a killed writer leaves
+every committed step readable.
+
+Layout: JOURNAL_MAGIC, then records. A record is a 16-byte frame
+(u32 header length, u32 crc32 of payload length + header, u64 payload length,
+little-endian),
+a msgpack header, and the payload (the value's chunk payloads, concatenated).
+Record types, by the header's "t":
+  open   {format, producer, created, meta}    first record
+  value  {q, k, n, st, leaves}                 one named value of step attempt q
+  step   {q, s, info, n}                       commits attempt q as step s (-1: initial state)
+  meta   {meta}                                metadata merged into what came before
+  close  {}                                    the writer finished; only assembly remained
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
+
+from . import metadata
+from .format import JOURNAL_MAGIC
+
+_FRAME = struct.Struct("<IIQ")
+MAX_HEADER = 64 << 20
+
+
+def _crc(head: bytes, payload_len: int) -> int:
+    # Covers the payload length too, so a damaged frame is not taken for a torn tail.
+    return zlib.crc32(head, zlib.crc32(struct.pack("<Q", payload_len))) & 0xFFFFFFFF
+
+
+class JournalWriter(object):
+    """Appends records; `flush` hands them to the OS, which keeps them if the process dies."""
+
+    def __init__(self, path: str, exclusive: bool = False) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+        fd = os.open(path, flags, 0o644)
+        self.path = path
+        self._file = os.fdopen(fd, "wb")  # type: BinaryIO
+        self._file.write(JOURNAL_MAGIC)
+
+    def append(self, header: Dict[str, Any], payload: List[bytes] = ()) -> int:
+        """Write one record; returns the offset of its payload."""
+        head = metadata.pack(header)
+        size = sum(len(p) for p in payload)
+        self._file.write(_FRAME.pack(len(head), _crc(head, size), size))
+        self._file.write(head)
+        offset = self._file.tell()
+        for part in payload:
+            self._file.write(part)
+        return offset
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self, sync: bool = True) -> None:
+        if self._file.closed:
+            return
+        self._file.flush()
+        if sync:
+            os.fsync(self._file.fileno())
+        self._file.close()
+
+
+class Record(object):
+    __slots__ = ("header", "offset", "size")
+
+    def __init__(self, header: Dict[str, Any], offset: int, size: int) -> None:
+        self.header = header
+        self.offset = offset  # of the payload
+        self.size = size
+
+
+class Scan(object):
+    """What a journal holds: its records up to the first incomplete or damaged one."""
+
+    def __init__(self) -> None:
+        self.records = []  # type: List[Record]
+        self.end = "truncated"  # "closed" | "truncated" | "damaged"
+        self.problem = None  # type: Optional[str]
+        self.file_size = 0
+
+
+def scan(path: str, fh: Optional[BinaryIO] = None) -> Scan:
+    """Read record headers (not payloads). Stops quietly at a torn tail; the caller
+    decides what an unfinished journal means. Raises ValueError if it is no journal."""
+    own = fh is None
+    if fh is None:
+        fh = open(path, "rb")
+    try:
+        result = Scan()
+        fh.seek(0, os.SEEK_END)
+        result.file_size = size = fh.tell()
+        fh.seek(0)
+        if fh.read(len(JOURNAL_MAGIC)) != JOURNAL_MAGIC:
+            raise ValueError("no tracekit journal signature")
+        pos = len(JOURNAL_MAGIC)
+        for record in _records(fh, pos, size, result):
+            result.records.append(record)
+            if record.header.get("t") == "close":
+                result.end = "closed"
+                break
+        return result
+    finally:
+        if own:
+            fh.close()
+
+
+def _records(fh: BinaryIO, pos: int, size: int, result: Scan) -> Iterator[Record]:
+    while pos + _FRAME.size <= size:
+        fh.seek(pos)
+        head_len, head_crc, payload_len = _FRAME.unpack(fh.read(_FRAME.size))
+        start = pos + _FRAME.size
+        if head_len > MAX_HEADER:
+            result.end, result.problem = "damaged", "bad record frame at byte %d" % pos
+            return
+        if start + head_len + payload_len > size:
+            return  # torn tail: the process died while writing this record
+        head = fh.read(head_len)
+        if _crc(head, payload_len) != head_crc:
+            result.end, result.problem = "damaged", "record header checksum mismatch at byte %d" % pos
+            return
+        try:
+            header = metadata.unpack(head)
+        except ValueError as exc:
+            result.end, result.problem = "damaged", "undecodable record at byte %d (%s)" % (pos, exc)
+            return
+        if not isinstance(header, dict) or "t" not in header:
+            result.end, result.problem = "damaged", "record without a type at byte %d" % pos
+            return
+        yield Record(header, start + head_len, payload_len)
+        pos = start + head_len + payload_len
+
+
+def read_payload(fh: BinaryIO, offset: int, size: int) -> bytes:
+    fh.seek(offset)
+    data = fh.read(size)
+    if len(data) != size:
+        raise ValueError("payload at byte %d is cut short" % offset)
+    return data
+
+
+class Committed(object):
+    """A journal's committed steps: for each, its info and value records in order."""
+
+    def __init__(self, scan_result: Scan) -> None:
+        self.scan = scan_result
+        self.open = None  # type: Optional[Dict[str, Any]]
+        self.meta = {}  # type: Dict[str, Any]
+        self.steps = {}  # type: Dict[int, Tuple[Dict[str, Any], List[Record]]]
+        self.order = []  # type: List[int]  # step indices in commit order
+        self.dropped = 0  # value records of attempts never committed
+        pending = {}  # type: Dict[int, List[Record]]
+        for record in scan_result.records:
+            h = record.header
+            t = h["t"]
+            if t == "open":
+                self.open = h
+                self.meta = dict(h.get("meta") or {})
+            elif t == "value":
+                pending.setdefault(h["q"], []).append(record)
+            elif t == "step":
+                values = pending.pop(h["q"], [])
+                if len(values) != h.get("n", len(values)):
+                    raise ValueError("step %s commits %s values but %d were written"
+                                     % (h["s"], h.get("n"), len(values)))
+                if h["s"] not in self.steps:
+                    self.order.append(h["s"])
+                self.steps[h["s"]] = (h.get("info") or {}, values)
+            elif t == "meta":
+                self.meta.update(h.get("meta") or {})
+        self.dropped = sum(len(v) for v in pending.values())
+        if self.open is None:
+            raise ValueError("journal has no opening record")

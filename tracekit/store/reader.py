@@ -1,0 +1,208 @@
+"""Reading traces: `tracekit.open(path)` -> Trace, read-only and lazy."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Optional
+
+try:
+    from collections.abc import Mapping
+except ImportError:  # pragma: no cover
+    from collections import Mapping
+
+import numpy as np
+
+from ..errors import GoldenNotFound, NotATrace, UsageError
+from .backend import Backend
+from .catalog import TensorInfo
+from .format import HDF5_SIGNATURE, INITIAL_STEP, JOURNAL_MAGIC, Kind, make_key, split_key
+
+
+def open_trace(path: "str | os.PathLike") -> "Trace":
+    """Open a golden (or an unfinished trace a killed writer left) for reading."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise GoldenNotFound("no trace at %s: check the path, or record it first (tracekit record)" % path)
+    if os.path.isdir(path):
+        raise NotATrace("%s is a directory, not a trace file" % path)
+    with open(path, "rb") as fh:
+        signature = fh.read(len(HDF5_SIGNATURE))
+    if signature == HDF5_SIGNATURE:
+        from .backend_hdf5 import HDF5Backend
+
+        return Trace(HDF5Backend(path))
+    if signature == JOURNAL_MAGIC:
+        from .backend_journal import JournalBackend
+
+        return Trace(JournalBackend(path))
+    raise NotATrace("%s is not a tracekit golden: it is neither HDF5 nor a tracekit journal%s"
+                    % (path, " (the file is empty)" if not signature else ""))
+
+
+class Trace(object):
+    """A recorded trace: metadata, the initial state, and steps of named tensors.
+
+    `trace.step(k)` maps "kind/name" keys ("grad/dense/kernel:0") to values, read
+    when asked for. An unfinished trace (its writer was killed) has `complete`
+    False and `problem` saying why; its committed steps read as usual.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self.path = backend.path  # type: str
+        self.format_version = backend.format_version  # type: int
+        self.producer = backend.producer  # type: str
+        self.created = backend.created  # type: str
+        self.meta = backend.meta  # type: Dict[str, Any]
+        self.catalog = list(backend.catalog)  # type: List[TensorInfo]
+        self.complete = backend.complete  # type: bool
+        self.recovered = backend.recovered  # type: bool
+        self.problem = backend.problem  # type: Optional[str]
+
+    def __len__(self) -> int:
+        return self._backend.nsteps
+
+    def __iter__(self) -> Iterator["Step"]:
+        for k in range(len(self)):
+            yield Step(self._backend, k)
+
+    def step(self, k: int) -> "Step":
+        """Step k (0-based; negative counts from the end)."""
+        n = len(self)
+        index = k + n if k < 0 else k
+        if not 0 <= index < n:
+            raise IndexError("%s has %d steps; step %d does not exist" % (self.path, n, k))
+        return Step(self._backend, index)
+
+    @property
+    def initial(self) -> "Step":
+        """The state before the first step (empty if none was recorded)."""
+        return Step(self._backend, INITIAL_STEP)
+
+    @property
+    def has_initial(self) -> bool:
+        return self._backend.has_initial
+
+    def names(self, kind: "str | Kind") -> List[str]:
+        """Names recorded under `kind`, in data-flow then recording order."""
+        kind = Kind.parse(kind).value
+        return [t.name for t in self.catalog if t.kind == kind]
+
+    def info(self, kind: "str | Kind", name: str) -> TensorInfo:
+        kind = Kind.parse(kind).value
+        for t in self.catalog:
+            if t.kind == kind and t.name == name:
+                return t
+        raise KeyError("%s has no tensor %s" % (self.path, make_key(kind, name)))
+
+    def series(self, kind: "str | Kind", name: str) -> "Series":
+        """One tensor across all the steps that recorded it."""
+        kind = Kind.parse(kind).value
+        self.info(kind, name)  # KeyError naming the file if unknown
+        steps, vals = [], []
+        for k in range(len(self)):
+            step = Step(self._backend, k)
+            if step.has(kind, name):
+                steps.append(k)
+                vals.append(step.get_value(kind, name))
+        return Series(kind, name, steps, vals)
+
+    def close(self) -> None:
+        self._backend.close()
+
+    def __enter__(self) -> "Trace":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "INCOMPLETE"
+        return "<tracekit.Trace %s: %d steps, %s>" % (self.path, len(self), state)
+
+
+class Step(Mapping):
+    """One step's tensors, keyed "kind/name"; values are read on access."""
+
+    def __init__(self, backend: Backend, index: int) -> None:
+        self._backend = backend
+        self.index = index
+        self._keys = None  # type: Optional[List[str]]
+
+    @property
+    def info(self) -> Dict[str, Any]:
+        """What the producer noted about the step (global_step, ...)."""
+        if self.index == INITIAL_STEP and not self._backend.has_initial:
+            return {}
+        return self._backend.info(self.index)
+
+    def _key_list(self) -> List[str]:
+        if self._keys is None:
+            if self.index == INITIAL_STEP and not self._backend.has_initial:
+                self._keys = []
+            else:
+                self._keys = [make_key(k, n) for k, n in self._backend.keys(self.index)]
+        return self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._key_list())
+
+    def __len__(self) -> int:
+        return len(self._key_list())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._key_list()
+
+    def __getitem__(self, key: str) -> Any:
+        kind, name = split_key(key)
+        return self.get_value(kind, name)
+
+    def has(self, kind: str, name: str) -> bool:
+        return make_key(kind, name) in self._key_list()
+
+    def names(self, kind: "str | Kind") -> List[str]:
+        kind = Kind.parse(kind).value
+        prefix = kind + "/"
+        return [k[len(prefix):] for k in self._key_list() if k.startswith(prefix)]
+
+    def get_value(self, kind: str, name: str) -> Any:
+        if not self.has(kind, name):
+            label = "the initial state" if self.index == INITIAL_STEP else "step %d" % self.index
+            raise KeyError("%s: %s has no %s" % (self._backend.path, label, make_key(kind, name)))
+        return self._backend.value(self.index, kind, name)
+
+    def __repr__(self) -> str:
+        label = "initial" if self.index == INITIAL_STEP else str(self.index)
+        return "<tracekit.Step %s: %d tensors>" % (label, len(self))
+
+
+class Series(object):
+    """One tensor over steps: `steps` (indices that recorded it) and `values`."""
+
+    def __init__(self, kind: str, name: str, steps: List[int], values: List[Any]) -> None:
+        self.kind = kind
+        self.name = name
+        self.steps = steps
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.values[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values)
+
+    def stack(self) -> np.ndarray:
+        """The values stacked on a new first axis (they must share shape and dtype)."""
+        if not self.values:
+            raise UsageError("%s/%s has no recorded steps to stack" % (self.kind, self.name))
+        return np.stack([np.asarray(v) for v in self.values])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.stack()
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        return "<tracekit.Series %s/%s: %d steps>" % (self.kind, self.name, len(self))

@@ -1,0 +1,282 @@
+"""What can be stored: arrays and scalars as leaves, nested structures of them.
+
+A recorded value is either one leaf or a structure (dicts, lists, tuples,
+namedtuples, None, as `Session.run` returns them) of leaves. Each leaf becomes a
+*storage array* that HDF5 holds natively, plus the few facts needed to give the
+caller back exactly what it stored:
+
+- numeric dtypes (bool, ints, uints, floats, complex) and fixed bytes ("S") are
+  stored as they are;
+- dtypes HDF5 has no type for (bfloat16 and the other ml_dtypes, datetime64,
+  timedelta64) are stored as unsigned integers of the same width, bit for bit,
+  with the original dtype in `logical`;
+- strings (object arrays of bytes or str, "U" arrays, Python bytes/str) are stored
+  as variable-length byte strings.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import UnsupportedValue
+
+# Leaf layouts.
+CHUNKED = "chunked"  # numeric, ndim >= 1, non-empty: shuffled, zstd, chunked
+PLAIN = "plain"  # numeric scalar or empty array: stored uncompressed
+STRINGS = "strings"  # variable-length byte strings
+
+# Leaf forms: what the caller gets back.
+ARRAY = "array"  # np.ndarray
+NUMPY_SCALAR = "scalar"  # np.float32(1.0), ...
+PYTHON = "python"  # int, float, bool, complex, bytes, str
+
+LOGICAL_BYTES = "object:bytes"
+LOGICAL_STR = "object:str"
+
+_NATIVE_KINDS = "biufcS"
+_BITS_KINDS = "Mm"
+_PY_SCALARS = (bool, int, float, complex, bytes, str)
+MAX_DEPTH = 64
+
+
+class Leaf(object):
+    """One storage-ready leaf: `array` is what HDF5 holds (an ndarray, or a list of
+    bytes for STRINGS), the rest is what turns it back into the caller's value."""
+
+    __slots__ = ("array", "layout", "shape", "dtype", "logical", "form")
+
+    def __init__(self, array: Any, layout: str, shape: Tuple[int, ...], dtype: str,
+                 logical: Optional[str], form: str) -> None:
+        self.array = array
+        self.layout = layout
+        self.shape = shape
+        self.dtype = dtype
+        self.logical = logical
+        self.form = form
+
+    @property
+    def nbytes(self) -> int:
+        if self.layout == STRINGS:
+            return sum(len(b) for b in self.array)
+        return int(self.array.nbytes)
+
+
+def _ml_dtype(name: str) -> Optional[np.dtype]:
+    """numpy dtypes that TensorFlow registers (bfloat16, ...), found without importing TF."""
+    try:
+        import ml_dtypes  # installed with TF >= 2.11
+    except ImportError:
+        pass
+    else:
+        found = getattr(ml_dtypes, name, None)
+        if found is not None:
+            return np.dtype(found)
+    tf = sys.modules.get("tensorflow")  # TF 1.15 registers its own bfloat16
+    as_dtype = getattr(getattr(tf, name, None), "as_numpy_dtype", None)
+    return np.dtype(as_dtype) if as_dtype is not None else None
+
+
+def logical_dtype(logical: str) -> np.dtype:
+    try:
+        return np.dtype(logical)
+    except TypeError:
+        found = _ml_dtype(logical)
+        if found is None:
+            raise UnsupportedValue(
+                "dtype %r needs the ml_dtypes package (pip install ml_dtypes) "
+                "or TensorFlow imported first" % (logical,)
+            )
+        return found
+
+
+def _is_ml_dtype(dtype: np.dtype) -> bool:
+    if dtype.kind != "V" or dtype.fields is not None or dtype.subdtype is not None:
+        return False
+    return not dtype.name.startswith("void")
+
+
+def is_leaf(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, np.generic) + _PY_SCALARS)
+
+
+def make_leaf(value: Any, where: str) -> Leaf:
+    """Turn one array or scalar into a storage-ready Leaf; `where` names it in errors."""
+    if isinstance(value, np.ndarray):
+        form, arr = ARRAY, value
+    elif isinstance(value, np.generic):
+        form, arr = NUMPY_SCALAR, np.asarray(value)
+    elif isinstance(value, (bytes, str)):
+        form, arr = PYTHON, np.empty((), dtype=object)
+        arr[()] = value
+    elif isinstance(value, _PY_SCALARS):
+        form, arr = PYTHON, np.asarray(value)
+        if arr.dtype.kind == "O":
+            raise UnsupportedValue("%s: the integer %r does not fit in 64 bits" % (where, value))
+    else:
+        raise UnsupportedValue(
+            "%s: cannot store a %s; store numpy arrays, scalars, bytes or str, or "
+            "dicts/lists/tuples of them" % (where, type(value).__name__)
+        )
+    shape = tuple(int(d) for d in arr.shape)
+    dtype = arr.dtype
+    if dtype.kind in _NATIVE_KINDS:
+        storage, logical = arr, None
+    elif dtype.kind in _BITS_KINDS or _is_ml_dtype(dtype):
+        storage, logical = arr.view("u%d" % dtype.itemsize), dtype.str if dtype.kind in _BITS_KINDS else dtype.name
+    elif dtype.kind == "U":
+        return Leaf([s.encode("utf-8") for s in arr.ravel().tolist()], STRINGS, shape, "|u1",
+                    dtype.str, form)
+    elif dtype.kind == "O":
+        items = arr.ravel().tolist()
+        if all(isinstance(x, bytes) for x in items):
+            return Leaf(items, STRINGS, shape, "|u1", LOGICAL_BYTES, form)
+        if all(isinstance(x, str) for x in items):
+            return Leaf([s.encode("utf-8") for s in items], STRINGS, shape, "|u1", LOGICAL_STR, form)
+        kinds = sorted({type(x).__name__ for x in items if not isinstance(x, (bytes, str))})
+        raise UnsupportedValue(
+            "%s: object array holding %s; only arrays of bytes or str can be stored "
+            "(convert it to a numeric dtype)" % (where, ", ".join(kinds))
+        )
+    else:
+        raise UnsupportedValue("%s: dtype %s is not data tracekit can store" % (where, dtype))
+    layout = CHUNKED if storage.ndim >= 1 and storage.size > 0 else PLAIN
+    storage = np.ascontiguousarray(storage)
+    return Leaf(storage, layout, shape, storage.dtype.str, logical, form)
+
+
+def strings_blob(items: List[bytes]) -> bytes:
+    """The canonical bytes of a list of strings: little-endian u64 lengths, then the bytes."""
+    lengths = np.array([len(b) for b in items], dtype="<u8")
+    return lengths.tobytes() + b"".join(items)
+
+
+def strings_from_blob(blob: bytes, count: int) -> List[bytes]:
+    head = 8 * count
+    if len(blob) < head:
+        raise ValueError("string blob shorter than its length table")
+    lengths = np.frombuffer(blob[:head], dtype="<u8")
+    out, pos = [], head
+    for n in lengths.tolist():
+        out.append(blob[pos:pos + n])
+        pos += n
+    if pos != len(blob):
+        raise ValueError("string blob lengths do not add up")
+    return out
+
+
+def checksum(leaf_array: Any, layout: str) -> int:
+    """crc32 of a leaf's raw bytes (of its strings blob for strings)."""
+    if layout == STRINGS:
+        return zlib.crc32(strings_blob(leaf_array)) & 0xFFFFFFFF
+    return zlib.crc32(np.ascontiguousarray(leaf_array).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
+
+
+def restore_leaf(storage: Any, shape: Tuple[int, ...], logical: Optional[str], form: str) -> Any:
+    """The caller's value from a decoded storage array (or list of bytes for strings)."""
+    if isinstance(storage, list):
+        if logical == LOGICAL_BYTES:
+            arr = np.empty(len(storage), dtype=object)
+            arr[:] = storage
+        elif logical == LOGICAL_STR:
+            arr = np.empty(len(storage), dtype=object)
+            arr[:] = [b.decode("utf-8") for b in storage]
+        else:  # a "U" array
+            arr = np.array([b.decode("utf-8") for b in storage], dtype=logical_dtype(logical or "U"))
+        arr = arr.reshape(shape)
+    elif logical is not None:
+        arr = storage.view(logical_dtype(logical))
+    else:
+        arr = storage
+    if form == ARRAY:
+        return arr
+    if form == NUMPY_SCALAR:
+        return arr[()]
+    return arr[()] if arr.dtype.kind == "O" else arr.item()
+
+
+# ---- structures -------------------------------------------------------------------------
+# A structure spec is msgpack-able: ["leaf"], ["none"], ["list", [...]], ["tuple", [...]],
+# ["dict", [[key, child], ...]], ["namedtuple", typename, [fields], [...]].
+
+_KEY_TYPES = (str, bytes, int, float, bool, type(None))
+
+
+def flatten(value: Any, where: str) -> Tuple[Optional[list], List[Any]]:
+    """Split a value into (structure spec or None for a bare leaf, leaves in order)."""
+    if is_leaf(value):
+        return None, [value]
+    leaves = []  # type: List[Any]
+    spec = _flatten(value, leaves, where, 0)
+    return spec, leaves
+
+
+def _flatten(value: Any, leaves: List[Any], where: str, depth: int) -> list:
+    if depth > MAX_DEPTH:
+        raise UnsupportedValue("%s: structure nested deeper than %d levels" % (where, MAX_DEPTH))
+    if is_leaf(value):
+        leaves.append(value)
+        return ["leaf"]
+    if value is None:
+        return ["none"]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        children = [_flatten(v, leaves, where, depth + 1) for v in value]
+        return ["namedtuple", type(value).__name__, list(value._fields), children]
+    if isinstance(value, (list, tuple)):
+        children = [_flatten(v, leaves, where, depth + 1) for v in value]
+        return ["list" if isinstance(value, list) else "tuple", children]
+    if isinstance(value, collections.abc.Mapping):
+        items = []
+        for key, child in value.items():
+            if not isinstance(key, _KEY_TYPES):
+                raise UnsupportedValue(
+                    "%s: dict key %r of type %s cannot be stored; use str or int keys"
+                    % (where, key, type(key).__name__))
+            items.append([key, _flatten(child, leaves, where, depth + 1)])
+        return ["dict", items]
+    raise UnsupportedValue(
+        "%s: cannot store a %s; store numpy arrays, scalars, bytes or str, or "
+        "dicts/lists/tuples of them" % (where, type(value).__name__)
+    )
+
+
+_namedtuples = {}  # type: Dict[Tuple[str, Tuple[str, ...]], Any]
+
+
+def unflatten(spec: Optional[list], leaves: List[Any]) -> Any:
+    if spec is None:
+        if len(leaves) != 1:
+            raise ValueError("a bare value has exactly one leaf")
+        return leaves[0]
+    it = iter(leaves)
+    value = _unflatten(spec, it)
+    if next(it, it) is not it:
+        raise ValueError("structure has fewer leaves than stored")
+    return value
+
+
+def _unflatten(spec: list, it: Any) -> Any:
+    tag = spec[0]
+    if tag == "leaf":
+        try:
+            return next(it)
+        except StopIteration:
+            raise ValueError("structure has more leaves than stored") from None
+    if tag == "none":
+        return None
+    if tag in ("list", "tuple"):
+        children = [_unflatten(c, it) for c in spec[1]]
+        return children if tag == "list" else tuple(children)
+    if tag == "dict":
+        return {key: _unflatten(child, it) for key, child in spec[1]}
+    if tag == "namedtuple":
+        typename, fields, children = spec[1], tuple(spec[2]), spec[3]
+        cls = _namedtuples.get((typename, fields))
+        if cls is None:
+            cls = _namedtuples[(typename, fields)] = collections.namedtuple(typename, fields)
+        return cls(*[_unflatten(c, it) for c in children])
+    raise ValueError("unknown structure tag %r" % (tag,))

@@ -1,0 +1,70 @@
+"""`verify`: decode every tensor of a trace, recompute its checksum, check the structure."""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional
+
+from ..errors import TracekitError
+from .format import INITIAL_STEP
+from .reader import open_trace
+
+
+class VerifyResult(object):
+    """Truthy when the trace is whole: complete, every checksum and the catalog agree."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.steps = 0
+        self.values = 0
+        self.complete = True
+        self.problems = []  # type: List[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.complete and not self.problems
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> VerifyResult:
+    """Check one trace. Raises TracekitError if it cannot be opened at all; damage found
+    inside is collected in `problems`. `progress(done, total)` is called after each step."""
+    result = VerifyResult(path)
+    with open_trace(path) as trace:
+        result.steps = len(trace)
+        if not trace.complete:
+            result.complete = False
+            result.problems.append("%s is unfinished: %s; %d steps are readable. Run `tracekit recover %s` "
+                                   "to make it a golden of those steps" % (path, trace.problem, len(trace), path))
+        seen = {}
+        indices = ([INITIAL_STEP] if trace.has_initial else []) + list(range(len(trace)))
+        for done, index in enumerate(indices):
+            step = trace.initial if index == INITIAL_STEP else trace.step(index)
+            try:
+                keys = list(step)
+            except (TracekitError, KeyError, ValueError, OSError) as exc:
+                result.problems.append("%s: step %d cannot be listed (%s)" % (path, index, exc))
+                continue
+            for key in keys:
+                try:
+                    step[key]
+                    result.values += 1
+                except (TracekitError, KeyError) as exc:
+                    result.problems.append(str(exc).strip("'\""))
+                counts = seen.setdefault(key, [0, False])
+                if index == INITIAL_STEP:
+                    counts[1] = True
+                else:
+                    counts[0] += 1
+            if progress is not None:
+                progress(done + 1, len(indices))
+        for info in trace.catalog:
+            counts = seen.pop(info.key, [0, False])
+            if counts != [info.steps, info.initial]:
+                result.problems.append("%s: the catalog lists %s in %d steps%s, the file holds it in %d%s"
+                                       % (path, info.key, info.steps, " and the initial state" if info.initial
+                                          else "", counts[0], " and the initial state" if counts[1] else ""))
+        for key in seen:
+            result.problems.append("%s: %s is not in the catalog" % (path, key))
+    return result

@@ -1,0 +1,376 @@
+"""TraceWriter: streams steps into a journal, compressing on background threads.
+
+The calling thread only validates and (unless told not to) copies each value; a
+thread pool checksums, shuffles and compresses, and one sink thread appends the
+results to the journal in submission order. Memory is bounded by
+`max_pending_bytes` (values handed over but not yet written) plus, with delta
+encoding, one previous snapshot of each variable. `end_step()` returns once the
+*previous* step is on disk, so at most one step is ever in flight: a process
+killed at any moment loses only that step. `close()` turns the journal into the
+HDF5 golden (see assemble.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import datetime
+import os
+import queue
+import threading
+import weakref
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import TraceWriteError, UsageError
+from . import codec, values
+from .format import DELTA_KINDS, FORMAT_VERSION, INITIAL_STEP, KEYFRAME_INTERVAL, Kind, check_name, make_key
+from .journal import JournalWriter
+
+DEFAULT_LEVEL = 1
+DEFAULT_PENDING = 256 << 20
+
+_open_writers = weakref.WeakSet()  # type: weakref.WeakSet
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    # An uncaught exception ends the script: still leave a golden of the completed steps.
+    for writer in list(_open_writers):
+        try:
+            writer.close()
+        except Exception:
+            pass
+
+
+def producer_string() -> str:
+    import sys
+
+    import h5py
+
+    return "tracekit %s (Python %s, h5py %s, HDF5 %s)" % (
+        __version__, sys.version.split()[0], h5py.version.version, h5py.version.hdf5_version)
+
+
+def _encode(leaves: List[values.Leaf], bases: Optional[list], level: int) -> Tuple[List[Dict[str, Any]], List[bytes]]:
+    """Leaf descriptors and payload parts of one value (runs on a pool thread)."""
+    descs, parts = [], []  # type: List[Dict[str, Any]], List[bytes]
+    for i, leaf in enumerate(leaves):
+        desc = {"l": leaf.layout, "sh": list(leaf.shape), "dt": leaf.dtype, "lg": leaf.logical,
+                "f": leaf.form, "crc": values.checksum(leaf.array, leaf.layout)}
+        if leaf.layout == values.CHUNKED:
+            chunk = codec.chunk_shape(leaf.array.shape, leaf.array.dtype.itemsize)
+            base = bases[i] if bases else None
+            chunks = codec.encode_array(leaf.array, chunk, level, None if base is None else base[1])
+            desc["ch"] = list(chunk)
+            desc["lv"] = level
+            desc["cs"] = [[list(off), mask, len(payload)] for off, mask, payload in chunks]
+            if base is not None:
+                desc["e"], desc["b"] = "xor", base[0]
+            parts.extend(payload for _, _, payload in chunks)
+        elif leaf.layout == values.PLAIN:
+            raw = leaf.array.tobytes()
+            desc["n"] = len(raw)
+            parts.append(raw)
+        else:
+            raw = values.strings_blob(leaf.array)
+            blob = codec.compress_blob(raw, level)
+            desc["n"], desc["raw"], desc["cnt"] = len(blob), len(raw), len(leaf.array)
+            parts.append(blob)
+        descs.append(desc)
+    return descs, parts
+
+
+class TraceWriter(object):
+    """Write a trace step by step. Use `tracekit.store.create(path)`.
+
+    >>> with create("run.h5", meta={"user": {"model": "mlp"}}) as w:
+    ...     with w.initial():
+    ...         w.add("var", "dense/kernel:0", kernel)
+    ...     for batch in data:
+    ...         with w.step(info={"global_step": 1}):
+    ...             w.add("loss", "loss", loss)
+    """
+
+    def __init__(self, path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None,
+                 level: int = DEFAULT_LEVEL, delta: bool = True, workers: Optional[int] = None,
+                 max_pending_bytes: int = DEFAULT_PENDING, producer: Optional[str] = None) -> None:
+        if mode not in ("w", "w-", "x"):
+            raise UsageError("mode must be 'w' (overwrite) or 'w-'/'x' (fail if it exists), got %r" % (mode,))
+        self.path = os.fspath(path)
+        self.level = int(level)
+        self.delta = bool(delta)
+        self.max_pending_bytes = int(max_pending_bytes)
+        try:
+            self._journal = JournalWriter(self.path, exclusive=mode != "w")
+        except FileExistsError:
+            raise TraceWriteError("%s already exists; use mode='w' to overwrite it" % self.path) from None
+        except OSError as exc:
+            raise TraceWriteError("cannot write a trace to %s: %s; choose a writable path"
+                                  % (self.path, exc.strerror or exc)) from None
+        self._stale_tmp()
+        header = {"t": "open", "format": FORMAT_VERSION, "producer": producer or producer_string(),
+                  "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "meta": dict(meta or {})}
+        self._journal.append(header)
+        self._journal.flush()
+
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="tracekit-encode")
+        self._queue = queue.Queue()  # type: queue.Queue
+        self._cond = threading.Condition()
+        self._pending_bytes = 0
+        self.peak_pending_bytes = 0
+        self._commits_sent = 0
+        self._commits_written = 0
+        self._error = None  # type: Optional[BaseException]
+        self._sink = threading.Thread(target=self._drain, name="tracekit-sink", daemon=True)
+        self._sink.start()
+
+        self._attempt = 0  # attempt ids: an aborted step's records are never committed
+        self._step = None  # type: Optional[int]  # index of the open step
+        self._step_keys = set()  # type: set
+        self._step_last = {}  # type: Dict[str, Tuple[int, List[np.ndarray], int]]
+        self._last = {}  # type: Dict[str, Tuple[int, List[np.ndarray], int]]  # delta bases
+        self._has_initial = False
+        self.steps = 0  # committed steps
+        self.closed = False
+        _open_writers.add(self)
+
+    def _stale_tmp(self) -> None:
+        from .assemble import tmp_path
+
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp_path(self.path))
+
+    # ---- steps ---------------------------------------------------------------------------
+
+    def begin_step(self, info: Optional[Mapping[str, Any]] = None, initial: bool = False) -> int:
+        """Open the next step (or the initial state); returns its index (-1 for the initial state)."""
+        self._check_open()
+        if self._step is not None:
+            raise UsageError("%s: step %s is still open; call end_step() or abort_step() first"
+                             % (self.path, self._step))
+        if initial:
+            if self._has_initial:
+                raise UsageError("%s: the initial state was already recorded" % self.path)
+            self._step = INITIAL_STEP
+        else:
+            self._step = self.steps
+        self._attempt += 1
+        self._info = dict(info or {})
+        self._step_keys = set()
+        self._step_last = {}
+        return self._step
+
+    def add(self, kind: "str | Kind", name: str, value: Any, copy: bool = True) -> None:
+        """Record `value` (an array, scalar, or nested dict/list/tuple of them) as kind/name.
+
+        With copy=False the arrays are referenced, not copied: pass it only for
+        arrays nobody will modify afterwards (fresh `Session.run` results).
+        """
+        self._check_open()
+        if self._step is None:
+            raise UsageError("%s: add() outside a step; call begin_step() first" % self.path)
+        kind = Kind.parse(kind).value
+        name = check_name(name)
+        key = make_key(kind, name)
+        where = "%s, %s, %s" % (self.path, _step_label(self._step), key)
+        if key in self._step_keys:
+            raise UsageError("%s: recorded twice in one step; each tensor is recorded once per step" % where)
+        spec, raw_leaves = values.flatten(value, where)
+        leaves = [values.make_leaf(v, where) for v in raw_leaves]
+        if copy:
+            for leaf in leaves:
+                if isinstance(leaf.array, np.ndarray):
+                    leaf.array = leaf.array.copy()
+        bases = self._delta_bases(kind, key, spec, leaves)
+        nbytes = sum(leaf.nbytes for leaf in leaves)
+        self._wait_for_room(nbytes)
+        future = self._pool.submit(_encode, leaves, bases, self.level)
+        header = {"t": "value", "q": self._attempt, "k": kind, "n": name, "st": spec}
+        self._step_keys.add(key)
+        self._queue.put(("value", header, future, nbytes))
+
+    def _delta_bases(self, kind: str, key: str, spec: Optional[list], leaves: List[values.Leaf]) -> Optional[list]:
+        """Per leaf (base step, base array) to XOR against, or None; remembers this snapshot."""
+        if not self.delta or kind not in DELTA_KINDS:
+            return None
+        arrays = [leaf.array for leaf in leaves]
+        if not all(leaf.layout == values.CHUNKED and leaf.array.dtype.itemsize in (1, 2, 4, 8)
+                   for leaf in leaves):
+            return None
+        last = self._last.get(key)
+        usable = (last is not None and last[2] + 1 < KEYFRAME_INTERVAL and len(last[1]) == len(arrays)
+                  and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(arrays, last[1])))
+        self._step_last[key] = (self._step, arrays, last[2] + 1 if usable else 0)
+        if not usable:
+            return None
+        return [(last[0], base) for base in last[1]]
+
+    def end_step(self, info: Optional[Mapping[str, Any]] = None) -> int:
+        """Commit the open step; returns its index. Blocks until the step before it is on disk."""
+        self._check_open()
+        if self._step is None:
+            raise UsageError("%s: end_step() without begin_step()" % self.path)
+        step = self._step
+        full_info = dict(self._info)
+        full_info.update(info or {})
+        self._queue.put(("step", {"t": "step", "q": self._attempt, "s": step, "info": full_info,
+                                  "n": len(self._step_keys)}))
+        self._last.update(self._step_last)
+        self._step = None
+        if step == INITIAL_STEP:
+            self._has_initial = True
+        else:
+            self.steps += 1
+        self._commits_sent += 1
+        self._wait(lambda: self._commits_written >= self._commits_sent - 1)
+        return step
+
+    def abort_step(self) -> None:
+        """Drop the open step: what was added to it is never committed."""
+        self._step = None
+        self._step_keys = set()
+        self._step_last = {}
+
+    @contextlib.contextmanager
+    def step(self, info: Optional[Mapping[str, Any]] = None) -> Iterator[int]:
+        """`with w.step():` commits on success, drops the step if the body raises."""
+        index = self.begin_step(info)
+        try:
+            yield index
+        except BaseException:
+            self.abort_step()
+            raise
+        self.end_step()
+
+    @contextlib.contextmanager
+    def initial(self, info: Optional[Mapping[str, Any]] = None) -> Iterator[int]:
+        """`with w.initial():` records the state before the first step (variables, slots)."""
+        index = self.begin_step(info, initial=True)
+        try:
+            yield index
+        except BaseException:
+            self.abort_step()
+            raise
+        self.end_step()
+
+    def update_meta(self, meta: Mapping[str, Any]) -> None:
+        """Merge top-level keys into the trace's metadata."""
+        self._check_open()
+        self._queue.put(("meta", {"t": "meta", "meta": dict(meta)}))
+
+    def flush(self) -> None:
+        """Block until everything committed so far is in the journal (on disk but for power loss)."""
+        self._check_open()
+        self._queue.put(("flush",))
+        self._wait(lambda: self._commits_written >= self._commits_sent and self._queue.unfinished_tasks == 0)
+
+    def close(self) -> str:
+        """Finish: an open step is dropped, the journal becomes the HDF5 golden. Returns the path."""
+        if self.closed:
+            return self.path
+        self.closed = True
+        _open_writers.discard(self)
+        self._step = None
+        self._queue.put(("close", {"t": "close"}))
+        self._sink.join()
+        self._pool.shutdown(wait=True)
+        self._journal.close(sync=self._error is None)
+        if self._error is not None:
+            raise _write_error(self.path, self._error)
+        from .assemble import assemble
+
+        assemble(self.path, self.path)
+        return self.path
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- the sink thread -----------------------------------------------------------------
+
+    def _drain(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if self._error is None:
+                    self._write(item)
+            except BaseException as exc:  # kept for the caller; the thread must keep draining
+                self._error = exc
+            finally:
+                if item[0] == "value":
+                    with self._cond:
+                        self._pending_bytes -= item[3]
+                        self._cond.notify_all()
+                self._queue.task_done()
+                with self._cond:
+                    self._cond.notify_all()
+            if item[0] == "close":
+                return
+
+    def _write(self, item: tuple) -> None:
+        what = item[0]
+        if what == "value":
+            header, future, _ = item[1], item[2], item[3]
+            descs, parts = future.result()
+            header = dict(header, leaves=descs)
+            self._journal.append(header, parts)
+        elif what == "step":
+            self._journal.append(item[1])
+            self._journal.flush()
+            with self._cond:
+                self._commits_written += 1
+        elif what in ("meta", "close"):
+            self._journal.append(item[1])
+            self._journal.flush()
+        elif what == "flush":
+            self._journal.flush()
+
+    # ---- waiting -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise UsageError("%s: the writer is closed" % self.path)
+        if self._error is not None:
+            error, self._error = self._error, None
+            self.closed = True
+            _open_writers.discard(self)
+            raise _write_error(self.path, error)
+
+    def _wait(self, ready: Any) -> None:
+        with self._cond:
+            while not ready() and self._error is None:
+                self._cond.wait(0.5)
+        self._check_open()
+
+    def _wait_for_room(self, nbytes: int) -> None:
+        with self._cond:
+            while self._pending_bytes > 0 and self._pending_bytes + nbytes > self.max_pending_bytes \
+                    and self._error is None:
+                self._cond.wait(0.5)
+            self._pending_bytes += nbytes
+            self.peak_pending_bytes = max(self.peak_pending_bytes, self._pending_bytes)
+        self._check_open()
+
+
+def _step_label(step: int) -> str:
+    return "initial state" if step == INITIAL_STEP else "step %d" % step
+
+
+def _write_error(path: str, exc: BaseException) -> Exception:
+    if isinstance(exc, OSError):
+        return TraceWriteError("writing %s failed: %s; the steps committed before it are kept "
+                               "(tracekit recover %s)" % (path, exc.strerror or exc, path))
+    return exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
+
+
+def create(path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None, **options: Any) -> TraceWriter:
+    """Start writing a trace at `path` ('w' overwrites, 'w-'/'x' refuses an existing file)."""
+    return TraceWriter(path, mode=mode, meta=meta, **options)
