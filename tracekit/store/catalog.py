@@ -70,7 +70,7 @@ def leaf_sizes(desc: Dict[str, Any]) -> Tuple[int, int]:
         return raw, sum(int(c[2]) for c in desc["cs"])
     if layout == values.PLAIN:
         return int(desc["n"]), int(desc["n"])
-    return int(desc["raw"]), int(desc["n"])
+    return int(desc["raw"]), int(desc["raw"])  # strings are stored uncompressed in the golden
 
 
 class CatalogBuilder(object):

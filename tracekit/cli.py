@@ -1,0 +1,129 @@
+"""The `tracekit` command: a thin layer over the library.
+
+Exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Callable, List, Optional
+
+from . import __version__
+from .errors import TracekitError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+EPILOG = """exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unreadable input.
+docs: README.md (workflow), docs/FORMAT.md (the golden file format)."""
+
+
+class Progress(object):
+    """One updating line on stderr for long work, only when stderr is a terminal."""
+
+    def __init__(self, label: str, stream=None) -> None:
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self._last < 0.2 and done < total):
+            return
+        self._last = now
+        self.stream.write("\r%s: %d/%d%s" % (self.label, done, total, "\n" if done >= total else ""))
+        self.stream.flush()
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .report.trace import show
+    from .store import open_trace
+
+    with open_trace(args.golden) as trace:
+        print(show(trace))
+        return EXIT_OK if trace.complete else EXIT_FAIL
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from .report.trace import verified
+    from .store import verify
+
+    code = EXIT_OK
+    for path in args.golden:
+        try:
+            result = verify(path, progress=Progress("verifying %s" % path))
+        except TracekitError as exc:
+            print("UNREADABLE %s" % exc)
+            code = EXIT_USAGE
+            continue
+        print(verified(result))
+        if not result.ok:
+            code = max(code, EXIT_FAIL)
+    return code
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .store.export import export_npz
+
+    count = export_npz(args.golden, args.npz, progress=Progress("exporting %s" % args.golden))
+    print("wrote %s: %d arrays (keys like step_000000/loss/loss; __meta__ holds the metadata)" % (args.npz, count))
+    return EXIT_OK
+
+
+def _recover(args: argparse.Namespace) -> int:
+    from .report.trace import recovered
+    from .store import recover
+
+    for path in args.golden:
+        print(recovered(recover(path)))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tracekit",
+        description="Record TF1 training runs into golden traces; check TF2 ports against them.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version="tracekit %s" % __version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def command(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("show", _show, "Print a golden's metadata, environment, steps and a table of its tensors.")
+    p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")
+
+    p = command("verify", _verify, "Decode every tensor, recompute its checksum and check the file's structure.")
+    p.add_argument("golden", metavar="GOLDEN", nargs="+", help="golden traces to check")
+
+    p = command("export", _export, "Write every tensor of a golden to a plain numpy .npz archive.")
+    p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")
+    p.add_argument("--npz", required=True, metavar="OUT", help="the .npz file to write")
+
+    p = command("recover", _recover, "Turn an unfinished trace (its recorder was killed) into a golden of "
+                                     "the steps it completed, in place.")
+    p.add_argument("golden", metavar="GOLDEN", nargs="+", help="unfinished traces")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except TracekitError as exc:
+        print("tracekit %s: error: %s" % (args.command, exc), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("tracekit %s: interrupted" % args.command, file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

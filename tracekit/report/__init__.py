@@ -1,0 +1,1 @@
+"""Turning results (traces, verification, comparisons) into text for people."""

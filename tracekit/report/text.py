@@ -1,0 +1,26 @@
+"""Small text helpers shared by the renderers: tables and sizes."""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+
+def size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(nbytes) < 1024 or unit == "GiB":
+            return ("%d %s" % (nbytes, unit)) if unit == "B" else ("%.1f %s" % (nbytes, unit))
+        nbytes /= 1024.0
+    return "%.1f GiB" % nbytes
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = ()) -> List[str]:
+    """Aligned columns; columns listed in `right` are right-aligned (numbers)."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate(cells):
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(parts).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines

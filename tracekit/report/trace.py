@@ -1,0 +1,75 @@
+"""Text for the store's commands: `show`, `verify`, `recover`."""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+from ..store import RecoverResult, Trace, VerifyResult
+from .text import size, table
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, (bytes, str)) and not value else str(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _meta_lines(prefix: str, value: Any, out: List[str]) -> None:
+    """Nested metadata as "  environment.tensorflow: 1.15.5" lines."""
+    if isinstance(value, dict) and value:
+        for key in sorted(value, key=str):
+            _meta_lines("%s.%s" % (prefix, key) if prefix else str(key), value[key], out)
+    else:
+        out.append("  %s: %s" % (prefix, _short(value)))
+
+
+def show(trace: Trace) -> str:
+    lines = [
+        "golden    %s" % trace.path,
+        "format    %d, written by %s" % (trace.format_version, trace.producer),
+        "created   %s" % trace.created,
+    ]
+    if trace.complete:
+        state = "complete" + (" (recovered from an unfinished recording)" if trace.recovered else "")
+    else:
+        state = "UNFINISHED: %s; run `tracekit recover %s`" % (trace.problem, trace.path)
+    lines.append("state     %s" % state)
+    lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
+    if trace.meta:
+        lines.append("metadata")
+        _meta_lines("", trace.meta, lines)
+    rows = []
+    raw_total = stored_total = 0
+    for t in trace.catalog:
+        shape = "varies" if t.shape is None else "(%s)" % ", ".join(str(d) for d in t.shape)
+        steps = str(t.steps) + ("+init" if t.initial else "")
+        rows.append([t.kind, t.name, shape, t.dtype, steps, size(t.stored_bytes), size(t.raw_bytes),
+                     "%.2f" % t.ratio])
+        raw_total += t.raw_bytes
+        stored_total += t.stored_bytes
+    lines.append("")
+    lines.append("tensors   %d" % len(trace.catalog))
+    lines.extend(table(["kind", "name", "shape", "dtype", "steps", "stored", "raw", "ratio"], rows,
+                       right=(4, 5, 6, 7)))
+    if raw_total:
+        lines.append("total: %s stored, %s raw, ratio %.2f" % (
+            size(stored_total), size(raw_total), raw_total / stored_total if stored_total else 1.0))
+    return "\n".join(lines)
+
+
+def verified(result: VerifyResult) -> str:
+    if result.ok:
+        return "ok       %s: %d steps, %d tensors, every checksum matches" % (
+            result.path, result.steps, result.values)
+    head = "DAMAGED  %s: %d problem%s" % (result.path, len(result.problems), "" if len(result.problems) == 1 else "s")
+    if not result.complete and len(result.problems) == 1:
+        head = "UNFINISHED %s" % result.path
+    shown = result.problems[:20]
+    more = len(result.problems) - len(shown)
+    return "\n".join([head] + ["  " + p for p in shown] + (["  ... and %d more" % more] if more else []))
+
+
+def recovered(result: RecoverResult) -> str:
+    if result.action == "none":
+        return "%s is already a finished golden (%d steps); nothing to do" % (result.path, result.steps)
+    dropped = (", left out %d values of the unfinished step" % result.dropped_values) if result.dropped_values else ""
+    return "recovered %s: %d steps%s (%s)" % (result.path, result.steps, dropped, result.reason)

@@ -1,0 +1,75 @@
+"""`export`: a trace as a plain numpy .npz, the escape hatch to tools without tracekit.
+
+Keys are "<step>/<kind>/<name>" with step "initial" or "step_000012"; a leaf of a
+structured value gets "#<i>" (its index in flatten order). The archive is written
+member by member, so memory stays at one tensor. What numpy cannot hold without
+pickle is converted: strings become fixed-width "S"/"U" arrays, and dtypes without
+a numpy equivalent (bfloat16, ...) are saved as their raw bits, named in the
+"__dtypes__" member. "__meta__" holds the metadata as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from typing import Any, Callable, Dict, Optional
+
+import numpy as np
+
+from .format import INITIAL_STEP
+from .reader import Step, open_trace
+from .values import flatten
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(type(obj).__name__)
+
+
+def _plain(value: Any) -> Any:
+    """(array numpy can save without pickle, logical dtype name if converted to bits)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind == "O":
+        items = arr.ravel().tolist()
+        kind = "U" if items and isinstance(items[0], str) else "S"
+        return np.array(items, dtype=kind).reshape(arr.shape), None
+    if arr.dtype.kind == "V":  # bfloat16 and friends
+        return arr.view("u%d" % arr.dtype.itemsize), arr.dtype.name
+    return arr, None
+
+
+def export_npz(path: str, out: str, progress: Optional[Callable[[int, int], None]] = None) -> int:
+    """Write every tensor of the trace at `path` to `out`; returns how many arrays."""
+    count = 0
+    dtypes = {}  # type: Dict[str, str]
+    tmp = out + ".partial"
+    with open_trace(path) as trace, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
+        def put(key: str, arr: np.ndarray) -> None:
+            with zf.open(key + ".npy", "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+
+        steps = ([trace.initial] if trace.has_initial else []) + list(trace)
+        for done, step in enumerate(steps):
+            label = "initial" if step.index == INITIAL_STEP else "step_%06d" % step.index
+            for key in step:
+                spec, leaves = flatten(step[key], key)
+                for i, leaf in enumerate(leaves):
+                    name = "%s/%s%s" % (label, key, "" if spec is None else "#%d" % i)
+                    arr, logical = _plain(leaf)
+                    if logical:
+                        dtypes[name] = logical
+                    put(name, arr)
+                    count += 1
+            if progress is not None:
+                progress(done + 1, len(steps))
+        meta = {"source": os.path.abspath(path), "producer": trace.producer, "created": trace.created,
+                "complete": trace.complete, "meta": trace.meta,
+                "catalog": [t.to_dict() for t in trace.catalog]}
+        put("__meta__", np.array(json.dumps(meta, default=_jsonable)))
+        put("__dtypes__", np.array(json.dumps(dtypes)))
+    os.replace(tmp, out)
+    return count
