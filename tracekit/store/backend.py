@@ -60,15 +60,15 @@ class Backend(object):
         self._cache = {}  # type: Dict[Tuple[str, str, int], Tuple[int, Any]]  # last decoded leaf
 
     # -- to implement ------------------------------------------------------------------------
-    def info(self, step: int) -> Dict[str, Any]:
+    def _info(self, step: int) -> Dict[str, Any]:
         raise NotImplementedError
 
-    def keys(self, step: int) -> List[Tuple[str, str]]:
+    def _keys(self, step: int) -> List[Tuple[str, str]]:
         """(kind, name) of the step's values, kinds in data-flow order, names in recording order."""
         raise NotImplementedError
 
     def entry(self, step: int, kind: str, name: str) -> Tuple[Optional[list], List[LeafRef]]:
-        """(structure spec or None, leaf references); KeyError if the step has no such value."""
+        """(structure spec or None, leaf references) of a value the step holds."""
         raise NotImplementedError
 
     def chunks(self, ref: LeafRef) -> Iterator[Tuple[Tuple[int, ...], int, bytes]]:
@@ -88,22 +88,30 @@ class Backend(object):
         pass
 
     # -- shared --------------------------------------------------------------------------------
-    def value(self, step: int, kind: str, name: str) -> Any:
-        key = make_key(kind, name)
+    def _guard(self, label: str, fn: Any, *args: Any) -> Any:
+        """Run fn; any failure but our own errors means the file is damaged. (h5py reports
+        damaged metadata as KeyError, OSError, RuntimeError, ... depending on where.)"""
         try:
-            spec, refs = self.entry(step, kind, name)
-        except (KeyError, TracekitError):
+            return fn(*args)
+        except TracekitError:
             raise
         except Exception as exc:
-            raise CorruptTrace("%s: cannot be read (%s); the file is damaged" % (where(self.path, step, key), exc))
-        out = []
-        for i, ref in enumerate(refs):
-            storage = self.storage(step, kind, name, i, ref)
-            out.append(values.restore_leaf(storage, ref.shape, ref.logical, ref.form))
-        try:
-            return values.unflatten(spec, out)
-        except (ValueError, TypeError, IndexError) as exc:
-            raise CorruptTrace("%s: bad structure (%s)" % (where(self.path, step, key), exc))
+            raise CorruptTrace("%s: cannot be read (%s: %s); the file is damaged: restore it or "
+                               "record it again" % (label, type(exc).__name__, exc)) from None
+
+    def info(self, step: int) -> Dict[str, Any]:
+        return self._guard(where(self.path, step, "step info"), self._info, step)
+
+    def keys(self, step: int) -> List[Tuple[str, str]]:
+        return self._guard(where(self.path, step, "list of tensors"), self._keys, step)
+
+    def value(self, step: int, kind: str, name: str) -> Any:
+        """The value of a key that `keys(step)` listed."""
+        label = where(self.path, step, make_key(kind, name))
+        spec, refs = self._guard(label, self.entry, step, kind, name)
+        out = [values.restore_leaf(self.storage(step, kind, name, i, ref), ref.shape, ref.logical, ref.form)
+               for i, ref in enumerate(refs)]
+        return self._guard(label, values.unflatten, spec, out)
 
     def storage(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> Any:
         """The verified storage array (list of bytes for strings) of one leaf."""
@@ -111,13 +119,7 @@ class Backend(object):
         if cached is not None and cached[0] == step:
             return cached[1]
         label = where(self.path, step, make_key(kind, name))
-        try:
-            data = self._decode(step, kind, name, leaf, ref)
-        except TracekitError:
-            raise
-        except Exception as exc:
-            raise CorruptTrace("%s: cannot be decoded (%s); the file is damaged: restore it or "
-                               "record it again" % (label, exc))
+        data = self._guard(label, self._decode, step, kind, name, leaf, ref)
         crc = values.checksum(data, ref.layout)
         if crc != ref.crc:
             raise CorruptTrace("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: "

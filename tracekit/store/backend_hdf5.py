@@ -50,8 +50,8 @@ class HDF5Backend(Backend):
             raise
 
     def _read_root(self) -> None:
-        attrs = self._file.attrs
         try:
+            attrs = self._file.attrs
             names = set(attrs.keys())
         except Exception as exc:
             raise CorruptTrace("%s: root attributes unreadable (%s)" % (self.path, exc)) from None
@@ -93,11 +93,11 @@ class HDF5Backend(Backend):
     def _group(self, step: int) -> h5py.Group:
         return self._file[step_path(step)]
 
-    def info(self, step: int) -> Dict[str, Any]:
+    def _info(self, step: int) -> Dict[str, Any]:
         raw = self._group(step).attrs.get(ATTR_INFO)
         return {} if raw is None else metadata.unpack(raw.tobytes())
 
-    def keys(self, step: int) -> List[Tuple[str, str]]:
+    def _keys(self, step: int) -> List[Tuple[str, str]]:
         group = self._group(step)
         out = []
         for kind in sorted(group.keys(), key=lambda k: KIND_ORDER.get(k, len(KIND_ORDER))):

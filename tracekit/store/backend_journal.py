@@ -70,10 +70,10 @@ class JournalBackend(Backend):
         if committed.dropped:
             self.problem += "; %d values of an unfinished step are left out" % committed.dropped
 
-    def info(self, step: int) -> Dict[str, Any]:
+    def _info(self, step: int) -> Dict[str, Any]:
         return dict(self._steps[step][0])
 
-    def keys(self, step: int) -> List[Tuple[str, str]]:
+    def _keys(self, step: int) -> List[Tuple[str, str]]:
         table = self._steps[step][1]
         return sorted(table, key=lambda kn: KIND_ORDER[kn[0]])  # stable: recording order within a kind
 

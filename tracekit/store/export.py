@@ -19,7 +19,7 @@ import numpy as np
 
 from .format import INITIAL_STEP
 from .reader import Step, open_trace
-from .values import flatten
+from .values import contiguous, flatten
 
 
 def _jsonable(obj: Any) -> Any:
@@ -50,7 +50,7 @@ def export_npz(path: str, out: str, progress: Optional[Callable[[int, int], None
     with open_trace(path) as trace, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
         def put(key: str, arr: np.ndarray) -> None:
             with zf.open(key + ".npy", "w", force_zip64=True) as fh:
-                np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+                np.lib.format.write_array(fh, contiguous(arr), allow_pickle=False)
 
         steps = ([trace.initial] if trace.has_initial else []) + list(trace)
         for done, step in enumerate(steps):

@@ -100,6 +100,11 @@ def _is_ml_dtype(dtype: np.dtype) -> bool:
     return not dtype.name.startswith("void")
 
 
+def contiguous(arr: np.ndarray) -> np.ndarray:
+    """C-contiguous, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
 def is_leaf(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic) + _PY_SCALARS)
 
@@ -145,7 +150,7 @@ def make_leaf(value: Any, where: str) -> Leaf:
     else:
         raise UnsupportedValue("%s: dtype %s is not data tracekit can store" % (where, dtype))
     layout = CHUNKED if storage.ndim >= 1 and storage.size > 0 else PLAIN
-    storage = np.ascontiguousarray(storage)
+    storage = contiguous(storage)
     return Leaf(storage, layout, shape, storage.dtype.str, logical, form)
 
 
@@ -173,7 +178,7 @@ def checksum(leaf_array: Any, layout: str) -> int:
     """crc32 of a leaf's raw bytes (of its strings blob for strings)."""
     if layout == STRINGS:
         return zlib.crc32(strings_blob(leaf_array)) & 0xFFFFFFFF
-    return zlib.crc32(np.ascontiguousarray(leaf_array).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
+    return zlib.crc32(contiguous(leaf_array).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
 
 
 def restore_leaf(storage: Any, shape: Tuple[int, ...], logical: Optional[str], form: str) -> Any:

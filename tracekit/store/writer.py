@@ -114,7 +114,7 @@ class TraceWriter(object):
         self._stale_tmp()
         header = {"t": "open", "format": FORMAT_VERSION, "producer": producer or producer_string(),
                   "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "meta": dict(meta or {})}
+                  "meta": _with_environment(meta)}
         self._journal.append(header)
         self._journal.flush()
 
@@ -175,8 +175,11 @@ class TraceWriter(object):
         self._check_open()
         if self._step is None:
             raise UsageError("%s: add() outside a step; call begin_step() first" % self.path)
-        kind = Kind.parse(kind).value
-        name = check_name(name)
+        try:
+            kind = Kind.parse(kind).value
+            name = check_name(name)
+        except UsageError as exc:
+            raise UsageError("%s, %s: %s" % (self.path, _step_label(self._step), exc)) from None
         key = make_key(kind, name)
         where = "%s, %s, %s" % (self.path, _step_label(self._step), key)
         if key in self._step_keys:
@@ -358,6 +361,16 @@ class TraceWriter(object):
             self._pending_bytes += nbytes
             self.peak_pending_bytes = max(self.peak_pending_bytes, self._pending_bytes)
         self._check_open()
+
+
+def _with_environment(meta: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The caller's metadata, with the environment fingerprint unless it brings its own."""
+    out = dict(meta or {})
+    if "environment" not in out:
+        from ..environment import fingerprint
+
+        out["environment"] = fingerprint()
+    return out
 
 
 def _step_label(step: int) -> str:

@@ -1,0 +1,157 @@
+"""Damaged, truncated, foreign and newer files fail with one clear TracekitError, never a
+raw traceback, a hang, or silently wrong data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+import tracekit
+from tracekit.store import metadata
+
+from ..conftest import ROOT
+from .conftest import write_steps
+
+CASES = int(os.environ.get("TRACEKIT_DAMAGE_CASES", "150"))
+
+
+def _damage_run(path, seed):
+    proc = subprocess.run([sys.executable, "-m", "tests.store.damage_child", path, str(seed), str(CASES)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600, cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), universal_newlines=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == CASES
+    bad = [l for l in lines if l.split()[1] in ("silent", "crash")]
+    assert not bad, "\n".join(bad)
+    outcomes = [l.split()[1] for l in lines]
+    return outcomes
+
+
+def test_random_damage_to_golden(tmp_path):
+    path = write_steps(str(tmp_path / "g.h5"), 4)
+    outcomes = _damage_run(path, 1)
+    assert outcomes.count("unreadable") + outcomes.count("reported") > CASES // 3  # damage is seen
+
+
+def test_random_damage_to_unfinished_trace(tmp_path):
+    path = str(tmp_path / "j.h5")
+    w = tracekit.create(path)
+    with w.initial():
+        from . import payloads
+        for key, value in payloads.initial_values().items():
+            w.add(*key.split("/", 1), value=value)
+    for k in range(4):
+        with w.step():
+            for key, value in payloads.step_values(k).items():
+                w.add(*key.split("/", 1), value=value)
+    w.flush()
+    copy = str(tmp_path / "journal.h5")
+    with open(path, "rb") as src, open(copy, "wb") as dst:
+        dst.write(src.read())
+    w.close()
+    outcomes = _damage_run(copy, 2)
+    assert outcomes.count("unreadable") + outcomes.count("reported") > CASES // 3
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "the file is empty"),
+    (b"hello, world\n", "neither HDF5 nor a tracekit journal"),
+    (b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "neither HDF5 nor a tracekit journal"),
+    (b"\x89HDF\r\n\x1a\n" + b"\x00" * 100, "cannot be opened as HDF5"),
+    (b"\x89TKJ\r\n\x1a\n", "journal is damaged"),
+    (b"\x89TKJ\r\n\x1a\n" + b"\xff" * 64, "journal is damaged"),
+])
+def test_foreign_files(tmp_path, content, message):
+    path = tmp_path / "foreign.h5"
+    path.write_bytes(content)
+    with pytest.raises(tracekit.TraceFormatError, match=message) as err:
+        tracekit.open(str(path))
+    assert str(path) in str(err.value)
+
+
+def test_missing_and_directory(tmp_path):
+    with pytest.raises(tracekit.GoldenNotFound, match="no trace at") as err:
+        tracekit.open(str(tmp_path / "nope.h5"))
+    assert isinstance(err.value, FileNotFoundError)
+    with pytest.raises(tracekit.NotATrace, match="is a directory"):
+        tracekit.open(str(tmp_path))
+
+
+def test_plain_hdf5_is_not_a_trace(tmp_path):
+    path = str(tmp_path / "plain.h5")
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(tracekit.NotATrace, match="HDF5 file but not a tracekit golden"):
+        tracekit.open(path)
+
+
+def _edit(path, fn):
+    with h5py.File(path, "r+") as f:
+        fn(f)
+
+
+@pytest.mark.parametrize("edit, error, message", [
+    (lambda f: f.attrs.__setitem__("tracekit_format", 2), tracekit.NewerFormat, "format 2 .* upgrade tracekit"),
+    (lambda f: f.attrs.__delitem__("tracekit_format"), tracekit.NotATrace, "not a tracekit golden"),
+    (lambda f: f.attrs.__setitem__("tracekit_format", "abc"), tracekit.CorruptTrace, "bad root attributes"),
+    (lambda f: f.attrs.__setitem__("tracekit_format", 0), tracekit.CorruptTrace, "bad format version"),
+    (lambda f: f.attrs.__setitem__("steps", 9), tracekit.CorruptTrace, "says 9 steps but holds 3"),
+    (lambda f: f.__delitem__("meta"), tracekit.CorruptTrace, "metadata unreadable"),
+    (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", data=np.frombuffer(b"\xc1garbage", "u1"))),
+     tracekit.CorruptTrace, "metadata unreadable"),
+    (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", data=np.frombuffer(b"\xd4\x01\x00", "u1"))),
+     tracekit.CorruptTrace, "extension type"),
+])
+def test_bad_root(tmp_path, edit, error, message):
+    path = write_steps(str(tmp_path / "g.h5"), 3)
+    _edit(path, edit)
+    with pytest.raises(error, match=message) as err:
+        tracekit.open(path)
+    assert path in str(err.value)
+
+
+def test_checksum_mismatch_names_step_and_tensor(tmp_path):
+    path = write_steps(str(tmp_path / "g.h5"), 3)
+    _edit(path, lambda f: f["steps/00000001/grad/dense%2Fkernel:0"].attrs.__setitem__("crc32", np.uint32(1)))
+    result = tracekit.verify(path)
+    assert not result.ok and result.complete
+    assert len(result.problems) == 1
+    assert "step 1, grad/dense/kernel:0: checksum mismatch" in result.problems[0]
+    with tracekit.open(path) as trace:
+        with pytest.raises(tracekit.CorruptTrace, match="step 1, grad/dense/kernel:0: checksum mismatch"):
+            trace.step(1)["grad/dense/kernel:0"]
+        assert trace.step(2)["grad/dense/kernel:0"].shape == (3, 60)
+
+
+def test_bad_delta_base(tmp_path):
+    path = write_steps(str(tmp_path / "g.h5"), 3)
+    _edit(path, lambda f: f["steps/00000001/var/dense%2Fkernel:0"].attrs.__setitem__(
+        "delta_base", "/steps/00000002/var/dense%2Fkernel:0"))
+    with tracekit.open(path) as trace:
+        with pytest.raises(tracekit.CorruptTrace, match="step 1, var/dense/kernel:0: .*delta base step 2"):
+            trace.step(1)["var/dense/kernel:0"]
+
+
+def test_catalog_disagreement_is_reported(tmp_path):
+    path = write_steps(str(tmp_path / "g.h5"), 3)
+
+    def drop(f):
+        meta = metadata.unpack(f["meta"][()].tobytes())
+        meta["catalog"] = [c for c in meta["catalog"] if c["kind"] != "lr"]
+        del f["meta"]
+        f["meta"] = np.frombuffer(metadata.pack(meta), "u1")
+    _edit(path, drop)
+    result = tracekit.verify(path)
+    assert not result.ok and "lr/learning_rate is not in the catalog" in result.problems[0]
+
+
+def test_metadata_refuses_code():
+    with pytest.raises(ValueError, match="extension type"):
+        metadata.unpack(b"\xd4\x01\x00")
+    assert metadata.unpack(metadata.pack({"a": [1, b"x", None]})) == {"a": [1, b"x", None]}

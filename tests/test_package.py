@@ -1,0 +1,42 @@
+"""Package-level promises: no TensorFlow on import, sorted public API, the exception tree."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import tracekit
+import tracekit.errors as errors
+
+from .conftest import run_python
+
+
+def test_import_does_not_load_tensorflow():
+    code = ("import sys, tracekit, tracekit.cli, tracekit.store, tracekit.report.trace\n"
+            "loaded = [m for m in ('tensorflow', 'keras', 'tf_keras') if m in sys.modules]\n"
+            "assert not loaded, loaded\n")
+    run_python(sys.executable, code)
+
+
+@pytest.mark.parametrize("module", [tracekit, errors, tracekit.store])
+def test_all_is_sorted_and_complete(module):
+    assert module.__all__ == sorted(module.__all__, key=lambda n: (n.startswith("_"), n.lower())) or \
+        module.__all__ == sorted(module.__all__)
+    for name in module.__all__:
+        assert hasattr(module, name), name
+
+
+def test_exception_tree():
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.TracekitError)
+        assert name in errors.__doc__, "draw %s in the tree in the module docstring" % name
+    assert issubclass(errors.GoldenNotFound, FileNotFoundError)
+    assert issubclass(errors.CorruptTrace, ValueError)
+    assert issubclass(errors.UnsupportedValue, TypeError)
+    assert issubclass(errors.TraceWriteError, OSError)
+
+
+def test_version():
+    assert tracekit.__version__.count(".") == 2
