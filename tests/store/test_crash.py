@@ -1,7 +1,7 @@
 """Writers really killed (SIGKILL) at random moments lose at most the step in flight.
 
 Each run starts a writer process, kills it at a random point of its progress (also
-while it assembles the golden at close), then checks that what it had committed
+while it finishes the golden at close), then checks that what it had committed
 reads back exactly, verifies, and that `recover` makes a whole golden of it.
 TRACEKIT_CRASH_RUNS sets the number of kills (default 30).
 """
@@ -96,6 +96,6 @@ def test_killed_writer_loses_at_most_the_step_in_flight(tmp_path, run):
     assert tracekit.verify(path).ok
     with tracekit.open(path) as trace:
         assert trace.complete
-        assert trace.recovered == (recovered.action == "assembled")
+        assert trace.recovered == (recovered.action == "recovered")
         _check_content(trace, steps)
     assert not os.path.exists(path + ".assembling")

@@ -51,10 +51,13 @@ def test_random_damage_to_unfinished_trace(tmp_path):
             for key, value in payloads.step_values(k).items():
                 w.add(*key.split("/", 1), value=value)
     w.flush()
-    copy = str(tmp_path / "journal.h5")
-    with open(path, "rb") as src, open(copy, "wb") as dst:
-        dst.write(src.read())
+    copy = str(tmp_path / "unfinished.h5")
+    for suffix in ("", ".journal"):
+        with open(path + suffix, "rb") as src, open(copy + suffix, "wb") as dst:
+            dst.write(src.read())
     w.close()
+    with tracekit.open(copy) as trace:
+        assert not trace.complete and len(trace) == 4
     outcomes = _damage_run(copy, 2)
     assert outcomes.count("unreadable") + outcomes.count("reported") > CASES // 3
 
@@ -64,8 +67,7 @@ def test_random_damage_to_unfinished_trace(tmp_path):
     (b"hello, world\n", "neither HDF5 nor a tracekit journal"),
     (b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "neither HDF5 nor a tracekit journal"),
     (b"\x89HDF\r\n\x1a\n" + b"\x00" * 100, "cannot be opened as HDF5"),
-    (b"\x89TKJ\r\n\x1a\n", "journal is damaged"),
-    (b"\x89TKJ\r\n\x1a\n" + b"\xff" * 64, "journal is damaged"),
+    (b"TRACEKIT golden\nformat 1\ntoken abc\n", "unfinished tracekit golden whose journal .* is missing"),
 ])
 def test_foreign_files(tmp_path, content, message):
     path = tmp_path / "foreign.h5"
@@ -73,6 +75,15 @@ def test_foreign_files(tmp_path, content, message):
     with pytest.raises(tracekit.TraceFormatError, match=message) as err:
         tracekit.open(str(path))
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("journal", [b"\x89TKJ\r\n\x1a\n", b"\x89TKJ\r\n\x1a\n" + b"\xff" * 64, b"garbage"])
+def test_damaged_journal(tmp_path, journal):
+    (tmp_path / "t.h5").write_bytes(b"")
+    (tmp_path / "t.h5.journal").write_bytes(journal)
+    with pytest.raises(tracekit.CorruptTrace, match="journal is damaged") as err:
+        tracekit.open(str(tmp_path / "t.h5"))
+    assert str(tmp_path / "t.h5") in str(err.value)
 
 
 def test_missing_and_directory(tmp_path):

@@ -135,13 +135,12 @@ def test_delta_encoding_roundtrips_with_keyframes(tmp_path):
             assert np.array_equal(trace.step(k)["var/w"], snapshots[k + 1])
     with h5py.File(path, "r") as f:
         encodings = [f["steps/%08d/var/w" % k].attrs.get("encoding") for k in series.steps]
-        assert "xor" in encodings and encodings.count(None) >= 1  # deltas and keyframes
+        assert b"xor" in encodings and encodings.count(None) >= 1  # deltas and keyframes
         assert f["initial/var/w"].attrs.get("encoding") is None
-        base = f["steps/00000000/var/w"].attrs["delta_base"]
-        assert base == "/initial/var/w"
+        assert f["steps/00000000/var/w"].attrs["delta_base"] == b"/initial/var/w"
         longest = run = 0
         for e in encodings:
-            run = run + 1 if e == "xor" else 0
+            run = run + 1 if e == b"xor" else 0
             longest = max(longest, run)
         assert longest < KEYFRAME_INTERVAL
 

@@ -71,5 +71,7 @@ def verified(result: VerifyResult) -> str:
 def recovered(result: RecoverResult) -> str:
     if result.action == "none":
         return "%s is already a finished golden (%d steps); nothing to do" % (result.path, result.steps)
+    if result.action == "stale-journal":
+        return "%s is a finished golden (%d steps); %s" % (result.path, result.steps, result.reason)
     dropped = (", left out %d values of the unfinished step" % result.dropped_values) if result.dropped_values else ""
     return "recovered %s: %d steps%s (%s)" % (result.path, result.steps, dropped, result.reason)

@@ -8,10 +8,10 @@ Python 3.11 / h5py 3.
 
 from __future__ import annotations
 
-from .assemble import RecoverResult, recover
 from .catalog import TensorInfo
 from .format import FORMAT_VERSION, Kind
 from .reader import Series, Step, Trace, open_trace
+from .recover import RecoverResult, recover
 from .verify import VerifyResult, verify
 from .writer import TraceWriter, create
 

@@ -21,12 +21,14 @@ from .format import INITIAL_STEP, make_key
 class LeafRef(object):
     """Where one stored leaf is and how to decode it; `loc` is the backend's own locator."""
 
-    __slots__ = ("layout", "shape", "dtype", "logical", "form", "crc", "chunk", "base", "loc")
+    __slots__ = ("layout", "shape", "lshape", "dtype", "logical", "form", "crc", "chunk", "base", "loc")
 
-    def __init__(self, layout: str, shape: Tuple[int, ...], dtype: np.dtype, logical: Optional[str],
-                 form: str, crc: int, chunk: Optional[Tuple[int, ...]], base: Optional[int], loc: Any) -> None:
+    def __init__(self, layout: str, shape: Tuple[int, ...], lshape: Tuple[int, ...], dtype: np.dtype,
+                 logical: Optional[str], form: str, crc: int, chunk: Optional[Tuple[int, ...]],
+                 base: Optional[int], loc: Any) -> None:
         self.layout = layout
-        self.shape = shape
+        self.shape = shape  # of the stored array
+        self.lshape = lshape  # of the caller's value (differs for strings)
         self.dtype = dtype
         self.logical = logical
         self.form = form
@@ -77,9 +79,6 @@ class Backend(object):
     def plain(self, ref: LeafRef) -> np.ndarray:
         raise NotImplementedError
 
-    def strings(self, ref: LeafRef) -> List[bytes]:
-        raise NotImplementedError
-
     def fallback(self, ref: LeafRef) -> Optional[np.ndarray]:
         """A whole chunked leaf read another way (re-packed files), or None to decode chunks."""
         return None
@@ -109,18 +108,18 @@ class Backend(object):
         """The value of a key that `keys(step)` listed."""
         label = where(self.path, step, make_key(kind, name))
         spec, refs = self._guard(label, self.entry, step, kind, name)
-        out = [values.restore_leaf(self.storage(step, kind, name, i, ref), ref.shape, ref.logical, ref.form)
+        out = [values.restore_leaf(self.storage(step, kind, name, i, ref), ref.lshape, ref.logical, ref.form)
                for i, ref in enumerate(refs)]
         return self._guard(label, values.unflatten, spec, out)
 
-    def storage(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> Any:
-        """The verified storage array (list of bytes for strings) of one leaf."""
+    def storage(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> np.ndarray:
+        """The verified storage array of one leaf."""
         cached = self._cache.get((kind, name, leaf))
         if cached is not None and cached[0] == step:
             return cached[1]
         label = where(self.path, step, make_key(kind, name))
         data = self._guard(label, self._decode, step, kind, name, leaf, ref)
-        crc = values.checksum(data, ref.layout)
+        crc = values.checksum(data)
         if crc != ref.crc:
             raise CorruptTrace("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: "
                                "restore it or record it again" % (label, ref.crc, crc))
@@ -131,8 +130,6 @@ class Backend(object):
     def _decode(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> Any:
         if ref.layout == values.PLAIN:
             return self.plain(ref)
-        if ref.layout == values.STRINGS:
-            return self.strings(ref)
         base = None
         if ref.base is not None:
             if ref.base >= step or ref.base < INITIAL_STEP:

@@ -13,7 +13,7 @@ from . import metadata, values
 from .backend import Backend, LeafRef
 from .catalog import TensorInfo
 from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_ENCODING, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
-                     ATTR_LOGICAL, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
+                     ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                      FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, INITIAL_STEP, KIND_ORDER, META_DATASET,
                      STEPS_GROUP, escape_name, step_path, unescape_name)
 
@@ -122,16 +122,13 @@ class HDF5Backend(Backend):
         attrs = ds.attrs
         logical = attrs.get(ATTR_LOGICAL)
         form = attrs.get(ATTR_FORM)
+        lshape = attrs.get(ATTR_LOGICAL_SHAPE)
         base = attrs.get(ATTR_DELTA_BASE) if _text(attrs.get(ATTR_ENCODING, "")) == "xor" else None
-        if h5py.check_dtype(vlen=ds.dtype) is not None:
-            layout, dtype = values.STRINGS, np.dtype(np.uint8)
-        elif ds.chunks is not None:
-            layout, dtype = values.CHUNKED, ds.dtype
-        else:
-            layout, dtype = values.PLAIN, ds.dtype
-        return LeafRef(layout, tuple(ds.shape), np.dtype(dtype), None if logical is None else _text(logical),
-                       values.ARRAY if form is None else _text(form), int(attrs[ATTR_CRC]),
-                       None if ds.chunks is None else tuple(ds.chunks),
+        shape = tuple(int(d) for d in ds.shape)
+        return LeafRef(values.CHUNKED if ds.chunks is not None else values.PLAIN, shape,
+                       shape if lshape is None else tuple(int(d) for d in lshape), np.dtype(ds.dtype),
+                       None if logical is None else _text(logical), values.ARRAY if form is None else _text(form),
+                       int(attrs[ATTR_CRC]), None if ds.chunks is None else tuple(ds.chunks),
                        None if base is None else _step_of_path(_text(base)), ds)
 
     def chunks(self, ref: LeafRef) -> Iterator[Tuple[Tuple[int, ...], int, bytes]]:
@@ -157,13 +154,6 @@ class HDF5Backend(Backend):
         if out.size:
             ref.loc.read_direct(out)
         return out
-
-    def strings(self, ref: LeafRef) -> List[bytes]:
-        if not ref.shape and ref.loc.shape != ():
-            raise ValueError("string dataset shape mismatch")
-        data = ref.loc[()]
-        items = [data] if not ref.shape else list(np.asarray(data, dtype=object).ravel())
-        return [np.asarray(b, dtype=np.uint8).tobytes() for b in items]
 
     def close(self) -> None:
         self._file.close()

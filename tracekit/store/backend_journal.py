@@ -1,17 +1,20 @@
-"""Reading an unfinished trace: the journal a writer left when it was killed.
+"""Reading an unfinished trace: a file whose writer was killed (or is still running).
 
-Only committed steps are visible; the trace reports itself incomplete, with the
-reason, until `tracekit recover` turns it into a golden.
+The journal beside the file lists the committed values; their chunks are read
+from the unfinished file at the addresses the journal gives, small values from
+the journal itself. Only committed steps are visible; the trace reports itself
+incomplete, with the reason, until `tracekit recover` makes it a golden.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import CorruptTrace, NewerFormat
-from . import codec, values
+from . import values
 from .backend import Backend, LeafRef
 from .catalog import CatalogBuilder
 from .format import FORMAT_VERSION, INITIAL_STEP, KIND_ORDER
@@ -21,19 +24,21 @@ from .journal import Committed, read_payload, scan
 class JournalBackend(Backend):
     complete = False
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, journal: str) -> None:
         super(JournalBackend, self).__init__()
         self.path = path
-        self._fh = open(path, "rb")
+        self.journal = journal
+        self._fh = open(journal, "rb")
+        self._data = open(path, "rb") if os.path.exists(path) else None
         try:
             self._load()
         except Exception:
-            self._fh.close()
+            self.close()
             raise
 
     def _load(self) -> None:
         try:
-            committed = Committed(scan(self.path, self._fh))
+            committed = Committed(scan(self.journal, self._fh))
             header = committed.open
             version = int(header["format"])
             self.producer = str(header.get("producer", "?"))
@@ -54,6 +59,8 @@ class JournalBackend(Backend):
                 h = record.header
                 table[(h["k"], h["n"])] = (h, record.offset)
                 catalog.add(step, h["k"], h["n"], h["st"], h["leaves"])
+                if self._data is None and any(d["l"] == values.CHUNKED for d in h["leaves"]):
+                    raise CorruptTrace("%s is missing: its journal %s lists data in it" % (self.path, self.journal))
             self._steps[step] = (info, table)
         self.catalog = catalog.entries()
         self.has_initial = INITIAL_STEP in self._steps
@@ -61,12 +68,10 @@ class JournalBackend(Backend):
         if sorted(s for s in self._steps if s != INITIAL_STEP) != list(range(self.nsteps)):
             raise CorruptTrace("%s: unfinished trace with non-consecutive steps" % self.path)
         scanned = committed.scan
-        if scanned.end == "closed":
-            self.problem = "the writer finished but the golden was not assembled"
-        elif scanned.end == "damaged":
-            self.problem = "the journal is damaged after step %d (%s)" % (self.nsteps - 1, scanned.problem)
+        if scanned.end == "damaged":
+            self.problem = "its journal is damaged after step %d (%s)" % (self.nsteps - 1, scanned.problem)
         else:
-            self.problem = "the writer stopped before closing it (killed or crashed)"
+            self.problem = "its writer did not finish it (killed, crashed, or still running)"
         if committed.dropped:
             self.problem += "; %d values of an unfinished step are left out" % committed.dropped
 
@@ -81,32 +86,26 @@ class JournalBackend(Backend):
         header, offset = self._steps[step][1][(kind, name)]
         refs = []
         for desc in header["leaves"]:
-            loc = []  # type: List[Any]
             if desc["l"] == values.CHUNKED:
-                for off, mask, size in desc["cs"]:
-                    loc.append((tuple(off), mask, offset, size))
-                    offset += size
+                loc = [(tuple(off), mask, addr, size) for off, mask, size, addr in desc["cs"]]  # type: Any
             else:
-                loc = [offset, desc["n"], desc.get("raw"), desc.get("cnt")]
+                loc = (offset, desc["n"])
                 offset += desc["n"]
-            refs.append(LeafRef(desc["l"], tuple(desc["sh"]),
-                                np.dtype(np.uint8) if desc["l"] == values.STRINGS else np.dtype(desc["dt"]),
+            shape = tuple(desc["sh"])
+            refs.append(LeafRef(desc["l"], shape, tuple(desc.get("ls", shape)), np.dtype(desc["dt"]),
                                 desc.get("lg"), desc.get("f", values.ARRAY), int(desc["crc"]),
                                 tuple(desc["ch"]) if "ch" in desc else None, desc.get("b"), loc))
         return header["st"], refs
 
     def chunks(self, ref: LeafRef) -> Iterator[Tuple[Tuple[int, ...], int, bytes]]:
-        for off, mask, offset, size in ref.loc:
-            yield off, mask, read_payload(self._fh, offset, size)
+        for off, mask, addr, size in ref.loc:
+            yield off, mask, read_payload(self._data, addr, size)
 
     def plain(self, ref: LeafRef) -> np.ndarray:
-        offset, size = ref.loc[0], ref.loc[1]
+        offset, size = ref.loc
         return np.frombuffer(read_payload(self._fh, offset, size), dtype=ref.dtype).reshape(ref.shape).copy()
-
-    def strings(self, ref: LeafRef) -> List[bytes]:
-        offset, size, raw, count = ref.loc
-        blob = codec.decompress_blob(read_payload(self._fh, offset, size), raw)
-        return values.strings_from_blob(blob, count)
 
     def close(self) -> None:
         self._fh.close()
+        if self._data is not None:
+            self._data.close()

@@ -63,14 +63,11 @@ def leaf_dtype_name(dtype: str, logical: Optional[str]) -> str:
 
 
 def leaf_sizes(desc: Dict[str, Any]) -> Tuple[int, int]:
-    """(raw, stored) bytes of one journal leaf descriptor."""
-    layout = desc["l"]
-    if layout == values.CHUNKED:
-        raw = int(np.dtype(desc["dt"]).itemsize * int(np.prod(desc["sh"], dtype=np.int64)))
+    """(raw, stored) bytes of one leaf descriptor."""
+    raw = int(np.dtype(desc["dt"]).itemsize * int(np.prod(desc["sh"], dtype=np.int64)))
+    if desc["l"] == values.CHUNKED:
         return raw, sum(int(c[2]) for c in desc["cs"])
-    if layout == values.PLAIN:
-        return int(desc["n"]), int(desc["n"])
-    return int(desc["raw"]), int(desc["raw"])  # strings are stored uncompressed in the golden
+    return raw, raw
 
 
 class CatalogBuilder(object):
@@ -83,7 +80,7 @@ class CatalogBuilder(object):
             leaves: Iterable[Dict[str, Any]]) -> None:
         leaves = list(leaves)
         if spec is None and len(leaves) == 1:
-            shape = tuple(leaves[0]["sh"])  # type: Optional[Tuple[int, ...]]
+            shape = tuple(leaves[0].get("ls", leaves[0]["sh"]))  # type: Optional[Tuple[int, ...]]
             dtype = leaf_dtype_name(leaves[0]["dt"], leaves[0].get("lg"))
         else:
             shape, dtype = None, "structure"

@@ -20,6 +20,7 @@ ATTR_RECOVERED = "recovered"
 # Per-dataset attributes.
 ATTR_CRC = "crc32"
 ATTR_LOGICAL = "logical_dtype"
+ATTR_LOGICAL_SHAPE = "logical_shape"
 ATTR_FORM = "form"
 ATTR_ENCODING = "encoding"
 ATTR_DELTA_BASE = "delta_base"
@@ -33,6 +34,12 @@ INITIAL_STEP = -1
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 JOURNAL_MAGIC = b"\x89TKJ\r\n\x1a\n"
+JOURNAL_SUFFIX = ".journal"
+
+# A golden starts with a 512-byte HDF5 user block (HDF5 itself skips it) naming the
+# recording: a journal applies to the file only if their tokens agree.
+USERBLOCK_SIZE = 512
+USERBLOCK_MAGIC = b"TRACEKIT golden\n"
 
 # HDF5 filters declared on chunked datasets (NOTES.md section 4).
 FILTER_SHUFFLE = 2
@@ -119,3 +126,27 @@ def step_path(step: int) -> str:
 
 def value_path(step: int, kind: str, name: str) -> str:
     return "%s/%s/%s" % (step_path(step), kind, escape_name(name))
+
+
+def journal_path(path: str) -> str:
+    return path + JOURNAL_SUFFIX
+
+
+def userblock(token: str) -> bytes:
+    text = USERBLOCK_MAGIC + ("format %d\ntoken %s\n" % (FORMAT_VERSION, token)).encode("ascii")
+    return text.ljust(USERBLOCK_SIZE, b"\x00")
+
+
+def read_token(path: str) -> "str | None":
+    """The recording token in a golden's user block, or None if it has none."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(USERBLOCK_SIZE)
+    except OSError:
+        return None
+    if not head.startswith(USERBLOCK_MAGIC):
+        return None
+    for line in head.split(b"\x00", 1)[0].decode("ascii", "replace").splitlines():
+        if line.startswith("token "):
+            return line[len("token "):].strip()
+    return None

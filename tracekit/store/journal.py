@@ -1,22 +1,22 @@
-"""The append-only journal a trace is written to before it becomes an HDF5 golden.
+"""The append-only journal beside a golden while it is being written.
 
 HDF5 is not crash-safe: a process killed while the library updates its metadata
-can leave a file that no longer opens. So a writer appends framed records to a
-journal at the golden's path and only at close turns it into HDF5 (a new file,
-then an atomic rename over the journal). A record never changes once written, and
-a step counts only once its commit record is complete, so a killed writer leaves
-every committed step readable.
+can leave a file that no longer opens. So while a writer fills the golden it also
+appends framed records to `<golden>.journal`: each value with the addresses of its
+chunks in the golden (and small payloads inline), and a commit record per step.
+A record never changes once written, and a step counts only once its commit is
+complete, so a killed writer leaves every committed step readable. The journal
+is removed when the golden is finished; its presence means "unfinished".
 
 Layout: JOURNAL_MAGIC, then records. A record is a 16-byte frame
 (u32 header length, u32 crc32 of payload length + header, u64 payload length,
 little-endian),
 a msgpack header, and the payload (the value's chunk payloads, concatenated).
 Record types, by the header's "t":
-  open   {format, producer, created, meta}    first record
-  value  {q, k, n, st, leaves}                 one named value of step attempt q
+  open   {format, producer, created, token, meta}  first record
+  value  {q, s, k, n, st, leaves}              one named value of step attempt q (step s)
   step   {q, s, info, n}                       commits attempt q as step s (-1: initial state)
   meta   {meta}                                metadata merged into what came before
-  close  {}                                    the writer finished; only assembly remained
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Scan(object):
 
     def __init__(self) -> None:
         self.records = []  # type: List[Record]
-        self.end = "truncated"  # "closed" | "truncated" | "damaged"
+        self.end = "truncated"  # "truncated" (ends with the last whole record) | "damaged"
         self.problem = None  # type: Optional[str]
         self.file_size = 0
 
@@ -104,11 +104,7 @@ def scan(path: str, fh: Optional[BinaryIO] = None) -> Scan:
         if fh.read(len(JOURNAL_MAGIC)) != JOURNAL_MAGIC:
             raise ValueError("no tracekit journal signature")
         pos = len(JOURNAL_MAGIC)
-        for record in _records(fh, pos, size, result):
-            result.records.append(record)
-            if record.header.get("t") == "close":
-                result.end = "closed"
-                break
+        result.records.extend(_records(fh, pos, size, result))
         return result
     finally:
         if own:
@@ -181,3 +177,18 @@ class Committed(object):
         self.dropped = sum(len(v) for v in pending.values())
         if self.open is None:
             raise ValueError("journal has no opening record")
+
+
+def read_token(path: str) -> Optional[str]:
+    """The recording token of a journal's opening record, or None if unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(JOURNAL_MAGIC)) != JOURNAL_MAGIC:
+                return None
+            head_len, _, _ = _FRAME.unpack(fh.read(_FRAME.size))
+            if head_len > MAX_HEADER:
+                return None
+            header = metadata.unpack(fh.read(head_len))
+        return header.get("token") if isinstance(header, dict) else None
+    except (OSError, ValueError, struct.error):
+        return None

@@ -12,31 +12,53 @@ except ImportError:  # pragma: no cover
 
 import numpy as np
 
-from ..errors import GoldenNotFound, NotATrace, UsageError
+from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
 from .backend import Backend
 from .catalog import TensorInfo
-from .format import HDF5_SIGNATURE, INITIAL_STEP, JOURNAL_MAGIC, Kind, make_key, split_key
+from .format import (HDF5_SIGNATURE, INITIAL_STEP, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE,
+                     Kind, journal_path, make_key, read_token, split_key)
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":
     """Open a golden (or an unfinished trace a killed writer left) for reading."""
     path = os.fspath(path)
+    if path.endswith(JOURNAL_SUFFIX) and _signature(path) == JOURNAL_MAGIC:
+        path = path[:-len(JOURNAL_SUFFIX)]  # the journal was named: read its trace
+    journal = journal_path(path)
+    if os.path.exists(journal) and _journal_applies(path, journal):
+        from .backend_journal import JournalBackend
+
+        return Trace(JournalBackend(path, journal))
     if not os.path.exists(path):
         raise GoldenNotFound("no trace at %s: check the path, or record it first (tracekit record)" % path)
     if os.path.isdir(path):
         raise NotATrace("%s is a directory, not a trace file" % path)
-    with open(path, "rb") as fh:
-        signature = fh.read(len(HDF5_SIGNATURE))
-    if signature == HDF5_SIGNATURE:
+    head = _signature(path, USERBLOCK_SIZE + len(HDF5_SIGNATURE))
+    if head[:len(HDF5_SIGNATURE)] == HDF5_SIGNATURE or head[USERBLOCK_SIZE:] == HDF5_SIGNATURE:
         from .backend_hdf5 import HDF5Backend
 
         return Trace(HDF5Backend(path))
-    if signature == JOURNAL_MAGIC:
-        from .backend_journal import JournalBackend
-
-        return Trace(JournalBackend(path))
+    if head.startswith(USERBLOCK_MAGIC):
+        raise CorruptTrace("%s is an unfinished tracekit golden whose journal %s is missing; it cannot be "
+                           "read or recovered without it" % (path, journal))
     raise NotATrace("%s is not a tracekit golden: it is neither HDF5 nor a tracekit journal%s"
-                    % (path, " (the file is empty)" if not signature else ""))
+                    % (path, " (the file is empty)" if not head else ""))
+
+
+def _signature(path: str, size: int = len(JOURNAL_MAGIC)) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(size)
+
+
+def _journal_applies(path: str, journal: str) -> bool:
+    """A journal describes the file beside it unless that file is another recording's golden
+    (a recovery replaced the file but died before removing the journal)."""
+    token = read_token(path)
+    if token is None:
+        return True
+    from .journal import read_token as journal_token
+
+    return journal_token(journal) in (token, None)
 
 
 class Trace(object):

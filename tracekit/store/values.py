@@ -11,7 +11,8 @@ caller back exactly what it stored:
   timedelta64) are stored as unsigned integers of the same width, bit for bit,
   with the original dtype in `logical`;
 - strings (object arrays of bytes or str, "U" arrays, Python bytes/str) are stored
-  as variable-length byte strings.
+  as one uint8 blob: the little-endian u64 length of each string, then the bytes
+  of all of them; `logical` says which kind of strings, `shape` their array shape.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ import numpy as np
 from ..errors import UnsupportedValue
 
 # Leaf layouts.
-CHUNKED = "chunked"  # numeric, ndim >= 1, non-empty: shuffled, zstd, chunked
-PLAIN = "plain"  # numeric scalar or empty array: stored uncompressed
-STRINGS = "strings"  # variable-length byte strings
+CHUNKED = "chunked"  # ndim >= 1, non-empty: shuffled, zstd, chunked
+PLAIN = "plain"  # scalar or empty array: stored uncompressed
 
 # Leaf forms: what the caller gets back.
 ARRAY = "array"  # np.ndarray
@@ -45,25 +45,26 @@ MAX_DEPTH = 64
 
 
 class Leaf(object):
-    """One storage-ready leaf: `array` is what HDF5 holds (an ndarray, or a list of
-    bytes for STRINGS), the rest is what turns it back into the caller's value."""
+    """One storage-ready leaf: `array` is what HDF5 holds, `shape` the caller's shape
+    (they differ only for strings), the rest turns it back into the caller's value."""
 
     __slots__ = ("array", "layout", "shape", "dtype", "logical", "form")
 
-    def __init__(self, array: Any, layout: str, shape: Tuple[int, ...], dtype: str,
-                 logical: Optional[str], form: str) -> None:
+    def __init__(self, array: np.ndarray, shape: Tuple[int, ...], logical: Optional[str], form: str) -> None:
         self.array = array
-        self.layout = layout
+        self.layout = CHUNKED if array.ndim >= 1 and array.size > 0 else PLAIN
         self.shape = shape
-        self.dtype = dtype
+        self.dtype = array.dtype.str
         self.logical = logical
         self.form = form
 
     @property
     def nbytes(self) -> int:
-        if self.layout == STRINGS:
-            return sum(len(b) for b in self.array)
         return int(self.array.nbytes)
+
+
+def is_strings(logical: Optional[str]) -> bool:
+    return logical is not None and (logical in (LOGICAL_BYTES, LOGICAL_STR) or logical.lstrip("<>|=").startswith("U"))
 
 
 def _ml_dtype(name: str) -> Optional[np.dtype]:
@@ -130,28 +131,29 @@ def make_leaf(value: Any, where: str) -> Leaf:
     shape = tuple(int(d) for d in arr.shape)
     dtype = arr.dtype
     if dtype.kind in _NATIVE_KINDS:
-        storage, logical = arr, None
-    elif dtype.kind in _BITS_KINDS or _is_ml_dtype(dtype):
-        storage, logical = arr.view("u%d" % dtype.itemsize), dtype.str if dtype.kind in _BITS_KINDS else dtype.name
-    elif dtype.kind == "U":
-        return Leaf([s.encode("utf-8") for s in arr.ravel().tolist()], STRINGS, shape, "|u1",
-                    dtype.str, form)
-    elif dtype.kind == "O":
+        return Leaf(contiguous(arr), shape, None, form)
+    if dtype.kind in _BITS_KINDS or _is_ml_dtype(dtype):
+        bits = contiguous(arr).view("u%d" % dtype.itemsize)
+        return Leaf(bits, shape, dtype.str if dtype.kind in _BITS_KINDS else dtype.name, form)
+    if dtype.kind == "U":
+        return _strings_leaf([s.encode("utf-8") for s in arr.ravel().tolist()], shape, dtype.str, form)
+    if dtype.kind == "O":
         items = arr.ravel().tolist()
         if all(isinstance(x, bytes) for x in items):
-            return Leaf(items, STRINGS, shape, "|u1", LOGICAL_BYTES, form)
+            return _strings_leaf(items, shape, LOGICAL_BYTES, form)
         if all(isinstance(x, str) for x in items):
-            return Leaf([s.encode("utf-8") for s in items], STRINGS, shape, "|u1", LOGICAL_STR, form)
+            return _strings_leaf([s.encode("utf-8") for s in items], shape, LOGICAL_STR, form)
         kinds = sorted({type(x).__name__ for x in items if not isinstance(x, (bytes, str))})
         raise UnsupportedValue(
             "%s: object array holding %s; only arrays of bytes or str can be stored "
             "(convert it to a numeric dtype)" % (where, ", ".join(kinds))
         )
-    else:
-        raise UnsupportedValue("%s: dtype %s is not data tracekit can store" % (where, dtype))
-    layout = CHUNKED if storage.ndim >= 1 and storage.size > 0 else PLAIN
-    storage = contiguous(storage)
-    return Leaf(storage, layout, shape, storage.dtype.str, logical, form)
+    raise UnsupportedValue("%s: dtype %s is not data tracekit can store" % (where, dtype))
+
+
+def _strings_leaf(items: List[bytes], shape: Tuple[int, ...], logical: str, form: str) -> Leaf:
+    blob = strings_blob(items)
+    return Leaf(np.frombuffer(blob, dtype=np.uint8).copy(), shape, logical, form)
 
 
 def strings_blob(items: List[bytes]) -> bytes:
@@ -174,24 +176,23 @@ def strings_from_blob(blob: bytes, count: int) -> List[bytes]:
     return out
 
 
-def checksum(leaf_array: Any, layout: str) -> int:
-    """crc32 of a leaf's raw bytes (of its strings blob for strings)."""
-    if layout == STRINGS:
-        return zlib.crc32(strings_blob(leaf_array)) & 0xFFFFFFFF
-    return zlib.crc32(contiguous(leaf_array).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
+def checksum(storage: np.ndarray) -> int:
+    """crc32 of a leaf's raw bytes (of its blob for strings)."""
+    return zlib.crc32(contiguous(storage).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
 
 
-def restore_leaf(storage: Any, shape: Tuple[int, ...], logical: Optional[str], form: str) -> Any:
-    """The caller's value from a decoded storage array (or list of bytes for strings)."""
-    if isinstance(storage, list):
-        if logical == LOGICAL_BYTES:
-            arr = np.empty(len(storage), dtype=object)
-            arr[:] = storage
-        elif logical == LOGICAL_STR:
-            arr = np.empty(len(storage), dtype=object)
-            arr[:] = [b.decode("utf-8") for b in storage]
+def restore_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[str], form: str) -> Any:
+    """The caller's value from a decoded storage array."""
+    if is_strings(logical):
+        count = 1
+        for d in shape:
+            count *= d
+        items = strings_from_blob(storage.tobytes(), count)
+        if logical in (LOGICAL_BYTES, LOGICAL_STR):
+            arr = np.empty(count, dtype=object)
+            arr[:] = items if logical == LOGICAL_BYTES else [b.decode("utf-8") for b in items]
         else:  # a "U" array
-            arr = np.array([b.decode("utf-8") for b in storage], dtype=logical_dtype(logical or "U"))
+            arr = np.array([b.decode("utf-8") for b in items], dtype=np.dtype(logical))
         arr = arr.reshape(shape)
     elif logical is not None:
         arr = storage.view(logical_dtype(logical))

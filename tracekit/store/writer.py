@@ -1,13 +1,16 @@
-"""TraceWriter: streams steps into a journal, compressing on background threads.
+"""TraceWriter: streams steps into a golden, compressing on background threads.
 
 The calling thread only validates and (unless told not to) copies each value; a
-thread pool checksums, shuffles and compresses, and one sink thread appends the
-results to the journal in submission order. Memory is bounded by
+thread pool checksums, shuffles and compresses; one sink thread writes each
+value into the HDF5 golden (golden.py) and then a record of it, with its chunk
+addresses, into a journal beside it (journal.py). Memory is bounded by
 `max_pending_bytes` (values handed over but not yet written) plus, with delta
-encoding, one previous snapshot of each variable. `end_step()` returns once the
-*previous* step is on disk, so at most one step is ever in flight: a process
-killed at any moment loses only that step. `close()` turns the journal into the
-HDF5 golden (see assemble.py).
+encoding, one previous snapshot of each variable.
+
+`end_step()` returns once the *previous* step is committed in the journal, so at
+most one step is ever in flight: a process killed at any moment loses only that
+step, and the journal lets a reader (and `recover`) find every committed chunk.
+`close()` finishes the HDF5 file and removes the journal.
 """
 
 from __future__ import annotations
@@ -19,15 +22,19 @@ import datetime
 import os
 import queue
 import threading
+import uuid
 import weakref
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .._version import __version__
 from ..errors import TraceWriteError, UsageError
 from . import codec, values
-from .format import DELTA_KINDS, FORMAT_VERSION, INITIAL_STEP, KEYFRAME_INTERVAL, Kind, check_name, make_key
+from .catalog import CatalogBuilder
+from .format import (DELTA_KINDS, FORMAT_VERSION, INITIAL_STEP, KEYFRAME_INTERVAL, Kind, check_name, journal_path,
+                     make_key)
+from .golden import GoldenFile, fsync_dir
 from .journal import JournalWriter
 
 DEFAULT_LEVEL = 1
@@ -55,39 +62,33 @@ def producer_string() -> str:
         __version__, sys.version.split()[0], h5py.version.version, h5py.version.hdf5_version)
 
 
-def _encode(leaves: List[values.Leaf], bases: Optional[list], level: int) -> Tuple[List[Dict[str, Any]], List[bytes]]:
-    """Leaf descriptors and payload parts of one value (runs on a pool thread)."""
-    descs, parts = [], []  # type: List[Dict[str, Any]], List[bytes]
+def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: int) -> List[Tuple[Dict[str, Any], Any]]:
+    """Per leaf: (descriptor, data): chunk payloads for the golden, or the raw bytes of a
+    small (plain) leaf, which the journal keeps too. Runs on a pool thread."""
+    out = []
     for i, leaf in enumerate(leaves):
-        desc = {"l": leaf.layout, "sh": list(leaf.shape), "dt": leaf.dtype, "lg": leaf.logical,
-                "f": leaf.form, "crc": values.checksum(leaf.array, leaf.layout)}
+        desc = {"l": leaf.layout, "sh": list(leaf.array.shape), "dt": leaf.dtype, "lg": leaf.logical,
+                "f": leaf.form, "crc": values.checksum(leaf.array)}
+        if leaf.shape != leaf.array.shape:
+            desc["ls"] = list(leaf.shape)  # strings: the blob's shape is not the array's
         if leaf.layout == values.CHUNKED:
             chunk = codec.chunk_shape(leaf.array.shape, leaf.array.dtype.itemsize)
             base = bases[i] if bases else None
-            chunks = codec.encode_array(leaf.array, chunk, level, None if base is None else base[1])
-            desc["ch"] = list(chunk)
-            desc["lv"] = level
-            desc["cs"] = [[list(off), mask, len(payload)] for off, mask, payload in chunks]
+            desc["ch"], desc["lv"] = list(chunk), level
             if base is not None:
                 desc["e"], desc["b"] = "xor", base[0]
-            parts.extend(payload for _, _, payload in chunks)
-        elif leaf.layout == values.PLAIN:
+            out.append((desc, codec.encode_array(leaf.array, chunk, level, None if base is None else base[1])))
+        else:
             raw = leaf.array.tobytes()
             desc["n"] = len(raw)
-            parts.append(raw)
-        else:
-            raw = values.strings_blob(leaf.array)
-            blob = codec.compress_blob(raw, level)
-            desc["n"], desc["raw"], desc["cnt"] = len(blob), len(raw), len(leaf.array)
-            parts.append(blob)
-        descs.append(desc)
-    return descs, parts
+            out.append((desc, raw))
+    return out
 
 
 class TraceWriter(object):
-    """Write a trace step by step. Use `tracekit.store.create(path)`.
+    """Write a trace step by step. Use `tracekit.create(path)`.
 
-    >>> with create("run.h5", meta={"user": {"model": "mlp"}}) as w:
+    >>> with tracekit.create("run.h5", meta={"user": {"model": "mlp"}}) as w:
     ...     with w.initial():
     ...         w.add("var", "dense/kernel:0", kernel)
     ...     for batch in data:
@@ -104,19 +105,12 @@ class TraceWriter(object):
         self.level = int(level)
         self.delta = bool(delta)
         self.max_pending_bytes = int(max_pending_bytes)
-        try:
-            self._journal = JournalWriter(self.path, exclusive=mode != "w")
-        except FileExistsError:
-            raise TraceWriteError("%s already exists; use mode='w' to overwrite it" % self.path) from None
-        except OSError as exc:
-            raise TraceWriteError("cannot write a trace to %s: %s; choose a writable path"
-                                  % (self.path, exc.strerror or exc)) from None
-        self._stale_tmp()
+        self._journal_path = journal_path(self.path)
         header = {"t": "open", "format": FORMAT_VERSION, "producer": producer or producer_string(),
                   "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "meta": _with_environment(meta)}
-        self._journal.append(header)
-        self._journal.flush()
+                  "token": uuid.uuid4().hex, "meta": _with_environment(meta)}
+        self._meta = dict(header["meta"])
+        self._open_files(mode, header)
 
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="tracekit-encode")
@@ -127,11 +121,14 @@ class TraceWriter(object):
         self._commits_sent = 0
         self._commits_written = 0
         self._error = None  # type: Optional[BaseException]
+        self._catalog = CatalogBuilder()
+        self._uncommitted = []  # type: List[Tuple[Dict[str, Any], List[Dict[str, Any]]]]  # sink only
         self._sink = threading.Thread(target=self._drain, name="tracekit-sink", daemon=True)
         self._sink.start()
 
         self._attempt = 0  # attempt ids: an aborted step's records are never committed
         self._step = None  # type: Optional[int]  # index of the open step
+        self._info = {}  # type: Dict[str, Any]
         self._step_keys = set()  # type: set
         self._step_last = {}  # type: Dict[str, Tuple[int, List[np.ndarray], int]]
         self._last = {}  # type: Dict[str, Tuple[int, List[np.ndarray], int]]  # delta bases
@@ -140,11 +137,21 @@ class TraceWriter(object):
         self.closed = False
         _open_writers.add(self)
 
-    def _stale_tmp(self) -> None:
-        from .assemble import tmp_path
-
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp_path(self.path))
+    def _open_files(self, mode: str, header: Dict[str, Any]) -> None:
+        if mode != "w" and (os.path.exists(self.path) or os.path.exists(self._journal_path)):
+            raise TraceWriteError("%s already exists; use mode='w' to overwrite it" % self.path)
+        try:
+            for stale in (self.path, self._journal_path):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(stale)
+            # The journal first: a file at the path without one would pass for a finished golden.
+            self._journal = JournalWriter(self._journal_path)
+            self._journal.append(header)
+            self._journal.flush()
+            self._golden = GoldenFile(self.path, header["token"], header["producer"], header["created"])
+        except OSError as exc:
+            raise TraceWriteError("cannot write a trace to %s: %s; choose a writable path"
+                                  % (self.path, exc.strerror or exc)) from None
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -190,22 +197,22 @@ class TraceWriter(object):
             for leaf in leaves:
                 if isinstance(leaf.array, np.ndarray):
                     leaf.array = leaf.array.copy()
-        bases = self._delta_bases(kind, key, spec, leaves)
+        bases = self._delta_bases(kind, key, leaves)
         nbytes = sum(leaf.nbytes for leaf in leaves)
         self._wait_for_room(nbytes)
-        future = self._pool.submit(_encode, leaves, bases, self.level)
-        header = {"t": "value", "q": self._attempt, "k": kind, "n": name, "st": spec}
+        future = self._pool.submit(encode_leaves, leaves, bases, self.level)
+        header = {"t": "value", "q": self._attempt, "s": self._step, "k": kind, "n": name, "st": spec}
         self._step_keys.add(key)
         self._queue.put(("value", header, future, nbytes))
 
-    def _delta_bases(self, kind: str, key: str, spec: Optional[list], leaves: List[values.Leaf]) -> Optional[list]:
+    def _delta_bases(self, kind: str, key: str, leaves: List[values.Leaf]) -> Optional[list]:
         """Per leaf (base step, base array) to XOR against, or None; remembers this snapshot."""
         if not self.delta or kind not in DELTA_KINDS:
             return None
-        arrays = [leaf.array for leaf in leaves]
         if not all(leaf.layout == values.CHUNKED and leaf.array.dtype.itemsize in (1, 2, 4, 8)
                    for leaf in leaves):
             return None
+        arrays = [leaf.array for leaf in leaves]
         last = self._last.get(key)
         usable = (last is not None and last[2] + 1 < KEYFRAME_INTERVAL and len(last[1]) == len(arrays)
                   and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(arrays, last[1])))
@@ -215,7 +222,7 @@ class TraceWriter(object):
         return [(last[0], base) for base in last[1]]
 
     def end_step(self, info: Optional[Mapping[str, Any]] = None) -> int:
-        """Commit the open step; returns its index. Blocks until the step before it is on disk."""
+        """Commit the open step; returns its index. Blocks until the step before it is committed."""
         self._check_open()
         if self._step is None:
             raise UsageError("%s: end_step() without begin_step()" % self.path)
@@ -236,6 +243,8 @@ class TraceWriter(object):
 
     def abort_step(self) -> None:
         """Drop the open step: what was added to it is never committed."""
+        if self._step is not None:
+            self._queue.put(("drop", self._step))
         self._step = None
         self._step_keys = set()
         self._step_last = {}
@@ -243,18 +252,18 @@ class TraceWriter(object):
     @contextlib.contextmanager
     def step(self, info: Optional[Mapping[str, Any]] = None) -> Iterator[int]:
         """`with w.step():` commits on success, drops the step if the body raises."""
-        index = self.begin_step(info)
-        try:
+        with self._scope(lambda: self.begin_step(info)) as index:
             yield index
-        except BaseException:
-            self.abort_step()
-            raise
-        self.end_step()
 
     @contextlib.contextmanager
     def initial(self, info: Optional[Mapping[str, Any]] = None) -> Iterator[int]:
         """`with w.initial():` records the state before the first step (variables, slots)."""
-        index = self.begin_step(info, initial=True)
+        with self._scope(lambda: self.begin_step(info, initial=True)) as index:
+            yield index
+
+    @contextlib.contextmanager
+    def _scope(self, begin: Callable[[], int]) -> Iterator[int]:
+        index = begin()
         try:
             yield index
         except BaseException:
@@ -268,27 +277,33 @@ class TraceWriter(object):
         self._queue.put(("meta", {"t": "meta", "meta": dict(meta)}))
 
     def flush(self) -> None:
-        """Block until everything committed so far is in the journal (on disk but for power loss)."""
+        """Block until everything committed so far is in the journal and the golden."""
         self._check_open()
         self._queue.put(("flush",))
         self._wait(lambda: self._commits_written >= self._commits_sent and self._queue.unfinished_tasks == 0)
 
     def close(self) -> str:
-        """Finish: an open step is dropped, the journal becomes the HDF5 golden. Returns the path."""
+        """Finish: an open step is dropped, the golden is completed. Returns the path."""
         if self.closed:
             return self.path
         self.closed = True
         _open_writers.discard(self)
-        self._step = None
-        self._queue.put(("close", {"t": "close"}))
+        self.abort_step()
+        self._queue.put(("close",))
         self._sink.join()
         self._pool.shutdown(wait=True)
-        self._journal.close(sync=self._error is None)
         if self._error is not None:
+            self._golden.abandon()
+            self._journal.close()
             raise _write_error(self.path, self._error)
-        from .assemble import assemble
-
-        assemble(self.path, self.path)
+        meta = dict(self._meta, catalog=[t.to_dict() for t in self._catalog.entries()])
+        try:
+            self._golden.finish(meta, self.steps, recovered=False)
+            self._journal.close(sync=False)
+            os.remove(self._journal_path)  # the golden is finished the moment its journal is gone
+            fsync_dir(self.path)
+        except OSError as exc:
+            raise _write_error(self.path, exc)
         return self.path
 
     def __enter__(self) -> "TraceWriter":
@@ -308,12 +323,10 @@ class TraceWriter(object):
             except BaseException as exc:  # kept for the caller; the thread must keep draining
                 self._error = exc
             finally:
-                if item[0] == "value":
-                    with self._cond:
-                        self._pending_bytes -= item[3]
-                        self._cond.notify_all()
-                self._queue.task_done()
                 with self._cond:
+                    if item[0] == "value":
+                        self._pending_bytes -= item[3]
+                    self._queue.task_done()
                     self._cond.notify_all()
             if item[0] == "close":
                 return
@@ -321,16 +334,26 @@ class TraceWriter(object):
     def _write(self, item: tuple) -> None:
         what = item[0]
         if what == "value":
-            header, future, _ = item[1], item[2], item[3]
-            descs, parts = future.result()
-            header = dict(header, leaves=descs)
-            self._journal.append(header, parts)
+            header, future = item[1], item[2]
+            encoded = future.result()
+            descs = self._golden.write_value(header["s"], header["k"], header["n"], header["st"], encoded)
+            inline = [data for desc, data in encoded if desc["l"] == values.PLAIN]
+            self._journal.append(dict(header, leaves=descs), inline)
+            self._uncommitted.append((header, descs))
         elif what == "step":
+            self._golden.set_info(item[1]["s"], item[1]["info"])
             self._journal.append(item[1])
             self._journal.flush()
+            for header, descs in self._uncommitted:
+                self._catalog.add(header["s"], header["k"], header["n"], header["st"], descs)
+            self._uncommitted = []
             with self._cond:
                 self._commits_written += 1
-        elif what in ("meta", "close"):
+        elif what == "drop":
+            self._golden.drop_step(item[1])
+            self._uncommitted = []
+        elif what == "meta":
+            self._meta.update(item[1]["meta"])
             self._journal.append(item[1])
             self._journal.flush()
         elif what == "flush":
@@ -342,12 +365,25 @@ class TraceWriter(object):
         if self.closed:
             raise UsageError("%s: the writer is closed" % self.path)
         if self._error is not None:
-            error, self._error = self._error, None
-            self.closed = True
-            _open_writers.discard(self)
+            error = self._error
+            self.close_after_error()
             raise _write_error(self.path, error)
 
-    def _wait(self, ready: Any) -> None:
+    def close_after_error(self) -> None:
+        """Stop after a failed write: the journal keeps what was committed (tracekit recover)."""
+        if self.closed:
+            return
+        self.closed = True
+        _open_writers.discard(self)
+        self._queue.put(("close",))
+        self._sink.join()
+        self._pool.shutdown(wait=True)
+        with contextlib.suppress(Exception):
+            self._golden.abandon()
+        with contextlib.suppress(Exception):
+            self._journal.close()
+
+    def _wait(self, ready: Callable[[], bool]) -> None:
         with self._cond:
             while not ready() and self._error is None:
                 self._cond.wait(0.5)

@@ -1,0 +1,201 @@
+"""Writing the HDF5 golden itself, value by value, as the trace is recorded.
+
+Chunk payloads are handed to HDF5 already shuffled and compressed
+(`write_direct_chunk`), so they are written once, straight into the golden. HDF5
+does its I/O through a file object of ours (h5py's "fileobj" driver), which
+notes the address each chunk lands at: the journal keeps those addresses, so the
+chunks of a killed recording can be found without HDF5's own (then unreliable)
+metadata. Until `finish()` the file is not a valid golden; the journal beside it
+says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import h5py
+import numpy as np
+from h5py import h5d, h5p, h5s, h5t, h5z
+
+from ..errors import TracekitError
+from . import metadata, values
+from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_ENCODING, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
+                     ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
+                     FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, escape_name, step_path, userblock,
+                     value_path)
+
+LIBVER = ("v110", "v110")  # compact chunk indexes; readable by HDF5 >= 1.10 (both environments)
+
+# What a leaf brings to write_value: its journal descriptor, and either its chunk
+# payloads [(offset, mask, bytes)] (chunked) or its raw bytes (plain).
+LeafData = Tuple[Dict[str, Any], Any]
+
+
+def fixed(text: str) -> np.bytes_:
+    """A string attribute stored in the object header (checksummed), not in the global
+    heap as h5py's default variable-length strings are: a damaged heap can crash HDF5 1.10."""
+    return np.bytes_(text.encode("utf-8"))
+
+
+class _AddressSpy(object):
+    """The file object HDF5 writes through; reports where an expected payload was written."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "w+b", buffering=0)  # unbuffered: a write is in the OS when it returns
+        self._pos = 0
+        self._expect = None  # type: Optional[bytes]
+        self.found = None  # type: Optional[int]
+
+    def expect(self, payload: bytes) -> None:
+        self._expect, self.found = payload, None
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = self._file.seek(pos, whence)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._file.read(size)
+        self._pos += len(data)
+        return data
+
+    def readinto(self, buf: Any) -> int:
+        n = self._file.readinto(buf)
+        self._pos += n
+        return n
+
+    def write(self, data: Any) -> int:
+        expect = self._expect
+        # A metadata write of the same size can happen meanwhile: compare the content too.
+        if expect is not None and len(data) == len(expect) and memoryview(data) == expect:
+            self.found, self._expect = self._pos, None
+        done = 0
+        view = memoryview(data)
+        while done < len(view):
+            done += self._file.write(view[done:])
+        self._pos += done
+        return done
+
+    def truncate(self, size: Optional[int] = None) -> int:
+        return self._file.truncate(size)
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class GoldenFile(object):
+    """An HDF5 golden under construction. One thread at a time."""
+
+    def __init__(self, path: str, token: str, producer: str, created: str) -> None:
+        self.path = path
+        self._spy = _AddressSpy(path)
+        self._file = h5py.File(self._spy, "w", libver=LIBVER, userblock_size=USERBLOCK_SIZE)
+        self._spy.seek(0)
+        self._spy.write(userblock(token))  # HDF5 never touches its user block
+        self._file.attrs[ATTR_FORMAT] = FORMAT_VERSION
+        self._file.attrs[ATTR_PRODUCER] = fixed(producer)
+        self._file.attrs[ATTR_CREATED] = fixed(created)
+
+    # ---- values ----------------------------------------------------------------------------
+
+    def write_value(self, step: int, kind: str, name: str, spec: Optional[list],
+                    leaves: Sequence[LeafData]) -> List[Dict[str, Any]]:
+        """Create the value's datasets; returns the leaf descriptors with chunk addresses."""
+        group = self._file.require_group(step_path(step))
+        parent = group.get(kind)
+        if parent is None:
+            parent = group.create_group(kind, track_order=True)  # keeps recording order
+        link = escape_name(name)
+        if spec is None:
+            return [self._leaf(parent, link, leaves[0], lambda base: "/" + value_path(base, kind, name))]
+        sub = parent.create_group(link, track_order=True)
+        sub.attrs[ATTR_STRUCTURE] = np.void(metadata.pack(spec))
+        return [self._leaf(sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
+                for i, leaf in enumerate(leaves)]
+
+    def _leaf(self, parent: h5py.Group, link: str, leaf: LeafData, base_path: Any) -> Dict[str, Any]:
+        desc, data = leaf
+        layout, shape, dtype = desc["l"], tuple(desc["sh"]), np.dtype(desc["dt"])
+        if layout == values.CHUNKED:
+            dset = self._chunked(parent, link, shape, dtype, tuple(desc["ch"]), int(desc.get("lv", 1)))
+            chunks = []
+            for offset, mask, payload in data:
+                self._spy.expect(payload)
+                dset.id.write_direct_chunk(tuple(offset), payload, mask)
+                if self._spy.found is None:
+                    raise TracekitError("%s: HDF5 did not write chunk %s of %s as one piece; please report this"
+                                        % (self.path, offset, dset.name))
+                chunks.append([list(offset), mask, len(payload), self._spy.found])
+            desc = dict(desc, cs=chunks)
+        else:
+            dset = parent.create_dataset(link, data=np.frombuffer(data, dtype=dtype).reshape(shape))
+        dset.attrs[ATTR_CRC] = np.uint32(desc["crc"])
+        if desc.get("lg") is not None:
+            dset.attrs[ATTR_LOGICAL] = fixed(desc["lg"])
+        if "ls" in desc:
+            dset.attrs[ATTR_LOGICAL_SHAPE] = np.array(desc["ls"], dtype=np.int64)
+        if desc.get("f", values.ARRAY) != values.ARRAY:
+            dset.attrs[ATTR_FORM] = fixed(desc["f"])
+        if desc.get("e"):
+            dset.attrs[ATTR_ENCODING] = fixed(desc["e"])
+            dset.attrs[ATTR_DELTA_BASE] = fixed(base_path(desc["b"]))
+        return desc
+
+    def _chunked(self, parent: h5py.Group, link: str, shape: tuple, dtype: np.dtype, chunk: tuple,
+                 level: int) -> h5py.Dataset:
+        dcpl = h5p.create(h5p.DATASET_CREATE)
+        dcpl.set_chunk(chunk)
+        dcpl.set_filter(FILTER_SHUFFLE, h5z.FLAG_OPTIONAL, (dtype.itemsize,))
+        dcpl.set_filter(FILTER_ZSTD, h5z.FLAG_OPTIONAL, (level,))
+        lcpl = h5p.create(h5p.LINK_CREATE)
+        lcpl.set_char_encoding(h5t.CSET_UTF8)
+        dsid = h5d.create(parent.id, link.encode("utf-8"), h5t.py_create(dtype, logical=True),
+                          h5s.create_simple(shape, shape), dcpl=dcpl, lcpl=lcpl)
+        return h5py.Dataset(dsid)
+
+    # ---- steps -----------------------------------------------------------------------------
+
+    def set_info(self, step: int, info: Dict[str, Any]) -> None:
+        self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(metadata.pack(info))
+
+    def drop_step(self, step: int) -> None:
+        """Forget an aborted step attempt (its index is used again)."""
+        if step_path(step) in self._file:
+            del self._file[step_path(step)]
+
+    # ---- the end ---------------------------------------------------------------------------
+
+    def finish(self, meta: Dict[str, Any], steps: int, recovered: bool) -> None:
+        """Write the metadata, close, and sync: the file is a golden once this returns."""
+        self._file.attrs[ATTR_STEPS] = steps
+        self._file.attrs[ATTR_RECOVERED] = recovered
+        self._file.create_dataset(META_DATASET, data=np.frombuffer(metadata.pack(meta), dtype=np.uint8))
+        self._file.close()
+        os.fsync(self._spy.fileno())
+        self._spy.close()
+
+    def abandon(self) -> None:
+        """Close after a failure; the file stays unfinished (the journal describes it)."""
+        try:
+            self._file.close()
+        finally:
+            self._spy.close()
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories
+    finally:
+        os.close(fd)
