@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CorruptTrace, TracekitError
 from . import codec, values
 from .catalog import TensorInfo
-from .format import INITIAL_STEP, make_key
+from .format import INITIAL_STEP, KIND_ORDER, make_key
 
 
 class LeafRef(object):
@@ -60,6 +60,7 @@ class Backend(object):
 
     def __init__(self) -> None:
         self._cache = {}  # type: Dict[Tuple[str, str, int], Tuple[int, Any]]  # last decoded leaf
+        self._order = None  # type: Optional[Dict[Tuple[str, str], int]]
 
     # -- to implement ------------------------------------------------------------------------
     def _info(self, step: int) -> Dict[str, Any]:
@@ -102,7 +103,12 @@ class Backend(object):
         return self._guard(where(self.path, step, "step info"), self._info, step)
 
     def keys(self, step: int) -> List[Tuple[str, str]]:
-        return self._guard(where(self.path, step, "list of tensors"), self._keys, step)
+        """The step's (kind, name) pairs: kinds in data-flow order, then catalog (recording) order."""
+        found = self._guard(where(self.path, step, "list of tensors"), self._keys, step)
+        if self._order is None:
+            self._order = {(t.kind, t.name): i for i, t in enumerate(self.catalog)}
+        last = len(self._order)
+        return sorted(found, key=lambda kn: (KIND_ORDER[kn[0]], self._order.get(kn, last), kn[1]))
 
     def value(self, step: int, kind: str, name: str) -> Any:
         """The value of a key that `keys(step)` listed."""

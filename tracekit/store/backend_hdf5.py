@@ -12,7 +12,7 @@ from ..errors import CorruptTrace, NewerFormat, NotATrace
 from . import metadata, values
 from .backend import Backend, LeafRef
 from .catalog import TensorInfo
-from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_ENCODING, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
+from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                      FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, INITIAL_STEP, KIND_ORDER, META_DATASET,
                      STEPS_GROUP, escape_name, step_path, unescape_name)
@@ -100,7 +100,7 @@ class HDF5Backend(Backend):
     def _keys(self, step: int) -> List[Tuple[str, str]]:
         group = self._group(step)
         out = []
-        for kind in sorted(group.keys(), key=lambda k: KIND_ORDER.get(k, len(KIND_ORDER))):
+        for kind in group.keys():
             if kind not in KIND_ORDER:
                 raise ValueError("unknown kind group %r" % kind)
             out.extend((kind, unescape_name(link)) for link in group[kind].keys())
@@ -123,7 +123,7 @@ class HDF5Backend(Backend):
         logical = attrs.get(ATTR_LOGICAL)
         form = attrs.get(ATTR_FORM)
         lshape = attrs.get(ATTR_LOGICAL_SHAPE)
-        base = attrs.get(ATTR_DELTA_BASE) if _text(attrs.get(ATTR_ENCODING, "")) == "xor" else None
+        base = attrs.get(ATTR_DELTA_BASE)  # present on XOR-delta encoded snapshots only
         shape = tuple(int(d) for d in ds.shape)
         return LeafRef(values.CHUNKED if ds.chunks is not None else values.PLAIN, shape,
                        shape if lshape is None else tuple(int(d) for d in lshape), np.dtype(ds.dtype),

@@ -17,7 +17,7 @@ from ..errors import CorruptTrace, NewerFormat
 from . import values
 from .backend import Backend, LeafRef
 from .catalog import CatalogBuilder
-from .format import FORMAT_VERSION, INITIAL_STEP, KIND_ORDER
+from .format import FORMAT_VERSION, INITIAL_STEP
 from .journal import Committed, read_payload, scan
 
 
@@ -79,8 +79,7 @@ class JournalBackend(Backend):
         return dict(self._steps[step][0])
 
     def _keys(self, step: int) -> List[Tuple[str, str]]:
-        table = self._steps[step][1]
-        return sorted(table, key=lambda kn: KIND_ORDER[kn[0]])  # stable: recording order within a kind
+        return list(self._steps[step][1])
 
     def entry(self, step: int, kind: str, name: str) -> Tuple[Optional[list], List[LeafRef]]:
         header, offset = self._steps[step][1][(kind, name)]

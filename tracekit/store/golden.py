@@ -11,8 +11,11 @@ says so.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import gc
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import h5py
 import numpy as np
@@ -20,7 +23,7 @@ from h5py import h5d, h5p, h5s, h5t, h5z
 
 from ..errors import TracekitError
 from . import metadata, values
-from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_ENCODING, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
+from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                      FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, escape_name, step_path, userblock,
                      value_path)
@@ -36,6 +39,19 @@ def fixed(text: str) -> np.bytes_:
     """A string attribute stored in the object header (checksummed), not in the global
     heap as h5py's default variable-length strings are: a damaged heap can crash HDF5 1.10."""
     return np.bytes_(text.encode("utf-8"))
+
+
+def _same_payload(data: Any, expect: bytes) -> bool:
+    """Is this write our chunk? A metadata write of the same size could happen meanwhile, so
+    compare content: all of it when small, else both ends (a compressed chunk's ends are
+    unlike any HDF5 metadata block's; copying it whole to compare would cost a memcpy)."""
+    if len(expect) <= 2 * _PROBE:
+        return bytes(data) == expect
+    view = memoryview(data)
+    return bytes(view[:_PROBE]) == expect[:_PROBE] and bytes(view[-_PROBE:]) == expect[-_PROBE:]
+
+
+_PROBE = 4096
 
 
 class _AddressSpy(object):
@@ -69,8 +85,7 @@ class _AddressSpy(object):
 
     def write(self, data: Any) -> int:
         expect = self._expect
-        # A metadata write of the same size can happen meanwhile: compare the content too.
-        if expect is not None and len(data) == len(expect) and memoryview(data) == expect:
+        if expect is not None and len(data) == len(expect) and _same_payload(data, expect):
             self.found, self._expect = self._pos, None
         done = 0
         view = memoryview(data)
@@ -92,32 +107,60 @@ class _AddressSpy(object):
         self._file.close()
 
 
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """HDF5 is not re-entrant, and it calls back into Python (our file object). A cyclic
+    garbage collection run inside such a callback can free another h5py object, whose
+    release re-enters HDF5 and corrupts its metadata cache ("ring type mismatch"). So no
+    collection runs while this thread is inside HDF5 through the golden."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _hdf5_call(method: Any) -> Any:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with _no_gc():
+            return method(*args, **kwargs)
+    return call
+
+
 class GoldenFile(object):
     """An HDF5 golden under construction. One thread at a time."""
 
+    @_hdf5_call
     def __init__(self, path: str, token: str, producer: str, created: str) -> None:
         self.path = path
         self._spy = _AddressSpy(path)
         self._file = h5py.File(self._spy, "w", libver=LIBVER, userblock_size=USERBLOCK_SIZE)
         self._spy.seek(0)
         self._spy.write(userblock(token))  # HDF5 never touches its user block
+        self._dcpls = {}  # type: Dict[tuple, Any]  # property lists are costly to build per dataset
+        self._lcpl = h5p.create(h5p.LINK_CREATE)
+        self._lcpl.set_char_encoding(h5t.CSET_UTF8)
         self._file.attrs[ATTR_FORMAT] = FORMAT_VERSION
         self._file.attrs[ATTR_PRODUCER] = fixed(producer)
         self._file.attrs[ATTR_CREATED] = fixed(created)
 
     # ---- values ----------------------------------------------------------------------------
 
+    @_hdf5_call
     def write_value(self, step: int, kind: str, name: str, spec: Optional[list],
                     leaves: Sequence[LeafData]) -> List[Dict[str, Any]]:
         """Create the value's datasets; returns the leaf descriptors with chunk addresses."""
         group = self._file.require_group(step_path(step))
         parent = group.get(kind)
         if parent is None:
-            parent = group.create_group(kind, track_order=True)  # keeps recording order
+            parent = group.create_group(kind)
         link = escape_name(name)
         if spec is None:
             return [self._leaf(parent, link, leaves[0], lambda base: "/" + value_path(base, kind, name))]
-        sub = parent.create_group(link, track_order=True)
+        sub = parent.create_group(link)
         sub.attrs[ATTR_STRUCTURE] = np.void(metadata.pack(spec))
         return [self._leaf(sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
                 for i, leaf in enumerate(leaves)]
@@ -145,28 +188,30 @@ class GoldenFile(object):
             dset.attrs[ATTR_LOGICAL_SHAPE] = np.array(desc["ls"], dtype=np.int64)
         if desc.get("f", values.ARRAY) != values.ARRAY:
             dset.attrs[ATTR_FORM] = fixed(desc["f"])
-        if desc.get("e"):
-            dset.attrs[ATTR_ENCODING] = fixed(desc["e"])
+        if desc.get("e"):  # XOR is the only delta encoding: its base path says it all
             dset.attrs[ATTR_DELTA_BASE] = fixed(base_path(desc["b"]))
         return desc
 
     def _chunked(self, parent: h5py.Group, link: str, shape: tuple, dtype: np.dtype, chunk: tuple,
                  level: int) -> h5py.Dataset:
-        dcpl = h5p.create(h5p.DATASET_CREATE)
-        dcpl.set_chunk(chunk)
-        dcpl.set_filter(FILTER_SHUFFLE, h5z.FLAG_OPTIONAL, (dtype.itemsize,))
-        dcpl.set_filter(FILTER_ZSTD, h5z.FLAG_OPTIONAL, (level,))
-        lcpl = h5p.create(h5p.LINK_CREATE)
-        lcpl.set_char_encoding(h5t.CSET_UTF8)
+        key = (chunk, dtype.itemsize, level)
+        dcpl = self._dcpls.get(key)
+        if dcpl is None:
+            dcpl = self._dcpls[key] = h5p.create(h5p.DATASET_CREATE)
+            dcpl.set_chunk(chunk)
+            dcpl.set_filter(FILTER_SHUFFLE, h5z.FLAG_OPTIONAL, (dtype.itemsize,))
+            dcpl.set_filter(FILTER_ZSTD, h5z.FLAG_OPTIONAL, (level,))
         dsid = h5d.create(parent.id, link.encode("utf-8"), h5t.py_create(dtype, logical=True),
-                          h5s.create_simple(shape, shape), dcpl=dcpl, lcpl=lcpl)
+                          h5s.create_simple(shape, shape), dcpl=dcpl, lcpl=self._lcpl)
         return h5py.Dataset(dsid)
 
     # ---- steps -----------------------------------------------------------------------------
 
+    @_hdf5_call
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
         self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(metadata.pack(info))
 
+    @_hdf5_call
     def drop_step(self, step: int) -> None:
         """Forget an aborted step attempt (its index is used again)."""
         if step_path(step) in self._file:
@@ -174,6 +219,7 @@ class GoldenFile(object):
 
     # ---- the end ---------------------------------------------------------------------------
 
+    @_hdf5_call
     def finish(self, meta: Dict[str, Any], steps: int, recovered: bool) -> None:
         """Write the metadata, close, and sync: the file is a golden once this returns."""
         self._file.attrs[ATTR_STEPS] = steps
@@ -183,6 +229,7 @@ class GoldenFile(object):
         os.fsync(self._spy.fileno())
         self._spy.close()
 
+    @_hdf5_call
     def abandon(self) -> None:
         """Close after a failure; the file stays unfinished (the journal describes it)."""
         try:

@@ -37,7 +37,7 @@ from .format import (DELTA_KINDS, FORMAT_VERSION, INITIAL_STEP, KEYFRAME_INTERVA
 from .golden import GoldenFile, fsync_dir
 from .journal import JournalWriter
 
-DEFAULT_LEVEL = 1
+DEFAULT_LEVEL = None  # tuned fast zstd parameters (codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
 
 _open_writers = weakref.WeakSet()  # type: weakref.WeakSet
@@ -62,7 +62,7 @@ def producer_string() -> str:
         __version__, sys.version.split()[0], h5py.version.version, h5py.version.hdf5_version)
 
 
-def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: int) -> List[Tuple[Dict[str, Any], Any]]:
+def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: Optional[int]) -> List[Tuple[Dict[str, Any], Any]]:
     """Per leaf: (descriptor, data): chunk payloads for the golden, or the raw bytes of a
     small (plain) leaf, which the journal keeps too. Runs on a pool thread."""
     out = []
@@ -74,7 +74,9 @@ def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: int) 
         if leaf.layout == values.CHUNKED:
             chunk = codec.chunk_shape(leaf.array.shape, leaf.array.dtype.itemsize)
             base = bases[i] if bases else None
-            desc["ch"], desc["lv"] = list(chunk), level
+            desc["ch"] = list(chunk)
+            if level is not None:
+                desc["lv"] = level
             if base is not None:
                 desc["e"], desc["b"] = "xor", base[0]
             out.append((desc, codec.encode_array(leaf.array, chunk, level, None if base is None else base[1])))
@@ -97,12 +99,12 @@ class TraceWriter(object):
     """
 
     def __init__(self, path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None,
-                 level: int = DEFAULT_LEVEL, delta: bool = True, workers: Optional[int] = None,
+                 level: Optional[int] = DEFAULT_LEVEL, delta: bool = True, workers: Optional[int] = None,
                  max_pending_bytes: int = DEFAULT_PENDING, producer: Optional[str] = None) -> None:
         if mode not in ("w", "w-", "x"):
             raise UsageError("mode must be 'w' (overwrite) or 'w-'/'x' (fail if it exists), got %r" % (mode,))
         self.path = os.fspath(path)
-        self.level = int(level)
+        self.level = None if level is None else int(level)
         self.delta = bool(delta)
         self.max_pending_bytes = int(max_pending_bytes)
         self._journal_path = journal_path(self.path)
