@@ -122,3 +122,44 @@ def test_big_golden_compresses_and_reads(tmp_path):
         info = trace.info("var", "dense/kernel:0")
         assert info.stored_bytes < info.raw_bytes  # delta + shuffle + zstd helps slowly changing weights
         assert np.array_equal(trace.step(3)["var/dense/kernel:0"], payloads.step_values(3, True)["var/dense/kernel:0"])
+
+
+@pytest.mark.modern
+def test_docs_format_is_enough_to_read_a_golden(tmp_path):
+    """Read every tensor with h5py + hdf5plugin + msgpack, following docs/FORMAT.md alone."""
+    import h5py
+    import hdf5plugin  # noqa: F401
+    import msgpack
+
+    path = write_steps(str(tmp_path / "doc.h5"), 10)  # long enough for delta chains
+
+    def plain_read(f, path):
+        ds = f[path]
+        data = ds[()]
+        base = ds.attrs.get("delta_base")
+        if base is not None:  # XOR of the raw bits with the base snapshot
+            prev = plain_read(f, base.decode())
+            width = "u%d" % data.dtype.itemsize
+            data = (data.view(width) ^ prev.view(width)).view(data.dtype)
+        return data
+
+    with open(path, "rb") as fh:
+        assert fh.read(16) == b"TRACEKIT golden\n"
+    with h5py.File(path, "r") as f, tracekit.open(path) as trace:
+        assert f.attrs["tracekit_format"] == 1
+        meta = msgpack.unpackb(f["meta"][()].tobytes(), raw=False, strict_map_key=False)
+        assert meta["user"] == {"test": True} and len(meta["catalog"]) == len(trace.catalog)
+        for k in range(f.attrs["steps"]):
+            info = msgpack.unpackb(f["steps/%08d" % k].attrs["info"].tobytes(), raw=False)
+            assert info == {"global_step": k + 1}
+            for key, value in payloads.step_values(k).items():
+                kind, name = key.split("/", 1)
+                link = "steps/%08d/%s/%s" % (k, kind, name.replace("%", "%25").replace("/", "%2F"))
+                if isinstance(value, list):  # a structure: leaves 0, 1, ... in flatten order
+                    spec = msgpack.unpackb(f[link].attrs["structure"].tobytes(), raw=False)
+                    assert spec == ["list", [["none"], ["leaf"]]]
+                    got = plain_read(f, link + "/0")
+                    assert got == value[1]
+                    continue
+                got = plain_read(f, link)
+                assert np.asarray(got).tobytes() == np.asarray(value).tobytes(), key

@@ -50,7 +50,7 @@ MASK_SKIP_ZSTD = 2
 CHUNK_BYTES = 4 << 20
 # A delta-encoded variable gets a raw keyframe every this many snapshots, so reading
 # one snapshot decodes at most this many.
-KEYFRAME_INTERVAL = 16
+KEYFRAME_INTERVAL = 8
 
 
 class Kind(str, Enum):

@@ -11,6 +11,7 @@ says so.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
 import gc
@@ -55,56 +56,87 @@ _PROBE = 4096
 
 
 class _AddressSpy(object):
-    """The file object HDF5 writes through; reports where an expected payload was written."""
+    """The file object HDF5 writes through. It notes where an expected chunk payload is
+    written, and writes those payloads on a thread of its own (`drain` waits for them), so
+    the kernel's copy of the bulk data overlaps HDF5's bookkeeping. HDF5 never reads a
+    chunk back while writing, and metadata I/O stays synchronous."""
 
     def __init__(self, path: str) -> None:
         self._file = open(path, "w+b", buffering=0)  # unbuffered: a write is in the OS when it returns
+        self._fd = self._file.fileno()
         self._pos = 0
+        self._end = 0  # end of the furthest queued chunk write
         self._expect = None  # type: Optional[bytes]
         self.found = None  # type: Optional[int]
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-chunks")
+        self._queued = []  # type: List[concurrent.futures.Future]
 
     def expect(self, payload: bytes) -> None:
         self._expect, self.found = payload, None
 
+    def drain(self) -> None:
+        """Wait until every queued chunk is written (raises what a write raised)."""
+        queued, self._queued = self._queued, []
+        for future in queued:
+            future.result()
+
     def seek(self, pos: int, whence: int = 0) -> int:
-        self._pos = self._file.seek(pos, whence)
+        if whence == os.SEEK_END:
+            self._pos = max(self._file.seek(0, os.SEEK_END), self._end) + pos
+        else:
+            self._pos = self._file.seek(pos, whence)
         return self._pos
 
     def tell(self) -> int:
         return self._pos
 
     def read(self, size: int = -1) -> bytes:
-        data = self._file.read(size)
+        self.drain()
+        data = os.pread(self._fd, size, self._pos) if size >= 0 else self._file.read()
         self._pos += len(data)
         return data
 
     def readinto(self, buf: Any) -> int:
-        n = self._file.readinto(buf)
-        self._pos += n
-        return n
+        data = self.read(len(memoryview(buf)))
+        memoryview(buf).cast("B")[:len(data)] = data
+        return len(data)
 
     def write(self, data: Any) -> int:
         expect = self._expect
         if expect is not None and len(data) == len(expect) and _same_payload(data, expect):
+            # HDF5 handed over our own payload object's memory: queue that object.
             self.found, self._expect = self._pos, None
-        done = 0
-        view = memoryview(data)
-        while done < len(view):
-            done += self._file.write(view[done:])
-        self._pos += done
-        return done
+            self._queued.append(self._writer.submit(_pwrite_all, self._fd, expect, self._pos))
+            self._pos += len(expect)
+            self._end = max(self._end, self._pos)
+            return len(expect)
+        _pwrite_all(self._fd, data, self._pos)
+        self._pos += len(data)
+        return len(data)
 
     def truncate(self, size: Optional[int] = None) -> int:
+        self.drain()
         return self._file.truncate(size)
 
     def flush(self) -> None:
         pass
 
     def fileno(self) -> int:
-        return self._file.fileno()
+        return self._fd
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self.drain()
+        finally:
+            self._writer.shutdown(wait=True)
+            self._file.close()
+
+
+def _pwrite_all(fd: int, data: Any, pos: int) -> None:
+    view = memoryview(data).cast("B")
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], pos + done)
 
 
 @contextlib.contextmanager
@@ -207,6 +239,10 @@ class GoldenFile(object):
 
     # ---- steps -----------------------------------------------------------------------------
 
+    def sync(self) -> None:
+        """Wait until every chunk written so far is in the OS (before a step is committed)."""
+        self._spy.drain()
+
     @_hdf5_call
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
         self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(metadata.pack(info))
@@ -226,6 +262,7 @@ class GoldenFile(object):
         self._file.attrs[ATTR_RECOVERED] = recovered
         self._file.create_dataset(META_DATASET, data=np.frombuffer(metadata.pack(meta), dtype=np.uint8))
         self._file.close()
+        self._spy.drain()
         os.fsync(self._spy.fileno())
         self._spy.close()
 

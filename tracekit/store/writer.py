@@ -344,6 +344,7 @@ class TraceWriter(object):
             self._uncommitted.append((header, descs))
         elif what == "step":
             self._golden.set_info(item[1]["s"], item[1]["info"])
+            self._golden.sync()  # the step's chunks reach the OS before its commit record
             self._journal.append(item[1])
             self._journal.flush()
             for header, descs in self._uncommitted:
@@ -359,6 +360,7 @@ class TraceWriter(object):
             self._journal.append(item[1])
             self._journal.flush()
         elif what == "flush":
+            self._golden.sync()
             self._journal.flush()
 
     # ---- waiting -------------------------------------------------------------------------
