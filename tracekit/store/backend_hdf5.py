@@ -7,6 +7,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import h5py
 import numpy as np
+from h5py._objects import phil
 
 from ..errors import CorruptTrace, NewerFormat, NotATrace
 from . import metadata, values
@@ -136,7 +137,8 @@ class HDF5Backend(Backend):
 
         dsid = ref.loc.id
         for offset in chunk_offsets(ref.shape, ref.chunk):
-            mask, payload = dsid.read_direct_chunk(tuple(offset))
+            with phil:  # h5py does not take its own lock for direct chunk reads
+                mask, payload = dsid.read_direct_chunk(tuple(offset))
             yield tuple(offset), mask, payload
 
     def fallback(self, ref: LeafRef) -> Optional[np.ndarray]:

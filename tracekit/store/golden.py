@@ -11,16 +11,18 @@ says so.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import gc
 import os
+import queue
+import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import h5py
 import numpy as np
 from h5py import h5d, h5p, h5s, h5t, h5z
+from h5py._objects import phil  # h5py's global lock around HDF5 calls
 
 from ..errors import TracekitError
 from . import metadata, values
@@ -57,9 +59,10 @@ _PROBE = 4096
 
 class _AddressSpy(object):
     """The file object HDF5 writes through. It notes where an expected chunk payload is
-    written, and writes those payloads on a thread of its own (`drain` waits for them), so
-    the kernel's copy of the bulk data overlaps HDF5's bookkeeping. HDF5 never reads a
-    chunk back while writing, and metadata I/O stays synchronous."""
+    written and hands those payloads to a writer thread, so the kernel's copy of the bulk
+    data overlaps HDF5's bookkeeping; metadata I/O stays synchronous. HDF5 calls these
+    methods holding h5py's lock: they must never wait for another thread (`drain` is
+    called from outside HDF5 only), and HDF5 never reads a chunk back while writing."""
 
     def __init__(self, path: str) -> None:
         self._file = open(path, "w+b", buffering=0)  # unbuffered: a write is in the OS when it returns
@@ -68,17 +71,14 @@ class _AddressSpy(object):
         self._end = 0  # end of the furthest queued chunk write
         self._expect = None  # type: Optional[bytes]
         self.found = None  # type: Optional[int]
-        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-chunks")
-        self._queued = []  # type: List[concurrent.futures.Future]
+        self._chunks = _ChunkWriter(self._fd)
 
     def expect(self, payload: bytes) -> None:
         self._expect, self.found = payload, None
 
     def drain(self) -> None:
         """Wait until every queued chunk is written (raises what a write raised)."""
-        queued, self._queued = self._queued, []
-        for future in queued:
-            future.result()
+        self._chunks.drain()
 
     def seek(self, pos: int, whence: int = 0) -> int:
         if whence == os.SEEK_END:
@@ -91,7 +91,6 @@ class _AddressSpy(object):
         return self._pos
 
     def read(self, size: int = -1) -> bytes:
-        self.drain()
         data = os.pread(self._fd, size, self._pos) if size >= 0 else self._file.read()
         self._pos += len(data)
         return data
@@ -106,7 +105,7 @@ class _AddressSpy(object):
         if expect is not None and len(data) == len(expect) and _same_payload(data, expect):
             # HDF5 handed over our own payload object's memory: queue that object.
             self.found, self._expect = self._pos, None
-            self._queued.append(self._writer.submit(_pwrite_all, self._fd, expect, self._pos))
+            self._chunks.put(expect, self._pos)
             self._pos += len(expect)
             self._end = max(self._end, self._pos)
             return len(expect)
@@ -115,7 +114,7 @@ class _AddressSpy(object):
         return len(data)
 
     def truncate(self, size: Optional[int] = None) -> int:
-        self.drain()
+        # HDF5 truncates to its end of allocation, past every chunk, queued ones included.
         return self._file.truncate(size)
 
     def flush(self) -> None:
@@ -126,10 +125,51 @@ class _AddressSpy(object):
 
     def close(self) -> None:
         try:
+            self._chunks.close()
+        finally:
+            self._file.close()
+
+
+class _ChunkWriter(object):
+    """One thread writing queued payloads in order. `put` never blocks (a lock-free queue):
+    it runs inside HDF5 calls, where waiting on anything could deadlock."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._queue = queue.SimpleQueue()  # type: Any
+        self._error = None  # type: Optional[BaseException]
+        self._thread = threading.Thread(target=self._run, name="tracekit-chunks", daemon=True)
+        self._thread.start()
+
+    def put(self, data: bytes, pos: int) -> None:
+        self._queue.put((data, pos))
+
+    def drain(self) -> None:
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait()
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        try:
             self.drain()
         finally:
-            self._writer.shutdown(wait=True)
-            self._file.close()
+            self._queue.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+            elif self._error is None:
+                try:
+                    _pwrite_all(self._fd, item[0], item[1])
+                except BaseException as exc:  # reported by the next drain
+                    self._error = exc
 
 
 def _pwrite_all(fd: int, data: Any, pos: int) -> None:
@@ -142,9 +182,9 @@ def _pwrite_all(fd: int, data: Any, pos: int) -> None:
 @contextlib.contextmanager
 def _no_gc() -> Iterator[None]:
     """HDF5 is not re-entrant, and it calls back into Python (our file object). A cyclic
-    garbage collection run inside such a callback can free another h5py object, whose
-    release re-enters HDF5 and corrupts its metadata cache ("ring type mismatch"). So no
-    collection runs while this thread is inside HDF5 through the golden."""
+    garbage collection run inside such a callback could free another h5py object, whose
+    release re-enters HDF5 from the same thread. So no collection runs while this thread
+    is inside HDF5 through the golden."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -205,7 +245,8 @@ class GoldenFile(object):
             chunks = []
             for offset, mask, payload in data:
                 self._spy.expect(payload)
-                dset.id.write_direct_chunk(tuple(offset), payload, mask)
+                with phil:  # h5py does not take its lock here, and our file object releases the GIL
+                    dset.id.write_direct_chunk(tuple(offset), payload, mask)
                 if self._spy.found is None:
                     raise TracekitError("%s: HDF5 did not write chunk %s of %s as one piece; please report this"
                                         % (self.path, offset, dset.name))
@@ -261,8 +302,8 @@ class GoldenFile(object):
         self._file.attrs[ATTR_STEPS] = steps
         self._file.attrs[ATTR_RECOVERED] = recovered
         self._file.create_dataset(META_DATASET, data=np.frombuffer(metadata.pack(meta), dtype=np.uint8))
+        self._spy.drain()  # before HDF5 closes: never wait inside its calls
         self._file.close()
-        self._spy.drain()
         os.fsync(self._spy.fileno())
         self._spy.close()
 
