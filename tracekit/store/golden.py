@@ -15,8 +15,6 @@ import contextlib
 import functools
 import gc
 import os
-import queue
-import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import h5py
@@ -30,6 +28,7 @@ from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FO
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                      FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, escape_name, step_path, userblock,
                      value_path)
+from .ordered_io import OrderedIO
 
 LIBVER = ("v110", "v110")  # compact chunk indexes; readable by HDF5 >= 1.10 (both environments)
 
@@ -59,26 +58,21 @@ _PROBE = 4096
 
 class _AddressSpy(object):
     """The file object HDF5 writes through. It notes where an expected chunk payload is
-    written and hands those payloads to a writer thread, so the kernel's copy of the bulk
-    data overlaps HDF5's bookkeeping; metadata I/O stays synchronous. HDF5 calls these
-    methods holding h5py's lock: they must never wait for another thread (`drain` is
-    called from outside HDF5 only), and HDF5 never reads a chunk back while writing."""
+    written, and with an OrderedIO hands the payload to it rather than writing it here;
+    metadata I/O stays synchronous. HDF5 calls these methods holding h5py's lock: they
+    never wait for another thread, and HDF5 never reads a chunk back while writing."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, io: Optional[OrderedIO]) -> None:
         self._file = open(path, "w+b", buffering=0)  # unbuffered: a write is in the OS when it returns
         self._fd = self._file.fileno()
+        self._io = io
         self._pos = 0
-        self._end = 0  # end of the furthest queued chunk write
+        self._end = 0  # end of the furthest chunk handed to the OrderedIO
         self._expect = None  # type: Optional[bytes]
         self.found = None  # type: Optional[int]
-        self._chunks = _ChunkWriter(self._fd)
 
     def expect(self, payload: bytes) -> None:
         self._expect, self.found = payload, None
-
-    def drain(self) -> None:
-        """Wait until every queued chunk is written (raises what a write raised)."""
-        self._chunks.drain()
 
     def seek(self, pos: int, whence: int = 0) -> int:
         if whence == os.SEEK_END:
@@ -103,12 +97,12 @@ class _AddressSpy(object):
     def write(self, data: Any) -> int:
         expect = self._expect
         if expect is not None and len(data) == len(expect) and _same_payload(data, expect):
-            # HDF5 handed over our own payload object's memory: queue that object.
             self.found, self._expect = self._pos, None
-            self._chunks.put(expect, self._pos)
-            self._pos += len(expect)
-            self._end = max(self._end, self._pos)
-            return len(expect)
+            if self._io is not None:  # HDF5 handed over our own payload's memory: queue that object
+                self._io.submit(_pwrite_all, self._fd, expect, self._pos)
+                self._pos += len(expect)
+                self._end = max(self._end, self._pos)
+                return len(expect)
         _pwrite_all(self._fd, data, self._pos)
         self._pos += len(data)
         return len(data)
@@ -124,52 +118,7 @@ class _AddressSpy(object):
         return self._fd
 
     def close(self) -> None:
-        try:
-            self._chunks.close()
-        finally:
-            self._file.close()
-
-
-class _ChunkWriter(object):
-    """One thread writing queued payloads in order. `put` never blocks (a lock-free queue):
-    it runs inside HDF5 calls, where waiting on anything could deadlock."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._queue = queue.SimpleQueue()  # type: Any
-        self._error = None  # type: Optional[BaseException]
-        self._thread = threading.Thread(target=self._run, name="tracekit-chunks", daemon=True)
-        self._thread.start()
-
-    def put(self, data: bytes, pos: int) -> None:
-        self._queue.put((data, pos))
-
-    def drain(self) -> None:
-        done = threading.Event()
-        self._queue.put(done)
-        done.wait()
-        if self._error is not None:
-            raise self._error
-
-    def close(self) -> None:
-        try:
-            self.drain()
-        finally:
-            self._queue.put(None)
-            self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if isinstance(item, threading.Event):
-                item.set()
-            elif self._error is None:
-                try:
-                    _pwrite_all(self._fd, item[0], item[1])
-                except BaseException as exc:  # reported by the next drain
-                    self._error = exc
+        self._file.close()
 
 
 def _pwrite_all(fd: int, data: Any, pos: int) -> None:
@@ -206,9 +155,11 @@ class GoldenFile(object):
     """An HDF5 golden under construction. One thread at a time."""
 
     @_hdf5_call
-    def __init__(self, path: str, token: str, producer: str, created: str) -> None:
+    def __init__(self, path: str, token: str, producer: str, created: str,
+                 io: Optional[OrderedIO] = None) -> None:
+        """With `io`, chunk payloads are written by it: drain it before `finish()`."""
         self.path = path
-        self._spy = _AddressSpy(path)
+        self._spy = _AddressSpy(path, io)
         self._file = h5py.File(self._spy, "w", libver=LIBVER, userblock_size=USERBLOCK_SIZE)
         self._spy.seek(0)
         self._spy.write(userblock(token))  # HDF5 never touches its user block
@@ -280,10 +231,6 @@ class GoldenFile(object):
 
     # ---- steps -----------------------------------------------------------------------------
 
-    def sync(self) -> None:
-        """Wait until every chunk written so far is in the OS (before a step is committed)."""
-        self._spy.drain()
-
     @_hdf5_call
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
         self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(metadata.pack(info))
@@ -302,7 +249,6 @@ class GoldenFile(object):
         self._file.attrs[ATTR_STEPS] = steps
         self._file.attrs[ATTR_RECOVERED] = recovered
         self._file.create_dataset(META_DATASET, data=np.frombuffer(metadata.pack(meta), dtype=np.uint8))
-        self._spy.drain()  # before HDF5 closes: never wait inside its calls
         self._file.close()
         os.fsync(self._spy.fileno())
         self._spy.close()

@@ -1,9 +1,10 @@
 """TraceWriter: streams steps into a golden, compressing on background threads.
 
 The calling thread only validates and (unless told not to) copies each value; a
-thread pool checksums, shuffles and compresses; one sink thread writes each
-value into the HDF5 golden (golden.py) and then a record of it, with its chunk
-addresses, into a journal beside it (journal.py). Memory is bounded by
+thread pool checksums, shuffles and compresses; one sink thread puts each value
+into the HDF5 golden (golden.py); one I/O thread (ordered_io.py) writes, in
+order, the chunk payloads into the golden and a record of each value, with its
+chunk addresses, into a journal beside it (journal.py). Memory is bounded by
 `max_pending_bytes` (values handed over but not yet written) plus, with delta
 encoding, one previous snapshot of each variable.
 
@@ -36,6 +37,7 @@ from .format import (DELTA_KINDS, FORMAT_VERSION, INITIAL_STEP, KEYFRAME_INTERVA
                      make_key)
 from .golden import GoldenFile, fsync_dir
 from .journal import JournalWriter
+from .ordered_io import OrderedIO
 
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
@@ -150,7 +152,9 @@ class TraceWriter(object):
             self._journal = JournalWriter(self._journal_path)
             self._journal.append(header)
             self._journal.flush()
-            self._golden = GoldenFile(self.path, header["token"], header["producer"], header["created"])
+            self._io = OrderedIO()
+            self._golden = GoldenFile(self.path, header["token"], header["producer"], header["created"],
+                                      io=self._io)
         except OSError as exc:
             raise TraceWriteError("cannot write a trace to %s: %s; choose a writable path"
                                   % (self.path, exc.strerror or exc)) from None
@@ -294,13 +298,14 @@ class TraceWriter(object):
         self._queue.put(("close",))
         self._sink.join()
         self._pool.shutdown(wait=True)
-        if self._error is not None:
-            self._golden.abandon()
-            self._journal.close()
-            raise _write_error(self.path, self._error)
+        error = self._failure()
+        if error is not None:
+            self._stop_files()
+            raise _write_error(self.path, error)
         meta = dict(self._meta, catalog=[t.to_dict() for t in self._catalog.entries()])
         try:
             self._golden.finish(meta, self.steps, recovered=False)
+            self._io.close()
             self._journal.close(sync=False)
             os.remove(self._journal_path)  # the golden is finished the moment its journal is gone
             fsync_dir(self.path)
@@ -320,56 +325,69 @@ class TraceWriter(object):
         while True:
             item = self._queue.get()
             try:
-                if self._error is None:
+                if self._failure() is None:
                     self._write(item)
             except BaseException as exc:  # kept for the caller; the thread must keep draining
                 self._error = exc
             finally:
+                if item[0] == "value" and self._failure() is not None:
+                    self._release(item[3])  # the I/O thread will not
                 with self._cond:
-                    if item[0] == "value":
-                        self._pending_bytes -= item[3]
                     self._queue.task_done()
                     self._cond.notify_all()
             if item[0] == "close":
                 return
 
     def _write(self, item: tuple) -> None:
-        what = item[0]
+        what, io = item[0], self._io
         if what == "value":
-            header, future = item[1], item[2]
+            header, future, nbytes = item[1], item[2], item[3]
             encoded = future.result()
             descs = self._golden.write_value(header["s"], header["k"], header["n"], header["st"], encoded)
             inline = [data for desc, data in encoded if desc["l"] == values.PLAIN]
-            self._journal.append(dict(header, leaves=descs), inline)
+            io.submit(self._journal.append, dict(header, leaves=descs), inline)  # after its chunks
+            io.submit(self._release, nbytes)
             self._uncommitted.append((header, descs))
         elif what == "step":
             self._golden.set_info(item[1]["s"], item[1]["info"])
-            self._golden.sync()  # the step's chunks reach the OS before its commit record
-            self._journal.append(item[1])
-            self._journal.flush()
+            io.submit(self._commit, item[1])  # the step's chunks reach the OS before its commit
             for header, descs in self._uncommitted:
                 self._catalog.add(header["s"], header["k"], header["n"], header["st"], descs)
             self._uncommitted = []
-            with self._cond:
-                self._commits_written += 1
         elif what == "drop":
             self._golden.drop_step(item[1])
             self._uncommitted = []
         elif what == "meta":
             self._meta.update(item[1]["meta"])
-            self._journal.append(item[1])
-            self._journal.flush()
-        elif what == "flush":
-            self._golden.sync()
-            self._journal.flush()
+            io.submit(self._journal.append, item[1])
+        elif what in ("flush", "close"):
+            io.submit(self._journal.flush)
+            io.drain()
+
+    # ---- the I/O thread ------------------------------------------------------------------
+
+    def _commit(self, header: Dict[str, Any]) -> None:
+        self._journal.append(header)
+        self._journal.flush()
+        with self._cond:
+            self._commits_written += 1
+            self._cond.notify_all()
+
+    def _release(self, nbytes: int) -> None:
+        with self._cond:
+            self._pending_bytes -= nbytes
+            self._cond.notify_all()
 
     # ---- waiting -------------------------------------------------------------------------
+
+    def _failure(self) -> Optional[BaseException]:
+        return self._error if self._error is not None else self._io.error
 
     def _check_open(self) -> None:
         if self.closed:
             raise UsageError("%s: the writer is closed" % self.path)
-        if self._error is not None:
-            error = self._error
+        error = self._failure()
+        if error is not None:
             self.close_after_error()
             raise _write_error(self.path, error)
 
@@ -382,21 +400,24 @@ class TraceWriter(object):
         self._queue.put(("close",))
         self._sink.join()
         self._pool.shutdown(wait=True)
-        with contextlib.suppress(Exception):
-            self._golden.abandon()
-        with contextlib.suppress(Exception):
-            self._journal.close()
+        self._stop_files()
+
+    def _stop_files(self) -> None:
+        """Close what is open, quietly: the journal describes what was committed."""
+        for stop in (self._io.close, self._golden.abandon, self._journal.close):
+            with contextlib.suppress(Exception):
+                stop()
 
     def _wait(self, ready: Callable[[], bool]) -> None:
         with self._cond:
-            while not ready() and self._error is None:
+            while not ready() and self._failure() is None:
                 self._cond.wait(0.5)
         self._check_open()
 
     def _wait_for_room(self, nbytes: int) -> None:
         with self._cond:
             while self._pending_bytes > 0 and self._pending_bytes + nbytes > self.max_pending_bytes \
-                    and self._error is None:
+                    and self._failure() is None:
                 self._cond.wait(0.5)
             self._pending_bytes += nbytes
             self.peak_pending_bytes = max(self.peak_pending_bytes, self._pending_bytes)

@@ -1,0 +1,54 @@
+"""OrderedIO: one thread running file writes in the order they were submitted.
+
+The writer hands it chunk payloads for the golden and records for the journal, so
+the kernel's copying of the bulk data overlaps compression and HDF5's
+bookkeeping, while order (a step's chunks, then its commit record) is kept.
+`submit` never blocks: it is called inside HDF5 calls, holding h5py's lock, where
+waiting for another thread could deadlock. `drain` must only be called outside
+HDF5 calls.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Callable, Optional
+
+
+class OrderedIO(object):
+    def __init__(self, name: str = "tracekit-io") -> None:
+        self._queue = queue.SimpleQueue()  # type: Any  # lock-free put
+        self.error = None  # type: Optional[BaseException]  # the first failure; later calls are skipped
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        self._queue.put((fn, args))
+
+    def drain(self) -> None:
+        """Wait until everything submitted so far has run; raise the first failure."""
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait()
+        if self.error is not None:
+            raise self.error
+
+    def close(self) -> None:
+        try:
+            self.drain()
+        finally:
+            self._queue.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+            elif self.error is None:
+                try:
+                    item[0](*item[1])
+                except BaseException as exc:  # reported by drain() and the writer's checks
+                    self.error = exc
