@@ -11,10 +11,11 @@ TensorFlow; the recorder (`tracekit.tf1`) and the replayer (`tracekit.tf2`) do.
 from __future__ import annotations
 
 from ._version import __version__
-from .errors import (CorruptTrace, GoldenNotFound, NewerFormat, NotATrace, TraceFormatError, TracekitError,
-                     TraceWriteError, UnsupportedValue, UsageError)
+from .errors import (CorruptTrace, GoldenNotFound, NewerFormat, NotATrace, RecordError, TraceFormatError,
+                     TracekitError, TraceWriteError, UnsupportedValue, UsageError)
 from .store import Kind, Series, Step, TensorInfo, Trace, TraceWriter, create, recover, verify
 from .store import open_trace as open  # noqa: A001  # tracekit.open(path), like h5py.File / io.open
+from .tap import tap
 
 __all__ = [
     "CorruptTrace",
@@ -22,6 +23,7 @@ __all__ = [
     "Kind",
     "NewerFormat",
     "NotATrace",
+    "RecordError",
     "Series",
     "Step",
     "TensorInfo",
@@ -36,5 +38,6 @@ __all__ = [
     "create",
     "open",
     "recover",
+    "tap",
     "verify",
 ]

@@ -7,6 +7,7 @@
     │   ├── NewerFormat                                    written by a newer tracekit
     │   └── CorruptTrace                                   truncated, damaged, checksum mismatch
     ├── TraceWriteError         (also OSError)            the trace cannot be written (exists, no space)
+    ├── RecordError             (also RuntimeError)       a recording went wrong (no training step seen)
     ├── UnsupportedValue        (also TypeError)          a value that is not data (object arrays, ...)
     └── UsageError              (also ValueError)         the API called in a way that cannot work
 
@@ -21,6 +22,7 @@ __all__ = [
     "GoldenNotFound",
     "NewerFormat",
     "NotATrace",
+    "RecordError",
     "TraceFormatError",
     "TraceWriteError",
     "TracekitError",
@@ -55,6 +57,10 @@ class CorruptTrace(TraceFormatError):
 
 class TraceWriteError(TracekitError, OSError):
     """A trace cannot be written: the path exists (exclusive mode), is not writable, the disk is full."""
+
+
+class RecordError(TracekitError, RuntimeError):
+    """A recording did not capture what it must (no training step ran, ...)."""
 
 
 class UnsupportedValue(TracekitError, TypeError):

@@ -1,0 +1,258 @@
+"""What a TF1 graph tells about a run: is it a training step, and what to fetch with it.
+
+Works from the graph alone, so it covers every way a graph was built (before or
+after recording started, by tf.train optimizers, Keras or tf_slim):
+- a training step is a run that executes an optimizer update (an `Apply*` /
+  `ResourceApply*` op, an op an intercepted `apply_gradients` returned, or the
+  global step's increment);
+- each update op names, by its op-def input names, the variable (`var`), the
+  gradient (`grad`/`delta`), the learning rate (`lr`/`alpha`) and the optimizer
+  slots (the other variable inputs);
+- the loss is the tensor an intercepted `compute_gradients` was given, else the
+  `ys` of `tf.gradients` (the input of its `.../gradients/Shape` op);
+- the other tensors recorded are those the run executes anyway: taps, stateful
+  random ops (the random tape), input pipelines (`IteratorGetNext`, queue
+  dequeues), regularization losses. Fetching only these never makes a run compute
+  anything it would not have.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import threading
+import weakref
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from ..store.format import make_key
+from ..tap import graph_taps
+
+UPDATE_OP = re.compile(r"^(Resource)?(Sparse)?Apply[A-Z]")
+RANDOM_OPS = frozenset([
+    "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
+    "ParameterizedTruncatedNormal", "RandomGamma", "RandomPoisson", "RandomPoissonV2",
+    "Multinomial", "RandomShuffle", "RandomCrop",
+])
+INPUT_OPS = frozenset([
+    "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
+    "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
+    "QueueDequeueUpTo", "QueueDequeueUpToV2",
+])
+VARIABLE_OPS = frozenset(["VariableV2", "Variable", "VarHandleOp", "AutoReloadVariable"])
+PASS_THROUGH = frozenset(["Identity", "ReadVariableOp", "Enter", "RefEnter", "Switch", "RefSwitch"])
+DT_RESOURCE = 20
+GRAD_ARGS = ("grad", "delta")
+LR_ARGS = ("lr", "alpha")
+STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slot of one variable
+
+# Filled by optimizer interception (optimizer.py): graph -> losses, train ops, optimizer variables.
+_intercepted = weakref.WeakKeyDictionary()  # type: weakref.WeakKeyDictionary
+
+
+def note_intercepted(graph: Any, what: str, value: Any) -> None:
+    notes = _intercepted.get(graph)
+    if notes is None:
+        notes = _intercepted[graph] = {"loss": [], "train_op": [], "slot": []}
+    notes[what].append(value)
+
+
+def _intercepted_for(graph: Any) -> Dict[str, list]:
+    return _intercepted.get(graph) or {"loss": [], "train_op": [], "slot": []}
+
+
+class Update(object):
+    """One optimizer update op: the variable, gradient, learning rate and slots it uses."""
+
+    __slots__ = ("op", "var", "grad", "indices", "lr", "slots")
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+        self.var = None  # type: Optional[str]
+        self.grad = self.indices = self.lr = None  # type: Any
+        self.slots = []  # type: List[str]
+        for arg, tensor in zip(op.op_def.input_arg, op.inputs):
+            if arg.name == "var":
+                self.var = variable_name(tensor)
+            elif arg.name in GRAD_ARGS:
+                self.grad = tensor
+            elif arg.name == "indices":
+                self.indices = tensor
+            elif arg.name in LR_ARGS:
+                self.lr = tensor
+            elif arg.is_ref or arg.type == DT_RESOURCE or arg.name in STATE_ARGS:
+                name = variable_name(tensor)
+                if name is not None:
+                    self.slots.append(name)
+
+
+def variable_name(tensor: Any) -> Optional[str]:
+    """The variable a tensor reads (through Identity/ReadVariableOp/...), e.g. 'dense/kernel:0'."""
+    op = tensor.op
+    for _ in range(16):
+        if op.type in VARIABLE_OPS:
+            return op.name + ":0"
+        if op.type not in PASS_THROUGH or not op.inputs:
+            return None
+        op = op.inputs[0].op
+    return None
+
+
+class StepPlan(object):
+    """What to fetch along with one kind of run; `training` False means: let it pass."""
+
+    def __init__(self, training: bool, fetch: "collections.OrderedDict[str, Any]", global_step: Any) -> None:
+        self.training = training
+        self.fetch = fetch  # "kind/name" -> tensor, fetched in the step's own run
+        self.global_step = global_step  # its value before the update goes into the step's info
+
+
+class GraphModel(object):
+    """Analysis of one graph, cached per kind of run (fetched ops, fed tensors)."""
+
+    def __init__(self, graph: Any, tf: Any) -> None:
+        self.graph = graph
+        self._tf = tf
+        self._lock = threading.Lock()
+        self._plans = {}  # type: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan]
+        self._warned = set()  # type: Set[str]
+        self.warnings = []  # type: List[str]
+
+    # ---- variables --------------------------------------------------------------------------
+
+    def variables(self) -> List[Tuple[str, Any]]:
+        """("var/<name>" or "slot/<name>", variable) for every global variable, in creation order."""
+        slots = set()  # type: Set[str]
+        for op in self.graph.get_operations():
+            if UPDATE_OP.match(op.type):
+                slots.update(Update(op).slots)
+        for variable in _intercepted_for(self.graph)["slot"]:
+            slots.add(variable.name)
+        out = []
+        seen = set()  # type: Set[str]
+        for variable in self.graph.get_collection(self._tf.compat.v1.GraphKeys.GLOBAL_VARIABLES):
+            if variable.name in seen:
+                continue
+            seen.add(variable.name)
+            out.append((make_key("slot" if variable.name in slots else "var", variable.name), variable))
+        return out
+
+    # ---- runs -------------------------------------------------------------------------------
+
+    def plan(self, fetch_ops: Iterable[Any], fed: Iterable[str]) -> StepPlan:
+        fetch_ops = list(fetch_ops)
+        key = (frozenset(op.name for op in fetch_ops), frozenset(fed))
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = self._make_plan(fetch_ops, key[1])
+        return plan
+
+    def _make_plan(self, fetch_ops: List[Any], fed: FrozenSet[str]) -> StepPlan:
+        executed = executed_ops(fetch_ops, fed)
+        names = set(op.name for op in executed)
+        updates = [Update(op) for op in executed if UPDATE_OP.match(op.type)]
+        intercepted = _intercepted_for(self.graph)
+        train_ops = [op for op in intercepted["train_op"] if op.name in names]
+        global_step = self._global_step()
+        increments = global_step is not None and any(
+            op.type in ("AssignAdd", "AssignAddVariableOp") and variable_name(op.inputs[0]) == global_step.name
+            for op in executed)
+        training = bool(updates or train_ops or increments)
+        fetch = collections.OrderedDict()  # type: collections.OrderedDict
+        if not training:
+            return StepPlan(False, fetch, None)
+        ordered = sorted(executed, key=lambda op: op._id)  # creation order: deterministic
+
+        def add(kind: str, name: str, tensor: Any) -> None:
+            fetch.setdefault(make_key(kind, name), tensor)
+
+        for op in ordered:
+            if op.type in INPUT_OPS:
+                for tensor in op.outputs:
+                    add("input", tensor.name, tensor)
+        for op in ordered:
+            if op.type in RANDOM_OPS and op.op_def.is_stateful:
+                for tensor in op.outputs:
+                    add("random", tensor.name, tensor)
+        for name, tensor in graph_taps(self.graph):
+            if tensor.op.name in names:
+                add("tap", name, tensor)
+            else:
+                self._warn("tap %r (%s) is not computed by the training step, so it is not recorded: "
+                           "recording it would run ops the step does not run" % (name, tensor.name))
+        losses = [t for t in intercepted["loss"] if t.op.name in names] or self._gradient_roots(ordered)
+        for tensor in _unique(losses):
+            add("loss", "loss" if len(_unique(losses)) == 1 else tensor.name, tensor)
+        for tensor in self.graph.get_collection(self._tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES):
+            if tensor.op.name in names:
+                add("loss", tensor.name, tensor)
+        rates = _unique([u.lr for u in updates if u.lr is not None])
+        for tensor in rates:
+            add("lr", "learning_rate" if len(rates) == 1 else tensor.name, tensor)
+        for update in updates:
+            if update.var is None or update.grad is None:
+                continue
+            if update.indices is None:
+                add("grad", update.var, update.grad)
+            else:
+                add("grad", update.var + "/values", update.grad)
+                add("grad", update.var + "/indices", update.indices)
+        return StepPlan(True, fetch, global_step)
+
+    def _global_step(self) -> Any:
+        try:
+            return self._tf.compat.v1.train.get_global_step(self.graph)
+        except Exception:
+            return None
+
+    @staticmethod
+    def _gradient_roots(ordered: List[Any]) -> List[Any]:
+        # tf.gradients(ys, ...) builds "<scope>gradients/Shape" = Shape(ys) to seed grad_ys.
+        return [op.inputs[0] for op in ordered
+                if op.type == "Shape" and op.name.split("/")[-2:] == ["gradients", "Shape"] and op.inputs]
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            self.warnings.append(message)
+
+    # ---- seeds ------------------------------------------------------------------------------
+
+    def seeds(self) -> Dict[str, Any]:
+        """The graph seed and (seed, seed2) of every stateful random op in the graph."""
+        ops = collections.OrderedDict()  # type: collections.OrderedDict
+        for op in self.graph.get_operations():
+            if op.type in RANDOM_OPS and op.op_def.is_stateful:
+                try:
+                    ops[op.name] = [int(op.get_attr("seed")), int(op.get_attr("seed2"))]
+                except ValueError:
+                    ops[op.name] = None
+        return {"graph_seed": self.graph.seed, "ops": ops}
+
+
+def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
+    """The ops a run of `fetch_ops` executes: their ancestors through data and control
+    edges, not looking past fed tensors."""
+    seen = {}  # type: Dict[str, Any]
+    stack = list(fetch_ops)
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen[op.name] = op
+        for tensor in op.inputs:
+            if tensor.name not in fed and tensor.op.name not in seen:
+                stack.append(tensor.op)
+        for control in op.control_inputs:
+            if control.name not in seen:
+                stack.append(control)
+    return list(seen.values())
+
+
+def _unique(tensors: Iterable[Any]) -> List[Any]:
+    out, names = [], set()  # type: List[Any], Set[str]
+    for tensor in tensors:
+        if tensor.name not in names:
+            names.add(tensor.name)
+            out.append(tensor)
+    return out

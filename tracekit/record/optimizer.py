@@ -1,0 +1,74 @@
+"""Optimizer interception: what the graph alone cannot tell.
+
+While a recorder is active, `compute_gradients` / `apply_gradients` (and so
+`minimize`) of `tf.compat.v1.train.Optimizer`, and `apply_gradients` of Keras
+optimizers, note in their graph the loss they differentiate, the train op they
+return and the optimizer's own variables (slots, Adam's beta powers). graph.py
+reads these notes; it also finds gradients and learning rates without them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, List, Tuple
+
+from .graph import note_intercepted
+
+_installed = []  # type: List[Tuple[Any, str, Callable[..., Any]]]
+_depth = 0
+
+
+def install(tf: Any) -> None:
+    """Patch the optimizer classes (nested calls are counted; `uninstall` undoes the last)."""
+    global _depth
+    _depth += 1
+    if _depth > 1:
+        return
+    classes = [tf.compat.v1.train.Optimizer]
+    keras_optimizer = getattr(getattr(getattr(tf, "keras", None), "optimizers", None), "Optimizer", None)
+    if keras_optimizer is not None and keras_optimizer not in classes:
+        classes.append(keras_optimizer)
+    for cls in classes:
+        for name in ("compute_gradients", "apply_gradients"):
+            original = cls.__dict__.get(name)
+            if original is not None:
+                _installed.append((cls, name, original))
+                setattr(cls, name, _wrap(name, original))
+
+
+def uninstall() -> None:
+    global _depth
+    _depth = max(0, _depth - 1)
+    if _depth:
+        return
+    while _installed:
+        cls, name, original = _installed.pop()
+        setattr(cls, name, original)
+
+
+def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        try:
+            _note(name, self, args, kwargs, result)
+        except Exception:  # noting must never break the user's graph construction
+            pass
+        return result
+    return wrapper
+
+
+def _note(name: str, optimizer: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    if name == "compute_gradients":
+        loss = args[0] if args else kwargs.get("loss")
+        graph = getattr(loss, "graph", None)
+        if graph is not None and hasattr(loss, "op"):  # a tensor, not a callable (eager)
+            note_intercepted(graph, "loss", loss)
+        return
+    graph = getattr(result, "graph", None)
+    if graph is None or not hasattr(result, "type"):  # an op in a graph
+        return
+    note_intercepted(graph, "train_op", result)
+    variables = getattr(optimizer, "variables", None)
+    for variable in (variables() if callable(variables) else getattr(optimizer, "weights", [])):
+        note_intercepted(graph, "slot", variable)

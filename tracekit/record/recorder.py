@@ -1,0 +1,391 @@
+"""The TF1 recorder: turns the training steps a session runs into a golden trace.
+
+Every way legacy code reaches TensorFlow ends in the raw session's `run` or, for
+TF1 Keras `fit`, in `_make_callable_from_options`; the recorder intercepts those
+two (and `make_callable`) on the sessions it is attached to, or on every session
+(`attach_all`, the zero-code mode). A run that executes an optimizer update is a
+step: the recorder fetches, in that same run, what the graph computes anyway
+(inputs, random draws, taps, loss, learning rate, gradients; graph.py), then
+reads the variables in a run of its own. Other runs pass through untouched.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ..errors import RecordError, UsageError
+from ..store import create
+from ..store.format import split_key
+from . import optimizer
+from .graph import GraphModel, StepPlan
+from .seeds import SeedControl, SeedMode
+from .tfinfo import tf_environment
+
+LIGHT_KINDS = ("input", "random", "loss", "lr")  # recorded every step, whatever `every` says
+
+
+class StopRecording(BaseException):
+    """Raised into a script recorded with a step limit once the limit is reached
+    (a BaseException, so the script's own `except Exception` does not swallow it)."""
+
+
+class Recorder(object):
+    """Use `tracekit.tf1.record(path, ...)`; see there."""
+
+    def __init__(self, path: str, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None,
+                 every: int = 1, steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None,
+                 stop_script: bool = False, **writer_options: Any) -> None:
+        if int(every) < 1:
+            raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
+        if steps is not None and int(steps) < 1:
+            raise UsageError("steps must be >= 1, got %r" % (steps,))
+        mode = SeedMode.parse(seed_mode)
+        if mode is not None and seed is None:
+            seed = 42  # the DeterministicRandomTestTool's default
+        self.path = path
+        self.seed = seed
+        self.seed_mode = mode
+        self.every = int(every)
+        self.steps_limit = None if steps is None else int(steps)
+        self.stop_script = stop_script
+        self._user_meta = dict(meta or {})
+        self._writer_options = writer_options
+        self._tf = None  # type: Any
+        self._writer = None  # type: Any
+        self._seeds = None  # type: Optional[SeedControl]
+        self._models = weakref.WeakKeyDictionary()  # type: weakref.WeakKeyDictionary
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._attached = []  # type: List[Tuple[Any, str]]
+        self._global = []  # type: List[Tuple[Any, str, Any]]
+        self._graph = None  # type: Any  # the graph whose steps are recorded
+        self._variables = None  # type: Optional[List[Tuple[str, Any]]]
+        self.steps = 0
+        self.done = False
+
+    # ---- the context --------------------------------------------------------------------------
+
+    def __enter__(self) -> "Recorder":
+        import tensorflow as tf
+
+        self._tf = tf
+        # The session's own run, for the recorder's reads (captured before any patching).
+        self._base_run = tf.compat.v1.Session.__mro__[1].__dict__["run"]
+        meta = {"user": self._user_meta, "recording": {"every": self.every, "steps_limit": self.steps_limit}}
+        self._writer = create(self.path, meta=meta, **self._writer_options)
+        optimizer.install(tf)
+        if self.seed_mode is not None:
+            self._seeds = SeedControl(tf, self.seed, self.seed_mode).__enter__()
+        elif self.seed is not None:
+            tf.compat.v1.set_random_seed(self.seed)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.detach()
+        if self._seeds is not None:
+            self._seeds.__exit__(None, None, None)
+        optimizer.uninstall()
+        self._finish_meta()
+        self._writer.close()
+        if exc_type is None and self.steps == 0:
+            raise RecordError(
+                "%s: no training step was recorded. A step is a session run that updates variables "
+                "through an optimizer (apply_gradients, minimize, an Apply* op); check that the code "
+                "trains inside the recorder, with a session it is attached to" % self.path)
+
+    def _finish_meta(self) -> None:
+        seeds = {"seed": self.seed, "mode": None if self.seed_mode is None else self.seed_mode.value}
+        if self._seeds is not None:
+            seeds.update(self._seeds.describe())
+        warnings = []  # type: List[str]
+        if self._graph is not None:
+            model = self._models.get(self._graph)
+            if model is not None:
+                seeds.update(model.seeds())
+                warnings = model.warnings
+        self._writer.update_meta({"seeds": seeds, "warnings": warnings})
+
+    # ---- attaching ----------------------------------------------------------------------------
+
+    def session(self, sess: Any) -> Any:
+        """Record the training steps `sess` runs (a Session, or a MonitoredSession and the
+        raw session inside it); returns `sess` itself."""
+        raw = _raw_session(sess)
+        if raw is None:
+            raise UsageError("rec.session() needs a tf.compat.v1.Session or MonitoredSession, got %s"
+                             % type(sess).__name__)
+        for name, make in (("run", self._run_wrapper), ("_make_callable_from_options", self._callable_wrapper),
+                           ("make_callable", self._make_callable_wrapper)):
+            if name not in vars(raw):
+                setattr(raw, name, make(getattr(type(raw), name)).__get__(raw))
+                self._attached.append((raw, name))
+        return sess
+
+    def hook(self) -> Any:
+        """A SessionRunHook for Estimator.train(hooks=[...]), MonitoredTrainingSession and the like."""
+        return _make_hook(self._tf, self)
+
+    def attach_all(self) -> None:
+        """Record the training steps of every session (the zero-code mode)."""
+        cls = self._tf.compat.v1.Session.__mro__[1]  # BaseSession
+        for name, make in (("run", self._run_wrapper), ("_make_callable_from_options", self._callable_wrapper),
+                           ("make_callable", self._make_callable_wrapper)):
+            original = cls.__dict__[name]
+            self._global.append((cls, name, original))
+            setattr(cls, name, make(original))
+
+    def detach(self) -> None:
+        while self._attached:
+            raw, name = self._attached.pop()
+            try:
+                delattr(raw, name)
+            except AttributeError:
+                pass
+        while self._global:
+            cls, name, original = self._global.pop()
+            setattr(cls, name, original)
+
+    # ---- interception -------------------------------------------------------------------------
+
+    def _run_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        @functools.wraps(original)
+        def run(sess: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
+            plan = recorder._plan_run(sess, fetches, feed_dict)
+            if plan is None:
+                return original(sess, fetches, feed_dict, options, run_metadata)
+            return recorder._step(sess, original, plan, fetches, feed_dict, options, run_metadata)
+        return run
+
+    def _make_callable_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        @functools.wraps(original)
+        def make_callable(sess: Any, fetches: Any, feed_list: Any = None, accept_options: bool = False) -> Any:
+            if recorder.done or getattr(recorder._local, "busy", False):
+                return original(sess, fetches, feed_list, accept_options)
+            # Route through run(), which the recorder sees (TF's own fast path bypasses it).
+            feeds = list(feed_list or [])
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return sess.run(fetches, feed_dict=dict(zip(feeds, args)) or None, **kwargs)
+            return call
+        return make_callable
+
+    def _callable_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        recorder = self
+
+        @functools.wraps(original)
+        def make(sess: Any, callable_options: Any) -> Any:
+            return recorder._callable(sess, original, callable_options)
+        return make
+
+    def _plan_run(self, sess: Any, fetches: Any, feed_dict: Any) -> Optional[StepPlan]:
+        if self.done or getattr(self._local, "busy", False):
+            return None
+        graph = sess.graph
+        try:
+            fetch_ops = [_as_op(graph.as_graph_element(f, allow_tensor=True, allow_operation=True))
+                         for f in _flatten_fetches(fetches)]
+            fed = [_element_name(graph, key) for key in (feed_dict or {})]
+        except (TypeError, ValueError, KeyError):
+            return None  # not something this graph can run; the session will say so
+        plan = self._model(graph).plan([op for op in fetch_ops if op is not None], [n for n in fed if n])
+        return plan if plan.training and self._accepts(graph) else None
+
+    def _model(self, graph: Any) -> GraphModel:
+        with self._lock:
+            model = self._models.get(graph)
+            if model is None:
+                model = self._models[graph] = GraphModel(graph, self._tf)
+            return model
+
+    def _accepts(self, graph: Any) -> bool:
+        """Steps are recorded from one graph: the first that trains."""
+        with self._lock:
+            if self._graph is None:
+                self._graph = graph
+            elif graph is not self._graph:
+                self._model(self._graph)._warn("training steps of a second graph were not recorded")
+                return False
+        return True
+
+    # ---- steps --------------------------------------------------------------------------------
+
+    def _full(self) -> bool:
+        return self.steps % self.every == 0
+
+    def _fetches(self, plan: StepPlan, full: bool) -> "collections.OrderedDict[str, Any]":
+        return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
+                                       if full or split_key(key)[0] in LIGHT_KINDS)
+
+    def _step(self, sess: Any, run: Callable[..., Any], plan: StepPlan, fetches: Any, feed_dict: Any,
+              options: Any, run_metadata: Any) -> Any:
+        with self._lock:
+            self._local.busy = True
+            try:
+                self._begin(sess, run)
+                extra = self._fetches(plan, self._full())
+                user, got = run(sess, [fetches, dict(extra)], feed_dict, options, run_metadata)
+                feeds = [(_element_name(sess.graph, key), value) for key, value in (feed_dict or {}).items()]
+                self._record(sess, run, plan, feeds, user, [(key, got[key]) for key in extra])
+            finally:
+                self._local.busy = False
+        self._maybe_stop()
+        return user
+
+    def _callable(self, sess: Any, make: Callable[..., Any], options: Any) -> Any:
+        graph = sess.graph
+        if self.done:
+            return make(sess, options)
+        try:
+            fetched = [graph.as_graph_element(name) for name in options.fetch]
+            ops = [_as_op(e) for e in fetched] + [graph.get_operation_by_name(n) for n in options.target]
+        except (KeyError, ValueError):
+            return make(sess, options)
+        plan = self._model(graph).plan(ops, list(options.feed))
+        if not plan.training or not self._accepts(graph):
+            return make(sess, options)
+        recorder, count = self, len(options.fetch)
+        variants = {}  # type: Dict[bool, Tuple[Any, List[str]]]
+
+        def variant(full: bool) -> Tuple[Any, List[str]]:
+            if full not in variants:
+                extra = recorder._fetches(plan, full)
+                extended = type(options)()
+                extended.CopyFrom(options)
+                extended.fetch.extend(t.name for t in extra.values())
+                variants[full] = (make(sess, extended), list(extra))
+            return variants[full]
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if recorder.done:
+                return variant(False)[0](*args, **kwargs)[:count]
+            with recorder._lock:
+                recorder._local.busy = True
+                try:
+                    recorder._begin(sess, recorder._base_run)
+                    fn, keys = variant(recorder._full())
+                    out = fn(*args, **kwargs)
+                    recorder._record(sess, recorder._base_run, plan, list(zip(options.feed, args)), out[:count],
+                                     list(zip(keys, out[count:])))
+                finally:
+                    recorder._local.busy = False
+            recorder._maybe_stop()
+            return out[:count]
+        return call
+
+    def _begin(self, sess: Any, run: Callable[..., Any]) -> None:
+        """Before the first step: the initial state and the environment."""
+        if self._variables is not None:
+            return
+        model = self._model(sess.graph)
+        self._variables = model.variables()
+        values = run(sess, [v for _, v in self._variables]) if self._variables else []
+        with self._writer.initial():
+            for (key, _), value in zip(self._variables, values):
+                self._writer.add(*split_key(key), value=value, copy=False)
+        self._writer.update_meta({"tensorflow": tf_environment(self._tf, sess)})
+
+    def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
+                user: Any, extra: List[Tuple[str, Any]]) -> None:
+        full = self._full()
+        global_step = None
+        if plan.global_step is not None:  # read after the step: its value in the same run is racy
+            global_step = int(run(sess, plan.global_step))
+        w = self._writer
+        w.begin_step(info={"global_step": global_step})
+        try:
+            for name, value in feeds:
+                if name:
+                    w.add("input", name, np.asarray(value))  # copied: feed buffers get reused
+            for key, value in extra:
+                w.add(*split_key(key), value=value, copy=False)
+            w.add("fetch", "fetches", user, copy=False)
+            if full:
+                values = run(sess, [v for _, v in self._variables])
+                for (key, _), value in zip(self._variables, values):
+                    w.add(*split_key(key), value=value, copy=False)
+        except BaseException:
+            w.abort_step()
+            raise
+        w.end_step()
+        self.steps += 1
+
+    def _maybe_stop(self) -> None:
+        if self.steps_limit is not None and self.steps >= self.steps_limit and not self.done:
+            self.done = True
+            if self.stop_script:
+                raise StopRecording("recorded %d steps" % self.steps)
+
+
+def _raw_session(sess: Any) -> Any:
+    """The tf.compat.v1.Session inside a MonitoredSession (or the session itself)."""
+    for _ in range(8):
+        if hasattr(sess, "_make_callable_from_options") and hasattr(sess, "graph"):
+            return sess
+        inner = getattr(sess, "_tf_sess", None)
+        if callable(inner):
+            sess = inner()
+            continue
+        sess = getattr(sess, "_sess", None)
+        if sess is None:
+            return None
+    return None
+
+
+def _flatten_fetches(fetches: Any) -> List[Any]:
+    if isinstance(fetches, (list, tuple)):
+        return [leaf for item in fetches for leaf in _flatten_fetches(item)]
+    if isinstance(fetches, Mapping):
+        return [leaf for item in fetches.values() for leaf in _flatten_fetches(item)]
+    if fetches is None:
+        return []
+    return [fetches]
+
+
+def _as_op(element: Any) -> Any:
+    return element if hasattr(element, "node_def") else getattr(element, "op", None)
+
+
+def _element_name(graph: Any, key: Any) -> Optional[str]:
+    """The tensor name of a feed_dict key (a tensor, or a name), None for what is not one."""
+    try:
+        element = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+    except (TypeError, ValueError, KeyError):
+        return None
+    return getattr(element, "name", None)
+
+
+def _make_hook(tf: Any, recorder: Recorder) -> Any:
+    class RecorderHook(tf.compat.v1.train.SessionRunHook):
+        """Attaches the recorder to the session a MonitoredSession creates."""
+
+        def after_create_session(self, session: Any, coord: Any) -> None:
+            recorder.session(session)
+
+    return RecorderHook()
+
+
+def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None, every: int = 1,
+           steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None, **options: Any) -> Recorder:
+    """Record TF1 training into the golden at `path`. A context manager:
+
+        with tracekit.tf1.record("goldens/run.h5", seed=1) as rec:
+            sess = rec.session(tf.compat.v1.Session())   # or hooks=[rec.hook()]
+            ...train...
+
+    seed: graph seed to set; seed_mode: "constant" or "num_random_ops" to control every
+    random op's seeds as tf.compat.v1.keras.utils.DeterministicRandomTestTool does (build
+    the graph inside the context); every: record gradients, taps and variables every K-th
+    step (inputs, random draws, loss and learning rate every step); steps: stop recording
+    after this many steps; meta: your own metadata, stored under "user".
+    """
+    return Recorder(path, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta=meta, **options)
