@@ -81,6 +81,18 @@ def _recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _record(args: argparse.Namespace) -> int:
+    from .record.launch import run_script  # imports TensorFlow: only this command needs it
+
+    script = list(args.script)
+    if script and script[0] == "--":
+        script = script[1:]
+    code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
+                      steps=args.steps)
+    print("recorded %s" % args.output, file=sys.stderr)
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tracekit",
@@ -95,6 +107,20 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
         return p
+
+    p = command("record", _record, "Run an unmodified TF1 training script and record every training step it "
+                                   "runs into a golden (needs TensorFlow: the legacy environment, or TF 2 "
+                                   "tf.compat.v1 code).")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.h5", help="the golden to write")
+    p.add_argument("--seed", type=int, help="graph seed to set before the script builds its graph")
+    p.add_argument("--seed-mode", choices=["constant", "num_random_ops"],
+                   help="control every random op's seeds like tf.compat.v1.keras.utils.DeterministicRandomTestTool")
+    p.add_argument("--every", type=int, default=1, metavar="K",
+                   help="record gradients, taps and variables every K-th step (inputs, random draws, loss and "
+                        "learning rate every step); default 1")
+    p.add_argument("--steps", type=int, metavar="N", help="stop the script after N recorded steps")
+    p.add_argument("script", nargs=argparse.REMAINDER, metavar="-- script.py ARGS",
+                   help="the script and its arguments (or -m module ARGS)")
 
     p = command("show", _show, "Print a golden's metadata, environment, steps and a table of its tensors.")
     p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")

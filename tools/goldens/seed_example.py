@@ -24,8 +24,8 @@ import tensorflow as tf  # noqa: E402
 
 def model(x, y):
     dense = tf.compat.v1.layers.dense
-    h1 = tracekit.tap("layer1", dense(x, 2, activation=tf.nn.relu, name="dense"))
-    h2 = tracekit.tap("layer2", dense(h1, 2, activation=tf.nn.relu, name="dense_1"))
+    h1 = tracekit.tap("layer1", dense(x, 2, name="dense"))
+    h2 = tracekit.tap("layer2", dense(h1, 2, name="dense_1"))
     logits = tracekit.tap("logits", dense(h2, 3, name="dense_2"))
     loss = tf.compat.v1.losses.softmax_cross_entropy(y, logits)
     global_step = tf.compat.v1.train.get_or_create_global_step()

@@ -8,12 +8,13 @@ after recording started, by tf.train optimizers, Keras or tf_slim):
 - each update op names, by its op-def input names, the variable (`var`), the
   gradient (`grad`/`delta`), the learning rate (`lr`/`alpha`) and the optimizer
   slots (the other variable inputs);
-- the loss is the tensor an intercepted `compute_gradients` was given, else the
-  `ys` of `tf.gradients` (the input of its `.../gradients/Shape` op);
+- the loss is the tensor an intercepted `compute_gradients`/`get_gradients` was
+  given, else the `ys` of `tf.gradients` (found through its `.../gradients/Fill` seed);
 - the other tensors recorded are those the run executes anyway: taps, stateful
   random ops (the random tape), input pipelines (`IteratorGetNext`, queue
   dequeues), regularization losses. Fetching only these never makes a run compute
-  anything it would not have.
+  anything it would not have. The random tape also holds stateless draws (tf-keras
+  Dropout on TF 2.x draws statelessly), as a port may draw differently.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ RANDOM_OPS = frozenset([
     "ParameterizedTruncatedNormal", "RandomGamma", "RandomPoisson", "RandomPoissonV2",
     "Multinomial", "RandomShuffle", "RandomCrop",
 ])
+# Stateless draws (tf-keras Dropout on TF 2.x) are recorded too: a port may draw differently.
+STATELESS_RANDOM = re.compile(r"^Stateless(Random|Truncated|Multinomial|ParameterizedTruncated)(?!.*GetKey|.*GetAlg)")
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
     "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
@@ -171,7 +174,7 @@ class GraphModel(object):
                 for tensor in op.outputs:
                     add("input", tensor.name, tensor)
         for op in ordered:
-            if op.type in RANDOM_OPS and op.op_def.is_stateful:
+            if is_random_draw(op):
                 for tensor in op.outputs:
                     add("random", tensor.name, tensor)
         for name, tensor in graph_taps(self.graph):
@@ -205,11 +208,23 @@ class GraphModel(object):
         except Exception:
             return None
 
-    @staticmethod
-    def _gradient_roots(ordered: List[Any]) -> List[Any]:
-        # tf.gradients(ys, ...) builds "<scope>gradients/Shape" = Shape(ys) to seed grad_ys.
-        return [op.inputs[0] for op in ordered
-                if op.type == "Shape" and op.name.split("/")[-2:] == ["gradients", "Shape"] and op.inputs]
+    def _gradient_roots(self, ordered: List[Any]) -> List[Any]:
+        """The `ys` of tf.gradients calls in the run: its seed is "<scope>gradients/Fill" (ones
+        shaped like ys), consumed by the gradient of ys's op, "<scope>gradients/<op>_grad/..."."""
+        roots = []
+        for op in ordered:
+            if op.type != "Fill" or op.name.split("/")[-2:] != ["gradients", "Fill"]:
+                continue
+            scope = op.name[:-len("Fill")]
+            for consumer in op.outputs[0].consumers():
+                rest = consumer.name[len(scope):] if consumer.name.startswith(scope) else ""
+                forward = rest.split("_grad/")[0] if "_grad/" in rest else None
+                try:
+                    roots.append(self.graph.get_operation_by_name(forward).outputs[0])
+                    break
+                except (KeyError, ValueError, TypeError, IndexError):
+                    continue
+        return roots
 
     def _warn(self, message: str) -> None:
         if message not in self._warned:
@@ -228,6 +243,10 @@ class GraphModel(object):
                 except ValueError:
                     ops[op.name] = None
         return {"graph_seed": self.graph.seed, "ops": ops}
+
+
+def is_random_draw(op: Any) -> bool:
+    return (op.type in RANDOM_OPS and op.op_def.is_stateful) or bool(STATELESS_RANDOM.match(op.type))
 
 
 def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:

@@ -1,8 +1,8 @@
 """Optimizer interception: what the graph alone cannot tell.
 
 While a recorder is active, `compute_gradients` / `apply_gradients` (and so
-`minimize`) of `tf.compat.v1.train.Optimizer`, and `apply_gradients` of Keras
-optimizers, note in their graph the loss they differentiate, the train op they
+`minimize`) of `tf.compat.v1.train.Optimizer`, and `get_gradients` /
+`apply_gradients` of Keras optimizers, note in their graph the loss they differentiate, the train op they
 return and the optimizer's own variables (slots, Adam's beta powers). graph.py
 reads these notes; it also finds gradients and learning rates without them.
 """
@@ -25,11 +25,13 @@ def install(tf: Any) -> None:
     if _depth > 1:
         return
     classes = [tf.compat.v1.train.Optimizer]
-    keras_optimizer = getattr(getattr(getattr(tf, "keras", None), "optimizers", None), "Optimizer", None)
-    if keras_optimizer is not None and keras_optimizer not in classes:
-        classes.append(keras_optimizer)
+    optimizers = getattr(getattr(tf, "keras", None), "optimizers", None)
+    for keras_class in (getattr(optimizers, "Optimizer", None),
+                        getattr(getattr(optimizers, "legacy", None), "Optimizer", None)):  # tf-keras 2.x
+        if keras_class is not None and keras_class not in classes:
+            classes.append(keras_class)
     for cls in classes:
-        for name in ("compute_gradients", "apply_gradients"):
+        for name in ("compute_gradients", "get_gradients", "apply_gradients"):
             original = cls.__dict__.get(name)
             if original is not None:
                 _installed.append((cls, name, original))
@@ -59,7 +61,7 @@ def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _note(name: str, optimizer: Any, args: tuple, kwargs: dict, result: Any) -> None:
-    if name == "compute_gradients":
+    if name in ("compute_gradients", "get_gradients"):
         loss = args[0] if args else kwargs.get("loss")
         graph = getattr(loss, "graph", None)
         if graph is not None and hasattr(loss, "op"):  # a tensor, not a callable (eager)

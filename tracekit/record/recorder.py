@@ -308,7 +308,7 @@ class Recorder(object):
                     w.add("input", name, np.asarray(value))  # copied: feed buffers get reused
             for key, value in extra:
                 w.add(*split_key(key), value=value, copy=False)
-            w.add("fetch", "fetches", user, copy=False)
+            w.add("fetch", "fetches", _storable(user), copy=False)
             if full:
                 values = run(sess, [v for _, v in self._variables])
                 for (key, _), value in zip(self._variables, values):
@@ -324,6 +324,29 @@ class Recorder(object):
             self.done = True
             if self.stop_script:
                 raise StopRecording("recorded %d steps" % self.steps)
+
+
+_KEY_TYPES = (str, bytes, int, float, bool, type(None))
+
+
+def _storable(fetched: Any) -> Any:
+    """The fetched structure with keys the store takes: MonitoredSession fetches are keyed by
+    hook objects, which become their class names."""
+    if isinstance(fetched, Mapping):
+        out = collections.OrderedDict()  # type: collections.OrderedDict
+        for key, value in fetched.items():
+            if not isinstance(key, _KEY_TYPES):
+                key = getattr(key, "name", None) if hasattr(key, "graph") else type(key).__name__
+                key = "%s" % key
+                while key in out:
+                    key += "'"
+            out[key] = _storable(value)
+        return out
+    if isinstance(fetched, list):
+        return [_storable(v) for v in fetched]
+    if isinstance(fetched, tuple) and not hasattr(fetched, "_fields"):
+        return tuple(_storable(v) for v in fetched)
+    return fetched
 
 
 def _raw_session(sess: Any) -> Any:
