@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
-import pytest
+# TF1-style code on TF >= 2.16 needs Keras 2 (tf-keras), chosen before TensorFlow's first import.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEGACY_PYTHON = os.path.join(ROOT, ".venv-legacy", "bin", "python")

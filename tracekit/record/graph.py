@@ -9,7 +9,7 @@ after recording started, by tf.train optimizers, Keras or tf_slim):
   gradient (`grad`/`delta`), the learning rate (`lr`/`alpha`) and the optimizer
   slots (the other variable inputs);
 - the loss is the tensor an intercepted `compute_gradients`/`get_gradients` was
-  given, else the `ys` of `tf.gradients` (found through its `.../gradients/Fill` seed);
+  given, else the `ys` of `tf.gradients` (found through the seed of its gradients);
 - the other tensors recorded are those the run executes anyway: taps, stateful
   random ops (the random tape), input pipelines (`IteratorGetNext`, queue
   dequeues), regularization losses. Fetching only these never makes a run compute
@@ -43,6 +43,7 @@ INPUT_OPS = frozenset([
 ])
 VARIABLE_OPS = frozenset(["VariableV2", "Variable", "VarHandleOp", "AutoReloadVariable"])
 PASS_THROUGH = frozenset(["Identity", "ReadVariableOp", "Enter", "RefEnter", "Switch", "RefSwitch"])
+GRAD_SEED = re.compile(r"^(Fill|grad_ys_\d+)$")
 DT_RESOURCE = 20
 GRAD_ARGS = ("grad", "delta")
 LR_ARGS = ("lr", "alpha")
@@ -151,7 +152,7 @@ class GraphModel(object):
         return plan
 
     def _make_plan(self, fetch_ops: List[Any], fed: FrozenSet[str]) -> StepPlan:
-        executed = executed_ops(fetch_ops, fed)
+        executed = sorted(executed_ops(fetch_ops, fed), key=lambda op: op._id)  # creation order: deterministic
         names = set(op.name for op in executed)
         updates = [Update(op) for op in executed if UPDATE_OP.match(op.type)]
         intercepted = _intercepted_for(self.graph)
@@ -164,7 +165,7 @@ class GraphModel(object):
         fetch = collections.OrderedDict()  # type: collections.OrderedDict
         if not training:
             return StepPlan(False, fetch, None)
-        ordered = sorted(executed, key=lambda op: op._id)  # creation order: deterministic
+        ordered = executed
 
         def add(kind: str, name: str, tensor: Any) -> None:
             fetch.setdefault(make_key(kind, name), tensor)
@@ -209,13 +210,15 @@ class GraphModel(object):
             return None
 
     def _gradient_roots(self, ordered: List[Any]) -> List[Any]:
-        """The `ys` of tf.gradients calls in the run: its seed is "<scope>gradients/Fill" (ones
-        shaped like ys), consumed by the gradient of ys's op, "<scope>gradients/<op>_grad/..."."""
+        """The `ys` of tf.gradients calls in the run: its seed is a Fill named "<scope>gradients/Fill"
+        (TF 1.15) or "<scope>gradients/grad_ys_0" (TF 2), consumed by the gradient of ys's op,
+        "<scope>gradients/<op>_grad/..."."""
         roots = []
         for op in ordered:
-            if op.type != "Fill" or op.name.split("/")[-2:] != ["gradients", "Fill"]:
+            parts = op.name.split("/")
+            if op.type != "Fill" or len(parts) < 2 or parts[-2] != "gradients" or not GRAD_SEED.match(parts[-1]):
                 continue
-            scope = op.name[:-len("Fill")]
+            scope = op.name[:-len(parts[-1])]
             for consumer in op.outputs[0].consumers():
                 rest = consumer.name[len(scope):] if consumer.name.startswith(scope) else ""
                 forward = rest.split("_grad/")[0] if "_grad/" in rest else None

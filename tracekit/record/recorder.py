@@ -111,6 +111,11 @@ class Recorder(object):
                 warnings = model.warnings
         self._writer.update_meta({"seeds": seeds, "warnings": warnings})
 
+    @property
+    def seed_control(self) -> Optional[SeedControl]:
+        """With a seed_mode: the seed control (its `operation_seed` can be set, as the tool's)."""
+        return self._seeds
+
     # ---- attaching ----------------------------------------------------------------------------
 
     def session(self, sess: Any) -> Any:

@@ -1,0 +1,33 @@
+"""A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE].
+CRASH_AT=k in the environment raises after k steps. Knows nothing about tracekit."""
+import argparse
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+if hasattr(tf.compat.v1, "disable_eager_execution"):
+    tf.compat.v1.disable_eager_execution()
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--exit", type=int, default=0)
+args = parser.parse_args()
+tf.compat.v1.set_random_seed(1)
+x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+# Seeded initializers: on TF 2 an unseeded Keras initializer draws its seed from Python's `random`.
+init = tf.compat.v1.glorot_uniform_initializer(seed=2)
+hidden = tf.compat.v1.layers.dense(x, 5, activation=tf.nn.relu, kernel_initializer=init, name="hidden")
+out = tf.compat.v1.layers.dense(tf.nn.dropout(hidden, rate=0.3), 1, kernel_initializer=init, name="out")
+loss = tf.reduce_mean(tf.square(out - 1.0))
+train = tf.compat.v1.train.AdamOptimizer(0.05).minimize(loss)
+rng = np.random.RandomState(0)
+crash_at = int(os.environ.get("CRASH_AT", "-1"))
+with tf.compat.v1.Session() as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    for step in range(args.steps):
+        if step == crash_at:
+            raise RuntimeError("legacy script crashed at step %d" % step)
+        _, value = sess.run([train, loss], {x: rng.randn(4, 3).astype(np.float32)})
+        print("step %d loss %.5f" % (step, value), flush=True)
+sys.exit(args.exit)

@@ -1,0 +1,286 @@
+"""tracekit.tf1.record with rec.session(): what a step records, and that recording changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracekit
+
+from .conftest import seed_feeds, seed_model
+
+STEPS = 5
+
+
+def _train(tf, sess, x, y, loss, train, steps=STEPS):
+    losses = []
+    for k in range(steps):
+        fx, fy = seed_feeds(k)
+        losses.append(sess.run([train, loss], {x: fx, y: fy})[1])
+    return losses
+
+
+def _record_seed(tf, path, optimizer="sgd", **options):
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path, **options) as rec:
+            x, y, loss, train = seed_model(tf, optimizer)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                losses = _train(tf, sess, x, y, loss, train)
+    return rec, losses
+
+
+def test_a_step_records_everything(tf, tmp_path):
+    path = str(tmp_path / "seed.h5")
+    rec, losses = _record_seed(tf, path)
+    assert rec.steps == STEPS
+    with tracekit.open(path) as trace:
+        assert len(trace) == STEPS and trace.complete
+        assert trace.names("input") == ["x:0", "y:0"]
+        assert trace.names("tap") == ["layer1", "layer2", "logits"]
+        assert trace.names("loss") == ["loss"] and trace.names("lr") == ["learning_rate"]
+        assert sorted(trace.names("grad")) == sorted(["dense/kernel:0", "dense/bias:0", "dense_1/kernel:0",
+                                                      "dense_1/bias:0", "dense_2/kernel:0", "dense_2/bias:0"])
+        assert "global_step:0" in trace.names("var") and trace.info("var", "dense/kernel:0").initial
+        before = trace.initial
+        for k, step in enumerate(trace):
+            fx, fy = seed_feeds(k)
+            assert np.array_equal(step["input/x:0"], fx) and np.array_equal(step["input/y:0"], fy)
+            assert step["loss/loss"] == losses[k]
+            assert step["fetch/fetches"] == [None, losses[k]]
+            assert step.info == {"global_step": k + 1}
+            assert np.isclose(step["lr/learning_rate"], 0.1 * (1 - k / 1000.0), rtol=1e-6)
+            # The taps are this step's forward pass on the variables before its update ...
+            h1 = fx @ before["var/dense/kernel:0"] + before["var/dense/bias:0"]
+            h2 = h1 @ before["var/dense_1/kernel:0"] + before["var/dense_1/bias:0"]
+            logits = h2 @ before["var/dense_2/kernel:0"] + before["var/dense_2/bias:0"]
+            assert np.allclose(step["tap/layer1"], h1, rtol=1e-5, atol=1e-6)
+            assert np.allclose(step["tap/logits"], logits, rtol=1e-5, atol=1e-6)
+            # ... and SGD moved each variable by -lr * its recorded gradient.
+            for name in trace.names("grad"):
+                moved = before["var/" + name] - step["lr/learning_rate"] * step["grad/" + name]
+                assert np.allclose(step["var/" + name], moved, rtol=1e-6, atol=1e-7), (k, name)
+            before = step
+        assert trace.meta["tensorflow"]["version"] == tf.__version__
+        assert trace.meta["environment"]["tensorflow"] == tf.__version__
+
+
+def test_recording_does_not_change_the_run(tf, tmp_path):
+    with tf.Graph().as_default():
+        x, y, loss, train = seed_model(tf, "adam")
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            plain_losses = _train(tf, sess, x, y, loss, train)
+            plain_vars = sess.run({v.name: v for v in tf.compat.v1.global_variables()})
+    path = str(tmp_path / "adam.h5")
+    _, losses = _record_seed(tf, path, optimizer="adam")
+    assert losses == plain_losses  # bit for bit
+    with tracekit.open(path) as trace:
+        last = trace.step(-1)
+        assert [s["loss/loss"] for s in trace] == plain_losses
+        for name, value in plain_vars.items():
+            kind = "slot" if name in trace.names("slot") else "var"
+            assert np.array_equal(last["%s/%s" % (kind, name)], value), name
+        assert set(trace.names("slot")) >= {"dense/kernel/Adam:0", "dense/kernel/Adam_1:0", "beta1_power:0"}
+
+
+def test_graph_built_before_recording(tf, tmp_path):
+    """Gradients, learning rate and loss come from the graph itself, not only from interception."""
+    path = str(tmp_path / "before.h5")
+    with tf.Graph().as_default():
+        x, y, loss, train = seed_model(tf)
+        with tracekit.tf1.record(path) as rec, tf.compat.v1.Session() as sess:
+            rec.session(sess)
+            sess.run(tf.compat.v1.global_variables_initializer())
+            _train(tf, sess, x, y, loss, train, steps=2)
+    with tracekit.open(path) as trace:
+        assert len(trace) == 2 and trace.names("loss") == ["loss"] and len(trace.names("grad")) == 6
+        assert trace.names("lr") == ["learning_rate"]
+
+
+def test_every_k_steps(tf, tmp_path):
+    path = str(tmp_path / "every.h5")
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path, every=3) as rec:
+            x, y, loss, train = seed_model(tf)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                _train(tf, sess, x, y, loss, train, steps=7)
+    with tracekit.open(path) as trace:
+        assert len(trace) == 7
+        for kind in ("input", "loss", "lr"):
+            assert trace.info(kind, trace.names(kind)[0]).steps == 7
+        assert trace.series("grad", "dense/kernel:0").steps == [0, 3, 6]
+        assert trace.series("tap", "layer1").steps == [0, 3, 6]
+        assert trace.series("var", "dense/kernel:0").steps == [0, 3, 6]
+        assert trace.meta["recording"]["every"] == 3
+
+
+def test_step_limit_stops_recording_not_training(tf, tmp_path):
+    path = str(tmp_path / "limit.h5")
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path, steps=3) as rec:
+            x, y, loss, train = seed_model(tf)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                losses = _train(tf, sess, x, y, loss, train, steps=5)
+                assert sess.run(tf.compat.v1.train.get_global_step()) == 5
+    assert len(losses) == 5
+    with tracekit.open(path) as trace:
+        assert len(trace) == 3
+
+
+def test_evaluation_and_init_runs_are_not_steps(tf, tmp_path):
+    path = str(tmp_path / "eval.h5")
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            x, y, loss, train = seed_model(tf)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                fx, fy = seed_feeds(0)
+                sess.run(loss, {x: fx, y: fy})  # evaluation
+                sess.run(train, {x: fx, y: fy})
+                sess.run([loss, tf.compat.v1.trainable_variables()], {x: fx, y: fy})
+    with tracekit.open(path) as trace:
+        assert len(trace) == 1
+
+
+def test_dropout_tape_and_input_pipeline(tf, tmp_path):
+    """The random tape holds the draws the step used: the dropout output is rebuilt from it."""
+    path = str(tmp_path / "tape.h5")
+    data = np.arange(48, dtype=np.float32).reshape(12, 4) / 10.0
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path, seed=3) as rec:
+            features = tf.compat.v1.data.make_one_shot_iterator(
+                tf.data.Dataset.from_tensor_slices(data).batch(3)).get_next()
+            hidden = tf.compat.v1.layers.dense(features, 5, name="hidden")
+            dropped = tracekit.tap("dropped", tf.nn.dropout(hidden, rate=0.4))
+            tracekit.tap("hidden", hidden)
+            loss = tf.reduce_mean(tf.square(dropped))
+            train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                for _ in range(4):
+                    sess.run(train)
+    with tracekit.open(path) as trace:
+        assert trace.names("input") == ["IteratorGetNext:0"]
+        (draw,) = trace.names("random")
+        masks = []
+        for k, step in enumerate(trace):
+            assert np.array_equal(step["input/IteratorGetNext:0"], data[3 * k:3 * k + 3])
+            uniform = step["random/" + draw]
+            assert uniform.shape == (3, 5)
+            rebuilt = step["tap/hidden"] * (uniform >= 0.4) / np.float32(0.6)
+            assert np.allclose(step["tap/dropped"], rebuilt, rtol=1e-6)
+            masks.append(uniform >= 0.4)
+        assert not all(np.array_equal(masks[0], m) for m in masks[1:])  # a new draw each step
+        assert trace.meta["seeds"]["graph_seed"] == 3 and draw.rsplit(":", 1)[0] in trace.meta["seeds"]["ops"]
+
+
+@pytest.mark.parametrize("mode", ["constant", "num_random_ops"])
+def test_seed_modes(tf, tmp_path, mode):
+    path = str(tmp_path / "seeds.h5")
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path, seed=11, seed_mode=mode) as rec:
+            a = tf.compat.v1.random_uniform([3])
+            b = tf.compat.v1.random_normal([3])
+            w = tf.compat.v1.get_variable("w", [3], initializer=tf.compat.v1.random_uniform_initializer())
+            train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * (a + b)))
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                sess.run(train)
+    with tracekit.open(path) as trace:
+        seeds = trace.meta["seeds"]
+        assert seeds["seed"] == 11 and seeds["mode"] == mode
+        got = sorted(tuple(v) for v in seeds["ops"].values())
+        assert got == ([(11, 0)] * 3 if mode == "constant" else [(11, 0), (11, 1), (11, 2)])
+
+
+def test_seed_reuse_is_an_error(tf, tmp_path):
+    with tf.Graph().as_default():
+        with pytest.raises(tracekit.tf1.SeedReuseError, match="operation seed 0 is used a second time"):
+            with tracekit.tf1.record(str(tmp_path / "reuse.h5"), seed=1, seed_mode="num_random_ops") as rec:
+                tf.compat.v1.random_uniform([2])
+                rec.seed_control.operation_seed = 0
+                tf.compat.v1.random_uniform([2])
+
+
+def test_regularization_losses(tf, tmp_path):
+    path = str(tmp_path / "reg.h5")
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            x, y, loss, train = seed_model(tf, regularize=True)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                _train(tf, sess, x, y, loss, train, steps=1)
+    with tracekit.open(path) as trace:
+        names = trace.names("loss")
+        assert names[0] == "loss" and len(names) == 2 and "Regularizer" in names[1]
+        step = trace.step(0)
+        kernel = trace.initial["var/dense/kernel:0"]
+        assert np.isclose(step["loss/" + names[1]], 1e-2 * np.sum(kernel ** 2), rtol=1e-5)
+
+
+def test_tap_errors(tf):
+    with tf.Graph().as_default():
+        a = tf.constant([1.0], name="a")
+        b = tf.constant([2.0], name="b")
+        tracekit.tap("same", a)
+        tracekit.tap("same", a)  # the same tensor again is fine (a model function built twice)
+        with pytest.raises(tracekit.UsageError, match="'same' is used twice in one graph: for a:0 and for b:0"):
+            tracekit.tap("same", b)
+        with pytest.raises(tracekit.UsageError, match="needs a TensorFlow tensor, got list"):
+            tracekit.tap("x", [1.0])
+        with pytest.raises(tracekit.UsageError, match="non-empty str"):
+            tracekit.tap("", a)
+
+
+def test_no_training_step_is_an_error(tf, tmp_path):
+    path = str(tmp_path / "none.h5")
+    with tf.Graph().as_default():
+        with pytest.raises(tracekit.RecordError, match="no training step was recorded"):
+            with tracekit.tf1.record(path) as rec:
+                v = tf.compat.v1.get_variable("v", [2])
+                with tf.compat.v1.Session() as sess:
+                    rec.session(sess)
+                    sess.run(tf.compat.v1.global_variables_initializer())
+                    sess.run(v)
+    with tracekit.open(path) as trace:  # the (empty) golden is still written and readable
+        assert len(trace) == 0
+
+
+def test_bad_arguments(tf, tmp_path):
+    with pytest.raises(tracekit.TraceWriteError, match="choose a writable path"):
+        with tracekit.tf1.record(str(tmp_path / "no" / "dir" / "x.h5")):
+            pass
+    with pytest.raises(tracekit.UsageError, match="every must be >= 1"):
+        tracekit.tf1.record(str(tmp_path / "x.h5"), every=0)
+    with pytest.raises(tracekit.UsageError, match="seed mode must be 'constant' or 'num_random_ops'"):
+        tracekit.tf1.record(str(tmp_path / "x.h5"), seed_mode="fixed")
+    with tf.Graph().as_default():
+        with pytest.raises(tracekit.UsageError, match="needs a tf.compat.v1.Session"):
+            with tracekit.tf1.record(str(tmp_path / "y.h5")) as rec:
+                rec.session(object())
+
+
+def test_exception_in_training_keeps_completed_steps(tf, tmp_path):
+    path = str(tmp_path / "crash.h5")
+    with tf.Graph().as_default():
+        with pytest.raises(RuntimeError, match="boom"):
+            with tracekit.tf1.record(path) as rec:
+                x, y, loss, train = seed_model(tf)
+                with tf.compat.v1.Session() as sess:
+                    rec.session(sess)
+                    sess.run(tf.compat.v1.global_variables_initializer())
+                    _train(tf, sess, x, y, loss, train, steps=3)
+                    raise RuntimeError("boom")
+    with tracekit.open(path) as trace:
+        assert trace.complete and len(trace) == 3
+    assert tracekit.verify(path).ok
