@@ -11,22 +11,27 @@ TensorFlow; the recorder (`tracekit.tf1`) and the replayer (`tracekit.tf2`) do.
 from __future__ import annotations
 
 from ._version import __version__
-from .errors import (CorruptTrace, GoldenNotFound, NewerFormat, NotATrace, RecordError, TraceFormatError,
-                     TracekitError, TraceWriteError, UnsupportedValue, UsageError)
+from .compare import Comparison, Tolerance, compare
+from .errors import (CorruptTrace, GoldenNotFound, Mismatch, NewerFormat, NotATrace, RecordError, ReplayError,
+                     TraceFormatError, TracekitError, TraceWriteError, UnsupportedValue, UsageError)
 from .store import Kind, Series, Step, TensorInfo, Trace, TraceWriter, create, recover, verify
 from .store import open_trace as open  # noqa: A001  # tracekit.open(path), like h5py.File / io.open
-from .tap import tap
+from .taps import tap
 
 __all__ = [
+    "Comparison",
     "CorruptTrace",
     "GoldenNotFound",
     "Kind",
+    "Mismatch",
     "NewerFormat",
     "NotATrace",
     "RecordError",
+    "ReplayError",
     "Series",
     "Step",
     "TensorInfo",
+    "Tolerance",
     "Trace",
     "TraceFormatError",
     "TraceWriteError",
@@ -35,6 +40,7 @@ __all__ = [
     "UnsupportedValue",
     "UsageError",
     "__version__",
+    "compare",
     "create",
     "open",
     "recover",

@@ -8,6 +8,8 @@
     │   └── CorruptTrace                                   truncated, damaged, checksum mismatch
     ├── TraceWriteError         (also OSError)            the trace cannot be written (exists, no space)
     ├── RecordError             (also RuntimeError)       a recording went wrong (no training step seen)
+    ├── ReplayError             (also RuntimeError)       a replay cannot go on (unmatched variables, ...)
+    ├── Mismatch                (also AssertionError)     a replay differs from its golden (carries the report)
     ├── UnsupportedValue        (also TypeError)          a value that is not data (object arrays, ...)
     └── UsageError              (also ValueError)         the API called in a way that cannot work
 
@@ -20,9 +22,11 @@ from __future__ import annotations
 __all__ = [
     "CorruptTrace",
     "GoldenNotFound",
+    "Mismatch",
     "NewerFormat",
     "NotATrace",
     "RecordError",
+    "ReplayError",
     "TraceFormatError",
     "TraceWriteError",
     "TracekitError",
@@ -61,6 +65,14 @@ class TraceWriteError(TracekitError, OSError):
 
 class RecordError(TracekitError, RuntimeError):
     """A recording did not capture what it must (no training step ran, ...)."""
+
+
+class ReplayError(TracekitError, RuntimeError):
+    """A replay cannot go on: variables that do not map, a random tape that does not fit, ..."""
+
+
+class Mismatch(TracekitError, AssertionError):
+    """A replayed trace differs from its golden beyond tolerance; the message is the report."""
 
 
 class UnsupportedValue(TracekitError, TypeError):

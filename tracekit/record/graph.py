@@ -26,7 +26,7 @@ import weakref
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..store.format import make_key
-from ..tap import graph_taps
+from ..taps import graph_taps
 
 UPDATE_OP = re.compile(r"^(Resource)?(Sparse)?Apply[A-Z]")
 RANDOM_OPS = frozenset([
@@ -104,10 +104,12 @@ def variable_name(tensor: Any) -> Optional[str]:
 class StepPlan(object):
     """What to fetch along with one kind of run; `training` False means: let it pass."""
 
-    def __init__(self, training: bool, fetch: "collections.OrderedDict[str, Any]", global_step: Any) -> None:
+    def __init__(self, training: bool, fetch: "collections.OrderedDict[str, Any]", global_step: Any,
+                 regularization: Optional[List[str]] = None) -> None:
         self.training = training
         self.fetch = fetch  # "kind/name" -> tensor, fetched in the step's own run
-        self.global_step = global_step  # its value before the update goes into the step's info
+        self.global_step = global_step  # read after the step for the step's info
+        self.regularization = regularization or []  # keys of the regularization losses among `fetch`
 
 
 class GraphModel(object):
@@ -187,9 +189,11 @@ class GraphModel(object):
         losses = [t for t in intercepted["loss"] if t.op.name in names] or self._gradient_roots(ordered)
         for tensor in _unique(losses):
             add("loss", "loss" if len(_unique(losses)) == 1 else tensor.name, tensor)
+        regularization = []
         for tensor in self.graph.get_collection(self._tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES):
             if tensor.op.name in names:
                 add("loss", tensor.name, tensor)
+                regularization.append(make_key("loss", tensor.name))
         rates = _unique([u.lr for u in updates if u.lr is not None])
         for tensor in rates:
             add("lr", "learning_rate" if len(rates) == 1 else tensor.name, tensor)
@@ -201,7 +205,7 @@ class GraphModel(object):
             else:
                 add("grad", update.var + "/values", update.grad)
                 add("grad", update.var + "/indices", update.indices)
-        return StepPlan(True, fetch, global_step)
+        return StepPlan(True, fetch, global_step, regularization)
 
     def _global_step(self) -> Any:
         try:

@@ -302,6 +302,8 @@ class Recorder(object):
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]]) -> None:
         full = self._full()
+        if self.steps == 0:
+            self._writer.update_meta({"regularization_losses": [split_key(k)[1] for k in plan.regularization]})
         global_step = None
         if plan.global_step is not None:  # read after the step: its value in the same run is racy
             global_step = int(run(sess, plan.global_step))
@@ -313,6 +315,9 @@ class Recorder(object):
                     w.add("input", name, np.asarray(value))  # copied: feed buffers get reused
             for key, value in extra:
                 w.add(*split_key(key), value=value, copy=False)
+            terms = [value for key, value in extra if key in plan.regularization]
+            if terms:  # their sum: what a TF2 port's sum(model.losses) is compared with
+                w.add("loss", "regularization", functools.reduce(np.add, terms))
             w.add("fetch", "fetches", _storable(user), copy=False)
             if full:
                 values = run(sess, [v for _, v in self._variables])

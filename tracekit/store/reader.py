@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any, Dict, Iterator, List, Optional
 
 try:
@@ -128,6 +129,14 @@ class Trace(object):
                 steps.append(k)
                 vals.append(step.get_value(kind, name))
         return Series(kind, name, steps, vals)
+
+    def save(self, path: "str | os.PathLike") -> str:
+        """Copy this (finished) trace to `path`; returns the path."""
+        if not self.complete:
+            raise UsageError("%s is unfinished (%s); recover it before saving a copy" % (self.path, self.problem))
+        path = os.fspath(path)
+        shutil.copyfile(self.path, path)
+        return path
 
     def close(self) -> None:
         self._backend.close()

@@ -1,0 +1,191 @@
+"""Comparing a replayed trace with its golden: per tensor and step statistics, and the
+first divergence in data-flow order (step, then inputs, random draws, taps in recorded
+order, loss, learning rate, gradients, updated variables and slots)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import Mismatch
+from ..store import Trace, open_trace
+from ..store.format import INITIAL_STEP, make_key
+from .stats import Stats, compare_values, dtype_name
+from .tolerance import Tolerance
+
+# Kinds a replay does not reproduce by default: TF1 fetch structures have no TF2 counterpart.
+NOT_REPLAYED = frozenset(["fetch"])
+# A gradient this much smaller than the step's typical gradient is round-off: a sum that
+# cancels (a bias before batch norm), where the optimizer may amplify noise (NOTES.md section 5).
+NOISE_FLOOR = 1e-5
+
+
+class TensorResult(object):
+    """One tensor over all compared steps."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.steps = 0
+        self.failed_steps = 0
+        self.first_failed = None  # type: Optional[int]
+        self.worst = None  # type: Optional[Stats]
+        self.worst_step = None  # type: Optional[int]
+        self.noise_floor = False
+
+    @property
+    def key(self) -> str:
+        return make_key(self.kind, self.name)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_steps == 0
+
+    def add(self, step: int, stats: Stats) -> None:
+        self.steps += 1
+        if not stats.ok:
+            self.failed_steps += 1
+            if self.first_failed is None:
+                self.first_failed = step
+        if self.worst is None or _badness(stats) > _badness(self.worst):
+            self.worst, self.worst_step = stats, step
+
+
+def _badness(stats: Stats) -> Tuple[int, float, float]:
+    return (0 if stats.ok else 1, stats.needed_atol, stats.max_abs)
+
+
+class Divergence(object):
+    """Where the replay first departs from the golden."""
+
+    def __init__(self, step: int, kind: str, name: str, stats: Stats, noise_floor: bool) -> None:
+        self.step = step  # -1: the initial state
+        self.kind = kind
+        self.name = name
+        self.stats = stats
+        self.noise_floor = noise_floor
+
+    @property
+    def key(self) -> str:
+        return make_key(self.kind, self.name)
+
+    def __repr__(self) -> str:
+        return "Divergence(step=%d, %s)" % (self.step, self.key)
+
+
+class Comparison(object):
+    """The result of `compare`: truthy when everything compared is within tolerance."""
+
+    def __init__(self, golden: str, actual: str, tolerance: Tolerance) -> None:
+        self.golden = golden
+        self.actual = actual
+        self.tolerance = tolerance
+        self.steps = 0  # steps compared
+        self.golden_steps = 0
+        self.actual_steps = 0
+        self.tensors = []  # type: List[TensorResult]  # data-flow order
+        self.first_divergence = None  # type: Optional[Divergence]
+        self.missing = []  # type: List[str]  # golden tensors the replay did not produce
+        self.not_compared = {}  # type: Dict[str, str]  # key -> why
+        self.notes = []  # type: List[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.first_divergence is None and not self.missing
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def tensor(self, kind: str, name: str) -> TensorResult:
+        for result in self.tensors:
+            if result.kind == kind and result.name == name:
+                return result
+        raise KeyError(make_key(kind, name))
+
+    def report(self) -> str:
+        from ..report.compare import render
+
+        return render(self)
+
+    def assert_ok(self) -> None:
+        """Raise tracekit.Mismatch (an AssertionError) with the report unless ok."""
+        if not self.ok:
+            raise Mismatch(self.report())
+
+
+def compare(golden: "str | Trace", actual: "str | Trace", tolerance: Optional[Tolerance] = None) -> Comparison:
+    """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step."""
+    tolerance = tolerance or Tolerance()
+    own = []  # traces opened here are closed here
+    if not isinstance(golden, Trace):
+        golden = open_trace(golden)
+        own.append(golden)
+    if not isinstance(actual, Trace):
+        actual = open_trace(actual)
+        own.append(actual)
+    try:
+        return _compare(golden, actual, tolerance)
+    finally:
+        for trace in own:
+            trace.close()
+
+
+def _compare(golden: Trace, actual: Trace, tolerance: Tolerance) -> Comparison:
+    result = Comparison(golden.path, actual.path, tolerance)
+    result.golden_steps, result.actual_steps = len(golden), len(actual)
+    result.steps = min(len(golden), len(actual))
+    if len(golden) != len(actual):
+        result.notes.append("the golden has %d steps, the replay %d: %d compared"
+                            % (len(golden), len(actual), result.steps))
+    reasons = actual.meta.get("replay", {}).get("not_replayed", {})  # key -> why, from the replayer
+    by_key = {}  # type: Dict[str, TensorResult]
+    absent = set()  # golden keys a step of the replay lacked
+    seen = set()  # keys the replay produced in some step
+    steps = ([INITIAL_STEP] if golden.has_initial and actual.has_initial else []) + list(range(result.steps))
+    for index in steps:
+        g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
+        a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
+        failed = []  # type: List[Tuple[str, str, Stats]]
+        grads = []  # type: List[Tuple[str, Stats]]
+        for key in g_step:
+            kind, _, name = key.partition("/")
+            if kind in NOT_REPLAYED or key in reasons:
+                result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
+                continue
+            if key not in a_step:
+                absent.add(key)
+                continue
+            seen.add(key)
+            g_value = g_step[key]
+            tol = tolerance.resolve(kind, name, index, dtype_name(g_value))
+            if tol.ignore:
+                result.not_compared.setdefault(key, "ignored by a tolerance rule")
+                continue
+            stats = compare_values(g_value, a_step[key], tol)
+            tensor = by_key.get(key)
+            if tensor is None:
+                tensor = by_key[key] = TensorResult(kind, name)
+                result.tensors.append(tensor)
+            tensor.add(index, stats)
+            if kind == "grad":
+                grads.append((name, stats))
+            if not stats.ok:
+                failed.append((kind, name, stats))
+        noisy = _noise_floor(grads)
+        for name in noisy:
+            by_key[make_key("grad", name)].noise_floor = True
+        if failed and result.first_divergence is None:
+            kind, name, stats = failed[0]
+            result.first_divergence = Divergence(index, kind, name, stats, kind == "grad" and name in noisy)
+    # A tensor may be absent from some steps (slots before the first update): missing means never.
+    result.missing = sorted(absent - seen)
+    return result
+
+
+def _noise_floor(grads: List[Tuple[str, Stats]]) -> List[str]:
+    """Failing gradients at the round-off floor of their step (see NOISE_FLOOR)."""
+    scales = [s.golden_scale for _, s in grads if s.golden_scale > 0]
+    if len(scales) < 2:
+        return []
+    typical = statistics.median(scales)
+    return [name for name, s in grads if not s.ok and s.golden_scale <= NOISE_FLOOR * typical]

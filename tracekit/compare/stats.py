@@ -1,0 +1,129 @@
+"""Statistics of one tensor at one step: how far the replay is from the golden."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from .tolerance import Resolved
+
+
+class Stats(object):
+    """Data, no judgement beyond `ok`: max abs/rel error, mismatched count, worst index,
+    and the smallest atol (at the rule's rtol) and rtol (at its atol) that would pass."""
+
+    __slots__ = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol",
+                 "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol")
+
+    def __init__(self) -> None:
+        self.ok = True
+        self.total = 0
+        self.mismatched = 0
+        self.max_abs = 0.0
+        self.max_rel = 0.0
+        self.worst_index = None  # type: Optional[Tuple[int, ...]]
+        self.needed_atol = 0.0
+        self.needed_rtol = 0.0
+        self.nonfinite = 0  # elements NaN/Inf on one side only, or differently
+        self.golden_scale = 0.0  # max |golden|, to tell round-off from real differences
+        self.problem = None  # type: Optional[str]  # shape, dtype or structure disagreement
+        self.atol = 0.0
+        self.rtol = 0.0
+
+    @property
+    def fraction(self) -> float:
+        return self.mismatched / self.total if self.total else 0.0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
+    stats = Stats()
+    stats.atol, stats.rtol = tol.atol, tol.rtol
+    g, a = _as_array(golden), _as_array(actual)
+    if g is None or a is None:  # structures, strings as Python objects: exact
+        stats.total = 1
+        if repr(golden) != repr(actual):
+            stats.ok, stats.mismatched, stats.problem = False, 1, "values differ"
+        return stats
+    if g.shape != a.shape:
+        stats.ok, stats.total, stats.mismatched = False, max(g.size, 1), max(g.size, 1)
+        stats.problem = "shape %s, golden %s" % (a.shape, g.shape)
+        return stats
+    stats.total = int(g.size)
+    if g.size == 0:
+        return stats
+    floats = _floaty(g.dtype) and _floaty(a.dtype)
+    if tol.exact or not floats:
+        diff = np.asarray(g != a)
+        if floats and tol.equal_nan:
+            diff &= ~(np.isnan(g.astype(np.float64)) & np.isnan(a.astype(np.float64)))
+        return _finish(stats, diff, None, None)
+    g64 = g.astype(np.complex128 if "c" in (g.dtype.kind, a.dtype.kind) else np.float64)  # bfloat16 too
+    a64 = a.astype(g64.dtype)
+    finite_g, finite_a = np.isfinite(g64), np.isfinite(a64)
+    both = finite_g & finite_a
+    err = np.zeros(g64.shape)
+    err[both] = np.abs(a64[both] - g64[both])
+    scale = np.abs(g64)
+    bad = np.zeros(g64.shape, dtype=bool)
+    bad[both] = err[both] > tol.atol + tol.rtol * scale[both]
+    nonfinite = ~both
+    if nonfinite.any():
+        same = (g64 == a64) | (np.isnan(g64) & np.isnan(a64) & tol.equal_nan)  # equal infinities pass
+        odd = nonfinite & ~same
+        stats.nonfinite = int(odd.sum())
+        bad |= odd
+    stats.golden_scale = float(scale[finite_g].max()) if finite_g.any() else 0.0
+    if both.any():
+        stats.max_abs = float(err[both].max())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(scale[both] > 0, err[both] / np.where(scale[both] > 0, scale[both], 1), np.where(
+                err[both] > 0, np.inf, 0.0))
+        stats.max_rel = float(rel.max())
+        stats.needed_atol = float(max(0.0, (err[both] - tol.rtol * scale[both]).max()))
+        over = err[both] - tol.atol
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need = np.where(over <= 0, 0.0, np.where(scale[both] > 0, over / np.where(scale[both] > 0, scale[both], 1),
+                                                     np.inf))
+        stats.needed_rtol = float(need.max())
+    return _finish(stats, bad, err, nonfinite)
+
+
+def _finish(stats: Stats, bad: np.ndarray, err: Optional[np.ndarray], nonfinite: Optional[np.ndarray]) -> Stats:
+    stats.mismatched = int(bad.sum())
+    stats.ok = stats.mismatched == 0
+    if not stats.ok:
+        if nonfinite is not None and stats.nonfinite:
+            flat = int(np.argmax((nonfinite & bad).reshape(-1)))
+        elif err is not None:
+            flat = int(np.argmax(np.where(bad, err, -1.0).reshape(-1)))
+        else:
+            flat = int(np.argmax(bad.reshape(-1)))
+        stats.worst_index = tuple(int(i) for i in np.unravel_index(flat, bad.shape)) if bad.shape else ()
+    return stats
+
+
+def _as_array(value: Any) -> Optional[np.ndarray]:
+    if isinstance(value, np.ndarray):
+        return None if value.dtype.kind in "OUSV" and not _is_float_like(value.dtype) else value
+    if isinstance(value, (np.generic, bool, int, float, complex)):
+        arr = np.asarray(value)
+        return arr if arr.dtype.kind not in "OUS" else None
+    return None
+
+
+def _is_float_like(dtype: np.dtype) -> bool:
+    return dtype.kind == "V" and dtype.names is None and "float" in dtype.name  # bfloat16, float8_*
+
+
+def _floaty(dtype: np.dtype) -> bool:
+    return dtype.kind in "fc" or _is_float_like(dtype)
+
+
+def dtype_name(value: Any) -> str:
+    """The name tolerance defaults are keyed by ("float32", "bfloat16", ...)."""
+    arr = _as_array(value)
+    return "object" if arr is None else np.dtype(arr.dtype).name

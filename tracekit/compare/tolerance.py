@@ -1,0 +1,164 @@
+"""Tolerance policies: how close a replayed tensor must be to the golden one.
+
+`Tolerance(atol, rtol, equal_nan)` is elementwise closeness, numpy's rule with the
+golden as reference: |actual - golden| <= atol + rtol * |golden|. Rules refine it
+by kind, name pattern and step range; for each setting the last matching rule
+that gives it wins, then the Tolerance's own value, then the default: inputs and
+random draws exact, the learning rate rtol=1e-6, else by dtype (float32 the
+guide's atol=1e-5 rtol=1e-6; float16/bfloat16 looser). Integers, booleans and strings compare
+exactly. A NaN or Inf on one side only is always a mismatch; NaN on both sides in
+the same places passes only with equal_nan.
+
+The migration guide's policy (loss atol=1e-5 for the first 10 steps, then rtol=0.05):
+
+    Tolerance().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0) \\
+               .rule(kind="loss", steps=(10, None), atol=0, rtol=0.05)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ..errors import UsageError
+from ..store.format import Kind
+
+# (atol, rtol) when nothing else says: float32 is the guide's forward-pass tolerance.
+DTYPE_DEFAULTS = {
+    "float64": (1e-8, 1e-7),
+    "float32": (1e-5, 1e-6),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1e-2),
+    "complex128": (1e-8, 1e-7),
+    "complex64": (1e-5, 1e-6),
+}
+EXACT = (0.0, 0.0)
+# Per kind, before dtype defaults: inputs and random draws are fed as recorded; a learning
+# rate is small, so only a relative bound says anything about it.
+KIND_DEFAULTS = {"input": EXACT, "random": EXACT, "lr": (0.0, 1e-6)}
+FIELDS = ("atol", "rtol", "equal_nan", "ignore")
+
+
+class Rule(object):
+    """Settings for the tensors a rule matches: kind, name (a glob, or "re:<regex>") and
+    steps (start, stop) with stop exclusive and None open."""
+
+    __slots__ = ("kind", "name", "steps", "settings", "_regex")
+
+    def __init__(self, kind: Optional[str] = None, name: Optional[str] = None,
+                 steps: Optional[Tuple[Optional[int], Optional[int]]] = None, **settings: Any) -> None:
+        unknown = set(settings) - set(FIELDS)
+        if unknown:
+            raise UsageError("unknown tolerance setting(s) %s; use %s" % (", ".join(sorted(unknown)), ", ".join(FIELDS)))
+        self.kind = None if kind is None else Kind.parse(kind).value
+        self.name = name
+        if steps is not None:
+            steps = tuple(steps)
+            if len(steps) != 2:
+                raise UsageError("steps must be (start, stop), got %r" % (steps,))
+        self.steps = steps
+        self.settings = {k: v for k, v in settings.items() if v is not None}
+        pattern = name[3:] if name is not None and name.startswith("re:") else \
+            (fnmatch.translate(name) if name is not None else None)
+        try:
+            self._regex = None if pattern is None else re.compile(pattern)
+        except re.error as exc:
+            raise UsageError("bad name pattern %r: %s" % (name, exc)) from None
+
+    def matches(self, kind: str, name: str, step: int) -> bool:
+        if self.kind is not None and kind != self.kind:
+            return False
+        if self._regex is not None and not self._regex.match(name):
+            return False
+        if self.steps is not None:
+            start, stop = self.steps
+            if (start is not None and step < start) or (stop is not None and step >= stop):
+                return False
+        return True
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = {"kind": self.kind, "name": self.name, "steps": None if self.steps is None else list(self.steps)}
+        out.update(self.settings)
+        return {k: v for k, v in out.items() if v is not None}
+
+
+class Resolved(object):
+    """The tolerance for one tensor at one step."""
+
+    __slots__ = ("atol", "rtol", "equal_nan", "ignore", "exact")
+
+    def __init__(self, atol: float, rtol: float, equal_nan: bool, ignore: bool, exact: bool) -> None:
+        self.atol, self.rtol, self.equal_nan, self.ignore, self.exact = atol, rtol, equal_nan, ignore, exact
+
+
+class Tolerance(object):
+    def __init__(self, atol: Optional[float] = None, rtol: Optional[float] = None, equal_nan: bool = False,
+                 rules: Iterable[Rule] = ()) -> None:
+        self.atol = atol
+        self.rtol = rtol
+        self.equal_nan = bool(equal_nan)
+        self.rules = list(rules)  # type: List[Rule]
+
+    def rule(self, kind: Optional[str] = None, name: Optional[str] = None,
+             steps: Optional[Tuple[Optional[int], Optional[int]]] = None, **settings: Any) -> "Tolerance":
+        """A new Tolerance with one more rule (later rules win)."""
+        return Tolerance(self.atol, self.rtol, self.equal_nan, self.rules + [Rule(kind, name, steps, **settings)])
+
+    def resolve(self, kind: str, name: str, step: int, dtype: str) -> Resolved:
+        found = {}  # type: Dict[str, Any]
+        for rule in reversed(self.rules):
+            if rule.matches(kind, name, step):
+                for key, value in rule.settings.items():
+                    found.setdefault(key, value)
+        exact = dtype not in DTYPE_DEFAULTS
+        default_atol, default_rtol = EXACT if exact else KIND_DEFAULTS.get(kind, DTYPE_DEFAULTS[dtype])
+        atol = found.get("atol", self.atol if self.atol is not None else default_atol)
+        rtol = found.get("rtol", self.rtol if self.rtol is not None else default_rtol)
+        return Resolved(float(atol), float(rtol), bool(found.get("equal_nan", self.equal_nan)),
+                        bool(found.get("ignore", False)), exact)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"atol": self.atol, "rtol": self.rtol, "equal_nan": self.equal_nan,
+                "rules": [r.to_dict() for r in self.rules]}
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], source: str = "tolerance") -> "Tolerance":
+        """From a mapping like a TOML file's: atol, rtol, equal_nan, and [[rule]] tables."""
+        allowed = {"atol", "rtol", "equal_nan", "rule", "rules"}
+        unknown = set(data) - allowed
+        if unknown:
+            raise UsageError("%s: unknown key(s) %s; use %s" % (source, ", ".join(sorted(unknown)),
+                                                                ", ".join(sorted(allowed))))
+        rules = []
+        for i, item in enumerate(list(data.get("rule", [])) + list(data.get("rules", []))):
+            if not isinstance(item, dict):
+                raise UsageError("%s: rule %d must be a table" % (source, i + 1))
+            item = dict(item)
+            try:
+                rules.append(Rule(item.pop("kind", None), item.pop("name", None), item.pop("steps", None), **item))
+            except UsageError as exc:
+                raise UsageError("%s: rule %d: %s" % (source, i + 1, exc)) from None
+        return cls(data.get("atol"), data.get("rtol"), data.get("equal_nan", False), rules)
+
+    @classmethod
+    def load(cls, path: str) -> "Tolerance":
+        """Read a TOML tolerance file (Python >= 3.11: tomllib)."""
+        try:
+            import tomllib
+        except ImportError:  # pragma: no cover - the modern environment has it
+            raise UsageError("reading %s needs Python >= 3.11 (tomllib)" % path) from None
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise UsageError("cannot read tolerance file %s: %s" % (path, exc.strerror or exc)) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError("tolerance file %s is not valid TOML: %s" % (path, exc)) from None
+        return cls.from_dict(data, source=path)
+
+
+def guide_policy() -> Tolerance:
+    """The migration guide's policy for long runs: loss atol=1e-5 for 10 steps, then rtol=0.05."""
+    return Tolerance().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0) \
+        .rule(kind="loss", steps=(10, None), atol=0, rtol=0.05)

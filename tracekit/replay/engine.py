@@ -1,0 +1,62 @@
+"""The replay loop, framework-neutral: drive a runner through the golden's steps and write
+what it produces as a trace with the golden's kinds and names.
+
+A runner (replay/tf2.py for TensorFlow 2) maps and loads variables, runs one step
+with the recorded inputs and random draws, and reads the state after it; this loop
+does the bookkeeping around it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Callable, Dict, Optional
+
+from ..store import Trace, create, open_trace
+from ..store.format import split_key
+
+PROGRESS = Optional[Callable[[int, int], None]]
+
+
+def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Dict[str, Any]],
+                 steps: Optional[int] = None, out: Optional[str] = None, meta: Optional[Dict[str, Any]] = None,
+                 progress: PROGRESS = None) -> Trace:
+    """Replay `steps` steps (all by default) of `golden`; returns the actual trace, opened."""
+    count = len(golden) if steps is None else min(int(steps), len(golden))
+    path = out or os.path.join(tempfile.mkdtemp(prefix="tracekit-replay-"), "actual.h5")
+    reg_names = golden.meta.get("regularization_losses") or []
+    not_replayed = dict(runner.not_replayed)
+    for name in reg_names:
+        not_replayed["loss/" + name] = "TF1 regularization term, compared as their sum loss/regularization"
+    meta = dict(meta or {})
+    about = dict(meta.pop("replay", {}))
+    with create(path, meta=meta) as writer:
+        with writer.initial():
+            for key, value in runner.read_state():
+                writer.add(*split_key(key), value=value, copy=False)
+        for index in range(count):
+            g_step = golden.step(index)
+            feeds = {name: g_step["input/" + name] for name in g_step.names("input")}
+            draws = [(name, g_step["random/" + name]) for name in g_step.names("random")]
+            regularization = runner.regularization()  # before the update, as TF1 computed it
+            with runner.step(index, draws) as capture:
+                returned = call(feeds)
+            runner.check_tape(index)
+            with writer.step(info={"golden_step": index}):
+                for name, value in feeds.items():
+                    writer.add("input", name, value, copy=False)
+                names = [name for name, _ in draws]
+                for i, value in enumerate(capture.draws):
+                    writer.add("random", names[i] if i < len(names) else "tf2-draw-%d" % i, value, copy=False)
+                values = dict(capture.values)
+                values.update(returned)  # what the step returns wins over what was intercepted
+                if regularization is not None and "loss/regularization" in g_step:
+                    values.setdefault("loss/regularization", regularization)
+                for key, value in runner.read_state():
+                    values[key] = value
+                for key, value in values.items():
+                    writer.add(*split_key(key), value=value, copy=False)
+            if progress is not None:
+                progress(index + 1, count)
+        writer.update_meta({"replay": dict(about, not_replayed=not_replayed, steps=count)})
+    return open_trace(path)

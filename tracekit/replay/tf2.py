@@ -1,0 +1,389 @@
+"""Replaying a golden through a TF2 training step (eager or tf.function).
+
+Everything TensorFlow-specific of the replay lives here; replay/engine.py drives the
+loop. While a step runs, the replay intercepts:
+- Keras optimizers' `apply_gradients` (so `minimize` too): the gradients applied and
+  the learning rate used; on the first call it builds the slots and, with
+  init="golden", loads the golden's initial slots and iteration count;
+- the random functions behind dropout and friends (`tf.random.*`, stateful and
+  stateless): with random="tape" each draw is replaced by the golden's next recorded
+  draw; otherwise TF2's own draws are recorded;
+- `tracekit.tap(name, tensor)`;
+- variable creation: a step after the first must create none.
+Values inside a tf.function are captured by `tf.numpy_function` side ops, which
+tf.function runs in program order.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from .. import taps as tap_module
+from ..errors import ReplayError, UsageError
+from . import varmap
+
+if "tensorflow" not in sys.modules:
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # TF1-style layers and Keras 2 (tf-keras)
+
+import tensorflow as tf  # noqa: E402
+from tensorflow.python.ops import random_ops, stateless_random_ops  # noqa: E402
+
+RANDOM_FUNCTIONS = [
+    (random_ops, "random_uniform"), (random_ops, "random_normal"), (random_ops, "truncated_normal"),
+    (stateless_random_ops, "stateless_random_uniform"), (stateless_random_ops, "stateless_random_normal"),
+    (stateless_random_ops, "stateless_truncated_normal"),
+]
+
+# Keras slot attribute (new optimizers) or slot name (legacy ones) for each TF1 slot role.
+NEW_OPTIMIZER_SLOTS = {"m": "_momentums", "v": "_velocities", "vhat": "_velocity_hats", "momentum": "momentums",
+                       "rms": "_velocities", "accumulator": "_accumulators"}
+
+
+class Capture(object):
+    """What one step produced, as named numpy arrays, filled eagerly or from inside a
+    tf.function. One object for the whole replay, reset per step: a traced function keeps
+    the capture ops it was traced with."""
+
+    def __init__(self) -> None:
+        self.values = collections.OrderedDict()  # type: collections.OrderedDict
+        self.draws = []  # type: List[np.ndarray]
+
+    def reset(self) -> None:
+        self.values = collections.OrderedDict()
+        self.draws = []
+
+    def put(self, key: str, tensor: Any) -> None:
+        """Record `tensor` under key now (eager) or whenever the traced function runs."""
+        if tf.executing_eagerly():
+            self.values[key] = _numpy(tensor)
+            return
+
+        def store(value: np.ndarray) -> np.ndarray:
+            self.values[key] = np.array(value)
+            return np.zeros((), np.int32)
+        tf.numpy_function(store, [tensor], tf.int32, name="tracekit_capture")
+
+
+class TF2Session(object):
+    """The TF2 side of one replay: maps variables, loads state, runs steps, reads state."""
+
+    def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str) -> None:
+        self.golden = golden
+        self.init = init
+        self.random = random
+        self.var_map = var_map
+        self.capture = Capture()
+        self.not_replayed = {}  # type: Dict[str, str]
+        self._model = model
+        tf_vars = list(variables) if variables is not None else (list(model.variables) if model is not None else [])
+        if not tf_vars:
+            raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
+                              "on a batch, or model.build(input_shape)), or pass variables=[...]")
+        names = [n for n in (golden.names("var") + golden.names("slot"))]
+        model_names, self._slot_names, self._iterations, orphans = varmap.split_state(names)
+        for name in orphans:
+            kind = "slot" if name in golden.names("slot") else "var"
+            self.not_replayed["%s/%s" % (kind, name)] = "TF1 optimizer state with no Keras counterpart"
+        shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
+        self.mapping = varmap.match([(n, shapes.get(n) or ()) for n in model_names],
+                                    [varmap.Candidate(v.name, tuple(v.shape.as_list()), v) for v in tf_vars],
+                                    var_map)
+        if not self.mapping.ok:
+            raise ReplayError("the TF2 variables do not match the golden's:\n" + "\n".join(self.mapping.lines()) +
+                              "\nname the port's layers like the TF1 scopes, or pass var_map= (a dict, regex "
+                              "rules or a callable)")
+        self._by_var = {id(c.obj): name for name, c in self.mapping.pairs.items()}
+        self._slots = []  # type: List[Tuple[str, Any, str]]  # golden name, TF2 slot variable, role
+        self._optimizer = None  # type: Any
+        self._iteration_var = None  # type: Any
+        self._tape = []  # type: List[Tuple[str, np.ndarray]]
+        self._tape_pos = 0
+        self._created = []  # type: List[str]
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def load_initial(self) -> None:
+        """Assign the golden's initial model variables (slots follow at the first update)."""
+        initial = self.golden.initial
+        for name, cand in self.mapping.pairs.items():
+            cand.obj.assign(_cast(initial["var/" + name], cand.obj))
+
+    def read_state(self) -> List[Tuple[str, np.ndarray]]:
+        """("kind/golden name", value) of every mapped variable, slot and the step counter."""
+        out = [("var/" + name, cand.obj.numpy()) for name, cand in self.mapping.pairs.items()]
+        for name, var, role in self._slots:
+            out.append(("slot/" + name, self._slot_to_tf1(var.numpy(), role)))
+        if self._iteration_var is not None:
+            for name in self._iterations:
+                kind = "slot" if name in self.golden.names("slot") else "var"
+                out.append(("%s/%s" % (kind, name), np.asarray(self._iteration_var.numpy(), dtype=np.int64)))
+        return out
+
+    def regularization(self) -> Optional[np.ndarray]:
+        losses = getattr(self._model, "losses", None)
+        if not losses:
+            return None
+        return _numpy(tf.add_n([tf.cast(l, tf.float32) for l in losses]))
+
+    # ---- a step -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> Iterator[Capture]:
+        self.capture.reset()
+        self._tape, self._tape_pos = draws, 0
+        self._created = []
+        with self._patched(), tf.variable_creator_scope(self._creator):
+            yield self.capture
+        if index > 0 and self._created:
+            raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
+                              "or in its first step" % (index, ", ".join(self._created[:5])))
+
+    def check_tape(self, index: int) -> None:
+        if self.random == "tape" and self._tape_pos != len(self._tape):
+            raise ReplayError("step %d: the TF2 step drew %d random tensors, the golden recorded %d (%s); the "
+                              "random tape injects them in order, so the port must draw as often"
+                              % (index, self._tape_pos, len(self._tape), ", ".join(n for n, _ in self._tape)))
+
+    def _creator(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        variable = next_creator(**kwargs)
+        self._created.append(getattr(variable, "name", "?"))
+        return variable
+
+    @contextlib.contextmanager
+    def _patched(self) -> Iterator[None]:
+        saved = []  # type: List[Tuple[Any, str, Any]]
+        for module, name in RANDOM_FUNCTIONS:
+            saved.append((module, name, getattr(module, name)))
+            setattr(module, name, self._random(getattr(module, name), name))
+        for cls in _optimizer_classes():
+            saved.append((cls, "apply_gradients", cls.__dict__["apply_gradients"]))
+            setattr(cls, "apply_gradients", self._apply_gradients(cls.__dict__["apply_gradients"]))
+        previous_sink = tap_module._eager_sink
+        tap_module._eager_sink = self._tap
+        try:
+            yield
+        finally:
+            tap_module._eager_sink = previous_sink
+            for owner, name, original in reversed(saved):
+                setattr(owner, name, original)
+
+    def _tap(self, name: str, tensor: Any) -> Any:
+        self.capture.put("tap/" + name, tensor)
+        return tensor
+
+    def _random(self, original: Callable[..., Any], fname: str) -> Callable[..., Any]:
+        session = self
+
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            if session.random != "tape":
+                value = original(*args, **kwargs)
+                session._note_draw(value)
+                return value
+            shape = kwargs.get("shape", args[0] if args else None)
+            dtype = kwargs.get("dtype", tf.float32)
+
+            def next_draw() -> np.ndarray:
+                return session._next_draw(fname)
+            if tf.executing_eagerly():
+                value = tf.constant(next_draw(), dtype=dtype)
+            else:
+                value = tf.numpy_function(next_draw, [], dtype, name="tracekit_tape")
+                value.set_shape(tf.TensorShape(None) if shape is None else _static_shape(shape))
+            session._note_draw(value)
+            return value
+        return draw
+
+    def _next_draw(self, fname: str) -> np.ndarray:
+        if self._tape_pos >= len(self._tape):
+            raise ReplayError("the TF2 step draws more random tensors than the golden recorded (%d, the last "
+                              "by %s); use random='seed' or 'none' if the port's randomness differs"
+                              % (len(self._tape), fname))
+        name, value = self._tape[self._tape_pos]
+        self._tape_pos += 1
+        return value
+
+    def _note_draw(self, value: Any) -> None:
+        if tf.executing_eagerly():
+            self.capture.draws.append(_numpy(value))
+            return
+
+        def store(v: np.ndarray) -> np.ndarray:
+            self.capture.draws.append(np.array(v))
+            return np.zeros((), np.int32)
+        tf.numpy_function(store, [value], tf.int32, name="tracekit_draw")
+
+    def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        def apply_gradients(optimizer: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+            pairs = list(grads_and_vars)
+            session._prepare_optimizer(optimizer, [v for _, v in pairs])
+            session.capture.put("lr/learning_rate", _learning_rate(optimizer))
+            for grad, var in pairs:
+                name = session._by_var.get(id(var)) or session._by_var.get(id(_unwrap(var)))
+                if grad is not None and name is not None:
+                    session.capture.put("grad/" + name, tf.convert_to_tensor(grad))
+            return original(optimizer, pairs, *args, **kwargs)
+        return apply_gradients
+
+    def _prepare_optimizer(self, optimizer: Any, var_list: List[Any]) -> None:
+        """First update: build the slots, map them, and load their initial state."""
+        if self._optimizer is optimizer:
+            return
+        if self._optimizer is not None:
+            raise ReplayError("the TF2 step uses more than one optimizer; replay supports one")
+        self._optimizer = optimizer
+        with tf.init_scope():  # runs once, eagerly, also while a tf.function is traced
+            if hasattr(optimizer, "_create_all_weights"):  # legacy (OptimizerV2)
+                optimizer._create_all_weights(var_list)
+            elif hasattr(optimizer, "build"):
+                optimizer.build(var_list)
+            self._iteration_var = optimizer.iterations
+            self._map_slots(optimizer)
+            if self.init == "golden":
+                initial = self.golden.initial
+                lr = float(_numpy(_learning_rate(optimizer)))
+                for name, var, role in self._slots:
+                    var.assign(_cast(self._slot_from_tf1(initial["slot/" + name], role, lr), var))
+                for name in self._iterations:
+                    kind = "slot" if name in self.golden.names("slot") else "var"
+                    if initial.has(kind, name):
+                        self._iteration_var.assign(int(initial[kind + "/" + name]))
+
+    def _map_slots(self, optimizer: Any) -> None:
+        tf2_of = {name: cand.obj for name, cand in self.mapping.pairs.items()}
+        for name, var_name, role in self._slot_names:
+            variable = tf2_of.get(var_name)
+            slot = None if variable is None else _keras_slot(optimizer, variable, role)
+            kind = "slot" if name in self.golden.names("slot") else "var"
+            if slot is None:
+                self.not_replayed["%s/%s" % (kind, name)] = "no matching slot in the TF2 optimizer (%s)" % \
+                    type(optimizer).__name__
+            else:
+                self._slots.append((name, slot, _convention(name, role)))
+
+    # tf.train.MomentumOptimizer accumulates gradients and scales by lr when it updates;
+    # Keras SGD accumulates -lr * gradients. The same state when lr is constant: convert.
+    @staticmethod
+    def _slot_from_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
+        return (-lr * value).astype(value.dtype) if role == "tf1-momentum" else value
+
+    def _slot_to_tf1(self, value: np.ndarray, role: str) -> np.ndarray:
+        if role == "tf1-momentum":
+            lr = float(self.capture.values.get("lr/learning_rate", 1.0))
+            return (-value / lr).astype(value.dtype)
+        return value
+
+
+def _convention(name: str, role: str) -> str:
+    return "tf1-momentum" if role == "momentum" and name.endswith("/Momentum:0") else role
+
+
+def _optimizer_classes() -> List[Any]:
+    """The Keras optimizer classes that define apply_gradients (new and legacy)."""
+    out = []
+    optimizers = tf.keras.optimizers
+    for cls in (getattr(optimizers, "Optimizer", None), getattr(getattr(optimizers, "legacy", None), "Optimizer", None)):
+        if cls is None:
+            continue
+        for base in cls.__mro__:  # patch where apply_gradients is defined
+            if "apply_gradients" in base.__dict__:
+                if base not in out:
+                    out.append(base)
+                break
+    return out
+
+
+def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
+    if hasattr(optimizer, "get_slot_names"):  # legacy OptimizerV2
+        names = optimizer.get_slot_names()
+        wanted = {"rms": "rms", "accumulator": "accumulator"}.get(role, role)
+        return optimizer.get_slot(variable, wanted) if wanted in names else None
+    attribute = NEW_OPTIMIZER_SLOTS.get(role)
+    slots = getattr(optimizer, attribute, None) if attribute else None
+    index = getattr(optimizer, "_index_dict", {}).get(optimizer._var_key(variable))
+    if not slots or index is None or index >= len(slots):
+        return None
+    return slots[index]
+
+
+def _learning_rate(optimizer: Any) -> Any:
+    """The learning rate this update uses (before `iterations` moves on)."""
+    if hasattr(optimizer, "_decayed_lr"):  # legacy OptimizerV2
+        return optimizer._decayed_lr(tf.float32)
+    lr = optimizer._learning_rate
+    schedule = tf.keras.optimizers.schedules.LearningRateSchedule
+    if isinstance(lr, schedule):
+        return tf.cast(lr(optimizer.iterations), tf.float32)
+    return tf.cast(tf.convert_to_tensor(lr), tf.float32)
+
+
+def _unwrap(variable: Any) -> Any:
+    container = getattr(variable, "_distributed_container", None)
+    return container() if callable(container) else variable
+
+
+def _numpy(value: Any) -> np.ndarray:
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+
+
+def _cast(value: Any, variable: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    target = variable.dtype.as_numpy_dtype
+    if tuple(arr.shape) != tuple(variable.shape.as_list()):
+        raise ReplayError("cannot load %s: golden shape %s, TF2 shape %s" % (variable.name, arr.shape,
+                                                                          variable.shape.as_list()))
+    return arr.astype(target, copy=False)
+
+
+def _static_shape(shape: Any) -> Any:
+    try:
+        return tf.TensorShape(tf.get_static_value(tf.convert_to_tensor(shape)))
+    except (TypeError, ValueError):
+        return tf.TensorShape(None)
+
+
+def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Any) -> Dict[str, np.ndarray]:
+    """Call the user's step with this step's inputs; its result as {"kind/name": array}.
+
+    inputs=None passes one dict {golden input name: tensor}; a dict {golden input name:
+    keyword} passes keywords. The step may return nothing, its loss, or a dict whose keys
+    are "loss", "lr"/"learning_rate", "kind/name", or other names (kept as fetch/<name>)."""
+    tensors = {name: tf.constant(value) for name, value in feeds.items()}
+    if inputs is None:
+        result = step_fn(tensors)
+    else:
+        missing = [name for name in inputs if name not in tensors]
+        if missing:
+            raise ReplayError("inputs= names golden inputs %s, but the step records only %s"
+                              % (", ".join(missing), ", ".join(sorted(tensors))))
+        result = step_fn(**{keyword: tensors[name] for name, keyword in inputs.items()})
+    if result is None:
+        return {}
+    if not isinstance(result, dict):
+        return {"loss/loss": _numpy(result)}
+    out = {}
+    for key, value in result.items():
+        if "/" in key:
+            pass
+        elif key == "loss":
+            key = "loss/loss"
+        elif key in ("lr", "learning_rate"):
+            key = "lr/learning_rate"
+        else:
+            key = "fetch/" + key
+        out[key] = _numpy(value)
+    return out
+
+
+def check_usage(init: str, random: str) -> None:
+    if init not in ("golden", "seed"):
+        raise UsageError("init must be 'golden' (load the golden's initial state) or 'seed', got %r" % (init,))
+    if random not in ("tape", "seed", "none"):
+        raise UsageError("random must be 'tape', 'seed' or 'none', got %r" % (random,))

@@ -1,0 +1,176 @@
+"""Matching the golden's TF1 variable names to the TF2 port's variables. No TensorFlow here.
+
+Automatic matching, in order:
+1. the same name once normalized: ":0" dropped, `weights` -> `kernel`, `biases` -> `bias`;
+2. a unique match by suffix, on scope paths and on flattened names (`a/b/conv1` and
+   `b_conv1`): a Keras model prefixes its own name (`my_model/dense/kernel`), a port
+   may flatten slim's scopes into layer names;
+3. what is left, by creation order within each (variable role, shape) group.
+An explicit mapping overrides: a dict {golden name: TF2 name or variable}, a list of
+(regex, replacement) rules turning golden names into TF2 names, or a callable.
+
+Optimizer state is matched by (variable, role): TF1 `v/Adam` and `v/Adam_1` are Adam's
+m and v, `v/Momentum` is the momentum accumulator, TF1 Keras names `training/Adam/v/m`;
+`global_step` is the optimizer's `iterations`. TF1 Adam's beta powers have no Keras
+counterpart (Keras derives them from `iterations`).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+_TF1_SLOTS = [
+    (re.compile(r"^(?P<var>.+)/Adam_1:0$"), "v"),
+    (re.compile(r"^(?P<var>.+)/Adam:0$"), "m"),
+    (re.compile(r"^(?P<var>.+)/Momentum:0$"), "momentum"),
+    (re.compile(r"^(?P<var>.+)/RMSProp_1:0$"), "momentum"),
+    (re.compile(r"^(?P<var>.+)/RMSProp:0$"), "rms"),
+    (re.compile(r"^(?P<var>.+)/Adagrad:0$"), "accumulator"),
+    (re.compile(r"^training/[^/]+/(?P<var>.+)/(?P<role>m|v|vhat|momentum|rms|mg|accumulator):0$"), None),
+]
+ITERATIONS = ("global_step:0",)
+NO_COUNTERPART = re.compile(r"^(beta1_power|beta2_power)(_\d+)?:0$|^training/[^/]+/"
+                            r"(beta_1|beta_2|decay|learning_rate|epsilon|momentum|rho|iter|iterations):0$")
+
+
+def parse_slot(name: str) -> Optional[Tuple[str, str]]:
+    """(variable name, role) of a TF1 optimizer slot name, or None."""
+    for pattern, role in _TF1_SLOTS:
+        found = pattern.match(name)
+        if found:
+            return found.group("var") + ":0", role or found.group("role")
+    return None
+
+
+def _parts(name: str) -> List[str]:
+    name = name[:-2] if name.endswith(":0") else name
+    parts = [p for p in name.split("/") if p]
+    if parts:
+        parts[-1] = {"weights": "kernel", "biases": "bias"}.get(parts[-1], parts[-1])
+    return parts
+
+
+def _suffix(a: List[str], b: List[str]) -> bool:
+    """Is the shorter a suffix of the longer, by whole scopes or by whole flattened words?"""
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    if long[len(long) - len(short):] == short:
+        return True
+    flat_short, flat_long = "_".join(short), "_".join(long)
+    return flat_long == flat_short or flat_long.endswith("_" + flat_short)
+
+
+class Candidate(object):
+    """A TF2 variable on offer: its name, shape, and the object itself."""
+
+    __slots__ = ("name", "shape", "obj")
+
+    def __init__(self, name: str, shape: Tuple[int, ...], obj: Any) -> None:
+        self.name, self.shape, self.obj = name, tuple(shape), obj
+
+
+class Mapping(object):
+    """Golden variable name -> Candidate, and what did not match (data; `lines()` renders)."""
+
+    def __init__(self) -> None:
+        self.pairs = collections.OrderedDict()  # type: collections.OrderedDict
+        self.how = {}  # type: Dict[str, str]
+        self.unmatched_golden = []  # type: List[Tuple[str, Tuple[int, ...]]]
+        self.unmatched_tf2 = []  # type: List[Candidate]
+        self.shape_mismatch = []  # type: List[Tuple[str, Tuple[int, ...], Candidate]]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.unmatched_golden or self.unmatched_tf2 or self.shape_mismatch)
+
+    def lines(self) -> List[str]:
+        out = ["%d golden variables, %d TF2 variables, %d matched" % (
+            len(self.pairs) + len(self.unmatched_golden) + len(self.shape_mismatch),
+            len(self.pairs) + len(self.unmatched_tf2) + len(self.shape_mismatch), len(self.pairs))]
+        for name, shape, cand in self.shape_mismatch:
+            out.append("  shape differs: golden %s %s vs TF2 %s %s" % (name, shape, cand.name, cand.shape))
+        for name, shape in self.unmatched_golden:
+            out.append("  only in the golden: %s %s" % (name, shape))
+        for cand in self.unmatched_tf2:
+            out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
+        return out
+
+
+def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate], explicit: Any = "auto") -> Mapping:
+    result = Mapping()
+    left = list(tf2)
+    by_name = {c.name: c for c in tf2}
+    by_obj = {id(c.obj): c for c in tf2}
+    todo = []  # type: List[Tuple[str, Tuple[int, ...]]]
+
+    def take(name: str, shape: Tuple[int, ...], cand: Candidate, how: str) -> None:
+        left.remove(cand)
+        if tuple(shape) != cand.shape:
+            result.shape_mismatch.append((name, tuple(shape), cand))
+        else:
+            result.pairs[name] = cand
+            result.how[name] = how
+
+    for name, shape in golden:
+        target = _explicit(explicit, name)
+        if target is None:
+            todo.append((name, shape))
+            continue
+        cand = by_obj.get(id(target)) or by_name.get(target) or by_name.get(str(target) + ":0")
+        if cand is None or cand not in left:
+            result.unmatched_golden.append((name, tuple(shape)))
+        else:
+            take(name, shape, cand, "explicit")
+    for how, test in (("name", lambda g, c: _parts(g) == _parts(c.name)),
+                      ("suffix", lambda g, c: _suffix(_parts(g), _parts(c.name)))):
+        rest = []
+        for name, shape in todo:
+            found = [c for c in left if test(name, c)]
+            if len(found) == 1:
+                take(name, shape, found[0], how)
+            else:
+                rest.append((name, shape))
+        todo = rest
+    groups = collections.OrderedDict()  # type: collections.OrderedDict
+    for name, shape in todo:
+        groups.setdefault((_parts(name)[-1:], tuple(shape)), []).append((name, shape))
+    for (role, shape), names in groups.items():
+        cands = [c for c in left if _parts(c.name)[-1:] == role and c.shape == shape]
+        if len(cands) == len(names):
+            for (name, gshape), cand in zip(names, cands):
+                take(name, gshape, cand, "order")
+        else:
+            result.unmatched_golden.extend((n, tuple(s)) for n, s in names)
+    result.unmatched_tf2 = left
+    return result
+
+
+def _explicit(explicit: Any, name: str) -> Any:
+    if explicit in (None, "auto"):
+        return None
+    if callable(explicit) and not isinstance(explicit, dict):
+        return explicit(name)
+    if isinstance(explicit, dict):
+        return explicit.get(name)
+    for pattern, replacement in explicit:  # [(regex, replacement), ...]
+        if re.search(pattern, name):
+            return re.sub(pattern, replacement, name)
+    return None
+
+
+def split_state(names: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str, str]], List[str], List[str]]:
+    """Golden var/slot names -> (model variables, slots as (name, variable, role), the
+    iterations counter, optimizer state without a TF2 counterpart)."""
+    model, slots, iterations, orphans = [], [], [], []  # type: List[str], List[Tuple[str, str, str]], List[str], List[str]
+    for name in names:
+        slot = parse_slot(name)
+        if name in ITERATIONS or re.match(r"^training/[^/]+/iter(ations)?:0$", name):
+            iterations.append(name)
+        elif slot is not None:
+            slots.append((name, slot[0], slot[1]))
+        elif NO_COUNTERPART.match(name):
+            orphans.append(name)
+        else:
+            model.append(name)
+    return model, slots, iterations, orphans

@@ -1,0 +1,67 @@
+"""tracekit for TF2 ports: `tracekit.tf2.replay(golden, step_fn, ...)`.
+
+Imports TensorFlow (selecting tf-keras, Keras 2, before the first import on TF >= 2.16).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, Iterator, Optional
+
+from .errors import UsageError
+from .replay.engine import replay_steps
+from .replay.tf2 import TF2Session, call_step, check_usage, tf
+from .store import Trace, open_trace
+
+__all__ = ["replay", "seeded"]
+
+
+def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = None, variables: Any = None,
+           var_map: Any = "auto", init: str = "golden", random: str = "tape", steps: Optional[int] = None,
+           inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None,
+           progress: Optional[Callable[[int, int], None]] = None) -> Trace:
+    """Drive `step_fn` through the golden's steps and return the actual trace.
+
+    step_fn(inputs): the TF2 training step (eager or tf.function), called once per
+      recorded step with {golden input name: tensor} (or keywords, with inputs=
+      {golden input name: keyword}); it may return its loss or a dict of named values.
+    model / variables: the TF2 variables, mapped to the golden's by name (var_map=
+      "auto", a dict, (regex, replacement) rules or a callable); unmatched or
+      shape-mismatched ones stop the replay before it starts, listed.
+    init: "golden" loads the golden's initial variables, slots and step count;
+      "seed" keeps the port's own (build it inside tracekit.tf2.seeded(golden)).
+    random: "tape" injects the golden's recorded random draws into the port's random
+      ops, in order; "seed" aligns seeds only; "none" leaves TF2 randomness alone.
+    steps: replay only the first N steps. out: where to write the actual trace
+      (a temporary file by default); `.save(path)` copies it.
+    Gradients and the learning rate are captured from the Keras optimizer, taps from
+    tracekit.tap(); the variables and slots are read after each step.
+    """
+    check_usage(init, random)
+    trace = golden if isinstance(golden, Trace) else open_trace(golden)
+    runner = TF2Session(trace, model, variables, var_map, init, random)
+    if init == "golden":
+        runner.load_initial()
+    meta = {"replay": {"golden": trace.path, "init": init, "random": random,
+                       "mapping": {name: cand.name for name, cand in runner.mapping.pairs.items()},
+                       "matched_by": dict(runner.mapping.how)}}
+    scope = seeded(trace) if random == "seed" else contextlib.suppress()
+    with scope:
+        return replay_steps(trace, runner, lambda feeds: call_step(step_fn, feeds, inputs), steps, out, meta,
+                            progress)
+
+
+@contextlib.contextmanager
+def seeded(golden: "str | Trace") -> Iterator[Any]:
+    """Seeds aligned with the golden's recording, as tf.compat.v1.keras.utils.
+    DeterministicRandomTestTool does (build the model inside for init="seed")."""
+    trace = golden if isinstance(golden, Trace) else open_trace(golden)
+    seeds = trace.meta.get("seeds") or {}
+    mode = seeds.get("mode")
+    seed = seeds.get("seed") if seeds.get("seed") is not None else seeds.get("graph_seed")
+    if seed is None:
+        raise UsageError("%s was recorded without a seed: seed alignment needs record(seed=..., seed_mode=...)"
+                         % trace.path)
+    tool = tf.compat.v1.keras.utils.DeterministicRandomTestTool(seed=int(seed), mode=mode or "num_random_ops")
+    with tool.scope():
+        yield tool
