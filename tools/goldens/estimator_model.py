@@ -41,18 +41,25 @@ def input_fn():
     return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).repeat().batch(BATCH, drop_remainder=True)
 
 
-def model_fn(features, labels, mode, params):
-    training = mode == tf.estimator.ModeKeys.TRAIN
-    l2 = tf.keras.regularizers.l2(1e-3) if not hasattr(tf.contrib, "layers") else \
-        tf.contrib.layers.l2_regularizer(1e-3)
-    hidden = tf.compat.v1.layers.dense(features["x"], 16, activation=tf.nn.relu, kernel_regularizer=l2,
-                                       name="hidden")
+def l2(weights):
+    """L2 weight decay written so that TF 1.15 and TF 2 run it alike (tf.contrib is TF1-only)."""
+    return 1e-3 * tf.nn.l2_loss(weights)
+
+
+def model_body(x, training):
+    """The model's tf.compat.v1.layers code. A TF2 port can run it unchanged inside a
+    tf-keras layer (tools/ports/estimator_shim.py)."""
+    hidden = tf.compat.v1.layers.dense(x, 16, activation=tf.nn.relu, kernel_regularizer=l2, name="hidden")
     tracekit.tap("hidden", hidden)
     normed = tf.compat.v1.layers.batch_normalization(hidden, momentum=0.9, training=training, name="bn")
     tracekit.tap("bn", normed)
     dropped = tf.compat.v1.layers.dropout(normed, rate=0.25, training=training, name="dropout")
     logits = tf.compat.v1.layers.dense(dropped, CLASSES, kernel_regularizer=l2, name="logits")
-    tracekit.tap("logits", logits)
+    return tracekit.tap("logits", logits)
+
+
+def model_fn(features, labels, mode, params):
+    logits = model_body(features["x"], training=mode == tf.estimator.ModeKeys.TRAIN)
     tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
     loss = tf.compat.v1.losses.get_total_loss()  # cross-entropy + the L2 terms
     global_step = tf.compat.v1.train.get_or_create_global_step()

@@ -134,9 +134,9 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
         todo = rest
     groups = collections.OrderedDict()  # type: collections.OrderedDict
     for name, shape in todo:
-        groups.setdefault((_parts(name)[-1:], tuple(shape)), []).append((name, shape))
+        groups.setdefault((tuple(_parts(name)[-1:]), tuple(shape)), []).append((name, shape))
     for (role, shape), names in groups.items():
-        cands = [c for c in left if _parts(c.name)[-1:] == role and c.shape == shape]
+        cands = [c for c in left if tuple(_parts(c.name)[-1:]) == role and c.shape == shape]
         if len(cands) == len(names):
             for (name, gshape), cand in zip(names, cands):
                 take(name, gshape, cand, "order")

@@ -1,0 +1,49 @@
+"""Native Keras port of the Estimator model (goldens/estimator_model.h5): Dense + L2, batch
+normalization, dropout, Dense logits; Adam with exponential decay; a hand-written step.
+
+`make()` returns (model, step); its keyword arguments build the deliberately wrong ports
+the tests must catch (they default to the right port).
+"""
+
+import tensorflow as tf
+
+import tracekit
+
+# TF1 weight decay was 1e-3 * tf.nn.l2_loss(w) = 1e-3 * sum(w**2) / 2; Keras l2(c) is c * sum(w**2).
+L2 = 0.5e-3
+
+
+class EstimatorModel(tf.keras.Model):
+    def __init__(self, bn_momentum=0.9):
+        super().__init__(name="estimator_model")
+        self.hidden = tf.keras.layers.Dense(16, activation="relu", kernel_regularizer=tf.keras.regularizers.l2(L2),
+                                            name="hidden")
+        self.bn = tf.keras.layers.BatchNormalization(momentum=bn_momentum, epsilon=1e-3, name="bn")
+        self.dropout = tf.keras.layers.Dropout(0.25)
+        self.logits = tf.keras.layers.Dense(3, kernel_regularizer=tf.keras.regularizers.l2(L2), name="logits")
+
+    def call(self, x, training=False):
+        hidden = tracekit.tap("hidden", self.hidden(x))
+        normed = tracekit.tap("bn", self.bn(hidden, training=training))
+        return tracekit.tap("logits", self.logits(self.dropout(normed, training=training)))
+
+
+def make(epsilon=1e-8, bn_momentum=0.9, regularization=True):
+    model = EstimatorModel(bn_momentum)
+    model(tf.zeros((16, 8)))
+    schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=10, decay_rate=0.9)
+    optimizer = tf.keras.optimizers.Adam(schedule, epsilon=epsilon)  # TF1 AdamOptimizer's epsilon is 1e-8
+    cross_entropy = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(inputs):
+        x, y = inputs["IteratorGetNext:0"], inputs["IteratorGetNext:1"]
+        with tf.GradientTape() as tape:
+            loss = cross_entropy(y, model(x, training=True))
+            if regularization:
+                loss += tf.add_n(model.losses)  # TF1 collected these on its own; Keras needs them added
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return {"loss": loss}
+
+    return model, step
