@@ -81,6 +81,15 @@ def _recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _diff(args: argparse.Namespace) -> int:
+    from .compare import Tolerance, compare
+
+    tolerance = Tolerance.load(args.tolerance) if args.tolerance else None
+    result = compare(args.golden, args.actual, tolerance)
+    print(result.report())
+    return EXIT_OK if result.ok else EXIT_FAIL
+
+
 def _record(args: argparse.Namespace) -> int:
     from .record.launch import run_script  # imports TensorFlow: only this command needs it
 
@@ -121,6 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, metavar="N", help="stop the script after N recorded steps")
     p.add_argument("script", nargs=argparse.REMAINDER, metavar="-- script.py ARGS",
                    help="the script and its arguments (or -m module ARGS)")
+
+    p = command("diff", _diff, "Compare a replayed trace with its golden: per-tensor statistics and the first "
+                               "step, stage and tensor that diverge.")
+    p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
+    p.add_argument("actual", metavar="ACTUAL", help="the replayed trace (tracekit.tf2.replay(...).save(path))")
+    p.add_argument("--tolerance", metavar="FILE",
+                   help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
+                        "(glob, or re:regex), steps = [start, stop], atol, rtol, equal_nan, ignore")
 
     p = command("show", _show, "Print a golden's metadata, environment, steps and a table of its tensors.")
     p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")

@@ -222,10 +222,12 @@ def test_regularization_losses(tf, tmp_path):
                 _train(tf, sess, x, y, loss, train, steps=1)
     with tracekit.open(path) as trace:
         names = trace.names("loss")
-        assert names[0] == "loss" and len(names) == 2 and "Regularizer" in names[1]
+        assert names[0] == "loss" and names[-1] == "regularization" and len(names) == 3
+        assert "Regularizer" in names[1] and trace.meta["regularization_losses"] == [names[1]]
         step = trace.step(0)
         kernel = trace.initial["var/dense/kernel:0"]
         assert np.isclose(step["loss/" + names[1]], 1e-2 * np.sum(kernel ** 2), rtol=1e-5)
+        assert step["loss/regularization"] == step["loss/" + names[1]]  # the sum of the (one) terms
 
 
 def test_tap_errors(tf):

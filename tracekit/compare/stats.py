@@ -10,8 +10,9 @@ from .tolerance import Resolved
 
 
 class Stats(object):
-    """Data, no judgement beyond `ok`: max abs/rel error, mismatched count, worst index,
-    and the smallest atol (at the rule's rtol) and rtol (at its atol) that would pass."""
+    """Data, no judgement beyond `ok`: max abs error, max rel error (where the golden is not
+    zero), mismatched count, worst index, and the smallest atol (at the rule's rtol) and
+    rtol (at its atol) that would pass (inf: no rtol passes a difference at a golden zero)."""
 
     __slots__ = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol",
                  "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol")
@@ -67,7 +68,7 @@ def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     both = finite_g & finite_a
     err = np.zeros(g64.shape)
     err[both] = np.abs(a64[both] - g64[both])
-    scale = np.abs(g64)
+    scale = np.where(finite_g, np.abs(g64), 0.0)
     bad = np.zeros(g64.shape, dtype=bool)
     bad[both] = err[both] > tol.atol + tol.rtol * scale[both]
     nonfinite = ~both
@@ -79,10 +80,8 @@ def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     stats.golden_scale = float(scale[finite_g].max()) if finite_g.any() else 0.0
     if both.any():
         stats.max_abs = float(err[both].max())
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel = np.where(scale[both] > 0, err[both] / np.where(scale[both] > 0, scale[both], 1), np.where(
-                err[both] > 0, np.inf, 0.0))
-        stats.max_rel = float(rel.max())
+        nonzero = both & (scale > 0)  # relative error where the golden is not zero
+        stats.max_rel = float((err[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
         stats.needed_atol = float(max(0.0, (err[both] - tol.rtol * scale[both]).max()))
         over = err[both] - tol.atol
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -81,7 +81,7 @@ class TF2Session(object):
         self.capture = Capture()
         self.not_replayed = {}  # type: Dict[str, str]
         self._model = model
-        tf_vars = list(variables) if variables is not None else (list(model.variables) if model is not None else [])
+        tf_vars = list(variables) if variables is not None else _model_variables(model)
         if not tf_vars:
             raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
                               "on a batch, or model.build(input_shape)), or pass variables=[...]")
@@ -279,6 +279,15 @@ class TF2Session(object):
             lr = float(self.capture.values.get("lr/learning_rate", 1.0))
             return (-value / lr).astype(value.dtype)
         return value
+
+
+def _model_variables(model: Any) -> List[Any]:
+    if model is None:
+        return []
+    try:
+        return list(model.variables)
+    except ValueError:  # an unbuilt Keras model refuses to list its weights
+        return []
 
 
 def _convention(name: str, role: str) -> str:

@@ -1,0 +1,153 @@
+"""tracekit.compare on whole traces: data-flow order, first divergence, missing tensors,
+noise-floor gradients, the report and the assertion; `tracekit diff` on files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracekit
+from tracekit.cli import main
+
+STEPS = 4
+
+
+def write(path, change=None, drop=(), meta=None, steps=STEPS, bias_grad=None):
+    """A synthetic trace; change(step, key, value) -> value perturbs the 'actual' one."""
+    rng = np.random.RandomState(0)
+    w0 = rng.randn(3, 2).astype("f4")
+    with tracekit.create(path, meta=meta) as w:
+        with w.initial():
+            w.add("var", "dense/kernel:0", w0)
+            w.add("var", "dense/bias:0", np.zeros(2, "f4"))
+        kernel = w0
+        for k in range(steps):
+            values = [
+                ("input", "x:0", np.full((2, 3), k, "f4")),
+                ("random", "dropout/RandomUniform:0", rng.rand(2, 2).astype("f4")),
+                ("tap", "layer1", np.arange(4, dtype="f4").reshape(2, 2) + k),
+                ("tap", "layer2", np.ones((2, 2), "f4") * k),
+                ("fetch", "fetches", [None, np.float32(k)]),
+                ("loss", "loss", np.float32(1.0 / (k + 1))),
+                ("lr", "learning_rate", np.float32(0.1)),
+                ("grad", "dense/kernel:0", np.full((3, 2), 0.5, "f4")),
+                ("grad", "dense/bias:0", np.full(2, 0.5 if bias_grad is None else bias_grad, "f4")),
+                ("var", "dense/kernel:0", kernel - 0.05 * (k + 1)),
+                ("var", "dense/bias:0", np.full(2, -0.05 * (k + 1), "f4")),
+            ]
+            with w.step():
+                for kind, name, value in values:
+                    key = "%s/%s" % (kind, name)
+                    if key in drop:
+                        continue
+                    if change is not None:
+                        value = change(k, key, value)
+                    w.add(kind, name, value)
+    return path
+
+
+@pytest.fixture
+def golden(tmp_path):
+    return write(str(tmp_path / "golden.h5"))
+
+
+def test_identical_traces_match(golden, tmp_path):
+    actual = write(str(tmp_path / "actual.h5"))
+    result = tracekit.compare(golden, actual)
+    assert result.ok and bool(result) and result.first_divergence is None
+    assert result.steps == STEPS and not result.missing
+    assert [t.key for t in result.tensors][:3] == ["var/dense/kernel:0", "var/dense/bias:0", "input/x:0"]
+    assert result.not_compared == {"fetch/fetches": "not replayed (fetch)"}
+    assert "MATCH" in result.report()
+    result.assert_ok()
+
+
+@pytest.mark.parametrize("step, key, expect", [
+    (2, "tap/layer2", (2, "tap", "layer2")),
+    (1, "var/dense/bias:0", (1, "var", "dense/bias:0")),
+    (0, "lr/learning_rate", (0, "lr", "learning_rate")),
+    (3, "random/dropout/RandomUniform:0", (3, "random", "dropout/RandomUniform:0")),
+])
+def test_first_divergence_is_the_earliest_step_then_stage(golden, tmp_path, step, key, expect):
+    def change(k, name, value):
+        if k >= step and name in (key, "var/dense/kernel:0" if k > step else None):  # later damage too
+            return value + np.float32(0.5)
+        return value
+    actual = write(str(tmp_path / "actual.h5"), change=change)
+    result = tracekit.compare(golden, actual)
+    d = result.first_divergence
+    assert not result.ok and (d.step, d.kind, d.name) == expect
+    assert d.stats.mismatched > 0 and d.stats.max_abs == pytest.approx(0.5, rel=1e-3)
+    text = result.report()
+    assert "first divergence: step %d, %s" % (step, key) in text and "would pass with atol >=" in text
+    with pytest.raises(tracekit.Mismatch) as err:
+        result.assert_ok()
+    assert isinstance(err.value, AssertionError) and "first divergence" in str(err.value)
+
+
+def test_taps_are_compared_in_recorded_order(golden, tmp_path):
+    bump = {"tap/layer1", "tap/layer2"}
+    actual = write(str(tmp_path / "actual.h5"), change=lambda k, key, v: v + 1 if key in bump else v)
+    assert tracekit.compare(golden, actual).first_divergence.name == "layer1"
+
+
+def test_missing_and_not_replayed(golden, tmp_path):
+    meta = {"replay": {"not_replayed": {"grad/dense/bias:0": "no counterpart in TF2"}}}
+    actual = write(str(tmp_path / "actual.h5"), drop=("tap/layer2", "grad/dense/bias:0"), meta=meta)
+    result = tracekit.compare(golden, actual)
+    assert not result.ok and result.missing == ["tap/layer2"] and result.first_divergence is None
+    assert result.not_compared["grad/dense/bias:0"] == "no counterpart in TF2"
+    assert "missing from the replay (1): tap/layer2" in result.report()
+
+
+def test_tolerance_rules_apply(golden, tmp_path):
+    actual = write(str(tmp_path / "actual.h5"),
+                   change=lambda k, key, v: v + np.float32(1e-3) if key == "loss/loss" else v)
+    assert tracekit.compare(golden, actual).first_divergence.key == "loss/loss"
+    loose = tracekit.Tolerance().rule(kind="loss", atol=1e-2)
+    assert tracekit.compare(golden, actual, loose).ok
+    ignore = tracekit.Tolerance().rule(kind="loss", name="loss", ignore=True)
+    result = tracekit.compare(golden, actual, ignore)
+    assert result.ok and result.not_compared["loss/loss"] == "ignored by a tolerance rule"
+
+
+def test_shorter_replay_is_noted(golden, tmp_path):
+    actual = write(str(tmp_path / "actual.h5"), steps=2)
+    result = tracekit.compare(golden, actual)
+    assert result.ok and result.steps == 2
+    assert "the golden has 4 steps, the replay 2: 2 compared" in result.report()
+
+
+def test_noise_floor_gradient_is_recognized(tmp_path):
+    golden = write(str(tmp_path / "g.h5"), bias_grad=1e-9)
+    actual = write(str(tmp_path / "a.h5"), bias_grad=1e-9,
+                   change=lambda k, key, v: -v if key == "grad/dense/bias:0" else v)
+    result = tracekit.compare(golden, actual, tracekit.Tolerance(atol=0, rtol=1e-6))
+    d = result.first_divergence
+    assert (d.kind, d.name) == ("grad", "dense/bias:0") and d.noise_floor
+    assert result.tensor("grad", "dense/bias:0").noise_floor
+    assert "noise floor" in result.report() and "not a porting error" in result.report()
+    real = write(str(tmp_path / "r.h5"), change=lambda k, key, v: -v if key == "grad/dense/bias:0" else v)
+    assert not tracekit.compare(str(tmp_path / "g.h5"), real).first_divergence.noise_floor
+
+
+def test_diff_command(golden, tmp_path, capsys):
+    same = write(str(tmp_path / "same.h5"))
+    assert main(["diff", golden, same]) == 0
+    assert capsys.readouterr().out.startswith("MATCH")
+    other = write(str(tmp_path / "other.h5"), change=lambda k, key, v: v * 2 if key == "loss/loss" else v)
+    assert main(["diff", golden, other]) == 1
+    assert "first divergence: step 0, loss/loss" in capsys.readouterr().out
+    assert main(["diff", golden, str(tmp_path / "nope.h5")]) == 2
+    assert "no trace at" in capsys.readouterr().err
+
+
+@pytest.mark.modern  # TOML files need tomllib
+def test_diff_with_tolerance_file(golden, tmp_path, capsys):
+    other = write(str(tmp_path / "other.h5"), change=lambda k, key, v: v * 2 if key == "loss/loss" else v)
+    policy = tmp_path / "tol.toml"
+    policy.write_text('[[rule]]\nkind = "loss"\nrtol = 1.5\n')
+    assert main(["diff", golden, other, "--tolerance", str(policy)]) == 0
+    policy.write_text("atol = [\n")
+    assert main(["diff", golden, other, "--tolerance", str(policy)]) == 2
+    assert "is not valid TOML" in capsys.readouterr().err

@@ -1,0 +1,69 @@
+"""Tolerance policies: rules by kind, name and steps; defaults by kind and dtype; TOML files."""
+
+from __future__ import annotations
+
+import pytest
+
+import tracekit
+from tracekit.compare import Tolerance, guide_policy
+
+
+def test_defaults_by_dtype_and_kind():
+    t = Tolerance()
+    r = t.resolve("var", "w", 0, "float32")
+    assert (r.atol, r.rtol, r.exact) == (1e-5, 1e-6, False)
+    assert t.resolve("var", "w", 0, "bfloat16").atol == 1e-2
+    assert t.resolve("var", "w", 0, "float16").rtol == 1e-3
+    assert t.resolve("var", "global_step:0", 0, "int64").exact
+    assert (t.resolve("lr", "learning_rate", 0, "float32").atol, t.resolve("lr", "x", 0, "float32").rtol) == (0, 1e-6)
+    assert (t.resolve("input", "x:0", 0, "float32").atol, t.resolve("random", "r", 0, "float32").rtol) == (0, 0)
+    assert Tolerance(atol=0.1).resolve("var", "w", 0, "float32").atol == 0.1
+
+
+def test_rules_last_match_wins_per_setting():
+    t = Tolerance(atol=1e-5).rule(kind="grad", atol=1e-3).rule(name="*/bias:0", rtol=0.5) \
+        .rule(kind="grad", name="re:^dense_1/", steps=(2, 4), atol=7.0)
+    r = t.resolve("grad", "dense/bias:0", 0, "float32")
+    assert (r.atol, r.rtol) == (1e-3, 0.5)
+    assert t.resolve("grad", "dense_1/kernel:0", 3, "float32").atol == 7.0
+    assert t.resolve("grad", "dense_1/kernel:0", 4, "float32").atol == 1e-3  # stop is exclusive
+    assert t.resolve("var", "dense/bias:0", 0, "float32").atol == 1e-5
+    assert Tolerance().rule(kind="tap", ignore=True).resolve("tap", "x", 0, "float32").ignore
+
+
+def test_guide_policy():
+    policy = guide_policy()
+    early, late = policy.resolve("loss", "loss", 9, "float32"), policy.resolve("loss", "loss", 10, "float32")
+    assert (early.atol, early.rtol) == (1e-5, 0) and (late.atol, late.rtol) == (0, 0.05)
+    assert not policy.equal_nan
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kind="weights"), "unknown tensor kind 'weights'"),
+    (dict(steps=(1, 2, 3)), "steps must be (start, stop)"),
+    (dict(name="re:("), "bad name pattern"),
+    (dict(atoll=1), "unknown tolerance setting(s) atoll"),
+])
+def test_bad_rules(kwargs, message):
+    with pytest.raises(tracekit.UsageError) as err:
+        Tolerance().rule(**kwargs)
+    assert message in str(err.value)
+
+
+@pytest.mark.modern  # tomllib: Python >= 3.11
+def test_toml_file(tmp_path):
+    path = tmp_path / "tol.toml"
+    path.write_text('atol = 1e-4\nequal_nan = true\n[[rule]]\nkind = "loss"\nsteps = [10, 100]\nrtol = 0.05\n'
+                    'atol = 0\n[[rule]]\nkind = "grad"\nname = "*/bias:0"\nignore = true\n')
+    t = Tolerance.load(str(path))
+    assert t.atol == 1e-4 and t.equal_nan and len(t.rules) == 2
+    assert t.resolve("loss", "loss", 50, "float32").rtol == 0.05
+    assert t.resolve("grad", "d/bias:0", 0, "float32").ignore
+    (tmp_path / "bad.toml").write_text("atol = [")
+    with pytest.raises(tracekit.UsageError, match="is not valid TOML"):
+        Tolerance.load(str(tmp_path / "bad.toml"))
+    (tmp_path / "key.toml").write_text("atoll = 1\n")
+    with pytest.raises(tracekit.UsageError, match="unknown key"):
+        Tolerance.load(str(tmp_path / "key.toml"))
+    with pytest.raises(tracekit.UsageError, match="cannot read tolerance file"):
+        Tolerance.load(str(tmp_path / "none.toml"))

@@ -1,0 +1,74 @@
+"""The TF2 ports of the three shipped goldens replay against the TF 1.15 recordings and pass;
+deliberately wrong ports are caught at the right step, stage and tensor."""
+
+from __future__ import annotations
+
+import pytest
+
+import tracekit
+from tools.ports import estimator_model, estimator_shim, seed_example, slim_resnet
+from tracekit.report.compare import max_errors
+
+from .conftest import golden
+
+# Step 0 must match at the guide's single-step tolerance (float32 round-off); later steps
+# accumulate round-off through the optimizer, so they get a training tolerance, still far
+# inside the guide's (loss atol=1e-5 for 10 steps, then rtol=0.05).
+TRAINING = tracekit.Tolerance().rule(steps=(1, None), atol=1e-4, rtol=1e-5)
+FIRST_STEP_ONLY = tracekit.Tolerance().rule(steps=(1, None), ignore=True)
+
+PORTS = {
+    "seed_example (tf.function)": ("seed_example", seed_example.make, {}),
+    "seed_example (eager)": ("seed_example", seed_example.make, {"eager": True}),
+    "estimator_model (Keras)": ("estimator_model", estimator_model.make, {}),
+    "estimator_model (shim)": ("estimator_model", estimator_shim.make, {}),
+    "slim_resnet (Keras)": ("slim_resnet", slim_resnet.make, {}),
+}
+
+
+@pytest.mark.parametrize("port", list(PORTS))
+def test_port_replays_its_golden(tf2, port):
+    name, make, options = PORTS[port]
+    model, step = make(**options)
+    actual = tf2.replay(golden(name), step, model=model)
+    first = tracekit.compare(golden(name), actual, FIRST_STEP_ONLY)
+    assert first.ok, first.report()
+    result = tracekit.compare(golden(name), actual, TRAINING)
+    assert result.ok, result.report()
+    kinds = {row[0] for row in max_errors(result)}
+    assert {"input", "loss", "lr", "grad", "var"} <= kinds
+    if name != "slim_resnet":
+        assert "tap" in kinds
+    if name == "estimator_model":
+        assert "random" in kinds and "slot" in kinds
+        assert result.tensor("loss", "regularization").steps == 50
+    assert actual.meta["replay"]["steps"] == len(actual)
+
+
+WRONG = {
+    "Keras Adam epsilon 1e-7 (TF1: 1e-8)": ("estimator_model", estimator_model.make, {"epsilon": 1e-7}, {},
+                                           (0, "var", "hidden/kernel:0")),
+    "regularization loss left out": ("estimator_model", estimator_model.make, {"regularization": False}, {},
+                                     (0, "loss", "loss")),
+    "batch-norm momentum 0.99 (TF1: 0.9)": ("estimator_model", estimator_model.make, {"bn_momentum": 0.99}, {},
+                                           (0, "var", "bn/moving_mean:0")),
+    "loss summed, not averaged": ("seed_example", seed_example.make, {"reduction": "sum"}, {},
+                                  (0, "loss", "loss")),
+    "learning-rate schedule one step off": ("seed_example", seed_example.make, {"lr_shift": 1}, {},
+                                            (0, "lr", "learning_rate")),
+    "dropout left to TF2's own randomness": ("estimator_model", estimator_model.make, {}, {"random": "none"},
+                                             (0, "random", "dropout/dropout/random_uniform/RandomUniform:0")),
+    "relu where TF1 had none": ("seed_example", seed_example.make, {"activation": "relu"}, {},
+                                (0, "tap", "layer1")),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG))
+def test_wrong_port_is_caught_where_it_departs(tf2, case):
+    name, make, options, replay_options, expected = WRONG[case]
+    model, step = make(**options)
+    actual = tf2.replay(golden(name), step, model=model, steps=3, **replay_options)
+    result = tracekit.compare(golden(name), actual, TRAINING)
+    d = result.first_divergence
+    assert not result.ok and (d.step, d.kind, d.name) == expected, result.report()
+    assert "first divergence: step %d, %s/%s" % expected in result.report()

@@ -1,0 +1,175 @@
+"""tracekit.tf2.replay: variable mapping, the checks it makes, its options and its output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracekit
+from tools.ports import seed_example
+from tracekit.cli import main
+
+from .conftest import golden
+
+SEED = golden("seed_example")
+
+
+def _sgd_step(tf, model, optimizer):
+    loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(inputs["y:0"], model(inputs["x:0"]))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return step
+
+
+def _plain_model(tf, names=("dense", "dense_1", "dense_2"), units=(2, 2, 3)):
+    layers = [tf.keras.layers.Dense(u, name=n) for n, u in zip(names, units)]
+    model = tf.keras.Sequential(layers)
+    model(tf.ones((2, 3)))
+    return model
+
+
+def test_mapping_failures_are_listed_before_replaying(tf2):
+    tf = tf2.tf
+    model = _plain_model(tf, units=(2, 4, 3))  # dense_1 has the wrong width
+    with pytest.raises(tracekit.ReplayError) as err:
+        tf2.replay(SEED, _sgd_step(tf, model, tf.keras.optimizers.SGD(0.1)), model=model)
+    text = str(err.value)
+    assert "shape differs" in text and "dense_1/kernel:0 (2, 2) vs TF2" in text
+    assert "6 golden variables, 6 TF2 variables, 3 matched" in text and "pass var_map=" in text
+    fewer = _plain_model(tf, names=("dense", "dense_1"), units=(2, 3))
+    with pytest.raises(tracekit.ReplayError) as err:
+        tf2.replay(SEED, lambda inputs: None, model=fewer)
+    assert "only in the golden: dense_2/kernel:0 (2, 3)" in str(err.value)
+
+
+def test_unbuilt_model(tf2):
+    with pytest.raises(tracekit.ReplayError, match="build the model before replaying"):
+        tf2.replay(SEED, lambda inputs: None, model=tf2.tf.keras.Sequential([tf2.tf.keras.layers.Dense(2)]))
+
+
+GOLDEN_VARS = ["dense/kernel:0", "dense/bias:0", "dense_1/kernel:0", "dense_1/bias:0", "dense_2/kernel:0",
+               "dense_2/bias:0"]
+RENAME = {"dense": "first", "dense_1": "second", "dense_2": "third"}
+
+
+@pytest.mark.parametrize("how", ["dict", "rules", "callable", "order"])
+def test_explicit_and_fallback_mapping(tf2, how):
+    tf = tf2.tf
+    model = _plain_model(tf, names=("first", "second", "third"))  # a Sequential: names are "first/kernel:0"
+
+    def tf2_name(golden_name):
+        layer, var = golden_name.split("/")
+        return "%s/%s" % (RENAME[layer], var)
+    by_name = {v.name: v for v in model.variables}
+    var_map = {
+        "dict": {g: by_name[tf2_name(g)] for g in GOLDEN_VARS},  # golden name -> variable
+        "rules": [(r"^dense_2/", "third/"), (r"^dense_1/", "second/"), (r"^dense/", "first/")],
+        "callable": tf2_name,
+        "order": "auto",  # names differ: matched by creation order within (role, shape)
+    }[how]
+    actual = tf2.replay(SEED, _sgd_step(tf, model, tf.keras.optimizers.SGD(0.1)), model=model, var_map=var_map,
+                        steps=2)
+    expected = "order" if how == "order" else "explicit"
+    assert set(actual.meta["replay"]["matched_by"].values()) == {expected}
+    assert actual.meta["replay"]["mapping"]["dense_1/kernel:0"] == tf2_name("dense_1/kernel:0")
+    with tracekit.open(SEED) as g:
+        assert np.array_equal(actual.initial["var/dense_1/kernel:0"], g.initial["var/dense_1/kernel:0"])
+
+
+def test_variables_must_be_created_once(tf2):
+    tf = tf2.tf
+    model, _ = seed_example.make()
+    extra = []
+
+    def step(inputs):
+        extra.append(tf.Variable(1.0))  # a new variable every step
+        return model(inputs["x:0"])[0, 0]
+    with pytest.raises(tracekit.ReplayError, match="step 1 created variables"):
+        tf2.replay(SEED, step, model=model, steps=3)
+
+
+def test_random_tape_must_fit(tf2):
+    tf = tf2.tf
+    model, _ = seed_example.make()
+
+    def step(inputs):
+        return tf.reduce_sum(tf.nn.dropout(model(inputs["x:0"]), rate=0.5))  # the golden drew nothing
+    with pytest.raises(tracekit.ReplayError, match="draws more random tensors than the golden recorded"):
+        tf2.replay(SEED, step, model=model, steps=1)
+    estimator = golden("estimator_model")
+    from tools.ports import estimator_model
+    model, _ = estimator_model.make()
+
+    def no_draw(inputs):
+        return tf.reduce_sum(model(inputs["IteratorGetNext:0"], training=False))
+    with pytest.raises(tracekit.ReplayError, match="drew 0 random tensors, the golden recorded 1"):
+        tf2.replay(estimator, no_draw, model=model, steps=1)
+
+
+def test_tape_values_are_injected(tf2):
+    from tools.ports import estimator_model
+    model, step = estimator_model.make()
+    actual = tf2.replay(golden("estimator_model"), step, model=model, steps=2)
+    with tracekit.open(golden("estimator_model")) as g:
+        name = g.names("random")[0]
+        assert np.array_equal(actual.step(1)["random/" + name], g.step(1)["random/" + name])
+
+
+def test_inputs_as_keywords_and_returned_values(tf2):
+    tf = tf2.tf
+    model, _ = seed_example.make()
+    optimizer = tf.keras.optimizers.SGD(1e-3)
+    loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(features, labels):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(features))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return {"loss": loss, "lr": optimizer.learning_rate, "grad_norm": tf.linalg.global_norm(grads)}
+    actual = tf2.replay(SEED, step, model=model, steps=2, inputs={"x:0": "features", "y:0": "labels"})
+    assert "fetch/grad_norm" in actual.step(0) and actual.step(0)["lr/learning_rate"] == np.float32(1e-3)
+    with pytest.raises(tracekit.ReplayError, match="inputs= names golden inputs nope:0"):
+        tf2.replay(SEED, step, model=model, steps=1, inputs={"nope:0": "features"})
+
+
+def test_save_show_verify_diff(tf2, tmp_path, capsys):
+    model, step = seed_example.make()
+    out = str(tmp_path / "actual.h5")
+    actual = tf2.replay(SEED, step, model=model, steps=5)
+    assert actual.save(out) == out
+    assert main(["verify", out]) == 0
+    assert main(["show", out]) == 0
+    assert "replay.golden: " in capsys.readouterr().out
+    assert main(["diff", SEED, out]) == 0
+    assert "MATCH" in capsys.readouterr().out and "note: the golden has 100 steps, the replay 5" in \
+        tracekit.compare(SEED, out).report()
+
+
+def test_out_path_and_bad_options(tf2, tmp_path):
+    model, step = seed_example.make()
+    out = str(tmp_path / "direct.h5")
+    actual = tf2.replay(SEED, step, model=model, steps=1, out=out)
+    assert actual.path == out and len(actual) == 1
+    with pytest.raises(tracekit.UsageError, match="init must be 'golden'"):
+        tf2.replay(SEED, step, model=model, init="zeros")
+    with pytest.raises(tracekit.UsageError, match="random must be 'tape', 'seed' or 'none'"):
+        tf2.replay(SEED, step, model=model, random="fixed")
+
+
+def test_seed_alignment_instead_of_loading(tf2):
+    """init="seed" keeps the port's own initial weights: across TF versions tf-keras
+    initializers do not draw like TF 1.15 (NOTES.md section 2), and the comparison says where."""
+    with tf2.seeded(SEED) as tool:
+        assert tool is not None
+        model, step = seed_example.make()
+    actual = tf2.replay(SEED, step, model=model, init="seed", random="seed", steps=2)
+    result = tracekit.compare(SEED, actual)
+    assert result.first_divergence.step == -1 and result.first_divergence.kind == "var"
+    assert "first divergence: initial state" in result.report()
