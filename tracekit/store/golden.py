@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import h5py
 import numpy as np
-from h5py import h5d, h5p, h5s, h5t, h5z
+from h5py import h5a, h5d, h5p, h5s, h5t, h5z
 from h5py._objects import phil  # h5py's global lock around HDF5 calls
 
 from ..errors import TracekitError
@@ -166,6 +166,8 @@ class GoldenFile(object):
         self._dcpls = {}  # type: Dict[tuple, Any]  # property lists are costly to build per dataset
         self._lcpl = h5p.create(h5p.LINK_CREATE)
         self._lcpl.set_char_encoding(h5t.CSET_UTF8)
+        self._scalar = h5s.create(h5s.SCALAR)
+        self._groups = {}  # type: Dict[Tuple[int, str], h5py.Group]
         self._file.attrs[ATTR_FORMAT] = FORMAT_VERSION
         self._file.attrs[ATTR_PRODUCER] = fixed(producer)
         self._file.attrs[ATTR_CREATED] = fixed(created)
@@ -176,10 +178,7 @@ class GoldenFile(object):
     def write_value(self, step: int, kind: str, name: str, spec: Optional[list],
                     leaves: Sequence[LeafData]) -> List[Dict[str, Any]]:
         """Create the value's datasets; returns the leaf descriptors with chunk addresses."""
-        group = self._file.require_group(step_path(step))
-        parent = group.get(kind)
-        if parent is None:
-            parent = group.create_group(kind)
+        parent = self._kind_group(step, kind)
         link = escape_name(name)
         if spec is None:
             return [self._leaf(parent, link, leaves[0], lambda base: "/" + value_path(base, kind, name))]
@@ -187,6 +186,13 @@ class GoldenFile(object):
         sub.attrs[ATTR_STRUCTURE] = np.void(metadata.pack(spec))
         return [self._leaf(sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
                 for i, leaf in enumerate(leaves)]
+
+    def _kind_group(self, step: int, kind: str) -> h5py.Group:
+        """/steps/<step>/<kind>, created on first use and kept for the step's other values."""
+        group = self._groups.get((step, kind))
+        if group is None:
+            group = self._groups[(step, kind)] = self._file.require_group(step_path(step) + "/" + kind)
+        return group
 
     def _leaf(self, parent: h5py.Group, link: str, leaf: LeafData, base_path: Any) -> Dict[str, Any]:
         desc, data = leaf
@@ -205,7 +211,8 @@ class GoldenFile(object):
             desc = dict(desc, cs=chunks)
         else:
             dset = parent.create_dataset(link, data=np.frombuffer(data, dtype=dtype).reshape(shape))
-        dset.attrs[ATTR_CRC] = np.uint32(desc["crc"])
+        crc = h5a.create(dset.id, ATTR_CRC.encode("ascii"), h5t.STD_U32LE, self._scalar)  # lean: one per dataset
+        crc.write(np.array(desc["crc"], dtype="<u4"))
         if desc.get("lg") is not None:
             dset.attrs[ATTR_LOGICAL] = fixed(desc["lg"])
         if "ls" in desc:
@@ -234,10 +241,12 @@ class GoldenFile(object):
     @_hdf5_call
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
         self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(metadata.pack(info))
+        self._groups = {}  # the step is done
 
     @_hdf5_call
     def drop_step(self, step: int) -> None:
         """Forget an aborted step attempt (its index is used again)."""
+        self._groups = {}
         if step_path(step) in self._file:
             del self._file[step_path(step)]
 
