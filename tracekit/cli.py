@@ -11,7 +11,7 @@ import time
 from typing import Callable, List, Optional
 
 from . import __version__
-from .errors import TracekitError
+from .errors import TracekitError, UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -84,7 +84,10 @@ def _recover(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from .compare import Tolerance, compare
 
-    tolerance = Tolerance.load(args.tolerance) if args.tolerance else None
+    if args.exact and args.tolerance:
+        raise UsageError("--exact and --tolerance exclude each other")
+    tolerance = Tolerance(atol=0, rtol=0, equal_nan=True) if args.exact else \
+        (Tolerance.load(args.tolerance) if args.tolerance else None)
     result = compare(args.golden, args.actual, tolerance)
     print(result.report())
     return EXIT_OK if result.ok else EXIT_FAIL
@@ -138,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", metavar="FILE",
                    help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
                         "(glob, or re:regex), steps = [start, stop], atol, rtol, equal_nan, ignore")
+    p.add_argument("--exact", action="store_true", help="demand equal values (two recordings of one run)")
 
     p = command("show", _show, "Print a golden's metadata, environment, steps and a table of its tensors.")
     p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")

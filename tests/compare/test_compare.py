@@ -151,3 +151,12 @@ def test_diff_with_tolerance_file(golden, tmp_path, capsys):
     policy.write_text("atol = [\n")
     assert main(["diff", golden, other, "--tolerance", str(policy)]) == 2
     assert "is not valid TOML" in capsys.readouterr().err
+
+
+def test_diff_exact(golden, tmp_path, capsys):
+    near = write(str(tmp_path / "near.h5"), change=lambda k, key, v: v + np.float32(1e-7) if key == "loss/loss" else v)
+    assert main(["diff", golden, near]) == 0
+    assert main(["diff", "--exact", golden, near]) == 1
+    assert main(["diff", "--exact", golden, write(str(tmp_path / "same.h5"))]) == 0
+    assert main(["diff", "--exact", "--tolerance", "x.toml", golden, near]) == 2
+    assert "exclude each other" in capsys.readouterr().err

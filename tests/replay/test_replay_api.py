@@ -173,3 +173,22 @@ def test_seed_alignment_instead_of_loading(tf2):
     result = tracekit.compare(SEED, actual)
     assert result.first_divergence.step == -1 and result.first_divergence.kind == "var"
     assert "first divergence: initial state" in result.report()
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_minimize_and_legacy_optimizers(tf2, legacy):
+    """Gradients are taken where the optimizer applies them: minimize() too, new and legacy Keras."""
+    tf = tf2.tf
+    model, _ = seed_example.make()
+    optimizers = tf.keras.optimizers.legacy if legacy else tf.keras.optimizers
+    schedule = tf.keras.optimizers.schedules.PolynomialDecay(1e-3, 1000, end_learning_rate=0.0, power=1.0)
+    optimizer = optimizers.SGD(schedule)
+    loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+
+    def step(inputs):
+        loss = lambda: loss_fn(inputs["y:0"], model(inputs["x:0"]))  # noqa: E731
+        optimizer.minimize(loss, var_list=model.trainable_variables)
+    actual = tf2.replay(SEED, step, model=model, steps=3)
+    result = tracekit.compare(SEED, actual)
+    assert result.ok, result.report()
+    assert result.tensor("grad", "dense/kernel:0").steps == 3 and result.tensor("lr", "learning_rate").steps == 3

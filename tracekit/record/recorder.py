@@ -125,12 +125,16 @@ class Recorder(object):
         if raw is None:
             raise UsageError("rec.session() needs a tf.compat.v1.Session or MonitoredSession, got %s"
                              % type(sess).__name__)
-        for name, make in (("run", self._run_wrapper), ("_make_callable_from_options", self._callable_wrapper),
-                           ("make_callable", self._make_callable_wrapper)):
+        for name, make in self._wrappers():
             if name not in vars(raw):
                 setattr(raw, name, make(getattr(type(raw), name)).__get__(raw))
                 self._attached.append((raw, name))
         return sess
+
+    def _wrappers(self) -> List[Tuple[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
+        """The session methods every path to a TF1 session goes through, and their wrappers."""
+        return [("run", self._run_wrapper), ("_make_callable_from_options", self._callable_wrapper),
+                ("make_callable", self._make_callable_wrapper)]
 
     def hook(self) -> Any:
         """A SessionRunHook for Estimator.train(hooks=[...]), MonitoredTrainingSession and the like."""
@@ -139,8 +143,7 @@ class Recorder(object):
     def attach_all(self) -> None:
         """Record the training steps of every session (the zero-code mode)."""
         cls = self._tf.compat.v1.Session.__mro__[1]  # BaseSession
-        for name, make in (("run", self._run_wrapper), ("_make_callable_from_options", self._callable_wrapper),
-                           ("make_callable", self._make_callable_wrapper)):
+        for name, make in self._wrappers():
             original = cls.__dict__[name]
             self._global.append((cls, name, original))
             setattr(cls, name, make(original))

@@ -24,10 +24,6 @@ def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Di
     """Replay `steps` steps (all by default) of `golden`; returns the actual trace, opened."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     path = out or os.path.join(tempfile.mkdtemp(prefix="tracekit-replay-"), "actual.h5")
-    reg_names = golden.meta.get("regularization_losses") or []
-    not_replayed = dict(runner.not_replayed)
-    for name in reg_names:
-        not_replayed["loss/" + name] = "TF1 regularization term, compared as their sum loss/regularization"
     meta = dict(meta or {})
     about = dict(meta.pop("replay", {}))
     with create(path, meta=meta) as writer:
@@ -58,5 +54,8 @@ def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Di
                     writer.add(*split_key(key), value=value, copy=False)
             if progress is not None:
                 progress(index + 1, count)
+        not_replayed = dict(runner.not_replayed)  # complete now: slots are mapped at the first update
+        for name in golden.meta.get("regularization_losses") or []:
+            not_replayed["loss/" + name] = "TF1 regularization term, compared as their sum loss/regularization"
         writer.update_meta({"replay": dict(about, not_replayed=not_replayed, steps=count)})
     return open_trace(path)

@@ -2,9 +2,10 @@
 
 Everything TensorFlow-specific of the replay lives here; replay/engine.py drives the
 loop. While a step runs, the replay intercepts:
-- Keras optimizers' `apply_gradients` (so `minimize` too): the gradients applied and
-  the learning rate used; on the first call it builds the slots and, with
-  init="golden", loads the golden's initial slots and iteration count;
+- Keras optimizers' `apply_gradients` (which `minimize` calls): the gradients applied
+  and the learning rate used; on the first call it builds the slots and, with
+  init="golden", loads the golden's initial slots and iteration count; `minimize`,
+  for the loss it computes;
 - the random functions behind dropout and friends (`tf.random.*`, stateful and
   stateless): with random="tape" each draw is replaced by the golden's next recorded
   draw; otherwise TF2's own draws are recorded;
@@ -45,10 +46,22 @@ NEW_OPTIMIZER_SLOTS = {"m": "_momentums", "v": "_velocities", "vhat": "_velocity
                        "rms": "_velocities", "accumulator": "_accumulators"}
 
 
+def when_run(tensor: Any, callback: Callable[[np.ndarray], None]) -> None:
+    """callback(value of tensor) now when eager, else each time the traced function runs
+    (a tf.numpy_function side op: stateful, so tf.function runs it in program order)."""
+    if tf.executing_eagerly():
+        callback(_numpy(tensor))
+        return
+
+    def call(value: np.ndarray) -> np.ndarray:
+        callback(np.array(value))
+        return np.zeros((), np.int32)
+    tf.numpy_function(call, [tensor], tf.int32, name="tracekit_capture")
+
+
 class Capture(object):
-    """What one step produced, as named numpy arrays, filled eagerly or from inside a
-    tf.function. One object for the whole replay, reset per step: a traced function keeps
-    the capture ops it was traced with."""
+    """What one step produced, as named numpy arrays. One object for the whole replay,
+    reset per step: a traced function keeps the capture ops it was traced with."""
 
     def __init__(self) -> None:
         self.values = collections.OrderedDict()  # type: collections.OrderedDict
@@ -59,15 +72,10 @@ class Capture(object):
         self.draws = []
 
     def put(self, key: str, tensor: Any) -> None:
-        """Record `tensor` under key now (eager) or whenever the traced function runs."""
-        if tf.executing_eagerly():
-            self.values[key] = _numpy(tensor)
-            return
+        when_run(tensor, lambda value: self.values.__setitem__(key, value))
 
-        def store(value: np.ndarray) -> np.ndarray:
-            self.values[key] = np.array(value)
-            return np.zeros((), np.int32)
-        tf.numpy_function(store, [tensor], tf.int32, name="tracekit_capture")
+    def draw(self, tensor: Any) -> None:
+        when_run(tensor, lambda value: self.draws.append(value))
 
 
 class TF2Session(object):
@@ -77,7 +85,6 @@ class TF2Session(object):
         self.golden = golden
         self.init = init
         self.random = random
-        self.var_map = var_map
         self.capture = Capture()
         self.not_replayed = {}  # type: Dict[str, str]
         self._model = model
@@ -85,11 +92,11 @@ class TF2Session(object):
         if not tf_vars:
             raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
                               "on a batch, or model.build(input_shape)), or pass variables=[...]")
-        names = [n for n in (golden.names("var") + golden.names("slot"))]
-        model_names, self._slot_names, self._iterations, orphans = varmap.split_state(names)
+        self._keys = {n: "var/" + n for n in golden.names("var")}
+        self._keys.update((n, "slot/" + n) for n in golden.names("slot"))  # golden state name -> key
+        model_names, self._slot_names, self._iterations, orphans = varmap.split_state(list(self._keys))
         for name in orphans:
-            kind = "slot" if name in golden.names("slot") else "var"
-            self.not_replayed["%s/%s" % (kind, name)] = "TF1 optimizer state with no Keras counterpart"
+            self.not_replayed[self._keys[name]] = "TF1 optimizer state with no Keras counterpart"
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         self.mapping = varmap.match([(n, shapes.get(n) or ()) for n in model_names],
                                     [varmap.Candidate(v.name, tuple(v.shape.as_list()), v) for v in tf_vars],
@@ -120,9 +127,8 @@ class TF2Session(object):
         for name, var, role in self._slots:
             out.append(("slot/" + name, self._slot_to_tf1(var.numpy(), role)))
         if self._iteration_var is not None:
-            for name in self._iterations:
-                kind = "slot" if name in self.golden.names("slot") else "var"
-                out.append(("%s/%s" % (kind, name), np.asarray(self._iteration_var.numpy(), dtype=np.int64)))
+            out.extend((self._keys[name], np.asarray(self._iteration_var.numpy(), dtype=np.int64))
+                       for name in self._iterations)
         return out
 
     def regularization(self) -> Optional[np.ndarray]:
@@ -161,9 +167,10 @@ class TF2Session(object):
         for module, name in RANDOM_FUNCTIONS:
             saved.append((module, name, getattr(module, name)))
             setattr(module, name, self._random(getattr(module, name), name))
-        for cls in _optimizer_classes():
-            saved.append((cls, "apply_gradients", cls.__dict__["apply_gradients"]))
-            setattr(cls, "apply_gradients", self._apply_gradients(cls.__dict__["apply_gradients"]))
+        for name, wrap in (("apply_gradients", self._apply_gradients), ("minimize", self._minimize)):
+            for cls in _optimizer_classes(name):
+                saved.append((cls, name, cls.__dict__[name]))
+                setattr(cls, name, wrap(cls.__dict__[name]))
         previous_sink = tap_module._eager_sink
         tap_module._eager_sink = self._tap
         try:
@@ -183,7 +190,7 @@ class TF2Session(object):
         def draw(*args: Any, **kwargs: Any) -> Any:
             if session.random != "tape":
                 value = original(*args, **kwargs)
-                session._note_draw(value)
+                session.capture.draw(value)
                 return value
             shape = kwargs.get("shape", args[0] if args else None)
             dtype = kwargs.get("dtype", tf.float32)
@@ -195,7 +202,7 @@ class TF2Session(object):
             else:
                 value = tf.numpy_function(next_draw, [], dtype, name="tracekit_tape")
                 value.set_shape(tf.TensorShape(None) if shape is None else _static_shape(shape))
-            session._note_draw(value)
+            session.capture.draw(value)
             return value
         return draw
 
@@ -204,19 +211,9 @@ class TF2Session(object):
             raise ReplayError("the TF2 step draws more random tensors than the golden recorded (%d, the last "
                               "by %s); use random='seed' or 'none' if the port's randomness differs"
                               % (len(self._tape), fname))
-        name, value = self._tape[self._tape_pos]
+        value = self._tape[self._tape_pos][1]
         self._tape_pos += 1
         return value
-
-    def _note_draw(self, value: Any) -> None:
-        if tf.executing_eagerly():
-            self.capture.draws.append(_numpy(value))
-            return
-
-        def store(v: np.ndarray) -> np.ndarray:
-            self.capture.draws.append(np.array(v))
-            return np.zeros((), np.int32)
-        tf.numpy_function(store, [value], tf.int32, name="tracekit_draw")
 
     def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
         session = self
@@ -231,6 +228,22 @@ class TF2Session(object):
                     session.capture.put("grad/" + name, tf.convert_to_tensor(grad))
             return original(optimizer, pairs, *args, **kwargs)
         return apply_gradients
+
+    def _minimize(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        def minimize(optimizer: Any, loss: Any, *args: Any, **kwargs: Any) -> Any:
+            if callable(loss):  # the usual Keras form: capture the loss where it is computed
+                compute = loss
+
+                def loss() -> Any:
+                    value = compute()
+                    session.capture.put("loss/loss", value)
+                    return value
+            elif loss is not None:
+                session.capture.put("loss/loss", loss)
+            return original(optimizer, loss, *args, **kwargs)
+        return minimize
 
     def _prepare_optimizer(self, optimizer: Any, var_list: List[Any]) -> None:
         """First update: build the slots, map them, and load their initial state."""
@@ -252,18 +265,16 @@ class TF2Session(object):
                 for name, var, role in self._slots:
                     var.assign(_cast(self._slot_from_tf1(initial["slot/" + name], role, lr), var))
                 for name in self._iterations:
-                    kind = "slot" if name in self.golden.names("slot") else "var"
-                    if initial.has(kind, name):
-                        self._iteration_var.assign(int(initial[kind + "/" + name]))
+                    if self._keys[name] in initial:
+                        self._iteration_var.assign(int(initial[self._keys[name]]))
 
     def _map_slots(self, optimizer: Any) -> None:
         tf2_of = {name: cand.obj for name, cand in self.mapping.pairs.items()}
         for name, var_name, role in self._slot_names:
             variable = tf2_of.get(var_name)
             slot = None if variable is None else _keras_slot(optimizer, variable, role)
-            kind = "slot" if name in self.golden.names("slot") else "var"
             if slot is None:
-                self.not_replayed["%s/%s" % (kind, name)] = "no matching slot in the TF2 optimizer (%s)" % \
+                self.not_replayed[self._keys[name]] = "no matching slot in the TF2 optimizer (%s)" % \
                     type(optimizer).__name__
             else:
                 self._slots.append((name, slot, _convention(name, role)))
@@ -294,15 +305,15 @@ def _convention(name: str, role: str) -> str:
     return "tf1-momentum" if role == "momentum" and name.endswith("/Momentum:0") else role
 
 
-def _optimizer_classes() -> List[Any]:
-    """The Keras optimizer classes that define apply_gradients (new and legacy)."""
+def _optimizer_classes(method: str) -> List[Any]:
+    """The Keras optimizer classes that define `method` (new and legacy)."""
     out = []
     optimizers = tf.keras.optimizers
     for cls in (getattr(optimizers, "Optimizer", None), getattr(getattr(optimizers, "legacy", None), "Optimizer", None)):
         if cls is None:
             continue
-        for base in cls.__mro__:  # patch where apply_gradients is defined
-            if "apply_gradients" in base.__dict__:
+        for base in cls.__mro__:  # patch where the method is defined
+            if method in base.__dict__:
                 if base not in out:
                     out.append(base)
                 break

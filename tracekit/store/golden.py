@@ -211,8 +211,7 @@ class GoldenFile(object):
             desc = dict(desc, cs=chunks)
         else:
             dset = parent.create_dataset(link, data=np.frombuffer(data, dtype=dtype).reshape(shape))
-        crc = h5a.create(dset.id, ATTR_CRC.encode("ascii"), h5t.STD_U32LE, self._scalar)  # lean: one per dataset
-        crc.write(np.array(desc["crc"], dtype="<u4"))
+        self._attribute(dset, ATTR_CRC, np.array(desc["crc"], dtype="<u4"))
         if desc.get("lg") is not None:
             dset.attrs[ATTR_LOGICAL] = fixed(desc["lg"])
         if "ls" in desc:
@@ -220,8 +219,18 @@ class GoldenFile(object):
         if desc.get("f", values.ARRAY) != values.ARRAY:
             dset.attrs[ATTR_FORM] = fixed(desc["f"])
         if desc.get("e"):  # XOR is the only delta encoding: its base path says it all
-            dset.attrs[ATTR_DELTA_BASE] = fixed(base_path(desc["b"]))
+            self._attribute(dset, ATTR_DELTA_BASE, np.array(fixed(base_path(desc["b"]))))
         return desc
+
+    def _attribute(self, dset: h5py.Dataset, name: str, value: np.ndarray) -> None:
+        """A scalar attribute through the low-level API: several per dataset, on the hot path."""
+        if value.dtype.kind == "S":
+            tid = h5t.C_S1.copy()
+            tid.set_size(value.dtype.itemsize)
+            tid.set_strpad(h5t.STR_NULLPAD)  # as h5py stores bytes: no terminator eats the last char
+        else:
+            tid = h5t.py_create(value.dtype)
+        h5a.create(dset.id, name.encode("ascii"), tid, self._scalar).write(value)
 
     def _chunked(self, parent: h5py.Group, link: str, shape: tuple, dtype: np.dtype, chunk: tuple,
                  level: int) -> h5py.Dataset:
