@@ -20,20 +20,22 @@ def _train(tf, sess, x, y, loss, train, steps=STEPS):
     return losses
 
 
-def _record_seed(tf, path, optimizer="sgd", **options):
+def _record_seed(tf, path, optimizer="sgd", train_steps=STEPS, **options):
+    """Record the seed model trained for train_steps; returns (recorder, losses, final global step)."""
     with tf.Graph().as_default():
         with tracekit.tf1.record(path, **options) as rec:
             x, y, loss, train = seed_model(tf, optimizer)
             with tf.compat.v1.Session() as sess:
                 rec.session(sess)
                 sess.run(tf.compat.v1.global_variables_initializer())
-                losses = _train(tf, sess, x, y, loss, train)
-    return rec, losses
+                losses = _train(tf, sess, x, y, loss, train, steps=train_steps)
+                global_step = sess.run(tf.compat.v1.train.get_global_step())
+    return rec, losses, global_step
 
 
 def test_a_step_records_everything(tf, tmp_path):
     path = str(tmp_path / "seed.h5")
-    rec, losses = _record_seed(tf, path)
+    rec, losses, _ = _record_seed(tf, path)
     assert rec.steps == STEPS
     with tracekit.open(path) as trace:
         assert len(trace) == STEPS and trace.complete
@@ -74,7 +76,7 @@ def test_recording_does_not_change_the_run(tf, tmp_path):
             plain_losses = _train(tf, sess, x, y, loss, train)
             plain_vars = sess.run({v.name: v for v in tf.compat.v1.global_variables()})
     path = str(tmp_path / "adam.h5")
-    _, losses = _record_seed(tf, path, optimizer="adam")
+    _, losses, _ = _record_seed(tf, path, optimizer="adam")
     assert losses == plain_losses  # bit for bit
     with tracekit.open(path) as trace:
         last = trace.step(-1)
@@ -101,13 +103,7 @@ def test_graph_built_before_recording(tf, tmp_path):
 
 def test_every_k_steps(tf, tmp_path):
     path = str(tmp_path / "every.h5")
-    with tf.Graph().as_default():
-        with tracekit.tf1.record(path, every=3) as rec:
-            x, y, loss, train = seed_model(tf)
-            with tf.compat.v1.Session() as sess:
-                rec.session(sess)
-                sess.run(tf.compat.v1.global_variables_initializer())
-                _train(tf, sess, x, y, loss, train, steps=7)
+    _record_seed(tf, path, train_steps=7, every=3)
     with tracekit.open(path) as trace:
         assert len(trace) == 7
         for kind in ("input", "loss", "lr"):
@@ -120,15 +116,8 @@ def test_every_k_steps(tf, tmp_path):
 
 def test_step_limit_stops_recording_not_training(tf, tmp_path):
     path = str(tmp_path / "limit.h5")
-    with tf.Graph().as_default():
-        with tracekit.tf1.record(path, steps=3) as rec:
-            x, y, loss, train = seed_model(tf)
-            with tf.compat.v1.Session() as sess:
-                rec.session(sess)
-                sess.run(tf.compat.v1.global_variables_initializer())
-                losses = _train(tf, sess, x, y, loss, train, steps=5)
-                assert sess.run(tf.compat.v1.train.get_global_step()) == 5
-    assert len(losses) == 5
+    _, losses, global_step = _record_seed(tf, path, train_steps=5, steps=3)
+    assert len(losses) == 5 and global_step == 5
     with tracekit.open(path) as trace:
         assert len(trace) == 3
 
