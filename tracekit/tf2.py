@@ -42,12 +42,13 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     runner = TF2Session(trace, model, variables, var_map, init, random)
     if init == "golden":
         runner.load_initial()
-    meta = {"replay": {"golden": trace.path, "init": init, "random": random,
-                       "mapping": {name: cand.name for name, cand in runner.mapping.pairs.items()},
-                       "matched_by": dict(runner.mapping.how)}}
+    about = {"golden": trace.path, "init": init, "random": random,
+             "devices": [d.name for d in tf.config.list_logical_devices()],
+             "mapping": {name: cand.name for name, cand in runner.mapping.pairs.items()},
+             "matched_by": dict(runner.mapping.how)}
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
     with scope:
-        return replay_steps(trace, runner, lambda feeds: call_step(step_fn, feeds, inputs), steps, out, meta,
+        return replay_steps(trace, runner, lambda feeds: call_step(step_fn, feeds, inputs), steps, out, about,
                             progress)
 
 

@@ -186,9 +186,9 @@ class GraphModel(object):
             else:
                 self._warn("tap %r (%s) is not computed by the training step, so it is not recorded: "
                            "recording it would run ops the step does not run" % (name, tensor.name))
-        losses = [t for t in intercepted["loss"] if t.op.name in names] or self._gradient_roots(ordered)
-        for tensor in _unique(losses):
-            add("loss", "loss" if len(_unique(losses)) == 1 else tensor.name, tensor)
+        losses = _unique([t for t in intercepted["loss"] if t.op.name in names] or self._gradient_roots(ordered))
+        for tensor in losses:
+            add("loss", "loss" if len(losses) == 1 else tensor.name, tensor)
         regularization = []
         for tensor in self.graph.get_collection(self._tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES):
             if tensor.op.name in names:

@@ -15,18 +15,14 @@ from typing import Any, Callable, Dict, Optional
 from ..store import Trace, create, open_trace
 from ..store.format import split_key
 
-PROGRESS = Optional[Callable[[int, int], None]]
-
-
 def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Dict[str, Any]],
-                 steps: Optional[int] = None, out: Optional[str] = None, meta: Optional[Dict[str, Any]] = None,
-                 progress: PROGRESS = None) -> Trace:
-    """Replay `steps` steps (all by default) of `golden`; returns the actual trace, opened."""
+                 steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
+                 progress: Optional[Callable[[int, int], None]] = None) -> Trace:
+    """Replay `steps` steps (all by default) of `golden`; returns the actual trace, opened.
+    `about` describes the replay; it goes into the trace's metadata under "replay"."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     path = out or os.path.join(tempfile.mkdtemp(prefix="tracekit-replay-"), "actual.h5")
-    meta = dict(meta or {})
-    about = dict(meta.pop("replay", {}))
-    with create(path, meta=meta) as writer:
+    with create(path) as writer:
         with writer.initial():
             for key, value in runner.read_state():
                 writer.add(*split_key(key), value=value, copy=False)
@@ -57,5 +53,5 @@ def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Di
         not_replayed = dict(runner.not_replayed)  # complete now: slots are mapped at the first update
         for name in golden.meta.get("regularization_losses") or []:
             not_replayed["loss/" + name] = "TF1 regularization term, compared as their sum loss/regularization"
-        writer.update_meta({"replay": dict(about, not_replayed=not_replayed, steps=count)})
+        writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count)})
     return open_trace(path)

@@ -41,9 +41,8 @@ def _crc(head: bytes, payload_len: int) -> int:
 class JournalWriter(object):
     """Appends records; `flush` hands them to the OS, which keeps them if the process dies."""
 
-    def __init__(self, path: str, exclusive: bool = False) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-        fd = os.open(path, flags, 0o644)
+    def __init__(self, path: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.path = path
         self._file = os.fdopen(fd, "wb")  # type: BinaryIO
         self._file.write(JOURNAL_MAGIC)
