@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -120,6 +122,32 @@ def test_step_limit_stops_recording_not_training(tf, tmp_path):
     assert len(losses) == 5 and global_step == 5
     with tracekit.open(path) as trace:
         assert len(trace) == 3
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 1e6
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from Linux /proc")
+def test_memory_stays_bounded_over_a_long_run(tf, tmp_path):
+    # After a warm-up (allocator, HDF5 caches) the process must not grow with the steps:
+    # anything kept per step and tensor (~20 tensors a step) would add megabytes here.
+    path, samples = str(tmp_path / "long.h5"), {}
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            x, y, loss, train = seed_model(tf)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                for k in range(1500):
+                    fx, fy = seed_feeds(k % 50)
+                    sess.run([train, loss], {x: fx, y: fy})
+                    if k in (500, 1499):
+                        samples[k] = _rss_mb()
+    with tracekit.open(path) as trace:
+        assert len(trace) == 1500
+    assert samples[1499] - samples[500] < 8, samples
 
 
 def test_evaluation_and_init_runs_are_not_steps(tf, tmp_path):
