@@ -40,3 +40,17 @@ def test_exception_tree():
 
 def test_version():
     assert tracekit.__version__.count(".") == 2
+
+
+def test_environment_fingerprint_keeps_numerics_settings_not_secrets(monkeypatch):
+    from tracekit.environment import fingerprint
+
+    for name in list(__import__("os").environ):
+        monkeypatch.delenv(name)
+    kept = {"TF_DETERMINISTIC_OPS": "1", "TF_ENABLE_ONEDNN_OPTS": "0", "CUDA_VISIBLE_DEVICES": "0",
+            "OMP_NUM_THREADS": "2", "PYTHONHASHSEED": "0"}
+    dropped = {"TF_VAR_db_password": "hunter2", "TF_CLI_CONFIG_FILE": "/root/.terraformrc",
+               "TF_TOKEN_app_terraform_io": "abc", "TF_LOG": "DEBUG", "CUDA_API_TOKEN": "x", "HOME": "/root"}
+    for name, value in dict(kept, **dropped).items():
+        monkeypatch.setenv(name, value)
+    assert fingerprint()["env"] == kept

@@ -6,12 +6,13 @@ Exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unre
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Callable, List, Optional
 
 from . import __version__
-from .errors import TracekitError, UsageError
+from .errors import CorruptTrace, TracekitError, UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -54,7 +55,11 @@ def _verify(args: argparse.Namespace) -> int:
     for path in args.golden:
         try:
             result = verify(path, progress=Progress("verifying %s" % path))
-        except TracekitError as exc:
+        except CorruptTrace as exc:  # found, but too damaged to open
+            print("DAMAGED  %s" % exc)
+            code = max(code, EXIT_FAIL)
+            continue
+        except TracekitError as exc:  # missing, not a trace, newer format
             print("UNREADABLE %s" % exc)
             code = EXIT_USAGE
             continue
@@ -170,6 +175,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("tracekit %s: interrupted" % args.command, file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`tracekit show G | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
+        return 128 + 13  # as a process killed by SIGPIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,19 @@ from ._version import __version__
 # Variables that change numerics or determinism.
 ENV_PREFIXES = ("TF_", "CUDA_", "XLA_", "OMP_", "MKL_", "KMP_", "NVIDIA_TF32")
 ENV_EXTRA = ("PYTHONHASHSEED",)
+# Never recorded: Terraform shares the TF_ prefix (TF_VAR_* often holds secrets), and
+# nothing that looks like a credential belongs in a golden that gets committed.
+ENV_EXCLUDED_PREFIXES = ("TF_VAR_", "TF_CLI_", "TF_TOKEN_", "TF_LOG", "TF_REGISTRY_", "TF_PLUGIN_",
+                         "TF_WORKSPACE", "TF_DATA_DIR", "TF_INPUT", "TF_IN_AUTOMATION", "TF_IGNORE",
+                         "TF_STATE_", "TF_APPEND_USER_AGENT")
+ENV_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "ACCESS_KEY", "PRIVATE")
+
+
+def recorded_env(environ: "Dict[str, str]") -> Dict[str, str]:
+    """The environment variables a trace keeps."""
+    return {k: v for k, v in sorted(environ.items())
+            if (k.startswith(ENV_PREFIXES) or k in ENV_EXTRA) and not k.startswith(ENV_EXCLUDED_PREFIXES)
+            and not any(word in k.upper() for word in ENV_SECRET_WORDS)}
 
 
 def _cpu_model() -> str:
@@ -41,7 +54,7 @@ def fingerprint() -> Dict[str, Any]:
     import numpy
     import zstandard
 
-    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_EXTRA}
+    env = recorded_env(dict(os.environ))
     return {
         "tracekit": __version__,
         "python": sys.version.split()[0],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 import tracekit
 from tracekit.cli import main
 
-from ..conftest import run_python
+from ..conftest import ROOT, run_python
 from ..store import payloads
 from ..store.conftest import write_steps
 
@@ -47,6 +48,25 @@ def test_verify_ok_damaged_unreadable(golden, tmp_path, capsys):
     assert "DAMAGED  %s: 1 problem" % damaged in out and "step 2, loss/loss: checksum mismatch" in out
     assert main(["verify", golden, str(tmp_path / "missing.h5")]) == 2
     assert "UNREADABLE no trace at" in capsys.readouterr().out
+    truncated = str(tmp_path / "t.h5")
+    with open(golden, "rb") as src, open(truncated, "wb") as dst:
+        dst.write(src.read()[:-4096])  # the end holds HDF5's metadata: the file no longer opens
+    assert main(["verify", golden, truncated]) == 1
+    assert "DAMAGED  %s" % truncated in capsys.readouterr().out
+
+
+def test_show_into_a_closed_pipe(tmp_path):
+    # `tracekit show G | head -1`: the reader leaves early; no traceback, SIGPIPE's exit status.
+    path = str(tmp_path / "wide.h5")
+    with tracekit.create(path) as w:
+        with w.step():
+            for i in range(3000):  # a table far longer than a pipe's buffer
+                w.add("tap", "layer_%04d/output" % i, np.float32(i))
+    proc = subprocess.run("'%s' -m tracekit show '%s' | head -1; exit ${PIPESTATUS[0]}" % (sys.executable, path),
+                          shell=True, executable="/bin/bash", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert len(proc.stdout.splitlines()) == 1
+    assert proc.stderr == "" and proc.returncode == 141
 
 
 def test_unfinished_then_recover(tmp_path, capsys):

@@ -4,6 +4,7 @@ raw traceback, a hang, or silently wrong data."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -12,9 +13,11 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.store import metadata
+from tracekit.store import journal, metadata
+from tracekit.store.format import step_path, value_path
 
 from ..conftest import ROOT
+from . import payloads
 from .conftest import write_steps
 
 CASES = int(os.environ.get("TRACEKIT_DAMAGE_CASES", "150"))
@@ -43,7 +46,6 @@ def test_random_damage_to_unfinished_trace(tmp_path):
     path = str(tmp_path / "j.h5")
     w = tracekit.create(path)
     with w.initial():
-        from . import payloads
         for key, value in payloads.initial_values().items():
             w.add(*key.split("/", 1), value=value)
     for k in range(4):
@@ -84,6 +86,40 @@ def test_damaged_journal(tmp_path, journal):
     with pytest.raises(tracekit.CorruptTrace, match="journal is damaged") as err:
         tracekit.open(str(tmp_path / "t.h5"))
     assert str(tmp_path / "t.h5") in str(err.value)
+
+
+def _unfinished_copy(tmp_path, steps=2):
+    """An unfinished trace (golden + journal) of `steps` committed steps, as a killed writer leaves it."""
+    path, copy = str(tmp_path / "live.h5"), str(tmp_path / "unfinished.h5")
+    w = tracekit.create(path)
+    for k in range(steps):
+        with w.step():
+            for key, value in payloads.step_values(k).items():
+                w.add(*key.split("/", 1), value=value)
+    w.flush()
+    for suffix in ("", ".journal"):
+        with open(path + suffix, "rb") as src, open(copy + suffix, "wb") as dst:
+            dst.write(src.read())
+    w.close()
+    return copy
+
+
+@pytest.mark.parametrize("value, message", [
+    ({"k": "weights", "n": "a", "st": None, "leaves": []}, "unknown kind 'weights'"),
+    ({"k": "var", "n": "a", "st": None}, "malformed record \\(KeyError"),
+    ({"k": "var", "n": "a", "st": None, "leaves": [{"l": "plain"}]}, "malformed record"),
+])
+def test_hand_made_journal_records(tmp_path, value, message):
+    # Well-framed records (valid checksums) with wrong contents: one clear error, not a KeyError.
+    path = _unfinished_copy(tmp_path)
+    with open(path + ".journal", "ab") as f:
+        for header in (dict(value, t="value", q=999, s=2), {"t": "step", "q": 999, "s": 2, "info": {}, "n": 1}):
+            head = metadata.pack(header)
+            f.write(journal._FRAME.pack(len(head), journal._crc(head, 0), 0) + head)
+    with pytest.raises(tracekit.CorruptTrace, match=message) as err:
+        with tracekit.open(path) as trace:
+            trace.step(2)["var/a"]
+    assert path in str(err.value)
 
 
 def test_missing_and_directory(tmp_path):
@@ -147,6 +183,47 @@ def test_bad_delta_base(tmp_path):
     with tracekit.open(path) as trace:
         with pytest.raises(tracekit.CorruptTrace, match="step 1, var/dense/kernel:0: .*delta base step 2"):
             trace.step(1)["var/dense/kernel:0"]
+
+
+def _leaf_trace(path):
+    with tracekit.create(path) as w:
+        with w.step():
+            w.add("fetch", "names", np.array([b"ab", b"cde"], dtype=object))
+            w.add("tap", "counts", np.arange(4, dtype=np.uint16))
+            w.add("tap", "times", np.arange(4).astype("M8[s]"))
+    return path
+
+
+@pytest.mark.parametrize("key, attr, value, message", [
+    ("fetch/names", "logical_shape", np.array([99], dtype=np.int64), "string blob shorter"),
+    ("fetch/names", "logical_dtype", np.bytes_(b"<U9x"), "cannot be read"),
+    ("tap/counts", "logical_dtype", np.bytes_(b"<f8"), "logical dtype <f8 does not fit storage dtype uint16"),
+    ("tap/counts", "form", np.bytes_(b"scalar"), "a scalar leaf has shape"),
+    ("tap/counts", "form", np.bytes_(b"tensor"), "unknown leaf form"),
+    ("tap/times", "logical_dtype", np.bytes_(b"weird"), "unknown dtype 'weird'"),
+    ("tap/times", "logical_dtype", np.bytes_(b"<M8[ms]"), None),  # fits: a wrong unit the checksum cannot see
+])
+def test_edited_leaf_attributes(tmp_path, key, attr, value, message):
+    # The checksum covers a tensor's bytes; what the attributes say about them is checked too.
+    path = _leaf_trace(str(tmp_path / "g.h5"))
+    kind, name = key.split("/", 1)
+    _edit(path, lambda f: f[value_path(0, kind, name)].attrs.__setitem__(attr, value))
+    result = tracekit.verify(path)
+    with tracekit.open(path) as trace:
+        if message is None:
+            assert result.ok and trace.step(0)[key].dtype == np.dtype("<M8[ms]")
+            return
+        assert not result.ok and len(result.problems) == 1 and message in result.problems[0]
+        with pytest.raises(tracekit.CorruptTrace, match="step 0, %s: .*%s" % (key, re.escape(message))) as err:
+            trace.step(0)[key]
+        assert path in str(err.value)
+
+
+def test_damaged_step_info_is_reported(tmp_path):
+    path = _leaf_trace(str(tmp_path / "g.h5"))
+    _edit(path, lambda f: f[step_path(0)].attrs.__setitem__("info", np.void(b"\xc1")))
+    result = tracekit.verify(path)
+    assert not result.ok and "step 0, step info: cannot be read" in result.problems[0]
 
 
 def test_catalog_disagreement_is_reported(tmp_path):

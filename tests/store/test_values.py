@@ -52,6 +52,13 @@ def test_nan_bits_survive(roundtrip):
     value = payloads.nan_payloads()
     got = roundtrip({"grad/g": value})["grad/g"]
     assert got.view("<u4").tolist() == value.view("<u4").tolist()
+    half = np.array([0x7E01, 0xFE42, 0x7C00, 0xFC00, 0x7DFF], dtype="<u2").view("<f2")  # NaN payloads, +-Inf
+    assert roundtrip({"grad/h": half})["grad/h"].view("<u2").tolist() == half.view("<u2").tolist()
+
+
+def test_array_subclasses_are_stored_as_arrays(roundtrip):
+    got = roundtrip({"fetch/m": np.matrix([[1, 2], [3, 4]], dtype=np.int32)})["fetch/m"]
+    assert type(got) is np.ndarray and got.tolist() == [[1, 2], [3, 4]]
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -62,6 +69,8 @@ def test_nan_bits_survive(roundtrip):
     ({(1, 2): np.zeros(1)}, "dict key (1, 2) of type tuple"),
     (2 ** 70, "does not fit in 64 bits"),
     ([lambda: 0], "cannot store a function"),
+    (np.array([b"a", "b"], dtype=object), "object array holding bytes, str; only arrays of bytes or of str"),
+    (np.ma.masked_array([1.0, 2.0], mask=[0, 1]), "a masked array cannot be stored"),
 ])
 def test_not_data_is_refused(tmp_path, bad, message):
     with tracekit.create(str(tmp_path / "bad.h5")) as w:

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import CorruptTrace, TracekitError
+from ..errors import CorruptTrace, TracekitError, UnsupportedValue
 from . import codec, values
 from .catalog import TensorInfo
 from .format import INITIAL_STEP, KIND_ORDER, make_key
@@ -104,7 +104,12 @@ class Backend(object):
 
     def keys(self, step: int) -> List[Tuple[str, str]]:
         """The step's (kind, name) pairs: kinds in data-flow order, then catalog (recording) order."""
-        found = self._guard(where(self.path, step, "list of tensors"), self._keys, step)
+        label = where(self.path, step, "list of tensors")
+        found = self._guard(label, self._keys, step)
+        unknown = sorted({kind for kind, _ in found if kind not in KIND_ORDER})
+        if unknown:
+            raise CorruptTrace("%s: unknown kinds %s; the file is damaged or not written by tracekit"
+                               % (label, ", ".join(unknown)))
         if self._order is None:
             self._order = {(t.kind, t.name): i for i, t in enumerate(self.catalog)}
         last = len(self._order)
@@ -114,9 +119,14 @@ class Backend(object):
         """The value of a key that `keys(step)` listed."""
         label = where(self.path, step, make_key(kind, name))
         spec, refs = self._guard(label, self.entry, step, kind, name)
-        out = [values.restore_leaf(self.storage(step, kind, name, i, ref), ref.lshape, ref.logical, ref.form)
-               for i, ref in enumerate(refs)]
+        out = [self._restore(label, self.storage(step, kind, name, i, ref), ref) for i, ref in enumerate(refs)]
         return self._guard(label, values.unflatten, spec, out)
+
+    def _restore(self, label: str, storage: np.ndarray, ref: LeafRef) -> Any:
+        try:
+            return self._guard(label, values.restore_leaf, storage, ref.lshape, ref.logical, ref.form)
+        except UnsupportedValue as exc:  # a dtype this environment lacks (bfloat16 without ml_dtypes)
+            raise UnsupportedValue("%s: %s" % (label, exc)) from None
 
     def storage(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> np.ndarray:
         """The verified storage array of one leaf."""

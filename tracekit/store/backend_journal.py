@@ -16,8 +16,8 @@ import numpy as np
 from ..errors import CorruptTrace, NewerFormat
 from . import values
 from .backend import Backend, LeafRef
-from .catalog import CatalogBuilder
-from .format import FORMAT_VERSION, INITIAL_STEP
+from .catalog import CatalogBuilder, TensorInfo
+from .format import FORMAT_VERSION, INITIAL_STEP, KIND_ORDER
 from .journal import Committed, read_payload, scan
 
 
@@ -51,18 +51,12 @@ class JournalBackend(Backend):
         self.format_version = version
         self.meta = dict(committed.meta)
         self._steps = {}  # type: Dict[int, Tuple[Dict[str, Any], Dict[Tuple[str, str], Tuple[Any, int]]]]
-        catalog = CatalogBuilder()
-        for step in committed.order:
-            info, records = committed.steps[step]
-            table = {}
-            for record in records:
-                h = record.header
-                table[(h["k"], h["n"])] = (h, record.offset)
-                catalog.add(step, h["k"], h["n"], h["st"], h["leaves"])
-                if self._data is None and any(d["l"] == values.CHUNKED for d in h["leaves"]):
-                    raise CorruptTrace("%s is missing: its journal %s lists data in it" % (self.path, self.journal))
-            self._steps[step] = (info, table)
-        self.catalog = catalog.entries()
+        try:
+            self.catalog = self._index(committed)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            # Records pass the frame checksum, so only a foreign or hand-made journal gets here.
+            raise CorruptTrace("%s: unfinished trace whose journal holds a malformed record (%s: %s)"
+                               % (self.path, type(exc).__name__, exc)) from None
         self.has_initial = INITIAL_STEP in self._steps
         self.nsteps = len(self._steps) - self.has_initial
         if sorted(s for s in self._steps if s != INITIAL_STEP) != list(range(self.nsteps)):
@@ -74,6 +68,22 @@ class JournalBackend(Backend):
             self.problem = "its writer did not finish it (killed, crashed, or still running)"
         if committed.dropped:
             self.problem += "; %d values of an unfinished step are left out" % committed.dropped
+
+    def _index(self, committed: Committed) -> List[TensorInfo]:
+        catalog = CatalogBuilder()
+        for step in committed.order:
+            info, records = committed.steps[step]
+            table = {}
+            for record in records:
+                h = record.header
+                if h["k"] not in KIND_ORDER:
+                    raise ValueError("unknown kind %r" % (h["k"],))
+                table[(h["k"], h["n"])] = (h, record.offset)
+                catalog.add(step, h["k"], h["n"], h["st"], h["leaves"])
+                if self._data is None and any(d["l"] == values.CHUNKED for d in h["leaves"]):
+                    raise CorruptTrace("%s is missing: its journal %s lists data in it" % (self.path, self.journal))
+            self._steps[step] = (dict(info), table)
+        return catalog.entries()
 
     def _info(self, step: int) -> Dict[str, Any]:
         return dict(self._steps[step][0])

@@ -86,6 +86,8 @@ def logical_dtype(logical: str) -> np.dtype:
     try:
         return np.dtype(logical)
     except TypeError:
+        if not logical.startswith(("bfloat", "float", "int", "uint")):
+            raise ValueError("unknown dtype %r" % (logical,)) from None
         found = _ml_dtype(logical)
         if found is None:
             raise UnsupportedValue(
@@ -112,8 +114,11 @@ def is_leaf(value: Any) -> bool:
 
 def make_leaf(value: Any, where: str) -> Leaf:
     """Turn one array or scalar into a storage-ready Leaf; `where` names it in errors."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise UnsupportedValue("%s: a masked array cannot be stored (its mask would be lost); store "
+                               "its .data and .mask as two values" % where)
     if isinstance(value, np.ndarray):
-        form, arr = ARRAY, value
+        form, arr = ARRAY, np.asarray(value)  # subclasses (np.matrix, ...) as plain arrays
     elif isinstance(value, np.generic):
         form, arr = NUMPY_SCALAR, np.asarray(value)
     elif isinstance(value, (bytes, str)):
@@ -143,10 +148,10 @@ def make_leaf(value: Any, where: str) -> Leaf:
             return _strings_leaf(items, shape, LOGICAL_BYTES, form)
         if all(isinstance(x, str) for x in items):
             return _strings_leaf([s.encode("utf-8") for s in items], shape, LOGICAL_STR, form)
-        kinds = sorted({type(x).__name__ for x in items if not isinstance(x, (bytes, str))})
+        kinds = sorted({type(x).__name__ for x in items})
         raise UnsupportedValue(
-            "%s: object array holding %s; only arrays of bytes or str can be stored "
-            "(convert it to a numeric dtype)" % (where, ", ".join(kinds))
+            "%s: object array holding %s; only arrays of bytes or of str (not both) can be "
+            "stored (convert it to a numeric dtype)" % (where, ", ".join(kinds))
         )
     raise UnsupportedValue("%s: dtype %s is not data tracekit can store" % (where, dtype))
 
@@ -181,8 +186,35 @@ def checksum(storage: np.ndarray) -> int:
     return zlib.crc32(contiguous(storage).reshape(-1).view(np.uint8)) & 0xFFFFFFFF
 
 
+def check_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[str], form: str) -> None:
+    """Raise ValueError if a leaf's descriptor does not fit its storage array. The checksum
+    covers the bytes only; this catches damaged or edited attributes instead of returning
+    a different value."""
+    if form not in (ARRAY, NUMPY_SCALAR, PYTHON):
+        raise ValueError("unknown leaf form %r" % (form,))
+    if form != ARRAY and shape != ():
+        raise ValueError("a scalar leaf has shape %s" % (shape,))
+    if is_strings(logical):
+        if storage.dtype != np.uint8 or storage.ndim != 1:
+            raise ValueError("a string leaf's blob is %s %s, not 1-d uint8" % (storage.dtype, storage.shape))
+        if logical not in (LOGICAL_BYTES, LOGICAL_STR) and np.dtype(logical).kind != "U":
+            raise ValueError("unknown string kind %r" % (logical,))
+        return
+    if tuple(storage.shape) != tuple(shape):
+        raise ValueError("stored shape %s, logical shape %s" % (storage.shape, shape))
+    if logical is None:
+        if storage.dtype.kind not in _NATIVE_KINDS:
+            raise ValueError("storage dtype %s is not one tracekit writes" % storage.dtype)
+        return
+    dtype = logical_dtype(logical)
+    if not (dtype.kind in _BITS_KINDS or _is_ml_dtype(dtype)) or storage.dtype.kind != "u" \
+            or dtype.itemsize != storage.dtype.itemsize:
+        raise ValueError("logical dtype %s does not fit storage dtype %s" % (logical, storage.dtype))
+
+
 def restore_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[str], form: str) -> Any:
     """The caller's value from a decoded storage array."""
+    check_leaf(storage, shape, logical, form)
     if is_strings(logical):
         count = 1
         for d in shape:

@@ -42,6 +42,10 @@ def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> 
         for done, index in enumerate(indices):
             step = trace.initial if index == INITIAL_STEP else trace.step(index)
             try:
+                step.info  # noqa: B018  # decodes the step's info
+            except TracekitError as exc:
+                result.problems.append(str(exc))
+            try:
                 keys = list(step)
             except (TracekitError, KeyError, ValueError, OSError) as exc:
                 result.problems.append("%s: step %d cannot be listed (%s)" % (path, index, exc))

@@ -41,9 +41,6 @@ from .ordered_io import OrderedIO
 
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
-# Smaller values are encoded by the calling thread: handing them to the pool costs more
-# than encoding them (12% faster on 16 KB tensors, the common case of small models).
-INLINE_ENCODE_BYTES = 64 << 10
 
 _open_writers = weakref.WeakSet()  # type: weakref.WeakSet
 
@@ -213,14 +210,7 @@ class TraceWriter(object):
         bases = self._delta_bases(kind, key, leaves)
         nbytes = sum(leaf.nbytes for leaf in leaves)
         self._wait_for_room(nbytes)
-        if nbytes < INLINE_ENCODE_BYTES:
-            future = concurrent.futures.Future()  # type: concurrent.futures.Future
-            try:
-                future.set_result(encode_leaves(leaves, bases, self.level))
-            except Exception as exc:  # reported by the sink, as a pool thread's would be
-                future.set_exception(exc)
-        else:
-            future = self._pool.submit(encode_leaves, leaves, bases, self.level)
+        future = self._pool.submit(encode_leaves, leaves, bases, self.level)
         header = {"t": "value", "q": self._attempt, "s": self._step, "k": kind, "n": name, "st": spec}
         self._step_keys.add(key)
         self._queue.put(("value", header, future, nbytes))
