@@ -192,3 +192,49 @@ def test_minimize_and_legacy_optimizers(tf2, legacy):
     result = tracekit.compare(SEED, actual)
     assert result.ok, result.report()
     assert result.tensor("grad", "dense/kernel:0").steps == 3 and result.tensor("lr", "learning_rate").steps == 3
+
+
+def _tape_golden(path):
+    """A golden whose step draws uniform (2, 3) and normal (3,) values, raw as TF1 ops output them."""
+    rng = np.random.RandomState(0)
+    with tracekit.create(path) as w:
+        with w.initial():
+            w.add("var", "w:0", np.ones(3, np.float32))
+        with w.step():
+            w.add("input", "x:0", np.zeros((2, 3), np.float32))
+            w.add("random", "dropout/random_uniform/RandomUniform:0", rng.rand(2, 3).astype(np.float32))
+            w.add("random", "noise/RandomStandardNormal:0", rng.randn(3).astype(np.float32))
+            w.add("var", "w:0", np.ones(3, np.float32))
+    return path
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_tape_values_go_through_the_functions_affine_map(tf2, tmp_path, traced):
+    # TF1 records a random op's own output; tf.random.uniform(minval, maxval) and
+    # tf.random.normal(mean, stddev) map it, and so must the injected value.
+    tf = tf2.tf
+    path = _tape_golden(str(tmp_path / "tape.h5"))
+
+    def step(inputs):
+        return {"u": tf.random.uniform([2, 3], minval=2.0, maxval=5.0), "n": tf.random.normal([3], 1.0, 0.5)}
+    actual = tf2.replay(path, tf.function(step) if traced else step, variables=[tf.Variable(tf.zeros(3), name="w")])
+    with tracekit.open(path) as g:
+        raw_u = g.step(0)["random/dropout/random_uniform/RandomUniform:0"]
+        raw_n = g.step(0)["random/noise/RandomStandardNormal:0"]
+    got = actual.step(0)
+    assert np.array_equal(got["fetch/u"], raw_u * np.float32(3) + np.float32(2))
+    assert np.array_equal(got["fetch/n"], raw_n * np.float32(0.5) + np.float32(1))
+    assert tracekit.compare(path, actual).ok  # the raw draws are what is compared
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_tape_shape_mismatch_is_reported(tf2, tmp_path, traced):
+    tf = tf2.tf
+    path = _tape_golden(str(tmp_path / "tape.h5"))
+
+    def step(inputs):
+        return {"u": tf.random.uniform([3, 2]), "n": tf.random.normal([3])}
+    with pytest.raises(tracekit.ReplayError, match=r"step 0, random draw 0 \(random_uniform\): the golden "
+                       r"recorded float32 \(2, 3\) from dropout/random_uniform/RandomUniform:0, the TF2 step "
+                       r"asks for float32 \(3, 2\)"):
+        tf2.replay(path, tf.function(step) if traced else step, variables=[tf.Variable(tf.zeros(3), name="w")])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import inspect
 import os
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -41,9 +42,40 @@ RANDOM_FUNCTIONS = [
     (stateless_random_ops, "stateless_truncated_normal"),
 ]
 
+_ALIASES = {}  # type: Dict[Tuple[str, str], List[Tuple[Any, str]]]
+
+
+def _random_aliases(module: Any, name: str) -> List[Tuple[Any, str]]:
+    """Where a random function can be reached: its module (what TF's own ops call) and the
+    public API names bound to the same function object (tf.random.uniform, ...)."""
+    key = (module.__name__, name)
+    if key not in _ALIASES:
+        original = getattr(module, name)
+        found = [(module, name)]
+        for api in (tf.random, tf.compat.v1, tf.compat.v1.random, tf.compat.v2.random):
+            found.extend((api, attr) for attr in dir(api) if getattr(api, attr, None) is original)
+        _ALIASES[key] = found
+    return _ALIASES[key]
+
+
 # Keras slot attribute (new optimizers) or slot name (legacy ones) for each TF1 slot role.
 NEW_OPTIMIZER_SLOTS = {"m": "_momentums", "v": "_velocities", "vhat": "_velocity_hats", "momentum": "momentums",
                        "rms": "_velocities", "accumulator": "_accumulators"}
+
+
+def _affine(fname: str, call: Dict[str, Any], dtype: Any, raw: Any) -> Any:
+    """What the TF random function returns for its random op's output `raw`. The golden
+    holds the op's own output (uniform in [0, 1), standard normal); the function maps it,
+    in the same float ops on TF 1.15 and 2.x, to [minval, maxval) or to mean + stddev * x."""
+    if not dtype.is_floating:
+        return raw  # integer draws come out of their op final
+    if "uniform" in fname:
+        maxval = 1 if call["maxval"] is None else call["maxval"]
+        if isinstance(call["minval"], int) and call["minval"] == 0 and isinstance(maxval, int) and maxval == 1:
+            return raw
+        low, high = tf.cast(call["minval"], dtype), tf.cast(maxval, dtype)
+        return tf.add(raw * (high - low), low)
+    return tf.add(raw * tf.cast(call["stddev"], dtype), tf.cast(call["mean"], dtype))
 
 
 def when_run(tensor: Any, callback: Callable[[np.ndarray], None]) -> None:
@@ -111,6 +143,8 @@ class TF2Session(object):
         self._iteration_var = None  # type: Any
         self._tape = []  # type: List[Tuple[str, np.ndarray]]
         self._tape_pos = 0
+        self._tape_error = None  # type: Optional[ReplayError]  # raised inside a tf.function's numpy op
+        self._step_index = 0
         self._created = []  # type: List[str]
 
     # ---- state --------------------------------------------------------------------------------
@@ -142,10 +176,15 @@ class TF2Session(object):
     @contextlib.contextmanager
     def step(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> Iterator[Capture]:
         self.capture.reset()
-        self._tape, self._tape_pos = draws, 0
+        self._tape, self._tape_pos, self._tape_error, self._step_index = draws, 0, None, index
         self._created = []
-        with self._patched(), tf.variable_creator_scope(self._creator):
-            yield self.capture
+        try:
+            with self._patched(), tf.variable_creator_scope(self._creator):
+                yield self.capture
+        except Exception:
+            if self._tape_error is not None:  # TF wraps it in an op error: give the user ours
+                raise self._tape_error from None
+            raise
         if index > 0 and self._created:
             raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
                               "or in its first step" % (index, ", ".join(self._created[:5])))
@@ -165,8 +204,10 @@ class TF2Session(object):
     def _patched(self) -> Iterator[None]:
         saved = []  # type: List[Tuple[Any, str, Any]]
         for module, name in RANDOM_FUNCTIONS:
-            saved.append((module, name, getattr(module, name)))
-            setattr(module, name, self._random(getattr(module, name), name))
+            wrapped = self._random(getattr(module, name), name)
+            for owner, attr in _random_aliases(module, name):
+                saved.append((owner, attr, getattr(owner, attr)))
+                setattr(owner, attr, wrapped)
         for name, wrap in (("apply_gradients", self._apply_gradients), ("minimize", self._minimize)):
             for cls in _optimizer_classes(name):
                 saved.append((cls, name, cls.__dict__[name]))
@@ -187,33 +228,46 @@ class TF2Session(object):
     def _random(self, original: Callable[..., Any], fname: str) -> Callable[..., Any]:
         session = self
 
+        signature = inspect.signature(original)
+
         def draw(*args: Any, **kwargs: Any) -> Any:
             if session.random != "tape":
                 value = original(*args, **kwargs)
                 session.capture.draw(value)
                 return value
-            shape = kwargs.get("shape", args[0] if args else None)
-            dtype = kwargs.get("dtype", tf.float32)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            call = bound.arguments
+            dtype = tf.as_dtype(call["dtype"])
+            shape = tf.cast(call["shape"], tf.int64)
 
-            def next_draw() -> np.ndarray:
-                return session._next_draw(fname)
+            def next_draw(want: np.ndarray) -> np.ndarray:
+                return session._next_draw(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype)
             if tf.executing_eagerly():
-                value = tf.constant(next_draw(), dtype=dtype)
+                raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
             else:
-                value = tf.numpy_function(next_draw, [], dtype, name="tracekit_tape")
-                value.set_shape(tf.TensorShape(None) if shape is None else _static_shape(shape))
-            session.capture.draw(value)
-            return value
+                raw = tf.numpy_function(next_draw, [shape], dtype, name="tracekit_tape")
+                raw.set_shape(_static_shape(call["shape"]))
+            session.capture.draw(raw)
+            return _affine(fname, call, dtype, raw)
         return draw
 
-    def _next_draw(self, fname: str) -> np.ndarray:
+    def _next_draw(self, fname: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+        where = "step %d, random draw %d (%s)" % (self._step_index, self._tape_pos, fname)
         if self._tape_pos >= len(self._tape):
-            raise ReplayError("the TF2 step draws more random tensors than the golden recorded (%d, the last "
-                              "by %s); use random='seed' or 'none' if the port's randomness differs"
-                              % (len(self._tape), fname))
-        value = self._tape[self._tape_pos][1]
+            self._tape_error = ReplayError(
+                "%s: the TF2 step draws more random tensors than the golden recorded (%d); use random='seed' "
+                "or 'none' if the port's randomness differs" % (where, len(self._tape)))
+            raise self._tape_error
+        name, value = self._tape[self._tape_pos]
+        if tuple(value.shape) != shape or value.dtype.kind != np.dtype(dtype.as_numpy_dtype).kind:
+            self._tape_error = ReplayError(
+                "%s: the golden recorded %s %s from %s, the TF2 step asks for %s %s; the random tape injects "
+                "draws in order, so the port must draw the same shapes in the same order"
+                % (where, value.dtype, tuple(value.shape), name, dtype.name, shape))
+            raise self._tape_error
         self._tape_pos += 1
-        return value
+        return value.astype(dtype.as_numpy_dtype, copy=False)
 
     def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
         session = self
