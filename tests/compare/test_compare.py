@@ -111,11 +111,28 @@ def test_tolerance_rules_apply(golden, tmp_path):
     assert result.ok and result.not_compared["loss/loss"] == "ignored by a tolerance rule"
 
 
-def test_shorter_replay_is_noted(golden, tmp_path):
-    actual = write(str(tmp_path / "actual.h5"), steps=2)
-    result = tracekit.compare(golden, actual)
+def test_short_replay_fails_unless_limited_on_purpose(golden, tmp_path):
+    short = write(str(tmp_path / "short.h5"), steps=2)
+    result = tracekit.compare(golden, short)
+    assert not result.ok and result.first_divergence is None and result.steps == 2
+    assert "the replay is short: the golden has 4 steps, the replay only 2" in result.report()
+    empty = write(str(tmp_path / "empty.h5"), steps=0)
+    assert not tracekit.compare(golden, empty).ok
+    limited = write(str(tmp_path / "limited.h5"), steps=2, meta={"replay": {"limited": True}})  # replay(steps=2)
+    result = tracekit.compare(golden, limited)
     assert result.ok and result.steps == 2
     assert "the golden has 4 steps, the replay 2: 2 compared" in result.report()
+
+
+def test_statistics_per_tensor_and_step(golden, tmp_path):
+    actual = write(str(tmp_path / "actual.h5"),
+                   change=lambda k, key, v: v + np.float32(k * 1e-3) if key == "tap/layer1" else v)
+    tensor = tracekit.compare(golden, actual).tensor("tap", "layer1")
+    assert list(tensor.by_step) == list(range(STEPS))
+    assert [round(float(s.max_abs), 6) for s in tensor.by_step.values()] == [0, 1e-3, 2e-3, 3e-3]
+    assert [s.ok for s in tensor.by_step.values()] == [True, False, False, False]
+    assert tensor.worst is tensor.by_step[3] and tensor.first_failed == 1
+    assert tensor.by_step[2].mismatched == 4 and tensor.by_step[2].fraction == 1.0
 
 
 def test_noise_floor_gradient_is_recognized(tmp_path):

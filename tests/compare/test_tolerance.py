@@ -32,15 +32,22 @@ def test_rules_last_match_wins_per_setting():
 
 
 def test_guide_policy():
-    policy = guide_policy()
-    early, late = policy.resolve("loss", "loss", 9, "float32"), policy.resolve("loss", "loss", 10, "float32")
-    assert (early.atol, early.rtol) == (1e-5, 0) and (late.atol, late.rtol) == (0, 0.05)
-    assert not policy.equal_nan
+    for policy in (guide_policy(), tracekit.Tolerance.guide()):
+        early, late = policy.resolve("loss", "loss", 9, "float32"), policy.resolve("loss", "loss", 10, "float32")
+        assert (early.atol, early.rtol) == (1e-5, 0) and (late.atol, late.rtol) == (0, 0.05)
+        assert policy.resolve("loss", "loss", 10 ** 9, "float32").rtol == 0.05
+        assert not policy.equal_nan
+
+
+def test_open_ended_step_range():
+    # TOML has no null: steps = [10] means from step 10 on.
+    t = Tolerance.from_dict({"rule": [{"kind": "loss", "steps": [10], "rtol": 0.05}]})
+    assert t.resolve("loss", "loss", 9, "float32").rtol == 1e-6 and t.resolve("loss", "loss", 10 ** 6, "float32").rtol == 0.05
 
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(kind="weights"), "unknown tensor kind 'weights'"),
-    (dict(steps=(1, 2, 3)), "steps must be (start, stop)"),
+    (dict(steps=(1, 2, 3)), "steps must be (start, stop) or (start,)"),
     (dict(name="re:("), "bad name pattern"),
     (dict(atoll=1), "unknown tolerance setting(s) atoll"),
 ])

@@ -4,6 +4,7 @@ order, loss, learning rate, gradients, updated variables and slots)."""
 
 from __future__ import annotations
 
+import collections
 import statistics
 from typing import Dict, List, Optional, Tuple
 
@@ -31,6 +32,7 @@ class TensorResult(object):
         self.first_failed = None  # type: Optional[int]
         self.worst = None  # type: Optional[Stats]
         self.worst_step = None  # type: Optional[int]
+        self.by_step = collections.OrderedDict()  # type: collections.OrderedDict  # step -> Stats
         self.noise_floor = False
 
     @property
@@ -42,6 +44,7 @@ class TensorResult(object):
         return self.failed_steps == 0
 
     def add(self, step: int, stats: Stats) -> None:
+        self.by_step[step] = stats
         self.steps += 1
         if not stats.ok:
             self.failed_steps += 1
@@ -88,10 +91,11 @@ class Comparison(object):
         self.missing = []  # type: List[str]  # golden tensors the replay did not produce
         self.not_compared = {}  # type: Dict[str, str]  # key -> why
         self.notes = []  # type: List[str]
+        self.short = None  # type: Optional[str]  # why the replay has fewer steps than it should
 
     @property
     def ok(self) -> bool:
-        return self.first_divergence is None and not self.missing
+        return self.first_divergence is None and not self.missing and self.short is None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -134,10 +138,14 @@ def _compare(golden: Trace, actual: Trace, tolerance: Tolerance) -> Comparison:
     result = Comparison(golden.path, actual.path, tolerance)
     result.golden_steps, result.actual_steps = len(golden), len(actual)
     result.steps = min(len(golden), len(actual))
-    if len(golden) != len(actual):
+    replay = actual.meta.get("replay", {})
+    if len(actual) < len(golden) and not replay.get("limited"):
+        # Not asked for (replay(steps=N) says so): the replay stopped early, or is not one.
+        result.short = "the golden has %d steps, the replay only %d" % (len(golden), len(actual))
+    elif len(golden) != len(actual):
         result.notes.append("the golden has %d steps, the replay %d: %d compared"
                             % (len(golden), len(actual), result.steps))
-    reasons = actual.meta.get("replay", {}).get("not_replayed", {})  # key -> why, from the replayer
+    reasons = replay.get("not_replayed", {})  # key -> why, from the replayer
     by_key = {}  # type: Dict[str, TensorResult]
     absent = set()  # golden keys a step of the replay lacked
     seen = set()  # keys the replay produced in some step

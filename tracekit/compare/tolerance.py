@@ -12,7 +12,7 @@ the same places passes only with equal_nan.
 The migration guide's policy (loss atol=1e-5 for the first 10 steps, then rtol=0.05):
 
     Tolerance().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0) \\
-               .rule(kind="loss", steps=(10, None), atol=0, rtol=0.05)
+               .rule(kind="loss", steps=(10,), atol=0, rtol=0.05)
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ class Rule(object):
         self.name = name
         if steps is not None:
             steps = tuple(steps)
+            if len(steps) == 1:  # [start]: from start on (TOML has no null for an open stop)
+                steps = (steps[0], None)
             if len(steps) != 2:
-                raise UsageError("steps must be (start, stop), got %r" % (steps,))
+                raise UsageError("steps must be (start, stop) or (start,), got %r" % (steps,))
         self.steps = steps
         self.settings = {k: v for k, v in settings.items() if v is not None}
         pattern = name[3:] if name is not None and name.startswith("re:") else \
@@ -142,6 +144,11 @@ class Tolerance(object):
         return cls(data.get("atol"), data.get("rtol"), data.get("equal_nan", False), rules)
 
     @classmethod
+    def guide(cls) -> "Tolerance":
+        """The migration guide's policy for long runs (see `guide_policy`)."""
+        return guide_policy()
+
+    @classmethod
     def load(cls, path: str) -> "Tolerance":
         """Read a TOML tolerance file (Python >= 3.11: tomllib)."""
         try:
@@ -161,4 +168,4 @@ class Tolerance(object):
 def guide_policy() -> Tolerance:
     """The migration guide's policy for long runs: loss atol=1e-5 for 10 steps, then rtol=0.05."""
     return Tolerance().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0) \
-        .rule(kind="loss", steps=(10, None), atol=0, rtol=0.05)
+        .rule(kind="loss", steps=(10,), atol=0, rtol=0.05)

@@ -53,5 +53,6 @@ def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Di
         not_replayed = dict(runner.not_replayed)  # complete now: slots are mapped at the first update
         for name in golden.meta.get("regularization_losses") or []:
             not_replayed["loss/" + name] = "TF1 regularization term, compared as their sum loss/regularization"
-        writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count)})
+        writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count,
+                                           limited=steps is not None)})
     return open_trace(path)

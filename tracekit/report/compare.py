@@ -52,6 +52,9 @@ def render(result: Comparison) -> str:
     lines = ["%s  %s vs golden %s: %d steps compared, %d tensors" % (
         verdict, result.actual, result.golden, result.steps, len(result.tensors))]
     lines += ["note: " + note for note in result.notes]
+    if result.short is not None:
+        lines.append("the replay is short: %s; replay every step (or pass steps=N to replay fewer on purpose)"
+                     % result.short)
     if result.first_divergence is not None:
         lines += divergence(result.first_divergence)
     if result.missing:
@@ -62,14 +65,15 @@ def render(result: Comparison) -> str:
         w = t.worst
         rows.append([t.kind, t.name, "ok" if t.ok else "FAIL%s" % (" (noise floor)" if t.noise_floor else ""),
                      "%d/%d" % (t.failed_steps, t.steps), "-" if t.first_failed is None else _step(t.first_failed),
-                     _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol), _num(w.needed_rtol)])
+                     "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
+                     _num(w.needed_rtol)])
     failing = [r for r in rows if r[2] != "ok"]
     shown = failing if failing else rows
     if shown:
         lines.append("")
         lines.append("%s (worst step of each):" % ("failing tensors" if failing else "tensors"))
-        lines += table(["kind", "name", "result", "failed", "first", "max abs", "max rel", "need atol",
-                        "need rtol"], shown[:60], right=(3, 5, 6, 7, 8))
+        lines += table(["kind", "name", "result", "failed", "first", "differ", "max abs", "max rel", "need atol",
+                        "need rtol"], shown[:60], right=(3, 5, 6, 7, 8, 9))
         if len(shown) > 60:
             lines.append("... and %d more" % (len(shown) - 60))
     if result.not_compared:
