@@ -5,7 +5,11 @@ Automatic matching, in order:
 2. a unique match by suffix, on scope paths and on flattened names (`a/b/conv1` and
    `b_conv1`): a Keras model prefixes its own name (`my_model/dense/kernel`), a port
    may flatten slim's scopes into layer names;
-3. what is left, by creation order within each (variable role, shape) group.
+3. the longest common tail of name words (scopes split at `/` and `_`), when it is
+   unique both ways and longer than the variable's role: Keras wrapper layers and
+   flattened scopes (`block1/unit_1/conv1/weights` vs
+   `block1_unit_1_conv1_block/block1_unit_1_conv1/kernel`) keep the words at the end;
+4. what is left, by order within each (variable role, shape) group.
 An explicit mapping overrides: a dict {golden name: TF2 name or variable}, a list of
 (regex, replacement) rules turning golden names into TF2 names, or a callable.
 
@@ -59,6 +63,17 @@ def _suffix(a: List[str], b: List[str]) -> bool:
         return True
     flat_short, flat_long = "_".join(short), "_".join(long)
     return flat_long == flat_short or flat_long.endswith("_" + flat_short)
+
+
+def _words(parts: List[str]) -> List[str]:
+    return [w for p in parts for w in p.split("_") if w]
+
+
+def _common_tail(a: List[str], b: List[str]) -> int:
+    n = 0
+    while n < len(a) and n < len(b) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
 
 
 class Candidate(object):
@@ -132,6 +147,7 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             else:
                 rest.append((name, shape))
         todo = rest
+    todo = _match_by_words(todo, left, take)
     groups = collections.OrderedDict()  # type: collections.OrderedDict
     for name, shape in todo:
         groups.setdefault((tuple(_parts(name)[-1:]), tuple(shape)), []).append((name, shape))
@@ -144,6 +160,38 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             result.unmatched_golden.extend((n, tuple(s)) for n, s in names)
     result.unmatched_tf2 = left
     return result
+
+
+def _match_by_words(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidate],
+                    take: Any) -> List[Tuple[str, Tuple[int, ...]]]:
+    """Pair golden and TF2 variables (same shape) whose name words share the longest tail,
+    where each is the other's only best match; returns the golden variables left over."""
+    by_golden = collections.defaultdict(list)  # type: Dict[str, List[Tuple[int, int]]]
+    by_cand = collections.defaultdict(list)  # type: Dict[int, List[Tuple[str, int]]]
+    for name, shape in todo:
+        words, role = _words(_parts(name)), len(_words(_parts(name)[-1:]))
+        for c in left:
+            if c.shape == tuple(shape):
+                n = _common_tail(words, _words(_parts(c.name)))
+                if n > role:
+                    by_golden[name].append((id(c), n))
+                    by_cand[id(c)].append((name, n))
+
+    def best(pairs: List[Tuple[Any, int]]) -> Optional[Any]:
+        top = max((n for _, n in pairs), default=0)
+        winners = [key for key, n in pairs if n == top]
+        return winners[0] if top and len(winners) == 1 else None
+
+    chosen = []
+    for name, shape in todo:
+        cand_id = best(by_golden[name])
+        if cand_id is not None and best(by_cand[cand_id]) == name:
+            chosen.append((name, shape, cand_id))
+    by_id = {id(c): c for c in left}
+    for name, shape, cand_id in chosen:
+        take(name, shape, by_id[cand_id], "words")
+    taken = {name for name, _, _ in chosen}
+    return [(name, shape) for name, shape in todo if name not in taken]
 
 
 def _explicit(explicit: Any, name: str) -> Any:

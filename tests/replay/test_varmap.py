@@ -1,0 +1,77 @@
+"""Matching TF1 variable names to a TF2 port's variables (tracekit.replay.varmap; no TensorFlow)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracekit.replay.varmap import Candidate, match, parse_slot, split_state
+
+
+def _match(golden, tf2, explicit="auto"):
+    cands = [Candidate(name, shape, i) for i, (name, shape) in enumerate(tf2)]
+    result = match(golden, cands, explicit)
+    return result, {g: (c.name, result.how[g]) for g, c in result.pairs.items()}
+
+
+def test_normalized_names_and_keras_model_prefix():
+    result, pairs = _match([("dense/weights:0", (3, 2)), ("dense/biases:0", (2,)), ("out/kernel:0", (2, 1))],
+                           [("dense/kernel:0", (3, 2)), ("dense/bias:0", (2,)), ("my_model/out/kernel:0", (2, 1))])
+    assert result.ok and pairs == {"dense/weights:0": ("dense/kernel:0", "name"),
+                                   "dense/biases:0": ("dense/bias:0", "name"),
+                                   "out/kernel:0": ("my_model/out/kernel:0", "suffix")}
+
+
+def test_wrapper_layers_do_not_swap_same_shape_variables():
+    # A Keras layer in the middle of the path breaks suffixes; creation order would swap these.
+    result, pairs = _match([("net/conv_a/weights:0", (3, 3)), ("net/conv_b/weights:0", (3, 3))],
+                           [("net/block/conv_b/kernel:0", (3, 3)), ("net/block/conv_a/kernel:0", (3, 3))])
+    assert result.ok and pairs == {"net/conv_a/weights:0": ("net/block/conv_a/kernel:0", "words"),
+                                   "net/conv_b/weights:0": ("net/block/conv_b/kernel:0", "words")}
+
+
+def test_flattened_slim_scopes_inside_wrapper_layers():
+    golden = [("resnet/block1/unit_1/conv%d/BatchNorm/gamma:0" % i, (8,)) for i in (1, 2, 3)]
+    tf2 = [("resnet/block1_unit_1/block1_unit_1_conv%d_block/block1_unit_1_conv%d_BatchNorm/gamma:0" % (i, i), (8,))
+           for i in (3, 1, 2)]
+    result, pairs = _match(golden, tf2)
+    assert result.ok and all(how == "words" for _, how in pairs.values())
+    assert all(g.split("/")[3] in c for g, (c, _) in pairs.items())
+
+
+def test_order_is_the_last_resort_and_says_so():
+    result, pairs = _match([("a/w:0", (2,)), ("b/w:0", (2,))], [("x/w:0", (2,)), ("y/w:0", (2,))])
+    assert result.ok and pairs == {"a/w:0": ("x/w:0", "order"), "b/w:0": ("y/w:0", "order")}
+
+
+def test_failures_are_listed_on_both_sides():
+    result, _ = _match([("dense/kernel:0", (3, 2)), ("gone/kernel:0", (5,))],
+                       [("dense/kernel:0", (3, 4)), ("extra/kernel:0", (7,))])
+    assert not result.ok
+    assert result.lines() == ["2 golden variables, 2 TF2 variables, 0 matched",
+                              "  shape differs: golden dense/kernel:0 (3, 2) vs TF2 dense/kernel:0 (3, 4)",
+                              "  only in the golden: gone/kernel:0 (5,)",
+                              "  only in TF2: extra/kernel:0 (7,)"]
+
+
+@pytest.mark.parametrize("explicit", [{"a:0": "y:0"}, [(r"^a:0$", "y:0")], lambda name: {"a:0": "y:0"}.get(name)])
+def test_explicit_mapping_wins(explicit):
+    result, pairs = _match([("a:0", (1,))], [("x:0", (1,)), ("y:0", (1,))], explicit)
+    assert pairs == {"a:0": ("y:0", "explicit")} and [c.name for c in result.unmatched_tf2] == ["x:0"]
+
+
+@pytest.mark.parametrize("name, slot", [
+    ("dense/kernel/Adam:0", ("dense/kernel:0", "m")),
+    ("dense/kernel/Adam_1:0", ("dense/kernel:0", "v")),
+    ("conv/weights/Momentum:0", ("conv/weights:0", "momentum")),
+    ("training/Adam/dense/kernel/m:0", ("dense/kernel:0", "m")),
+    ("dense/kernel:0", None),
+])
+def test_slot_names(name, slot):
+    assert parse_slot(name) == slot
+
+
+def test_split_state():
+    model, slots, iterations, orphans = split_state(
+        ["dense/kernel:0", "dense/kernel/Adam:0", "global_step:0", "beta1_power:0", "beta2_power:0"])
+    assert model == ["dense/kernel:0"] and slots == [("dense/kernel/Adam:0", "dense/kernel:0", "m")]
+    assert iterations == ["global_step:0"] and orphans == ["beta1_power:0", "beta2_power:0"]
