@@ -238,3 +238,49 @@ def test_tape_shape_mismatch_is_reported(tf2, tmp_path, traced):
                        r"recorded float32 \(2, 3\) from dropout/random_uniform/RandomUniform:0, the TF2 step "
                        r"asks for float32 \(3, 2\)"):
         tf2.replay(path, tf.function(step) if traced else step, variables=[tf.Variable(tf.zeros(3), name="w")])
+
+
+def _dropout_golden(tf, path, steps=3):
+    """TF1-style graph code (on TF 2's compat.v1) recorded with num_random_ops seeds: a dropout."""
+    import tracekit.tf1
+
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path, seed=42, seed_mode="num_random_ops") as rec:
+            x = tf.compat.v1.placeholder(tf.float32, [4, 5], name="x")
+            w = tf.compat.v1.get_variable("w", [5], initializer=tf.compat.v1.constant_initializer(0.5))
+            loss = tf.reduce_sum(tf.compat.v1.nn.dropout(x, rate=0.5) * w)
+            train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                for k in range(steps):
+                    sess.run([train, loss], {x: np.random.RandomState(k).rand(4, 5).astype(np.float32)})
+    return path
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_seed_alignment_reproduces_dropout(tf2, tmp_path, traced):
+    tf = tf2.tf
+    path = _dropout_golden(tf, str(tmp_path / "dropout.h5"))
+    var = tf.Variable(tf.zeros(5), name="w")
+    optimizer = tf.keras.optimizers.SGD(0.1)
+    optimizer.build([var])  # else the tf.function traces twice, and the retrace draws the next op seed
+
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.nn.dropout(inputs["x:0"], rate=0.5) * var)
+        optimizer.apply_gradients([(tape.gradient(loss, var), var)])
+        return loss
+    actual = tf2.replay(path, tf.function(step) if traced else step, variables=[var], random="seed")
+    result = tracekit.compare(path, actual)
+    if traced:  # one graph op, like TF1's: its stream continues from step to step
+        assert result.ok, result.report()
+        assert result.tensor("random", "dropout/random_uniform/RandomUniform:0").steps == 3
+    else:  # eager kernels are shared and cached (NOTES.md section 2): only the first step agrees
+        assert (result.first_divergence.step, result.first_divergence.kind) == (1, "random")
+
+    def shifted(inputs):  # one more random op (not a taped kind) first: the dropout gets the next op seed
+        tf.random.categorical(tf.zeros([1, 2]), 1)
+        return step(inputs)
+    result = tracekit.compare(path, tf2.replay(path, tf.function(shifted), variables=[var], random="seed"))
+    assert (result.first_divergence.step, result.first_divergence.kind) == (0, "random")
