@@ -284,3 +284,48 @@ def test_seed_alignment_reproduces_dropout(tf2, tmp_path, traced):
         return step(inputs)
     result = tracekit.compare(path, tf2.replay(path, tf.function(shifted), variables=[var], random="seed"))
     assert (result.first_divergence.step, result.first_divergence.kind) == (0, "random")
+
+
+def test_initial_optimizer_state_and_step_count_are_loaded(tf2, tmp_path):
+    # A golden recorded mid-run: Adam's m and v are not zero and global_step is 3, so the
+    # port's first update (and its decayed learning rate) agree only if both were loaded.
+    import tracekit.tf1
+
+    tf = tf2.tf
+    path = str(tmp_path / "midrun.h5")
+    batches = [(np.random.RandomState(k).rand(2, 3).astype(np.float32),
+                np.random.RandomState(100 + k).rand(2, 2).astype(np.float32)) for k in range(5)]
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
+            t = tf.compat.v1.placeholder(tf.float32, [2, 2], name="t")
+            init = tf.compat.v1.glorot_uniform_initializer(seed=1)
+            loss = tf.reduce_mean(tf.square(tf.compat.v1.layers.dense(x, 2, name="dense", kernel_initializer=init) - t))
+            step = tf.compat.v1.train.get_or_create_global_step()
+            train = tf.compat.v1.train.AdamOptimizer(tf.compat.v1.train.polynomial_decay(0.01, step, 100)) \
+                .minimize(loss, global_step=step)
+            with tf.compat.v1.Session() as sess:
+                sess.run(tf.compat.v1.global_variables_initializer())
+                for bx, bt in batches[:3]:  # before the recorder is attached
+                    sess.run(train, {x: bx, t: bt})
+                rec.session(sess)
+                for bx, bt in batches[3:]:
+                    sess.run([train, loss], {x: bx, t: bt})
+    with tracekit.open(path) as g:
+        assert g.initial["var/global_step:0"] == 3 and np.abs(g.initial["slot/dense/kernel/Adam:0"]).min() > 0
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2, name="dense")])
+    model(tf.zeros((2, 3)))
+    schedule = tf.keras.optimizers.schedules.PolynomialDecay(0.01, 100, 0.0001)
+    optimizer = tf.keras.optimizers.Adam(schedule, epsilon=1e-8)
+
+    def train_step(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(inputs["x:0"]) - inputs["t:0"]))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    actual = tf2.replay(path, train_step, model=model)
+    result = tracekit.compare(path, actual)
+    assert result.ok, result.report()
+    assert actual.step(0)["lr/learning_rate"] == schedule(3).numpy() != schedule(0).numpy()
+    assert result.tensor("slot", "dense/kernel/Adam_1:0").steps == 2
