@@ -58,9 +58,10 @@ def _random_aliases(module: Any, name: str) -> List[Tuple[Any, str]]:
     return _ALIASES[key]
 
 
-# Keras slot attribute (new optimizers) or slot name (legacy ones) for each TF1 slot role.
-NEW_OPTIMIZER_SLOTS = {"m": "_momentums", "v": "_velocities", "vhat": "_velocity_hats", "momentum": "momentums",
-                       "rms": "_velocities", "accumulator": "_accumulators"}
+# Keras slot attributes (new optimizers; legacy ones name their slots by role) for each TF1 slot role.
+NEW_OPTIMIZER_SLOTS = {"m": ("_momentums",), "v": ("_velocities",), "vhat": ("_velocity_hats",),
+                       "momentum": ("momentums", "_momentums"),  # SGD, RMSprop
+                       "rms": ("_velocities",), "accumulator": ("_accumulators",)}
 
 
 def _affine(fname: str, call: Dict[str, Any], dtype: Any, raw: Any) -> Any:
@@ -323,15 +324,23 @@ class TF2Session(object):
                         self._iteration_var.assign(int(initial[self._keys[name]]))
 
     def _map_slots(self, optimizer: Any) -> None:
+        """Pair the golden's optimizer slots with the TF2 optimizer's; any golden slot left
+        over stops the replay before the first update, listed like the variables."""
         tf2_of = {name: cand.obj for name, cand in self.mapping.pairs.items()}
+        missing = []
         for name, var_name, role in self._slot_names:
             variable = tf2_of.get(var_name)
             slot = None if variable is None else _keras_slot(optimizer, variable, role)
             if slot is None:
-                self.not_replayed[self._keys[name]] = "no matching slot in the TF2 optimizer (%s)" % \
-                    type(optimizer).__name__
+                missing.append("  only in the golden: %s (%s of %s)" % (name, role, var_name))
             else:
                 self._slots.append((name, slot, _convention(name, role)))
+        if missing:
+            raise ReplayError(
+                "the TF2 optimizer (%s) has no slot for %d of the golden's %d optimizer slots:\n%s\nuse the "
+                "optimizer the TF1 code used (AdamOptimizer -> Adam, MomentumOptimizer -> SGD(momentum=...), "
+                "RMSPropOptimizer -> RMSprop)" % (type(optimizer).__name__, len(missing), len(self._slot_names),
+                                                  "\n".join(missing)))
 
     # tf.train.MomentumOptimizer accumulates gradients and scales by lr when it updates;
     # Keras SGD accumulates -lr * gradients. The same state when lr is constant: convert.
@@ -379,8 +388,8 @@ def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
         names = optimizer.get_slot_names()
         wanted = {"rms": "rms", "accumulator": "accumulator"}.get(role, role)
         return optimizer.get_slot(variable, wanted) if wanted in names else None
-    attribute = NEW_OPTIMIZER_SLOTS.get(role)
-    slots = getattr(optimizer, attribute, None) if attribute else None
+    slots = next((getattr(optimizer, a) for a in NEW_OPTIMIZER_SLOTS.get(role, ()) if getattr(optimizer, a, None)),
+                 None)
     index = getattr(optimizer, "_index_dict", {}).get(optimizer._var_key(variable))
     if not slots or index is None or index >= len(slots):
         return None
