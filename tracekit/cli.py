@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("actual", metavar="ACTUAL", help="the replayed trace (tracekit.tf2.replay(...).save(path))")
     p.add_argument("--tolerance", metavar="FILE",
                    help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
-                        "(glob, or re:regex), steps = [start, stop], atol, rtol, equal_nan, ignore")
+                        "(glob, or re:regex), steps = [start, stop] or [start], atol, rtol, equal_nan, ignore")
     p.add_argument("--exact", action="store_true", help="demand equal values (two recordings of one run)")
 
     p = command("show", _show, "Print a golden's metadata, environment, steps and a table of its tensors.")

@@ -126,7 +126,7 @@ def test_usage_errors_exit_2(capsys):
     assert "tracekit show: error: no trace at /nonexistent/x.h5" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["show", "verify", "export", "recover"])
+@pytest.mark.parametrize("command", ["show", "verify", "export", "recover", "diff"])
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as err:
         main([command, "--help"])

@@ -333,3 +333,21 @@ def test_initial_optimizer_state_and_step_count_are_loaded(tf2, tmp_path):
     with pytest.raises(tracekit.ReplayError, match=r"the TF2 optimizer \(SGD\) has no slot for 4 of the golden's 4 "
                        r"optimizer slots:\n  only in the golden: dense/kernel/Adam:0 \(m of dense/kernel:0\)"):
         tf2.replay(path, train_step, model=model)
+
+
+def test_a_tf_function_traced_in_an_earlier_replay_is_refused(tf2):
+    tf = tf2.tf
+    model, step = seed_example.make()
+    traced = tf.function(step)
+    tf2.replay(SEED, traced, model=model, steps=1)
+    with pytest.raises(tracekit.ReplayError, match="traced during an earlier replay"):
+        tf2.replay(SEED, traced, model=model, steps=1)
+
+
+def test_regularization_is_compared_through_the_model(tf2):
+    from tools.ports import estimator_model
+    model, step = estimator_model.make()
+    actual = tf2.replay(golden("estimator_model"), step, variables=model.variables, steps=1)  # no model=
+    result = tracekit.compare(golden("estimator_model"), actual)
+    assert result.ok, result.report()
+    assert result.not_compared["loss/regularization"] == "pass model= to compare it with the sum of model.losses"

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Optional
 from ..store import Trace, create, open_trace
 from ..store.format import split_key
 
+
 def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Dict[str, Any]],
                  steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
                  progress: Optional[Callable[[int, int], None]] = None) -> Trace:

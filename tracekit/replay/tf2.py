@@ -92,6 +92,13 @@ def when_run(tensor: Any, callback: Callable[[np.ndarray], None]) -> None:
     tf.numpy_function(call, [tensor], tf.int32, name="tracekit_capture")
 
 
+# Set when a capture op of an earlier replay ran: its tf.function was traced then, and
+# keeps that replay's capture ops (and misses this one's variable mapping).
+_stale = []  # type: List[str]
+STALE = ("the step function is a tf.function traced during an earlier replay: it still reports to that "
+         "one. Pass each replay a fresh tf.function (or the plain Python function)")
+
+
 class Capture(object):
     """What one step produced, as named numpy arrays. One object for the whole replay,
     reset per step: a traced function keeps the capture ops it was traced with."""
@@ -99,16 +106,25 @@ class Capture(object):
     def __init__(self) -> None:
         self.values = collections.OrderedDict()  # type: collections.OrderedDict
         self.draws = []  # type: List[np.ndarray]
+        self.live = False  # during a step of this capture's own replay
 
     def reset(self) -> None:
         self.values = collections.OrderedDict()
         self.draws = []
 
     def put(self, key: str, tensor: Any) -> None:
-        when_run(tensor, lambda value: self.values.__setitem__(key, value))
+        when_run(tensor, self._keep(lambda value: self.values.__setitem__(key, value)))
 
     def draw(self, tensor: Any) -> None:
-        when_run(tensor, lambda value: self.draws.append(value))
+        when_run(tensor, self._keep(self.draws.append))
+
+    def _keep(self, store: Callable[[np.ndarray], None]) -> Callable[[np.ndarray], None]:
+        def keep(value: np.ndarray) -> None:
+            if not self.live:
+                _stale.append(STALE)
+                return
+            store(value)
+        return keep
 
 
 class TF2Session(object):
@@ -130,6 +146,8 @@ class TF2Session(object):
         model_names, self._slot_names, self._iterations, orphans = varmap.split_state(list(self._keys))
         for name in orphans:
             self.not_replayed[self._keys[name]] = "TF1 optimizer state with no Keras counterpart"
+        if model is None and "regularization" in golden.names("loss"):
+            self.not_replayed["loss/regularization"] = "pass model= to compare it with the sum of model.losses"
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         self.mapping = varmap.match([(n, shapes.get(n) or ()) for n in model_names],
                                     [varmap.Candidate(v.name, tuple(v.shape.as_list()), v) for v in tf_vars],
@@ -179,13 +197,21 @@ class TF2Session(object):
         self.capture.reset()
         self._tape, self._tape_pos, self._tape_error, self._step_index = draws, 0, None, index
         self._created = []
+        del _stale[:]
+        self.capture.live = True
         try:
             with self._patched(), tf.variable_creator_scope(self._creator):
                 yield self.capture
         except Exception:
+            if _stale:
+                raise ReplayError(_stale[0]) from None
             if self._tape_error is not None:  # TF wraps it in an op error: give the user ours
                 raise self._tape_error from None
             raise
+        finally:
+            self.capture.live = False
+        if _stale:
+            raise ReplayError(_stale[0])
         if index > 0 and self._created:
             raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
                               "or in its first step" % (index, ", ".join(self._created[:5])))
@@ -254,6 +280,9 @@ class TF2Session(object):
         return draw
 
     def _next_draw(self, fname: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+        if not self.capture.live:
+            _stale.append(STALE)
+            raise ReplayError(STALE)
         where = "step %d, random draw %d (%s)" % (self._step_index, self._tape_pos, fname)
         if self._tape_pos >= len(self._tape):
             self._tape_error = ReplayError(
