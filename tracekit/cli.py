@@ -154,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("verify", _verify, "Decode every tensor, recompute its checksum and check the file's structure.")
     p.add_argument("golden", metavar="GOLDEN", nargs="+", help="golden traces to check")
 
-    p = command("export", _export, "Write every tensor of a golden to a plain numpy .npz archive.")
+    p = command("export", _export, "Write every tensor of a golden to a plain numpy .npz archive: keys "
+                                   "<step>/<kind>/<name>, strings as fixed-width arrays (numpy drops trailing "
+                                   "NUL bytes of bytes items), bfloat16 as raw bits named in __dtypes__.")
     p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")
     p.add_argument("--npz", required=True, metavar="OUT", help="the .npz file to write")
 

@@ -116,7 +116,7 @@ class Capture(object):
         when_run(tensor, self._keep(lambda value: self.values.__setitem__(key, value)))
 
     def draw(self, tensor: Any) -> None:
-        when_run(tensor, self._keep(self.draws.append))
+        when_run(tensor, self._keep(lambda value: self.draws.append(value)))  # this step's list, not the first's
 
     def _keep(self, store: Callable[[np.ndarray], None]) -> Callable[[np.ndarray], None]:
         def keep(value: np.ndarray) -> None:

@@ -3,7 +3,8 @@
 Keys are "<step>/<kind>/<name>" with step "initial" or "step_000012"; a leaf of a
 structured value gets "#<i>" (its index in flatten order). The archive is written
 member by member, so memory stays at one tensor. What numpy cannot hold without
-pickle is converted: strings become fixed-width "S"/"U" arrays, and dtypes without
+pickle is converted: strings become fixed-width "S"/"U" arrays (numpy drops trailing
+NUL bytes from "S" items when it reads them back; the golden keeps them), and dtypes without
 a numpy equivalent (bfloat16, ...) are saved as their raw bits, named in the
 "__dtypes__" member. "__meta__" holds the metadata as JSON.
 """
