@@ -301,9 +301,9 @@ def report(results):
                      % (tk["size"] / 1e9, tk["open_read_one_ms"], tk["open_read_one_cold_ms"]))
     two = by.get("tracekit-2x")
     if tk and two:
-        lines.append("- writer peak memory: %.0f MB for %d steps, %.0f MB for %d steps (bounded: it does not "
-                     "grow with the trace)" % (_mb(tk["peak_rss"]), tk["trace_steps"], _mb(two["peak_rss"]),
-                                              two["trace_steps"]))
+        lines.append("- writer peak memory: %.0f MB for %d steps, %.0f MB for %d steps (bounded by "
+                     "max_pending_bytes and one snapshot, not by the trace's length)"
+                     % (_mb(tk["peak_rss"]), tk["trace_steps"], _mb(two["peak_rss"]), two["trace_steps"]))
     return "\n".join(lines)
 
 

@@ -6,11 +6,11 @@ Imports TensorFlow (selecting tf-keras, Keras 2, before the first import on TF >
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Optional
 
-from .errors import UsageError
 from .replay.engine import replay_steps
-from .replay.tf2 import TF2Session, call_step, check_usage, tf
+from .replay.tf2 import TF2Session, aligned_seeds, call_step, check_usage, devices
+from .replay.tf2 import tf  # noqa: F401  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
 
 __all__ = ["replay", "seeded"]
@@ -43,7 +43,7 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     if init == "golden":
         runner.load_initial()
     about = {"golden": trace.path, "init": init, "random": random,
-             "devices": [d.name for d in tf.config.list_logical_devices()],
+             "devices": devices(),
              "mapping": {name: cand.name for name, cand in runner.mapping.pairs.items()},
              "matched_by": dict(runner.mapping.how)}
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
@@ -52,17 +52,8 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
                             progress)
 
 
-@contextlib.contextmanager
-def seeded(golden: "str | Trace") -> Iterator[Any]:
-    """Seeds aligned with the golden's recording, as tf.compat.v1.keras.utils.
-    DeterministicRandomTestTool does (build the model inside for init="seed")."""
-    trace = golden if isinstance(golden, Trace) else open_trace(golden)
-    seeds = trace.meta.get("seeds") or {}
-    mode = seeds.get("mode")
-    seed = seeds.get("seed") if seeds.get("seed") is not None else seeds.get("graph_seed")
-    if seed is None:
-        raise UsageError("%s was recorded without a seed: seed alignment needs record(seed=..., seed_mode=...)"
-                         % trace.path)
-    tool = tf.compat.v1.keras.utils.DeterministicRandomTestTool(seed=int(seed), mode=mode or "num_random_ops")
-    with tool.scope():
-        yield tool
+def seeded(golden: "str | Trace") -> Any:
+    """A context manager: seeds aligned with the golden's recording, as tf.compat.v1.keras.
+    utils.DeterministicRandomTestTool does (build the model inside it for init="seed");
+    yields the tool."""
+    return aligned_seeds(golden if isinstance(golden, Trace) else open_trace(golden))

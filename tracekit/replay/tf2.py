@@ -494,6 +494,24 @@ def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Any) -
     return out
 
 
+def devices() -> List[str]:
+    return [d.name for d in tf.config.list_logical_devices()]
+
+
+@contextlib.contextmanager
+def aligned_seeds(trace: Any) -> Iterator[Any]:
+    """DeterministicRandomTestTool with the seed and mode the golden was recorded with."""
+    seeds = trace.meta.get("seeds") or {}
+    seed = seeds.get("seed") if seeds.get("seed") is not None else seeds.get("graph_seed")
+    if seed is None:
+        raise UsageError("%s was recorded without a seed: seed alignment needs record(seed=..., seed_mode=...)"
+                         % trace.path)
+    tool = tf.compat.v1.keras.utils.DeterministicRandomTestTool(seed=int(seed), mode=seeds.get("mode") or
+                                                                "num_random_ops")
+    with tool.scope():
+        yield tool
+
+
 def check_usage(init: str, random: str) -> None:
     if init not in ("golden", "seed"):
         raise UsageError("init must be 'golden' (load the golden's initial state) or 'seed', got %r" % (init,))
