@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -22,16 +23,24 @@ def _train(tf, sess, x, y, loss, train, steps=STEPS):
     return losses
 
 
-def _record_seed(tf, path, optimizer="sgd", train_steps=STEPS, **options):
-    """Record the seed model trained for train_steps; returns (recorder, losses, final global step)."""
+@contextlib.contextmanager
+def _seed_session(tf, path, optimizer="sgd", **options):
+    """The seed model in a fresh graph, recorded into path, its variables initialized:
+    yields (recorder, session, x, y, loss, train)."""
     with tf.Graph().as_default():
         with tracekit.tf1.record(path, **options) as rec:
             x, y, loss, train = seed_model(tf, optimizer)
             with tf.compat.v1.Session() as sess:
                 rec.session(sess)
                 sess.run(tf.compat.v1.global_variables_initializer())
-                losses = _train(tf, sess, x, y, loss, train, steps=train_steps)
-                global_step = sess.run(tf.compat.v1.train.get_global_step())
+                yield rec, sess, x, y, loss, train
+
+
+def _record_seed(tf, path, optimizer="sgd", train_steps=STEPS, **options):
+    """Record the seed model trained for train_steps; returns (recorder, losses, final global step)."""
+    with _seed_session(tf, path, optimizer, **options) as (rec, sess, x, y, loss, train):
+        losses = _train(tf, sess, x, y, loss, train, steps=train_steps)
+        global_step = sess.run(tf.compat.v1.train.get_global_step())
     return rec, losses, global_step
 
 
@@ -134,17 +143,12 @@ def test_memory_stays_bounded_over_a_long_run(tf, tmp_path):
     # After a warm-up (allocator, HDF5 caches) the process must not grow with the steps:
     # anything kept per step and tensor (~20 tensors a step) would add megabytes here.
     path, samples = str(tmp_path / "long.h5"), {}
-    with tf.Graph().as_default():
-        with tracekit.tf1.record(path) as rec:
-            x, y, loss, train = seed_model(tf)
-            with tf.compat.v1.Session() as sess:
-                rec.session(sess)
-                sess.run(tf.compat.v1.global_variables_initializer())
-                for k in range(1500):
-                    fx, fy = seed_feeds(k % 50)
-                    sess.run([train, loss], {x: fx, y: fy})
-                    if k in (500, 1499):
-                        samples[k] = _rss_mb()
+    with _seed_session(tf, path) as (_, sess, x, y, loss, train):
+        for k in range(1500):
+            fx, fy = seed_feeds(k % 50)
+            sess.run([train, loss], {x: fx, y: fy})
+            if k in (500, 1499):
+                samples[k] = _rss_mb()
     with tracekit.open(path) as trace:
         assert len(trace) == 1500
     assert samples[1499] - samples[500] < 8, samples
@@ -152,16 +156,11 @@ def test_memory_stays_bounded_over_a_long_run(tf, tmp_path):
 
 def test_evaluation_and_init_runs_are_not_steps(tf, tmp_path):
     path = str(tmp_path / "eval.h5")
-    with tf.Graph().as_default():
-        with tracekit.tf1.record(path) as rec:
-            x, y, loss, train = seed_model(tf)
-            with tf.compat.v1.Session() as sess:
-                rec.session(sess)
-                sess.run(tf.compat.v1.global_variables_initializer())
-                fx, fy = seed_feeds(0)
-                sess.run(loss, {x: fx, y: fy})  # evaluation
-                sess.run(train, {x: fx, y: fy})
-                sess.run([loss, tf.compat.v1.trainable_variables()], {x: fx, y: fy})
+    with _seed_session(tf, path) as (_, sess, x, y, loss, train):
+        fx, fy = seed_feeds(0)
+        sess.run(loss, {x: fx, y: fy})  # evaluation
+        sess.run(train, {x: fx, y: fy})
+        sess.run([loss, tf.compat.v1.trainable_variables()], {x: fx, y: fy})
     with tracekit.open(path) as trace:
         assert len(trace) == 1
 

@@ -56,6 +56,7 @@ def test_nan_bits_survive(roundtrip):
     assert roundtrip({"grad/h": half})["grad/h"].view("<u2").tolist() == half.view("<u2").tolist()
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix itself
 def test_array_subclasses_are_stored_as_arrays(roundtrip):
     got = roundtrip({"fetch/m": np.matrix([[1, 2], [3, 4]], dtype=np.int32)})["fetch/m"]
     assert type(got) is np.ndarray and got.tolist() == [[1, 2], [3, 4]]
