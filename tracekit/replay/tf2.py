@@ -254,7 +254,6 @@ class TF2Session(object):
 
     def _random(self, original: Callable[..., Any], fname: str) -> Callable[..., Any]:
         session = self
-
         signature = inspect.signature(original)
 
         def draw(*args: Any, **kwargs: Any) -> Any:
@@ -285,19 +284,20 @@ class TF2Session(object):
             raise ReplayError(STALE)
         where = "step %d, random draw %d (%s)" % (self._step_index, self._tape_pos, fname)
         if self._tape_pos >= len(self._tape):
-            self._tape_error = ReplayError(
-                "%s: the TF2 step draws more random tensors than the golden recorded (%d); use random='seed' "
-                "or 'none' if the port's randomness differs" % (where, len(self._tape)))
-            raise self._tape_error
+            self._tape_failure("%s: the TF2 step draws more random tensors than the golden recorded (%d); use "
+                               "random='seed' or 'none' if the port's randomness differs" % (where, len(self._tape)))
         name, value = self._tape[self._tape_pos]
         if tuple(value.shape) != shape or value.dtype.kind != np.dtype(dtype.as_numpy_dtype).kind:
-            self._tape_error = ReplayError(
-                "%s: the golden recorded %s %s from %s, the TF2 step asks for %s %s; the random tape injects "
-                "draws in order, so the port must draw the same shapes in the same order"
-                % (where, value.dtype, tuple(value.shape), name, dtype.name, shape))
-            raise self._tape_error
+            self._tape_failure("%s: the golden recorded %s %s from %s, the TF2 step asks for %s %s; the random tape "
+                               "injects draws in order, so the port must draw the same shapes in the same order"
+                               % (where, value.dtype, tuple(value.shape), name, dtype.name, shape))
         self._tape_pos += 1
         return value.astype(dtype.as_numpy_dtype, copy=False)
+
+    def _tape_failure(self, message: str) -> None:
+        # Kept: raised inside a tf.function, TF re-raises it wrapped in an op error.
+        self._tape_error = ReplayError(message)
+        raise self._tape_error
 
     def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
         session = self
