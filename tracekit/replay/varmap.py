@@ -168,11 +168,12 @@ def _match_by_words(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidat
     where each is the other's only best match; returns the golden variables left over."""
     by_golden = collections.defaultdict(list)  # type: Dict[str, List[Tuple[int, int]]]
     by_cand = collections.defaultdict(list)  # type: Dict[int, List[Tuple[str, int]]]
+    cand_words = {id(c): _words(_parts(c.name)) for c in left}
     for name, shape in todo:
         words, role = _words(_parts(name)), len(_words(_parts(name)[-1:]))
         for c in left:
             if c.shape == tuple(shape):
-                n = _common_tail(words, _words(_parts(c.name)))
+                n = _common_tail(words, cand_words[id(c)])
                 if n > role:
                     by_golden[name].append((id(c), n))
                     by_cand[id(c)].append((name, n))
