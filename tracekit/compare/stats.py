@@ -84,9 +84,8 @@ def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
         stats.max_rel = float((err[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
         stats.needed_atol = float(max(0.0, (err[both] - tol.rtol * scale[both]).max()))
         over = err[both] - tol.atol
-        with np.errstate(divide="ignore", invalid="ignore"):
-            need = np.where(over <= 0, 0.0, np.where(scale[both] > 0, over / np.where(scale[both] > 0, scale[both], 1),
-                                                     np.inf))
+        with np.errstate(divide="ignore", invalid="ignore"):  # over > 0 at a golden zero: inf
+            need = np.where(over <= 0, 0.0, over / scale[both])
         stats.needed_rtol = float(need.max())
     return _finish(stats, bad, err, nonfinite)
 

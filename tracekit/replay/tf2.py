@@ -413,10 +413,8 @@ def _optimizer_classes(method: str) -> List[Any]:
 
 
 def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
-    if hasattr(optimizer, "get_slot_names"):  # legacy OptimizerV2
-        names = optimizer.get_slot_names()
-        wanted = {"rms": "rms", "accumulator": "accumulator"}.get(role, role)
-        return optimizer.get_slot(variable, wanted) if wanted in names else None
+    if hasattr(optimizer, "get_slot_names"):  # legacy OptimizerV2: slots are named by role
+        return optimizer.get_slot(variable, role) if role in optimizer.get_slot_names() else None
     slots = next((getattr(optimizer, a) for a in NEW_OPTIMIZER_SLOTS.get(role, ()) if getattr(optimizer, a, None)),
                  None)
     index = getattr(optimizer, "_index_dict", {}).get(optimizer._var_key(variable))

@@ -6,6 +6,7 @@ from typing import List
 
 from ..compare.engine import Comparison, Divergence
 from ..compare.stats import Stats
+from ..store.format import step_label
 from .text import table
 
 STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "fetches", "loss": "loss",
@@ -14,10 +15,6 @@ STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "
 
 def _num(x: float) -> str:
     return "%.3g" % x
-
-
-def _step(index: int) -> str:
-    return "initial state" if index < 0 else "step %d" % index
 
 
 def describe(stats: Stats) -> List[str]:
@@ -36,7 +33,7 @@ def describe(stats: Stats) -> List[str]:
 
 
 def divergence(d: Divergence) -> List[str]:
-    lines = ["first divergence: %s, %s (%s)" % (_step(d.step), d.key, STAGES.get(d.kind, d.kind))]
+    lines = ["first divergence: %s, %s (%s)" % (step_label(d.step), d.key, STAGES.get(d.kind, d.kind))]
     lines += ["  " + line for line in describe(d.stats)]
     if d.noise_floor:
         lines.append("  this gradient is at the noise floor: its golden values (up to %s) are round-off, far "
@@ -64,7 +61,7 @@ def render(result: Comparison) -> str:
     for t in result.tensors:
         w = t.worst
         rows.append([t.kind, t.name, "ok" if t.ok else "FAIL%s" % (" (noise floor)" if t.noise_floor else ""),
-                     "%d/%d" % (t.failed_steps, t.steps), "-" if t.first_failed is None else _step(t.first_failed),
+                     "%d/%d" % (t.failed_steps, t.steps), "-" if t.first_failed is None else step_label(t.first_failed),
                      "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
                      _num(w.needed_rtol)])
     failing = [r for r in rows if r[2] != "ok"]

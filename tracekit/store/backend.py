@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CorruptTrace, TracekitError, UnsupportedValue
 from . import codec, values
 from .catalog import TensorInfo
-from .format import INITIAL_STEP, KIND_ORDER, make_key
+from .format import INITIAL_STEP, KIND_ORDER, make_key, step_label
 
 
 class LeafRef(object):
@@ -39,8 +39,7 @@ class LeafRef(object):
 
 
 def where(path: str, step: int, key: str) -> str:
-    label = "initial state" if step == INITIAL_STEP else "step %d" % step
-    return "%s: %s, %s" % (path, label, key)
+    return "%s: %s, %s" % (path, step_label(step), key)
 
 
 class Backend(object):

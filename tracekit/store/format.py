@@ -125,6 +125,11 @@ def step_path(step: int) -> str:
     return "%s/%08d" % (STEPS_GROUP, step)
 
 
+def step_label(step: int) -> str:
+    """How messages and reports name a step."""
+    return "initial state" if step == INITIAL_STEP else "step %d" % step
+
+
 def value_path(step: int, kind: str, name: str) -> str:
     return "%s/%s/%s" % (step_path(step), kind, escape_name(name))
 

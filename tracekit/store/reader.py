@@ -17,7 +17,7 @@ from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
 from .backend import Backend
 from .catalog import TensorInfo
 from .format import (HDF5_SIGNATURE, INITIAL_STEP, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE,
-                     Kind, journal_path, make_key, read_token, split_key)
+                     Kind, journal_path, make_key, read_token, split_key, step_label)
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":
@@ -198,8 +198,7 @@ class Step(Mapping):
 
     def get_value(self, kind: str, name: str) -> Any:
         if not self.has(kind, name):
-            label = "the initial state" if self.index == INITIAL_STEP else "step %d" % self.index
-            raise KeyError("%s: %s has no %s" % (self._backend.path, label, make_key(kind, name)))
+            raise KeyError("%s: %s has no %s" % (self._backend.path, step_label(self.index), make_key(kind, name)))
         return self._backend.value(self.index, kind, name)
 
     def __repr__(self) -> str:

@@ -34,7 +34,7 @@ from ..errors import TraceWriteError, UsageError
 from . import codec, values
 from .catalog import CatalogBuilder
 from .format import (DELTA_KINDS, FORMAT_VERSION, INITIAL_STEP, KEYFRAME_INTERVAL, Kind, check_name, journal_path,
-                     make_key)
+                     make_key, step_label)
 from .golden import GoldenFile, fsync_dir
 from .journal import JournalWriter
 from .ordered_io import OrderedIO
@@ -196,9 +196,9 @@ class TraceWriter(object):
             kind = Kind.parse(kind).value
             name = check_name(name)
         except UsageError as exc:
-            raise UsageError("%s, %s: %s" % (self.path, _step_label(self._step), exc)) from None
+            raise UsageError("%s, %s: %s" % (self.path, step_label(self._step), exc)) from None
         key = make_key(kind, name)
-        where = "%s, %s, %s" % (self.path, _step_label(self._step), key)
+        where = "%s, %s, %s" % (self.path, step_label(self._step), key)
         if key in self._step_keys:
             raise UsageError("%s: recorded twice in one step; each tensor is recorded once per step" % where)
         spec, raw_leaves = values.flatten(value, where)
@@ -438,10 +438,6 @@ def _with_environment(meta: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
 
         out["environment"] = fingerprint()
     return out
-
-
-def _step_label(step: int) -> str:
-    return "initial state" if step == INITIAL_STEP else "step %d" % step
 
 
 def _write_error(path: str, exc: BaseException) -> Exception:
