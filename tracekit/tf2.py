@@ -9,8 +9,9 @@ import contextlib
 from typing import Any, Callable, Dict, Optional
 
 from .replay.engine import replay_steps
+from .environment import tensorflow_environment
 from .replay.tf2 import TF2Session, aligned_seeds, call_step, check_usage, devices
-from .replay.tf2 import tf  # noqa: F401  # tracekit.tf2.tf: the TensorFlow the replay drives
+from .replay.tf2 import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
 
 __all__ = ["replay", "seeded"]
@@ -49,7 +50,7 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
     with scope:
         return replay_steps(trace, runner, lambda feeds: call_step(step_fn, feeds, inputs), steps, out, about,
-                            progress)
+                            progress, meta={"tensorflow": tensorflow_environment(tf)})
 
 
 def seeded(golden: "str | Trace") -> Any:

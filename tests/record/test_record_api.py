@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -77,6 +78,14 @@ def test_a_step_records_everything(tf, tmp_path):
             before = step
         assert trace.meta["tensorflow"]["version"] == tf.__version__
         assert trace.meta["environment"]["tensorflow"] == tf.__version__
+        # What selects kernels, as the session ran: threads resolved, oneDNN, XLA, devices.
+        info = trace.meta["tensorflow"]
+        assert info["threads"]["intra_op"] >= 1 and info["onednn"]["enabled"] in (True, False)
+        assert info["xla_jit"] == "off" and info["determinism"] in (True, False)
+        assert "CPU" in {d["type"] for d in info["devices"]} and isinstance(info["gpus"], list)
+        env = trace.meta["environment"]
+        if env["machine"] == "x86_64" and sys.platform.startswith("linux"):
+            assert "sse4_2" in env["cpu_isa"] and env["cpu_caches"] and env["cpu_usable"] >= 1
 
 
 def test_recording_does_not_change_the_run(tf, tmp_path):

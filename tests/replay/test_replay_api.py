@@ -76,6 +76,9 @@ def test_explicit_and_fallback_mapping(tf2, how):
                         steps=2)
     expected = "order" if how == "order" else "explicit"
     assert set(actual.meta["replay"]["matched_by"].values()) == {expected}
+    # The replay records the TensorFlow that ran it, as the recorder does for the golden.
+    assert actual.meta["tensorflow"]["version"] == tf.__version__
+    assert actual.meta["tensorflow"]["threads"]["intra_op"] >= 1 and "onednn" in actual.meta["tensorflow"]
     assert actual.meta["replay"]["mapping"]["dense_1/kernel:0"] == tf2_name("dense_1/kernel:0")
     with tracekit.open(SEED) as g:
         assert np.array_equal(actual.initial["var/dense_1/kernel:0"], g.initial["var/dense_1/kernel:0"])
@@ -165,7 +168,7 @@ def test_out_path_and_bad_options(tf2, tmp_path):
 
 def test_seed_alignment_instead_of_loading(tf2):
     """init="seed" keeps the port's own initial weights: across TF versions tf-keras
-    initializers do not draw like TF 1.15 (NOTES.md section 2), and the comparison says where."""
+    initializers do not draw like TF 1.15, and the comparison says where."""
     with tf2.seeded(SEED) as tool:
         assert tool is not None
         model, step = seed_example.make()
@@ -276,7 +279,7 @@ def test_seed_alignment_reproduces_dropout(tf2, tmp_path, traced):
     if traced:  # one graph op, like TF1's: its stream continues from step to step
         assert result.ok, result.report()
         assert result.tensor("random", "dropout/random_uniform/RandomUniform:0").steps == 3
-    else:  # eager kernels are shared and cached (NOTES.md section 2): only the first step agrees
+    else:  # eager kernels are shared and cached : only the first step agrees
         assert (result.first_divergence.step, result.first_divergence.kind) == (1, "random")
 
     def shifted(inputs):  # one more random op (not a taped kind) first: the dropout gets the next op seed

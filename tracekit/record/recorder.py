@@ -25,7 +25,7 @@ from ..store.format import split_key
 from . import optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
-from .tfinfo import tf_environment
+from ..environment import tensorflow_environment
 
 LIGHT_KINDS = ("input", "random", "loss", "lr")  # recorded every step, whatever `every` says
 
@@ -300,7 +300,7 @@ class Recorder(object):
         with self._writer.initial():
             for (key, _), value in zip(self._variables, values):
                 self._writer.add(*split_key(key), value=value, copy=False)
-        self._writer.update_meta({"tensorflow": tf_environment(self._tf, sess)})
+        self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess)})
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]]) -> None:

@@ -18,12 +18,14 @@ from ..store.format import split_key
 
 def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Dict[str, Any]],
                  steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
-                 progress: Optional[Callable[[int, int], None]] = None) -> Trace:
+                 progress: Optional[Callable[[int, int], None]] = None,
+                 meta: Optional[Dict[str, Any]] = None) -> Trace:
     """Replay `steps` steps (all by default) of `golden`; returns the actual trace, opened.
-    `about` describes the replay; it goes into the trace's metadata under "replay"."""
+    `about` describes the replay; it goes into the trace's metadata under "replay";
+    `meta` is more metadata (the framework's environment, under its own key)."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     path = out or os.path.join(tempfile.mkdtemp(prefix="tracekit-replay-"), "actual.h5")
-    with create(path) as writer:
+    with create(path, meta=meta) as writer:
         with writer.initial():
             for key, value in runner.read_state():
                 writer.add(*split_key(key), value=value, copy=False)
