@@ -18,11 +18,14 @@ LEGACY_PYTHON = os.path.join(ROOT, ".venv-legacy", "bin", "python")
 IS_LEGACY = sys.version_info < (3, 8)
 
 
-def run_python(python, code_or_args, timeout=300, env=None, check=True):
-    """Run a Python child (this interpreter or the legacy one); returns CompletedProcess."""
+def run_python(python, code_or_args, timeout=300, env=None, check=True, unset=()):
+    """Run a Python child (this interpreter or the legacy one), with `env` added to this
+    process's environment and the variables in `unset` removed; returns CompletedProcess."""
     args = [python] + (["-c", code_or_args] if isinstance(code_or_args, str) else list(code_or_args))
     full_env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     full_env.update(env or {})
+    for name in unset:
+        full_env.pop(name, None)
     proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
                           env=full_env, cwd=ROOT, universal_newlines=True)
     if check and proc.returncode != 0:

@@ -86,16 +86,43 @@ def _recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+PROFILES = ("auto", "exact", "round-off", "default")
+
+
 def _diff(args: argparse.Namespace) -> int:
     from .compare import Tolerance, compare
 
-    if args.exact and args.tolerance:
-        raise UsageError("--exact and --tolerance exclude each other")
-    tolerance = Tolerance(atol=0, rtol=0, equal_nan=True) if args.exact else \
-        (Tolerance.load(args.tolerance) if args.tolerance else None)
+    profile = "exact" if args.exact else args.profile
+    if args.tolerance and profile != "auto":
+        raise UsageError("--tolerance and --exact/--profile exclude each other")
+    if args.tolerance:
+        tolerance = Tolerance.load(args.tolerance)
+    else:
+        tolerance = {"auto": None, "exact": Tolerance.exact(), "round-off": Tolerance.roundoff(),
+                     "default": Tolerance()}[profile]
     result = compare(args.golden, args.actual, tolerance)
     print(result.report())
     return EXIT_OK if result.ok else EXIT_FAIL
+
+
+def _env(args: argparse.Namespace) -> int:
+    import json
+
+    from .environment import fingerprint, tensorflow_environment
+    from .report.environment import fingerprint_text
+
+    meta = {"environment": fingerprint()}
+    if not args.no_tensorflow:
+        try:
+            os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as the replayer: tf-keras on TF >= 2.16
+            import tensorflow as tf  # the settings only the running TensorFlow can tell
+        except ImportError:
+            print("tracekit env: TensorFlow is not installed here; showing the machine only", file=sys.stderr)
+        else:
+            meta["tensorflow"] = tensorflow_environment(tf)
+            meta["environment"]["tensorflow"] = tf.__version__
+    print(json.dumps(meta, indent=2, sort_keys=True, default=str) if args.json else fingerprint_text(meta))
+    return EXIT_OK
 
 
 def _record(args: argparse.Namespace) -> int:
@@ -146,7 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", metavar="FILE",
                    help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
                         "(glob, or re:regex), steps = [start, stop] or [start], atol, rtol, equal_nan, ignore")
-    p.add_argument("--exact", action="store_true", help="demand equal values (two recordings of one run)")
+    p.add_argument("--profile", choices=PROFILES, default="auto",
+                   help="the tolerance without --tolerance: auto (default) picks from the two environments: "
+                        "exact when nothing that selects kernels differs, round-off for the same TensorFlow on "
+                        "another machine (docs/NUMERICS.md), default (atol=1e-5, rtol=1e-6 for float32) for a "
+                        "port to another TensorFlow")
+    p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
+
+    p = command("env", _env, "Print this machine's environment fingerprint, as a trace recorded here would "
+                             "store it: CPU instruction sets, oneDNN, threads, XLA, determinism, TF32, devices.")
+    p.add_argument("--json", action="store_true", help="as JSON")
+    p.add_argument("--no-tensorflow", action="store_true",
+                   help="do not import TensorFlow (faster; leaves out what only TensorFlow can tell)")
 
     p = command("show", _show, "Print a golden's metadata, environment, steps and a table of its tensors.")
     p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")

@@ -177,3 +177,81 @@ def test_diff_exact(golden, tmp_path, capsys):
     assert main(["diff", "--exact", golden, write(str(tmp_path / "same.h5"))]) == 0
     assert main(["diff", "--exact", "--tolerance", "x.toml", golden, near]) == 2
     assert "exclude each other" in capsys.readouterr().err
+
+
+def machine(isa, tf="1.15.5"):
+    """Metadata of a recording on a CPU with these instruction sets."""
+    return {"environment": {"machine": "x86_64", "cpu": "cpu-" + isa[-1], "cpu_isa": list(isa),
+                            "cpu_caches": {"L2": "1024K"}},
+            "tensorflow": {"version": tf, "devices": [{"name": "cpu:0", "type": "CPU"}],
+                           "threads": {"intra_op": 2, "inter_op": 2}, "xla_jit": "off", "determinism": False,
+                           "tf32": False, "gpus": [], "cuda": None, "cudnn": None,
+                           "onednn": {"enabled": False, "default": False, "env": None, "max_cpu_isa": None}}}
+
+
+AVX512 = machine(("avx", "avx2", "fma", "avx512f"))
+AVX2 = machine(("avx", "avx2", "fma"))
+
+
+def roundoff(ulps):
+    """change(): every float tensor off by `ulps` float32 ulps of its own scale (max |value|)."""
+    def change(k, key, value):
+        if key.startswith(("input/", "random/", "fetch/")):
+            return value
+        arr = np.asarray(value, dtype=np.float32)
+        return (arr + np.float32(ulps * 2.0 ** -23 * np.abs(arr).max())).astype(np.float32)
+    return change
+
+
+def test_the_environments_pick_the_tolerance(tmp_path):
+    golden = write(str(tmp_path / "g.h5"), meta=AVX512)
+    same = tracekit.compare(golden, write(str(tmp_path / "same.h5"), meta=AVX512))
+    assert same.ok and same.profile.name == "exact" and same.report().startswith("MATCH (bit for bit)")
+    near = write(str(tmp_path / "near.h5"), meta=AVX512, change=roundoff(4))
+    assert tracekit.compare(golden, near).profile.name == "exact"
+    assert not tracekit.compare(golden, near).ok  # one machine: even round-off is a change
+    other = tracekit.compare(golden, write(str(tmp_path / "other.h5"), meta=AVX2, change=roundoff(4)))
+    assert other.ok and other.profile.name == "round-off"
+    assert [c.field for c in other.environment_diff.kernel_changes] == ["cpu", "cpu instruction sets"]
+    first = other.report().splitlines()[0]
+    assert first.startswith("MATCH (within round-off; golden recorded on TensorFlow 1.15.5, cpu-avx512f, AVX-512")
+    assert "this machine TensorFlow 1.15.5, cpu-fma, AVX2 +FMA" in first
+    other_tf = tracekit.compare(golden, write(str(tmp_path / "tf2.h5"), meta=machine(("avx2",), tf="2.21.0")))
+    assert other_tf.profile.name == "default" and "TensorFlow 1.15.5 vs 2.21.0" in other_tf.report()
+    replay = dict(AVX512, replay={"golden": golden})  # a port replayed on the golden's own machine
+    port = tracekit.compare(golden, write(str(tmp_path / "port.h5"), meta=replay, change=roundoff(4)))
+    assert port.profile.name == "default" and port.ok and "a replay of a port" in port.report()
+
+
+def test_roundoff_bound_catches_real_changes_across_machines(tmp_path):
+    golden = write(str(tmp_path / "g.h5"), meta=AVX512)
+    for key, change in [("loss/loss", 1.001), ("var/dense/kernel:0", 1.0001), ("lr/learning_rate", 1.001)]:
+        actual = write(str(tmp_path / "a.h5"), meta=AVX2, change=lambda k, name, v: v * np.float32(change)
+                       if name == key else v)
+        result = tracekit.compare(golden, actual)
+        assert result.profile.name == "round-off" and not result.ok and result.first_divergence.key == key
+        assert result.likely_cause is None and "likely cause" not in result.report()
+    shifted = write(str(tmp_path / "s.h5"), meta=AVX2,
+                    change=lambda k, key, v: v + np.float32(1) if key == "input/x:0" else v)
+    assert tracekit.compare(golden, shifted).first_divergence.key == "input/x:0"  # inputs stay exact
+
+
+def test_report_names_the_machine_as_likely_cause_within_roundoff(tmp_path):
+    golden = write(str(tmp_path / "g.h5"), meta=AVX512)
+    actual = write(str(tmp_path / "a.h5"), meta=AVX2, change=roundoff(30))
+    result = tracekit.compare(golden, actual, tracekit.Tolerance.exact())
+    assert not result.ok and result.profile.name == "given"
+    cause = result.likely_cause
+    assert cause is not None and not cause.port and cause.ulps <= cause.bound
+    assert [c.field for c in cause.changes] == ["cpu", "cpu instruction sets"]
+    text = result.report()
+    assert "likely cause: the machine, not the code" in text and "AVX-512 +FMA -> AVX2 +FMA" in text
+    # The same error on the same machine is not explained away, nor one beyond the bound.
+    same_machine = write(str(tmp_path / "m.h5"), meta=AVX512, change=roundoff(30))
+    assert tracekit.compare(golden, same_machine, tracekit.Tolerance.exact()).likely_cause is None
+    beyond = write(str(tmp_path / "b.h5"), meta=AVX2, change=roundoff(5000))
+    assert tracekit.compare(golden, beyond, tracekit.Tolerance.exact()).likely_cause is None
+    # A port on another CPU: possible, not likely (a port's own error can be that small).
+    port = write(str(tmp_path / "p.h5"), meta=machine(("avx", "avx2", "fma"), tf="2.21.0"), change=roundoff(30))
+    port_result = tracekit.compare(golden, port, tracekit.Tolerance.exact())
+    assert port_result.likely_cause.port and "possible cause: machine round-off" in port_result.report()

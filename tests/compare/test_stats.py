@@ -54,3 +54,23 @@ def test_bfloat16():
     a = np.array([1.0, 2.015625], dtype=np.float32).astype(bfloat16)  # one bfloat16 ulp at 2
     assert compare_values(g, a, tol(atol=2e-2)).ok
     assert not compare_values(g, a, tol(atol=1e-3, rtol=0)).ok
+
+
+def test_ulps_measure_error_against_the_tensors_scale():
+    g = np.array([4.0, 0.001, -2.0], dtype=np.float32)
+    eps = 2.0 ** -23
+    a = g + np.array([0, 3 * eps * 4, 0], dtype=np.float64).astype(np.float32)  # 3 ulps of the scale (4.0)
+    s = compare_values(g, a, tol(atol=0, rtol=0))
+    assert not s.ok and s.ulps == pytest.approx(3, rel=1e-3)  # relative to the element it would be ~1e4
+    passes = Resolved(0, 0, False, False, False, ulps=3.01)
+    assert compare_values(g, a, passes).ok and compare_values(g, a, passes).allowed_ulps == 3.01
+    assert not compare_values(g, a, Resolved(0, 0, False, False, False, ulps=2.9)).ok
+    # the needed atol and rtol count the allowance as already given
+    partial = Resolved(0, 0, False, False, False, ulps=2)
+    s = compare_values(g, a, partial)
+    assert s.needed_atol == pytest.approx(eps * 4, rel=1e-3)
+    # float64 counts in float64's eps; an all-zero golden has no scale: any error is infinite ulps
+    g64 = np.array([1.0, 2.0])
+    assert compare_values(g64, g64 + 2 * 2.0 ** -52 * 2, Resolved(0, 0, False, False, False, eps=2.0 ** -52)).ulps \
+        == pytest.approx(2, rel=1e-6)
+    assert compare_values(np.zeros(2, "f4"), np.full(2, 1e-30, "f4"), tol(0, 0)).ulps == float("inf")

@@ -74,3 +74,20 @@ def test_toml_file(tmp_path):
         Tolerance.load(str(tmp_path / "key.toml"))
     with pytest.raises(tracekit.UsageError, match="cannot read tolerance file"):
         Tolerance.load(str(tmp_path / "none.toml"))
+
+
+def test_roundoff_profile_per_kind_and_ulps_setting():
+    from tracekit.compare.tolerance import ROUNDOFF_ULPS
+
+    r = Tolerance.roundoff()
+    for kind, ulps in ROUNDOFF_ULPS.items():
+        resolved = r.resolve(kind, "x", 7, "float32")
+        assert (resolved.atol, resolved.rtol, resolved.ulps) == (0, 0, ulps)
+    assert r.resolve("grad", "w", 0, "float16").eps == 2.0 ** -10  # in units of the dtype's own eps
+    assert r.resolve("input", "x:0", 0, "float32").ulps == 0 and r.resolve("random", "d", 0, "float32").ulps == 0
+    assert ROUNDOFF_ULPS["grad"] > ROUNDOFF_ULPS["tap"]  # gradients pass through more reductions
+    exact = Tolerance.exact().resolve("var", "w", 0, "float32")
+    assert (exact.atol, exact.rtol, exact.ulps, exact.equal_nan) == (0, 0, 0, True)
+    t = Tolerance.from_dict({"ulps": 8, "rule": [{"kind": "grad", "ulps": 64}]})
+    assert t.resolve("var", "w", 0, "float32").ulps == 8 and t.resolve("grad", "w", 0, "float32").ulps == 64
+    assert t.rule(kind="tap", atol=1).ulps == 8  # rules keep the top-level setting

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import collections
 import statistics
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ..errors import Mismatch
 from ..store import Trace, open_trace
 from ..store.format import INITIAL_STEP, make_key
+from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .stats import Stats, compare_values, dtype_name
-from .tolerance import Tolerance
+from .tolerance import ROUNDOFF_ULPS, Tolerance
 
 # Kinds a replay does not reproduce by default: TF1 fetch structures have no TF2 counterpart.
 NOT_REPLAYED = frozenset(["fetch"])
 # A gradient this much smaller than the step's typical gradient is round-off: a sum that
-# cancels (a bias before batch norm), where the optimizer may amplify noise (NOTES.md section 5).
+# cancels (a bias before batch norm), where the optimizer may amplify noise (docs/NUMERICS.md).
 NOISE_FLOOR = 1e-5
 
 
@@ -76,13 +78,30 @@ class Divergence(object):
         return "Divergence(step=%d, %s)" % (self.step, self.key)
 
 
-class Comparison(object):
-    """The result of `compare`: truthy when everything compared is within tolerance."""
+@dataclass(frozen=True)
+class RoundoffCause:
+    """A mismatch that machine round-off explains: every failing tensor is within the
+    cross-machine bound of its kind, and the two runs differ in what selects kernels."""
 
-    def __init__(self, golden: str, actual: str, tolerance: Tolerance) -> None:
+    key: str  # the failing tensor closest to its bound
+    ulps: float  # its error, in eps * its scale
+    bound: float  # the bound of its kind (ROUNDOFF_ULPS)
+    changes: Tuple[Change, ...]  # the kernel-selecting differences
+    port: bool  # other code or another framework: a port's own error can hide in the same range
+
+
+class Comparison(object):
+    """The result of `compare`: truthy when everything compared is within tolerance.
+    `environment` says what differs between the two runs' environments, `profile` which
+    tolerance was used and why, `likely_cause` whether machine round-off explains a mismatch."""
+
+    def __init__(self, golden: str, actual: str, profile: Profile, environment: EnvironmentDiff) -> None:
         self.golden = golden
         self.actual = actual
-        self.tolerance = tolerance
+        self.profile = profile
+        self.tolerance = profile.tolerance
+        self.environment = environment
+        self.likely_cause = None  # type: Optional[RoundoffCause]
         self.steps = 0  # steps compared
         self.golden_steps = 0
         self.actual_steps = 0
@@ -96,6 +115,10 @@ class Comparison(object):
     @property
     def ok(self) -> bool:
         return self.first_divergence is None and not self.missing and self.short is None
+
+    @property
+    def environment_diff(self) -> EnvironmentDiff:
+        return self.environment
 
     def __bool__(self) -> bool:
         return self.ok
@@ -118,8 +141,12 @@ class Comparison(object):
 
 
 def compare(golden: "str | Trace", actual: "str | Trace", tolerance: Optional[Tolerance] = None) -> Comparison:
-    """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step."""
-    tolerance = tolerance or Tolerance()
+    """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
+
+    Without a tolerance, what the traces are chooses one (envdiff.default_profile): the
+    default Tolerance() for a port (a replay against a recording) or another TensorFlow;
+    for the same code on the same TensorFlow, bit for bit when nothing that selects kernels
+    differs, else the cross-machine round-off bound."""
     own = []  # traces opened here are closed here
     if not isinstance(golden, Trace):
         golden = open_trace(golden)
@@ -128,14 +155,23 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: Optional[To
         actual = open_trace(actual)
         own.append(actual)
     try:
-        return _compare(golden, actual, tolerance)
+        diff = environment_diff(golden.meta, actual.meta)
+        port = is_port(golden, actual)
+        return _compare(golden, actual, default_profile(diff, port, tolerance), diff, port)
     finally:
         for trace in own:
             trace.close()
 
 
-def _compare(golden: Trace, actual: Trace, tolerance: Tolerance) -> Comparison:
-    result = Comparison(golden.path, actual.path, tolerance)
+def is_port(golden: Trace, actual: Trace) -> bool:
+    """A replay compared with a recording: another program computed the actual trace. Two
+    recordings (or two replays) are the same code run twice."""
+    return ("replay" in golden.meta) != ("replay" in actual.meta)
+
+
+def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDiff, port: bool) -> Comparison:
+    tolerance = profile.tolerance
+    result = Comparison(golden.path, actual.path, profile, diff)
     result.golden_steps, result.actual_steps = len(golden), len(actual)
     result.steps = min(len(golden), len(actual))
     replay = actual.meta.get("replay", {})
@@ -187,7 +223,30 @@ def _compare(golden: Trace, actual: Trace, tolerance: Tolerance) -> Comparison:
             result.first_divergence = Divergence(index, kind, name, stats, kind == "grad" and name in noisy)
     # A tensor may be absent from some steps (slots before the first update): missing means never.
     result.missing = sorted(absent - seen)
+    result.likely_cause = _roundoff_cause(result, port)
     return result
+
+
+def _roundoff_cause(result: Comparison, port: bool) -> Optional[RoundoffCause]:
+    """Round-off explains the mismatch when the machines differ in what selects kernels and
+    every failing tensor is within the cross-machine bound of its kind at every step."""
+    changes = result.environment.machine_changes
+    if result.ok or not changes or result.missing or result.short is not None:
+        return None
+    closest = None  # type: Optional[Tuple[float, str, float, float]]
+    for tensor in result.tensors:
+        bound = ROUNDOFF_ULPS.get(tensor.kind, 0.0)
+        for stats in tensor.by_step.values():
+            if stats.ok:
+                continue
+            if stats.problem or stats.nonfinite or stats.ulps > bound:
+                return None
+            if closest is None or stats.ulps / bound > closest[0]:
+                closest = (stats.ulps / bound, tensor.key, stats.ulps, bound)
+    if closest is None:
+        return None
+    return RoundoffCause(closest[1], closest[2], closest[3], result.environment.kernel_changes,
+                         port or not result.environment.same_framework)
 
 
 def _noise_floor(grads: List[Tuple[str, Stats]]) -> List[str]:

@@ -11,11 +11,13 @@ from .tolerance import Resolved
 
 class Stats(object):
     """Data, no judgement beyond `ok`: max abs error, max rel error (where the golden is not
-    zero), mismatched count, worst index, and the smallest atol (at the rule's rtol) and
-    rtol (at its atol) that would pass (inf: no rtol passes a difference at a golden zero)."""
+    zero), mismatched count, worst index, the smallest atol (at the rule's rtol and ulps) and
+    rtol (at its atol and ulps) that would pass (inf: no rtol passes a difference at a golden
+    zero), and `ulps`: the max abs error in units of eps * the tensor's largest |golden|, the
+    smallest `ulps` setting that passes alone (the measure of round-off)."""
 
     __slots__ = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol",
-                 "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol")
+                 "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps")
 
     def __init__(self) -> None:
         self.ok = True
@@ -31,6 +33,8 @@ class Stats(object):
         self.problem = None  # type: Optional[str]  # shape, dtype or structure disagreement
         self.atol = 0.0
         self.rtol = 0.0
+        self.ulps = 0.0
+        self.allowed_ulps = 0.0
 
     @property
     def fraction(self) -> float:
@@ -42,7 +46,7 @@ class Stats(object):
 
 def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     stats = Stats()
-    stats.atol, stats.rtol = tol.atol, tol.rtol
+    stats.atol, stats.rtol, stats.allowed_ulps = tol.atol, tol.rtol, tol.ulps
     g, a = _as_array(golden), _as_array(actual)
     if g is None or a is None:  # structures, strings as Python objects: exact
         stats.total = 1
@@ -69,21 +73,24 @@ def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     err = np.zeros(g64.shape)
     err[both] = np.abs(a64[both] - g64[both])
     scale = np.where(finite_g, np.abs(g64), 0.0)
+    stats.golden_scale = float(scale[finite_g].max()) if finite_g.any() else 0.0
+    unit = tol.eps * stats.golden_scale  # one ulp of the tensor's scale
+    roundoff = tol.ulps * unit
     bad = np.zeros(g64.shape, dtype=bool)
-    bad[both] = err[both] > tol.atol + tol.rtol * scale[both]
+    bad[both] = err[both] > tol.atol + tol.rtol * scale[both] + roundoff
     nonfinite = ~both
     if nonfinite.any():
         same = (g64 == a64) | (np.isnan(g64) & np.isnan(a64) & tol.equal_nan)  # equal infinities pass
         odd = nonfinite & ~same
         stats.nonfinite = int(odd.sum())
         bad |= odd
-    stats.golden_scale = float(scale[finite_g].max()) if finite_g.any() else 0.0
     if both.any():
         stats.max_abs = float(err[both].max())
         nonzero = both & (scale > 0)  # relative error where the golden is not zero
         stats.max_rel = float((err[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
-        stats.needed_atol = float(max(0.0, (err[both] - tol.rtol * scale[both]).max()))
-        over = err[both] - tol.atol
+        stats.ulps = stats.max_abs / unit if unit > 0 else (0.0 if stats.max_abs == 0 else float("inf"))
+        stats.needed_atol = float(max(0.0, (err[both] - tol.rtol * scale[both] - roundoff).max()))
+        over = err[both] - tol.atol - roundoff
         with np.errstate(divide="ignore", invalid="ignore"):  # over > 0 at a golden zero: inf
             need = np.where(over <= 0, 0.0, over / scale[both])
         stats.needed_rtol = float(need.max())

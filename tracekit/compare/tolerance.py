@@ -1,7 +1,11 @@
 """Tolerance policies: how close a replayed tensor must be to the golden one.
 
-`Tolerance(atol, rtol, equal_nan)` is elementwise closeness, numpy's rule with the
-golden as reference: |actual - golden| <= atol + rtol * |golden|. Rules refine it
+`Tolerance(atol, rtol, equal_nan, ulps)` is elementwise closeness, numpy's rule with the
+golden as reference, plus an allowance in units of round-off:
+|actual - golden| <= atol + rtol * |golden| + ulps * eps * S, where eps is the dtype's
+machine epsilon (2**-23 for float32) and S the tensor's largest |golden| at that step:
+kernels that sum in another order differ in proportion to the magnitudes they sum, not
+to each element (docs/NUMERICS.md). Rules refine it
 by kind, name pattern and step range; for each setting the last matching rule
 that gives it wins, then the Tolerance's own value, then the default: inputs and
 random draws exact, the learning rate rtol=1e-6, else by dtype (float32 the
@@ -34,10 +38,19 @@ DTYPE_DEFAULTS = {
     "complex64": (1e-5, 1e-6),
 }
 EXACT = (0.0, 0.0)
+# Machine epsilon by dtype name: the unit of `ulps`.
+EPSILON = {"float64": 2.0 ** -52, "complex128": 2.0 ** -52, "float32": 2.0 ** -23, "complex64": 2.0 ** -23,
+           "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+# The cross-machine round-off bound, in eps * S per kind (derived in docs/NUMERICS.md): the same
+# code on another CPU, thread count or oneDNN setting sums in another order. Forward values
+# (one reduction of up to 2**12 terms: sqrt(n) * u, twice for safety) get 64; gradients,
+# and the variables and slots they update, pass through forward and backward reductions and
+# cancel over the batch: 8x more. Inputs and random draws are fed or drawn exactly.
+ROUNDOFF_ULPS = {"tap": 64.0, "loss": 64.0, "lr": 64.0, "fetch": 64.0, "grad": 512.0, "var": 512.0, "slot": 512.0}
 # Per kind, before dtype defaults: inputs and random draws are fed as recorded; a learning
 # rate is small, so only a relative bound says anything about it.
 KIND_DEFAULTS = {"input": EXACT, "random": EXACT, "lr": (0.0, 1e-6)}
-FIELDS = ("atol", "rtol", "equal_nan", "ignore")
+FIELDS = ("atol", "rtol", "equal_nan", "ignore", "ulps")
 
 
 class Rule(object):
@@ -88,24 +101,28 @@ class Rule(object):
 class Resolved(object):
     """The tolerance for one tensor at one step."""
 
-    __slots__ = ("atol", "rtol", "equal_nan", "ignore", "exact")
+    __slots__ = ("atol", "rtol", "equal_nan", "ignore", "exact", "ulps", "eps")
 
-    def __init__(self, atol: float, rtol: float, equal_nan: bool, ignore: bool, exact: bool) -> None:
+    def __init__(self, atol: float, rtol: float, equal_nan: bool, ignore: bool, exact: bool, ulps: float = 0.0,
+                 eps: float = EPSILON["float32"]) -> None:
         self.atol, self.rtol, self.equal_nan, self.ignore, self.exact = atol, rtol, equal_nan, ignore, exact
+        self.ulps, self.eps = ulps, eps
 
 
 class Tolerance(object):
     def __init__(self, atol: Optional[float] = None, rtol: Optional[float] = None, equal_nan: bool = False,
-                 rules: Iterable[Rule] = ()) -> None:
+                 rules: Iterable[Rule] = (), ulps: Optional[float] = None) -> None:
         self.atol = atol
         self.rtol = rtol
         self.equal_nan = bool(equal_nan)
         self.rules = list(rules)  # type: List[Rule]
+        self.ulps = ulps
 
     def rule(self, kind: Optional[str] = None, name: Optional[str] = None,
              steps: Optional[Tuple[Optional[int], Optional[int]]] = None, **settings: Any) -> "Tolerance":
         """A new Tolerance with one more rule (later rules win)."""
-        return Tolerance(self.atol, self.rtol, self.equal_nan, self.rules + [Rule(kind, name, steps, **settings)])
+        return Tolerance(self.atol, self.rtol, self.equal_nan, self.rules + [Rule(kind, name, steps, **settings)],
+                         self.ulps)
 
     def resolve(self, kind: str, name: str, step: int, dtype: str) -> Resolved:
         found = {}  # type: Dict[str, Any]
@@ -117,17 +134,18 @@ class Tolerance(object):
         default_atol, default_rtol = EXACT if exact else KIND_DEFAULTS.get(kind, DTYPE_DEFAULTS[dtype])
         atol = found.get("atol", self.atol if self.atol is not None else default_atol)
         rtol = found.get("rtol", self.rtol if self.rtol is not None else default_rtol)
+        ulps = found.get("ulps", self.ulps if self.ulps is not None else 0.0)
         return Resolved(float(atol), float(rtol), bool(found.get("equal_nan", self.equal_nan)),
-                        bool(found.get("ignore", False)), exact)
+                        bool(found.get("ignore", False)), exact, float(ulps), EPSILON.get(dtype, EPSILON["float32"]))
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"atol": self.atol, "rtol": self.rtol, "equal_nan": self.equal_nan,
+        return {"atol": self.atol, "rtol": self.rtol, "equal_nan": self.equal_nan, "ulps": self.ulps,
                 "rules": [r.to_dict() for r in self.rules]}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], source: str = "tolerance") -> "Tolerance":
         """From a mapping like a TOML file's: atol, rtol, equal_nan, and [[rule]] tables."""
-        allowed = {"atol", "rtol", "equal_nan", "rule", "rules"}
+        allowed = {"atol", "rtol", "equal_nan", "ulps", "rule", "rules"}
         unknown = set(data) - allowed
         if unknown:
             raise UsageError("%s: unknown key(s) %s; use %s" % (source, ", ".join(sorted(unknown)),
@@ -141,12 +159,26 @@ class Tolerance(object):
                 rules.append(Rule(item.pop("kind", None), item.pop("name", None), item.pop("steps", None), **item))
             except UsageError as exc:
                 raise UsageError("%s: rule %d: %s" % (source, i + 1, exc)) from None
-        return cls(data.get("atol"), data.get("rtol"), data.get("equal_nan", False), rules)
+        return cls(data.get("atol"), data.get("rtol"), data.get("equal_nan", False), rules, data.get("ulps"))
 
     @classmethod
     def guide(cls) -> "Tolerance":
         """The migration guide's policy for long runs (see `guide_policy`)."""
         return guide_policy()
+
+    @classmethod
+    def exact(cls) -> "Tolerance":
+        """Bit for bit (NaN equal to NaN): two runs on the same machine and software."""
+        return cls(atol=0, rtol=0, equal_nan=True)
+
+    @classmethod
+    def roundoff(cls) -> "Tolerance":
+        """The cross-machine bound: the same code on a machine whose kernels sum in another
+        order (ROUNDOFF_ULPS per kind, in eps * the tensor's scale); exact elsewhere."""
+        tolerance = cls.exact()
+        for kind, ulps in sorted(ROUNDOFF_ULPS.items()):
+            tolerance = tolerance.rule(kind=kind, ulps=ulps)
+        return tolerance
 
     @classmethod
     def load(cls, path: str) -> "Tolerance":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import List
 
-from ..compare.engine import Comparison, Divergence
+from ..compare.engine import Comparison, Divergence, RoundoffCause
 from ..compare.stats import Stats
 from ..store.format import step_label
+from .environment import changes, diff_lines, summary
 from .text import table
 
 STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "fetches", "loss": "loss",
@@ -26,9 +27,13 @@ def describe(stats: Stats) -> List[str]:
                 "" if stats.worst_index is None else ", worst at %s" % (list(stats.worst_index),))]
     if stats.nonfinite:
         lines.append("%d elements are NaN or Inf on one side only (always a mismatch)" % stats.nonfinite)
-    lines.append("tolerance atol=%s rtol=%s; it would pass with atol >= %s (at rtol=%s) or rtol >= %s (at atol=%s)"
-                 % (_num(stats.atol), _num(stats.rtol), _num(stats.needed_atol), _num(stats.rtol),
+    allowance = " ulps=%s" % _num(stats.allowed_ulps) if stats.allowed_ulps else ""
+    lines.append("tolerance atol=%s rtol=%s%s; it would pass with atol >= %s (at rtol=%s) or rtol >= %s (at atol=%s)"
+                 % (_num(stats.atol), _num(stats.rtol), allowance, _num(stats.needed_atol), _num(stats.rtol),
                     _num(stats.needed_rtol), _num(stats.atol)))
+    lines.append("error = %s ulps of the tensor's scale (eps * max |golden| = %s)"
+                 % (_num(stats.ulps), _num(stats.max_abs / stats.ulps) if stats.ulps not in (0.0, float("inf"))
+                    else "-"))
     return lines
 
 
@@ -44,16 +49,46 @@ def divergence(d: Divergence) -> List[str]:
     return lines
 
 
+def cause(c: RoundoffCause) -> List[str]:
+    what = changes(c.changes)
+    differ = "may differ" if all(x.unknown for x in c.changes) else "differ"
+    closest = "every failing tensor is within the cross-machine round-off bound of its kind (closest: %s, " \
+              "%s ulps of its scale, bound %s)" % (c.key, _num(c.ulps), _num(c.bound))
+    if c.port:
+        return ["possible cause: machine round-off. %s, and the machines %s in what selects kernels (%s). "
+                "A port's own small error looks the same: if the golden's machine kind is at hand, replay there "
+                "to tell them apart (docs/NUMERICS.md)" % (closest, differ, what)]
+    return ["likely cause: the machine, not the code: %s, and the two runs %s in what selects kernels "
+            "(%s). Compare with the round-off profile (tracekit diff without --exact; Tolerance.roundoff()), "
+            "or record the golden on this kind of machine (docs/NUMERICS.md)" % (closest, differ, what)]
+
+
+def verdict(result: Comparison) -> str:
+    """MATCH / MISMATCH, and for a match what it means."""
+    if not result.ok:
+        return "MISMATCH"
+    env = result.environment
+    if result.profile.name == "exact":
+        return "MATCH (bit for bit)"
+    if result.profile.name == "round-off":
+        return "MATCH (within round-off; golden recorded on %s, this machine %s)" % (
+            summary(env.golden), summary(env.actual))
+    return "MATCH"
+
+
 def render(result: Comparison) -> str:
-    verdict = "MATCH" if result.ok else "MISMATCH"
     lines = ["%s  %s vs golden %s: %d steps compared, %d tensors" % (
-        verdict, result.actual, result.golden, result.steps, len(result.tensors))]
+        verdict(result), result.actual, result.golden, result.steps, len(result.tensors))]
+    lines += diff_lines(result.environment)
+    lines.append("tolerance: %s (%s)" % (result.profile.name, result.profile.reason))
     lines += ["note: " + note for note in result.notes]
     if result.short is not None:
         lines.append("the replay is short: %s; replay every step (or pass steps=N to replay fewer on purpose)"
                      % result.short)
     if result.first_divergence is not None:
         lines += divergence(result.first_divergence)
+    if result.likely_cause is not None:
+        lines += cause(result.likely_cause)
     if result.missing:
         lines.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])
                                                             + (" ..." if len(result.missing) > 12 else "")))
@@ -63,14 +98,14 @@ def render(result: Comparison) -> str:
         rows.append([t.kind, t.name, "ok" if t.ok else "FAIL%s" % (" (noise floor)" if t.noise_floor else ""),
                      "%d/%d" % (t.failed_steps, t.steps), "-" if t.first_failed is None else step_label(t.first_failed),
                      "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
-                     _num(w.needed_rtol)])
+                     _num(w.needed_rtol), _num(max(s.ulps for s in t.by_step.values()))])
     failing = [r for r in rows if r[2] != "ok"]
     shown = failing if failing else rows
     if shown:
         lines.append("")
         lines.append("%s (worst step of each):" % ("failing tensors" if failing else "tensors"))
         lines += table(["kind", "name", "result", "failed", "first", "differ", "max abs", "max rel", "need atol",
-                        "need rtol"], shown[:60], right=(3, 5, 6, 7, 8, 9))
+                        "need rtol", "ulps"], shown[:60], right=(3, 5, 6, 7, 8, 9, 10))
         if len(shown) > 60:
             lines.append("... and %d more" % (len(shown) - 60))
     if result.not_compared:
@@ -84,11 +119,14 @@ def render(result: Comparison) -> str:
 
 
 def max_errors(result: Comparison) -> List[List[str]]:
-    """Largest error per kind: rows of (kind, tensors, max abs, max rel)."""
+    """Largest error per kind: rows of (kind, tensors, max abs, max rel, max ulps of the
+    tensor's scale) over every step."""
     by_kind = {}  # type: dict
     for t in result.tensors:
-        row = by_kind.setdefault(t.kind, [t.kind, 0, 0.0, 0.0])
+        row = by_kind.setdefault(t.kind, [t.kind, 0, 0.0, 0.0, 0.0])
         row[1] += 1
-        row[2] = max(row[2], t.worst.max_abs)
-        row[3] = max(row[3], t.worst.max_rel if t.worst.max_rel != float("inf") else row[3])
-    return [[k, str(n), _num(a), _num(r)] for k, n, a, r in by_kind.values()]
+        for stats in t.by_step.values():
+            row[2] = max(row[2], stats.max_abs)
+            row[3] = max(row[3], stats.max_rel if stats.max_rel != float("inf") else row[3])
+            row[4] = max(row[4], stats.ulps if stats.ulps != float("inf") else row[4])
+    return [[k, str(n), _num(a), _num(r), _num(u)] for k, n, a, r, u in by_kind.values()]

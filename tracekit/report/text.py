@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import Any, List, Sequence
 
 
 def size(nbytes: float) -> str:
@@ -24,3 +24,17 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]], right: Sequen
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return lines
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, (bytes, str)) and not value else str(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def nested_lines(prefix: str, value: Any, out: List[str]) -> None:
+    """Nested mappings as "  environment.tensorflow: 1.15.5" lines, appended to `out`."""
+    if isinstance(value, dict) and value:
+        for key in sorted(value, key=str):
+            nested_lines("%s.%s" % (prefix, key) if prefix else str(key), value[key], out)
+    else:
+        out.append("  %s: %s" % (prefix, _short(value)))

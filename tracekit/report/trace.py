@@ -4,22 +4,10 @@ from __future__ import annotations
 
 from typing import Any, List
 
+from ..compare.envdiff import numerics
 from ..store import RecoverResult, Trace, VerifyResult
-from .text import size, table
-
-
-def _short(value: Any) -> str:
-    text = repr(value) if isinstance(value, (bytes, str)) and not value else str(value)
-    return text if len(text) <= 100 else text[:97] + "..."
-
-
-def _meta_lines(prefix: str, value: Any, out: List[str]) -> None:
-    """Nested metadata as "  environment.tensorflow: 1.15.5" lines."""
-    if isinstance(value, dict) and value:
-        for key in sorted(value, key=str):
-            _meta_lines("%s.%s" % (prefix, key) if prefix else str(key), value[key], out)
-    else:
-        out.append("  %s: %s" % (prefix, _short(value)))
+from .environment import summary
+from .text import nested_lines, size, table
 
 
 def show(trace: Trace) -> str:
@@ -27,6 +15,7 @@ def show(trace: Trace) -> str:
         "golden    %s" % trace.path,
         "format    %d, written by %s" % (trace.format_version, trace.producer),
         "created   %s" % trace.created,
+        "machine   %s" % summary(numerics(trace.meta)),
     ]
     if trace.complete:
         state = "complete" + (" (recovered from an unfinished recording)" if trace.recovered else "")
@@ -36,7 +25,7 @@ def show(trace: Trace) -> str:
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
     if trace.meta:
         lines.append("metadata")
-        _meta_lines("", trace.meta, lines)
+        nested_lines("", trace.meta, lines)
     rows = []
     raw_total = stored_total = 0
     for t in trace.catalog:

@@ -1,0 +1,152 @@
+"""The environment fingerprint (CPU instruction sets, oneDNN's default), the diff of two
+environments, the tolerance profile it selects, and the report's environment lines."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tracekit.compare.envdiff import default_profile, environment_diff, numerics
+from tracekit.environment import onednn_default, parse_cpuinfo
+from tracekit.report.environment import diff_lines, isa_summary, summary
+
+# First processor blocks of /proc/cpuinfo, trimmed to the fields read.
+INTEL_SPR = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model name\t: Intel(R) Xeon(R) Platinum 8488C
+flags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 avx512f avx512dq avx512cd avx512bw avx512vl \
+avx512_bf16 avx512_vnni avx512_fp16 amx_bf16 amx_tile amx_int8 avx_vnni
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+"""
+AMD_MILAN = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model name\t: AMD EPYC
+flags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 sha_ni
+"""
+ARM = """processor\t: 0
+BogoMIPS\t: 243.75
+Features\t: fp asimd evtstrm aes sha2 crc32 atomics fphp asimdhp asimddp sve i8mm bf16
+CPU implementer\t: 0x41
+CPU architecture: 8
+CPU part\t: 0xd40
+"""
+
+
+def test_cpuinfo_keeps_the_flags_that_select_kernels():
+    intel = parse_cpuinfo(INTEL_SPR)
+    assert intel["vendor"] == "GenuineIntel" and intel["model"] == "Intel(R) Xeon(R) Platinum 8488C"
+    assert {"avx512f", "avx512_vnni", "avx512_fp16", "amx_tile", "fma"} <= set(intel["isa"])
+    assert "fpu" not in intel["isa"] and "sse" not in intel["isa"]  # not kernel-selecting: left out
+    amd = parse_cpuinfo(AMD_MILAN)
+    assert amd["isa"] == ["avx", "avx2", "f16c", "fma", "sse4_1", "sse4_2"]
+    arm = parse_cpuinfo(ARM)
+    assert arm["vendor"] == "0x41" and {"asimd", "sve", "bf16", "i8mm"} <= set(arm["isa"])
+    assert parse_cpuinfo("")["isa"] is None  # nothing known is not "no extensions"
+    assert isa_summary(intel["isa"]) == "AMX +FMA" and isa_summary(amd["isa"]) == "AVX2 +FMA"
+    assert isa_summary(None) == "ISA unknown"
+
+
+def test_onednn_default_follows_tensorflows_rule():
+    amx = parse_cpuinfo(INTEL_SPR)["isa"]
+    avx2 = parse_cpuinfo(AMD_MILAN)["isa"]
+    assert onednn_default("2.21.0", amx) is True
+    assert onednn_default("2.21.0", avx2) is False
+    assert onednn_default("1.15.5", amx) is False  # TF 1.x pip builds have no oneDNN ops
+    assert onednn_default("2.21.0", None) is None
+
+
+def meta(tf="1.15.5", isa=("avx", "avx2", "fma"), onednn=False, cap=None, threads=2, gpus=(), cpu="AMD EPYC"):
+    """The metadata a recording on such a machine would carry."""
+    devices = [{"name": "/device:CPU:0", "type": "CPU"}, {"name": "/device:XLA_CPU:0", "type": "XLA_CPU"}]
+    devices += [{"name": "/device:GPU:%d" % i, "type": "GPU"} for i, _ in enumerate(gpus)]
+    return {
+        "environment": {"python": "3.7.16", "machine": "x86_64", "cpu": cpu, "numpy": "1.18.5",
+                        "cpu_isa": None if isa is None else list(isa), "cpu_caches": {"L2": "1024K"}},
+        "tensorflow": {"version": tf, "devices": devices, "threads": {"intra_op": threads, "inter_op": threads},
+                       "onednn": {"enabled": onednn, "default": False, "env": None, "max_cpu_isa": cap},
+                       "xla_jit": "off", "determinism": False, "tf32": True,
+                       "gpus": [{"name": g, "compute_capability": "9.0"} for g in gpus],
+                       "cuda": "12.5.1", "cudnn": "9"},
+    }
+
+
+def test_same_machine_is_exact():
+    diff = environment_diff(meta(), copy.deepcopy(meta()))
+    assert diff.same_kernels and diff.same_framework and not diff.changes
+    profile = default_profile(diff, False)
+    assert profile.name == "exact" and "bit for bit" in profile.reason
+    assert diff_lines(diff)[-1] == "environments: nothing that selects kernels differs"
+
+
+def test_other_cpu_selects_the_roundoff_bound_and_says_why():
+    golden = meta(isa=("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"), cpu="Intel Xeon")
+    diff = environment_diff(golden, meta())
+    assert [c.field for c in diff.kernel_changes] == ["cpu", "cpu instruction sets"]
+    assert not diff.same_kernels and diff.same_framework
+    profile = default_profile(diff, False)
+    assert profile.name == "round-off" and "cpu instruction sets" in profile.reason
+    text = "\n".join(diff_lines(diff))
+    assert "golden only: avx512_vnni avx512bw avx512f" in text
+    assert "AVX-512 VNNI +FMA -> AVX2 +FMA" in text
+
+
+@pytest.mark.parametrize("field, changed", [
+    ("oneDNN", meta(onednn=True)),
+    ("oneDNN ISA cap", meta(cap="SSE41")),
+    ("intra-op threads", meta(threads=16)),
+    ("devices", meta(gpus=("NVIDIA H100",))),
+    ("cpu", meta(cpu="AMD EPYC 9R14")),
+])
+def test_each_kernel_selecting_setting_counts(field, changed):
+    diff = environment_diff(meta(), changed)
+    assert field in [c.field for c in diff.kernel_changes]
+    assert default_profile(diff, False).name == "round-off"
+
+
+def test_tf32_counts_only_with_a_gpu():
+    no_gpu = meta()
+    no_gpu["tensorflow"]["tf32"] = False
+    assert environment_diff(meta(), no_gpu).same_kernels  # TF32 is a GPU matmul mode
+    gpu_a, gpu_b = meta(gpus=("NVIDIA H100",)), meta(gpus=("NVIDIA H100",))
+    gpu_b["tensorflow"]["tf32"] = False
+    assert [c.field for c in environment_diff(gpu_a, gpu_b).kernel_changes] == ["TF32"]
+
+
+def test_a_port_keeps_the_default_tolerance():
+    diff = environment_diff(meta(), meta(tf="2.21.0"))
+    assert not diff.same_framework and [c.field for c in diff.kernel_changes] == ["tensorflow"]
+    assert not diff.machine_changes
+    profile = default_profile(diff, False)
+    assert profile.name == "default" and "1.15.5 vs 2.21.0" in profile.reason
+    # A replay against a recording is other code, even on the same TensorFlow and machine.
+    same = environment_diff(meta(tf="2.21.0"), meta(tf="2.21.0"))
+    assert same.same_kernels and default_profile(same, True).name == "default"
+    assert "a replay of a port" in default_profile(same, True).reason
+
+
+def test_old_traces_without_the_fields_open_and_count_as_unknown():
+    old = {"environment": {"python": "3.7.16", "machine": "x86_64", "cpu": "AMD EPYC"},
+           "tensorflow": {"version": "1.15.5", "devices": [{"name": "cpu", "type": "CPU"}]}}
+    diff = environment_diff(old, meta())
+    unknown = [c.field for c in diff.kernel_changes if c.unknown]
+    assert "cpu instruction sets" in unknown and "oneDNN" in unknown and "intra-op threads" in unknown
+    assert default_profile(diff, False).name == "round-off"  # nothing proves the kernels the same
+    assert "ISA unknown" in summary(numerics(old))
+    assert "not recorded by the golden" in "\n".join(diff_lines(diff))
+    # Written through the store alone, with no TensorFlow driving it: the default tolerance.
+    assert default_profile(environment_diff({}, {}), False).name == "default"
+
+
+def test_same_instruction_sets_on_another_processor_is_not_bit_for_bit():
+    """Eigen sizes its blocks from the cache sizes: the same ISA is not the same kernel."""
+    a, b = meta(), meta()
+    a["environment"].update(cpu_family="25", cpu_model="1", cpu_caches={"L2": "512K"})
+    b["environment"].update(cpu_family="25", cpu_model="17", cpu_caches={"L2": "1024K"})
+    fields = [c.field for c in environment_diff(a, b).kernel_changes]
+    assert fields == ["cpu", "cpu caches"]
+    assert "AMD EPYC (25 1) -> AMD EPYC (25 17)" in "\n".join(diff_lines(environment_diff(a, b)))

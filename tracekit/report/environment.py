@@ -1,0 +1,103 @@
+"""Text for environments: a one-line summary of a machine, the lines of an environment
+diff, and a whole fingerprint (`tracekit env`)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..compare.envdiff import Change, EnvironmentDiff, numerics
+from .text import nested_lines
+
+# The widest vector extension decides most kernels' code path; shown first.
+ISA_TIERS = [("amx_tile", "AMX"), ("avx512_fp16", "AVX-512 FP16"), ("avx512_bf16", "AVX-512 BF16"),
+             ("avx512_vnni", "AVX-512 VNNI"), ("avx512f", "AVX-512"), ("avx_vnni", "AVX-VNNI"), ("avx2", "AVX2"),
+             ("avx", "AVX"), ("sse4_2", "SSE4.2"), ("sve2", "SVE2"), ("sve", "SVE"), ("asimd", "NEON")]
+
+
+def isa_summary(isa: Optional[Sequence[str]]) -> str:
+    """"AVX-512 BF16 (+FMA)", "AVX2 (+FMA)", ...; "ISA unknown" for traces without it."""
+    if isa is None:
+        return "ISA unknown"
+    flags = set(isa)
+    top = next((label for flag, label in ISA_TIERS if flag in flags), "no SIMD extensions")
+    return top + (" +FMA" if "fma" in flags else "")
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, (tuple, list)):
+        return " ".join(str(v) for v in value) if value else "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def summary(side: Dict[str, Any]) -> str:
+    """One side of an environment diff (envdiff.numerics) in a line."""
+    cpu = str(side.get("cpu") or "unknown CPU")
+    if cpu.endswith(")"):
+        cpu = cpu.rsplit(" (", 1)[0]  # the name; vendor, family and model numbers show in the diff
+    parts = ["TensorFlow %s" % _value(side.get("tensorflow")), cpu,
+             isa_summary(side.get("cpu instruction sets"))]
+    onednn = side.get("oneDNN")
+    if onednn is not None:
+        cap = side.get("oneDNN ISA cap")
+        parts.append("oneDNN %s%s" % (_value(onednn), " (ISA cap %s)" % cap if cap not in (None, "none") else ""))
+    threads = side.get("intra-op threads")
+    if threads is not None:
+        parts.append("%s threads" % threads)
+    gpus = side.get("GPUs")
+    if gpus:
+        parts.append("GPU " + ", ".join(gpus))
+    return ", ".join(parts)
+
+
+def change(c: Change) -> str:
+    if c.field == "cpu instruction sets" and not c.unknown:
+        golden_only = sorted(set(c.golden) - set(c.actual))
+        actual_only = sorted(set(c.actual) - set(c.golden))
+        detail = "; ".join(part for part in [
+            "golden only: " + " ".join(golden_only) if golden_only else "",
+            "actual only: " + " ".join(actual_only) if actual_only else ""] if part)
+        return "%s: %s -> %s (%s)" % (c.field, isa_summary(c.golden), isa_summary(c.actual), detail)
+    return "%s: %s -> %s" % (c.field, _value(c.golden), _value(c.actual))
+
+
+def changes(items: Sequence[Change]) -> str:
+    """Known differences one by one; fields a trace did not record, grouped."""
+    known = [change(c) for c in items if not c.unknown]
+    sides = {}  # type: Dict[str, List[str]]
+    for c in items:
+        if c.unknown:
+            side = "either trace" if c.golden is None and c.actual is None else \
+                "the golden" if c.golden is None else "the actual"
+            sides.setdefault(side, []).append(c.field)
+    known += ["not recorded by %s (a trace from an older tracekit?): %s" % (side, ", ".join(fields))
+              for side, fields in sorted(sides.items())]
+    return "; ".join(known)
+
+
+def diff_lines(diff: EnvironmentDiff) -> List[str]:
+    """What differs, kernel-selecting fields first; the report's environment section."""
+    lines = ["golden recorded on %s" % summary(diff.golden), "actual ran on      %s" % summary(diff.actual)]
+    kernels = diff.kernel_changes
+    if not diff.changes:
+        lines.append("environments: nothing that selects kernels differs")
+        return lines
+    if kernels:
+        verb = "may differ" if all(c.unknown for c in kernels) else "differs"
+        lines.append("%s, selecting other kernels (last bits differ): %s" % (verb, changes(kernels)))
+    else:
+        lines.append("nothing that selects kernels differs")
+    others = [c for c in diff.changes if not c.kernels]
+    if others:
+        lines.append("differs, not affecting kernels: " + changes(others))
+    return lines
+
+
+def fingerprint_text(meta: Dict[str, Any]) -> str:
+    """`tracekit env`: the summary line, then every field."""
+    lines = ["machine   %s" % summary(numerics(meta))]
+    nested_lines("", meta, lines)
+    return "\n".join(lines)
