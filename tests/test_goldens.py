@@ -44,3 +44,21 @@ def test_slim_golden():
         assert len(trace) == 5
         assert trace.meta["user"]["zero_code"]["script"].endswith("slim_resnet.py")
         assert any(n.endswith("/Momentum:0") for n in trace.names("slot"))
+
+
+FOREIGN = os.path.join(ROOT, "tests", "data", "foreign_cpu")
+
+
+@pytest.mark.parametrize("name", ["seed_example.h5", "estimator_model.h5", "slim_resnet.h5"])
+def test_goldens_from_two_machines_agree_within_roundoff_and_say_why_not_bit_for_bit(name):
+    """tests/data/foreign_cpu holds the goldens recorded on another machine by the same scripts:
+    the comparison picks the round-off bound and passes; compared exactly it fails, and the
+    report puts it down to the machines, not to the code."""
+    foreign, shipped = os.path.join(FOREIGN, name), os.path.join(GOLDENS, name)
+    auto = tracekit.compare(foreign, shipped)
+    assert auto.ok and auto.profile.name == "round-off", auto.report()
+    assert auto.report().startswith("MATCH (within round-off; golden recorded on TensorFlow 1.15.5")
+    exact = tracekit.compare(foreign, shipped, tracekit.Tolerance.exact())
+    assert not exact.ok, "the fixture must come from a machine that computes other last bits than goldens/'s"
+    assert exact.likely_cause is not None and not exact.likely_cause.port, exact.report()
+    assert "likely cause: the machine, not the code" in exact.report()

@@ -1,0 +1,53 @@
+"""The suite and its explanations hold on an instruction set other than this machine's:
+oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA, with TF_ENABLE_ONEDNN_OPTS=1) makes TensorFlow 2 run
+other matrix kernels on this very CPU, as another machine would."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+import tracekit
+from tracekit.compare.envdiff import environment_diff
+
+from ..conftest import ROOT, run_python
+from .conftest import golden
+
+CHILD = os.path.join(ROOT, "tests", "replay", "replay_child.py")
+ONEDNN_VARIABLES = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+# Later steps accumulate round-off through the optimizer (tools/replay_examples.py).
+TRAINING = tracekit.Tolerance().rule(steps=(1, None), atol=1e-4, rtol=1e-5)
+
+
+def replay(tmp_path, label, steps, **env):
+    out = str(tmp_path / (label + ".h5"))
+    run_python(sys.executable, [CHILD, "estimator_model", golden("estimator_model"), out, str(steps)],
+               env=env, unset=[v for v in ONEDNN_VARIABLES if v not in env])
+    return out
+
+
+def test_another_instruction_set_is_explained_not_blamed(tmp_path):
+    plain = replay(tmp_path, "plain", 10)
+    capped = replay(tmp_path, "sse41", 10, TF_ENABLE_ONEDNN_OPTS="1", ONEDNN_MAX_CPU_ISA="SSE41")
+    with tracekit.open(plain) as a, tracekit.open(capped) as b:
+        assert b.meta["tensorflow"]["onednn"]["enabled"] is True
+        assert b.meta["tensorflow"]["onednn"]["max_cpu_isa"] == "SSE41"
+        diff = environment_diff(a.meta, b.meta)
+    assert "oneDNN ISA cap" in [c.field for c in diff.machine_changes]
+    # Two replays of one port: the same code, so a mismatch at all needs explaining.
+    exact = tracekit.compare(plain, capped, tracekit.Tolerance.exact())
+    assert not exact.ok, "SSE4.1 kernels summed in this CPU's widest vectors' order: nothing was forced"
+    cause = exact.likely_cause
+    assert cause is not None and not cause.port and cause.ulps <= cause.bound, exact.report()
+    assert "likely cause: the machine, not the code" in exact.report()
+    assert "oneDNN ISA cap: none -> SSE41" in exact.report()
+    auto = tracekit.compare(plain, capped)
+    assert auto.profile.name == "round-off" and auto.ok, auto.report()
+    assert auto.report().startswith("MATCH (within round-off; golden recorded on TensorFlow 2.21")
+    # The port holds the examples' tolerance against the TF 1.15 golden on either code path.
+    for path in (plain, capped):
+        against_golden = tracekit.compare(golden("estimator_model"), path, TRAINING)
+        assert against_golden.ok, against_golden.report()
+
