@@ -1,4 +1,4 @@
-"""Seed example of the TF migration guide (NOTES.md section 1), recorded with the API.
+"""Seed example of the TF migration guide (TensorFlow's guide to validating numerical equivalence), recorded with the API.
 
 Three tf.compat.v1.layers.dense layers (3 -> 2 -> 2 -> 3 units), softmax
 cross-entropy, polynomial-decay learning rate, plain SGD; fixed inputs

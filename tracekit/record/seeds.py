@@ -1,5 +1,5 @@
 """Seed control with the semantics of `tf.compat.v1.keras.utils.DeterministicRandomTestTool`,
-for TF 1.15, which has no such tool (NOTES.md section 2).
+for TF 1.15, which has no such tool.
 
 Inside `SeedControl(seed, mode)`, the graph seed is `seed` and every stateful random
 op created asks `random_seed.get_seed` for its seeds and gets `(seed, op_seed)`:

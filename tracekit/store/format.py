@@ -40,7 +40,7 @@ JOURNAL_SUFFIX = ".journal"
 USERBLOCK_SIZE = 512
 USERBLOCK_MAGIC = b"TRACEKIT golden\n"
 
-# HDF5 filters declared on chunked datasets (NOTES.md section 4).
+# HDF5 filters declared on chunked datasets.
 FILTER_SHUFFLE = 2
 FILTER_ZSTD = 32015
 MASK_SKIP_SHUFFLE = 1
