@@ -174,10 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
                         "(glob, or re:regex), steps = [start, stop] or [start], atol, rtol, equal_nan, ignore")
     p.add_argument("--profile", choices=PROFILES, default="auto",
-                   help="the tolerance without --tolerance: auto (default) picks from the two environments: "
-                        "exact when nothing that selects kernels differs, round-off for the same TensorFlow on "
-                        "another machine (docs/NUMERICS.md), default (atol=1e-5, rtol=1e-6 for float32) for a "
-                        "port to another TensorFlow")
+                   help="the tolerance without --tolerance. auto (the default) picks from the two traces: "
+                        "default (float32 atol=1e-5, rtol=1e-6) for a replayed port or another TensorFlow; for "
+                        "two runs of the same code, exact when nothing that selects kernels differs, else "
+                        "round-off, the cross-machine bound (docs/NUMERICS.md)")
     p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
 
     p = command("env", _env, "Print this machine's environment fingerprint, as a trace recorded here would "

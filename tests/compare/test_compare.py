@@ -177,6 +177,9 @@ def test_diff_exact(golden, tmp_path, capsys):
     assert main(["diff", "--exact", golden, write(str(tmp_path / "same.h5"))]) == 0
     assert main(["diff", "--exact", "--tolerance", "x.toml", golden, near]) == 2
     assert "exclude each other" in capsys.readouterr().err
+    assert main(["diff", "--profile", "round-off", golden, near]) == 0  # 1e-7 on a loss of about 1: 1 ulp
+    assert "tolerance: given" in capsys.readouterr().out
+    assert main(["diff", "--profile", "exact", golden, near]) == 1
 
 
 def machine(isa, tf="1.15.5"):
@@ -215,7 +218,7 @@ def test_the_environments_pick_the_tolerance(tmp_path):
     assert [c.field for c in other.environment_diff.kernel_changes] == ["cpu", "cpu instruction sets"]
     first = other.report().splitlines()[0]
     assert first.startswith("MATCH (within round-off; golden recorded on TensorFlow 1.15.5, cpu-avx512f, AVX-512")
-    assert "this machine TensorFlow 1.15.5, cpu-fma, AVX2 +FMA" in first
+    assert "actual on TensorFlow 1.15.5, cpu-fma, AVX2 +FMA" in first
     other_tf = tracekit.compare(golden, write(str(tmp_path / "tf2.h5"), meta=machine(("avx2",), tf="2.21.0")))
     assert other_tf.profile.name == "default" and "TensorFlow 1.15.5 vs 2.21.0" in other_tf.report()
     replay = dict(AVX512, replay={"golden": golden})  # a port replayed on the golden's own machine

@@ -74,3 +74,9 @@ def test_ulps_measure_error_against_the_tensors_scale():
     assert compare_values(g64, g64 + 2 * 2.0 ** -52 * 2, Resolved(0, 0, False, False, False, eps=2.0 ** -52)).ulps \
         == pytest.approx(2, rel=1e-6)
     assert compare_values(np.zeros(2, "f4"), np.full(2, 1e-30, "f4"), tol(0, 0)).ulps == float("inf")
+
+
+def test_a_differing_integer_is_never_round_off():
+    s = compare_values(np.array([3], np.int64), np.array([4], np.int64), tol())
+    assert not s.ok and s.ulps == float("inf")  # a step counter off by one is not a machine's doing
+    assert compare_values(np.array([3], np.int64), np.array([3], np.int64), tol()).ulps == 0

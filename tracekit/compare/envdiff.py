@@ -191,10 +191,8 @@ def environment_diff(golden_meta: Meta, actual_meta: Meta) -> EnvironmentDiff:
         g, a = golden[label], actual[label]
         if g == a and g is not None:
             continue
-        if g is None and a is None and not kernels:
-            continue  # informational and recorded by neither: nothing to say
         if not kernels and (g is None or a is None):
-            continue
+            continue  # informational, and a side did not record it: nothing to say
         changes.append(Change(label, g, a, kernels))
     return EnvironmentDiff(golden, actual, tuple(changes))
 

@@ -31,9 +31,9 @@ def describe(stats: Stats) -> List[str]:
     lines.append("tolerance atol=%s rtol=%s%s; it would pass with atol >= %s (at rtol=%s) or rtol >= %s (at atol=%s)"
                  % (_num(stats.atol), _num(stats.rtol), allowance, _num(stats.needed_atol), _num(stats.rtol),
                     _num(stats.needed_rtol), _num(stats.atol)))
-    lines.append("error = %s ulps of the tensor's scale (eps * max |golden| = %s)"
-                 % (_num(stats.ulps), _num(stats.max_abs / stats.ulps) if stats.ulps not in (0.0, float("inf"))
-                    else "-"))
+    if 0 < stats.ulps < float("inf"):
+        lines.append("error = %s ulps of the tensor's scale (eps * max |golden| = %s)"
+                     % (_num(stats.ulps), _num(stats.max_abs / stats.ulps)))
     return lines
 
 
@@ -71,7 +71,7 @@ def verdict(result: Comparison) -> str:
     if result.profile.name == "exact":
         return "MATCH (bit for bit)"
     if result.profile.name == "round-off":
-        return "MATCH (within round-off; golden recorded on %s, this machine %s)" % (
+        return "MATCH (within round-off; golden recorded on %s, actual on %s)" % (
             summary(env.golden), summary(env.actual))
     return "MATCH"
 
