@@ -1,7 +1,10 @@
-"""Comparing traces: tolerance policies, statistics, the first divergence. numpy only."""
+"""Comparing traces: tolerance policies, statistics, the first divergence, the difference
+of the two runs' environments. numpy only."""
 
-from .engine import Comparison, Divergence, TensorResult, compare
+from .engine import Comparison, Divergence, RoundoffCause, TensorResult, compare
+from .envdiff import Change, EnvironmentDiff, Profile, environment_diff
 from .stats import Stats
 from .tolerance import Rule, Tolerance, guide_policy
 
-__all__ = ["Comparison", "Divergence", "Rule", "Stats", "TensorResult", "Tolerance", "compare", "guide_policy"]
+__all__ = ["Change", "Comparison", "Divergence", "EnvironmentDiff", "Profile", "RoundoffCause", "Rule", "Stats",
+           "TensorResult", "Tolerance", "compare", "environment_diff", "guide_policy"]
