@@ -15,7 +15,8 @@ ISA_TIERS = [("amx_tile", "AMX"), ("avx512_fp16", "AVX-512 FP16"), ("avx512_bf16
 
 
 def isa_summary(isa: Optional[Sequence[str]]) -> str:
-    """"AVX-512 BF16 (+FMA)", "AVX2 (+FMA)", ...; "ISA unknown" for traces without it."""
+    """The widest extension, like "AVX-512 BF16 +FMA" or "AVX2 +FMA"; "ISA unknown" when
+    the trace did not record its instruction sets."""
     if isa is None:
         return "ISA unknown"
     flags = set(isa)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any, List
-
 from ..compare.envdiff import numerics
 from ..store import RecoverResult, Trace, VerifyResult
 from .environment import summary
