@@ -53,7 +53,8 @@ FOREIGN = os.path.join(ROOT, "tests", "data", "foreign_cpu")
 def test_goldens_from_two_machines_agree_within_roundoff_and_say_why_not_bit_for_bit(name):
     """tests/data/foreign_cpu holds the goldens recorded on another machine by the same scripts:
     the comparison picks the round-off bound and passes; compared exactly it fails, and the
-    report puts it down to the machines, not to the code."""
+    report names machine round-off as the possible cause (only possible: those goldens predate
+    the fields that would prove the program and the machine)."""
     foreign, shipped = os.path.join(FOREIGN, name), os.path.join(GOLDENS, name)
     auto = tracekit.compare(foreign, shipped)
     assert auto.ok and auto.profile.name == "round-off", auto.report()
@@ -61,4 +62,4 @@ def test_goldens_from_two_machines_agree_within_roundoff_and_say_why_not_bit_for
     exact = tracekit.compare(foreign, shipped, tracekit.Tolerance.exact())
     assert not exact.ok, "the fixture must come from a machine that computes other last bits than goldens/'s"
     assert exact.likely_cause is not None and not exact.likely_cause.port, exact.report()
-    assert "likely cause: the machine, not the code" in exact.report()
+    assert not exact.likely_cause.likely and "possible cause: machine round-off" in exact.report()

@@ -95,11 +95,7 @@ def _diff(args: argparse.Namespace) -> int:
     profile = "exact" if args.exact else args.profile
     if args.tolerance and profile != "auto":
         raise UsageError("--tolerance and --exact/--profile exclude each other")
-    if args.tolerance:
-        tolerance = Tolerance.load(args.tolerance)
-    else:
-        tolerance = {"auto": None, "exact": Tolerance.exact(), "round-off": Tolerance.roundoff(),
-                     "default": Tolerance()}[profile]
+    tolerance = Tolerance.load(args.tolerance) if args.tolerance else (None if profile == "auto" else profile)
     result = compare(args.golden, args.actual, tolerance)
     print(result.report())
     return EXIT_OK if result.ok else EXIT_FAIL
@@ -111,7 +107,7 @@ def _env(args: argparse.Namespace) -> int:
     from .environment import fingerprint, tensorflow_environment
     from .report.environment import fingerprint_text
 
-    meta = {"environment": fingerprint()}
+    meta = {}  # type: dict
     if not args.no_tensorflow:
         try:
             os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as the replayer: tf-keras on TF >= 2.16
@@ -120,7 +116,7 @@ def _env(args: argparse.Namespace) -> int:
             print("tracekit env: TensorFlow is not installed here; showing the machine only", file=sys.stderr)
         else:
             meta["tensorflow"] = tensorflow_environment(tf)
-            meta["environment"]["tensorflow"] = tf.__version__
+    meta["environment"] = fingerprint()  # after the import: the versions it loaded, the variables it set
     print(json.dumps(meta, indent=2, sort_keys=True, default=str) if args.json else fingerprint_text(meta))
     return EXIT_OK
 

@@ -12,10 +12,11 @@ Two parts, both plain data in a trace's metadata:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ._version import __version__
 
@@ -151,6 +152,20 @@ def fingerprint() -> Dict[str, Any]:
         "keras": _version("tf_keras") or _version("keras"),
         "env": recorded_env(dict(os.environ)),
     }
+
+
+def program_identity(entry: str, sources: Sequence[Optional[str]]) -> Dict[str, Any]:
+    """meta["program"]: what computed a trace, so that a comparison can tell two runs of the
+    same code from a port. `entry` names it (a script, or a step function and model class),
+    `sha256` hashes the source files it came from (None if one cannot be read)."""
+    digest = hashlib.sha256()
+    for path in sources:
+        try:
+            with open(str(path), "rb") as fh:
+                digest.update(fh.read())
+        except (OSError, TypeError):
+            return {"entry": entry, "sha256": None}
+    return {"entry": entry, "sha256": digest.hexdigest() if sources else None}
 
 
 # ---- what only the running TensorFlow can tell --------------------------------------------------

@@ -6,10 +6,11 @@ Imports TensorFlow (selecting tf-keras, Keras 2, before the first import on TF >
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Any, Callable, Dict, Optional
 
+from .environment import program_identity, tensorflow_environment
 from .replay.engine import replay_steps
-from .environment import tensorflow_environment
 from .replay.tf2 import TF2Session, aligned_seeds, call_step, check_usage, devices
 from .replay.tf2 import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
@@ -50,7 +51,21 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
     with scope:
         return replay_steps(trace, runner, lambda feeds: call_step(step_fn, feeds, inputs), steps, out, about,
-                            progress, meta={"tensorflow": tensorflow_environment(tf)})
+                            progress, meta={"tensorflow": tensorflow_environment(tf), "program": _program(step_fn, model)})
+
+
+def _program(step_fn: Callable[..., Any], model: Any) -> Dict[str, Any]:
+    """The port's identity: its step function and model class, and the files they come from."""
+    func = getattr(step_fn, "python_function", step_fn)  # a tf.function's Python function
+    parts = [func] + ([type(model)] if model is not None else [])
+    names = ["%s.%s" % (getattr(p, "__module__", "?"), getattr(p, "__qualname__", repr(p))) for p in parts]
+    sources = []
+    for part in parts:
+        try:
+            sources.append(inspect.getsourcefile(part))
+        except TypeError:  # a builtin or C-implemented callable: no file to hash
+            sources.append(None)
+    return program_identity(" + ".join(names), sources)
 
 
 def seeded(golden: "str | Trace") -> Any:

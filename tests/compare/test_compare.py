@@ -178,14 +178,16 @@ def test_diff_exact(golden, tmp_path, capsys):
     assert main(["diff", "--exact", "--tolerance", "x.toml", golden, near]) == 2
     assert "exclude each other" in capsys.readouterr().err
     assert main(["diff", "--profile", "round-off", golden, near]) == 0  # 1e-7 on a loss of about 1: 1 ulp
-    assert "tolerance: given" in capsys.readouterr().out
+    assert "tolerance: round-off (asked for)" in capsys.readouterr().out
     assert main(["diff", "--profile", "exact", golden, near]) == 1
 
 
-def machine(isa, tf="1.15.5"):
-    """Metadata of a recording on a CPU with these instruction sets."""
-    return {"environment": {"machine": "x86_64", "cpu": "cpu-" + isa[-1], "cpu_isa": list(isa),
-                            "cpu_caches": {"L2": "1024K"}},
+def machine(isa, tf="1.15.5", program="train.py"):
+    """Metadata of a recording of `program` on a CPU with these instruction sets."""
+    return {"program": {"entry": program, "sha256": "5eed" + program},
+            "environment": {"machine": "x86_64", "cpu": "cpu-" + isa[-1], "cpu_isa": list(isa),
+                            "cpu_vendor": "GenuineIntel", "cpu_family": "6", "cpu_model": str(len(isa)),
+                            "cpu_caches": {"L2": "1024K"}, "env": {}},
             "tensorflow": {"version": tf, "devices": [{"name": "cpu:0", "type": "CPU"}],
                            "threads": {"intra_op": 2, "inter_op": 2}, "xla_jit": "off", "determinism": False,
                            "tf32": False, "gpus": [], "cuda": None, "cudnn": None,
@@ -215,15 +217,17 @@ def test_the_environments_pick_the_tolerance(tmp_path):
     assert not tracekit.compare(golden, near).ok  # one machine: even round-off is a change
     other = tracekit.compare(golden, write(str(tmp_path / "other.h5"), meta=AVX2, change=roundoff(4)))
     assert other.ok and other.profile.name == "round-off"
-    assert [c.field for c in other.environment_diff.kernel_changes] == ["cpu", "cpu instruction sets"]
+    assert [c.field for c in other.environment_diff.kernel_changes] == ["cpu model", "cpu instruction sets"]
     first = other.report().splitlines()[0]
     assert first.startswith("MATCH (within round-off; golden recorded on TensorFlow 1.15.5, cpu-avx512f, AVX-512")
     assert "actual on TensorFlow 1.15.5, cpu-fma, AVX2 +FMA" in first
     other_tf = tracekit.compare(golden, write(str(tmp_path / "tf2.h5"), meta=machine(("avx2",), tf="2.21.0")))
     assert other_tf.profile.name == "default" and "TensorFlow 1.15.5 vs 2.21.0" in other_tf.report()
-    replay = dict(AVX512, replay={"golden": golden})  # a port replayed on the golden's own machine
+    replay = dict(machine(("avx", "avx2", "fma", "avx512f"), program="step + Model"), replay={"golden": golden})
     port = tracekit.compare(golden, write(str(tmp_path / "port.h5"), meta=replay, change=roundoff(4)))
-    assert port.profile.name == "default" and port.ok and "a replay of a port" in port.report()
+    assert port.profile.name == "default" and port.ok and "a port compared with its golden" in port.report()
+    other_script = machine(("avx", "avx2", "fma", "avx512f"), program="other.py")
+    assert tracekit.compare(golden, write(str(tmp_path / "o.h5"), meta=other_script)).profile.name == "default"
 
 
 def test_roundoff_bound_catches_real_changes_across_machines(tmp_path):
@@ -245,8 +249,8 @@ def test_report_names_the_machine_as_likely_cause_within_roundoff(tmp_path):
     result = tracekit.compare(golden, actual, tracekit.Tolerance.exact())
     assert not result.ok and result.profile.name == "given"
     cause = result.likely_cause
-    assert cause is not None and not cause.port and cause.ulps <= cause.bound
-    assert [c.field for c in cause.changes] == ["cpu", "cpu instruction sets"]
+    assert cause is not None and cause.likely and not cause.port and cause.ulps <= cause.bound
+    assert [c.field for c in cause.changes] == ["cpu model", "cpu instruction sets"]
     text = result.report()
     assert "likely cause: the machine, not the code" in text and "AVX-512 +FMA -> AVX2 +FMA" in text
     # The same error on the same machine is not explained away, nor one beyond the bound.
@@ -257,4 +261,11 @@ def test_report_names_the_machine_as_likely_cause_within_roundoff(tmp_path):
     # A port on another CPU: possible, not likely (a port's own error can be that small).
     port = write(str(tmp_path / "p.h5"), meta=machine(("avx", "avx2", "fma"), tf="2.21.0"), change=roundoff(30))
     port_result = tracekit.compare(golden, port, tracekit.Tolerance.exact())
-    assert port_result.likely_cause.port and "possible cause: machine round-off" in port_result.report()
+    assert port_result.likely_cause.port and not port_result.likely_cause.likely
+    assert "possible cause: machine round-off" in port_result.report()
+    # Traces that do not say which program made them: possible, never likely.
+    anonymous = {k: v for k, v in AVX2.items() if k != "program"}
+    unsure = write(str(tmp_path / "u.h5"), meta=anonymous, change=roundoff(30))
+    unsure_result = tracekit.compare(golden, unsure, tracekit.Tolerance.exact())
+    assert not unsure_result.likely_cause.likely and not unsure_result.likely_cause.port
+    assert "the traces do not record enough to be sure" in unsure_result.report()

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 
+import tracekit
 from tracekit.compare.envdiff import default_profile, environment_diff, numerics
 from tracekit.environment import onednn_default, parse_cpuinfo
 from tracekit.report.environment import diff_lines, isa_summary, summary
@@ -60,13 +61,16 @@ def test_onednn_default_follows_tensorflows_rule():
     assert onednn_default("2.21.0", None) is None
 
 
-def meta(tf="1.15.5", isa=("avx", "avx2", "fma"), onednn=False, cap=None, threads=2, gpus=(), cpu="AMD EPYC"):
+def meta(tf="1.15.5", isa=("avx", "avx2", "fma"), onednn=False, cap=None, threads=2, gpus=(), cpu="AMD EPYC",
+         model="1", variables=None):
     """The metadata a recording on such a machine would carry."""
     devices = [{"name": "/device:CPU:0", "type": "CPU"}, {"name": "/device:XLA_CPU:0", "type": "XLA_CPU"}]
     devices += [{"name": "/device:GPU:%d" % i, "type": "GPU"} for i, _ in enumerate(gpus)]
     return {
         "environment": {"python": "3.7.16", "machine": "x86_64", "cpu": cpu, "numpy": "1.18.5",
-                        "cpu_isa": None if isa is None else list(isa), "cpu_caches": {"L2": "1024K"}},
+                        "cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model": model,
+                        "cpu_isa": None if isa is None else list(isa), "cpu_caches": {"L2": "1024K"},
+                        "env": dict(variables or {}, PYTHONHASHSEED="0")},
         "tensorflow": {"version": tf, "devices": devices, "threads": {"intra_op": threads, "inter_op": threads},
                        "onednn": {"enabled": onednn, "default": False, "env": None, "max_cpu_isa": cap},
                        "xla_jit": "off", "determinism": False, "tf32": True,
@@ -84,9 +88,10 @@ def test_same_machine_is_exact():
 
 
 def test_other_cpu_selects_the_roundoff_bound_and_says_why():
-    golden = meta(isa=("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"), cpu="Intel Xeon")
+    golden = meta(isa=("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"), cpu="AMD EPYC 9R14", model="17")
     diff = environment_diff(golden, meta())
-    assert [c.field for c in diff.kernel_changes] == ["cpu", "cpu instruction sets"]
+    assert [c.field for c in diff.kernel_changes] == ["cpu model", "cpu instruction sets"]
+    assert [c.field for c in diff.changes if not c.kernels] == ["cpu"]  # the name: shown, not counted
     assert not diff.same_kernels and diff.same_framework
     profile = default_profile(diff, False)
     assert profile.name == "round-off" and "cpu instruction sets" in profile.reason
@@ -100,7 +105,8 @@ def test_other_cpu_selects_the_roundoff_bound_and_says_why():
     ("oneDNN ISA cap", meta(cap="SSE41")),
     ("intra-op threads", meta(threads=16)),
     ("devices", meta(gpus=("NVIDIA H100",))),
-    ("cpu", meta(cpu="AMD EPYC 9R14")),
+    ("cpu model", meta(model="17")),
+    ("numerics variables", meta(variables={"TF_XLA_FLAGS": "--tf_xla_auto_jit=2"})),
 ])
 def test_each_kernel_selecting_setting_counts(field, changed):
     diff = environment_diff(meta(), changed)
@@ -108,13 +114,17 @@ def test_each_kernel_selecting_setting_counts(field, changed):
     assert default_profile(diff, False).name == "round-off"
 
 
-def test_tf32_counts_only_with_a_gpu():
+def test_gpu_settings_count_only_with_a_gpu():
     no_gpu = meta()
-    no_gpu["tensorflow"]["tf32"] = False
-    assert environment_diff(meta(), no_gpu).same_kernels  # TF32 is a GPU matmul mode
+    no_gpu["tensorflow"].update(tf32=False, cuda="11.2", cudnn="8")
+    assert environment_diff(meta(), no_gpu).same_kernels  # TF32 is a GPU matmul mode, CUDA a GPU library
     gpu_a, gpu_b = meta(gpus=("NVIDIA H100",)), meta(gpus=("NVIDIA H100",))
-    gpu_b["tensorflow"]["tf32"] = False
-    assert [c.field for c in environment_diff(gpu_a, gpu_b).kernel_changes] == ["TF32"]
+    gpu_b["tensorflow"].update(tf32=False, cudnn="8")
+    diff = environment_diff(gpu_a, gpu_b)
+    assert [c.field for c in diff.kernel_changes] == ["TF32", "CUDA, cuDNN"]
+    text = "\n".join(diff_lines(diff))
+    assert "TF32: on -> off" in text and "CUDA 12.5.1, cuDNN 9 -> CUDA 12.5.1, cuDNN 8" in text
+    assert "GPU NVIDIA H100 (compute capability 9.0)" in summary(diff.golden)
 
 
 def test_a_port_keeps_the_default_tolerance():
@@ -123,10 +133,14 @@ def test_a_port_keeps_the_default_tolerance():
     assert not diff.machine_changes
     profile = default_profile(diff, False)
     assert profile.name == "default" and "1.15.5 vs 2.21.0" in profile.reason
-    # A replay against a recording is other code, even on the same TensorFlow and machine.
+    # Other code (a port against its golden) gets it even on the same TensorFlow and machine.
     same = environment_diff(meta(tf="2.21.0"), meta(tf="2.21.0"))
     assert same.same_kernels and default_profile(same, True).name == "default"
-    assert "a replay of a port" in default_profile(same, True).reason
+    assert "a port compared with its golden" in default_profile(same, True).reason
+    asked = default_profile(same, False, "round-off")
+    assert asked.name == "round-off" and asked.reason == "asked for"
+    with pytest.raises(tracekit.UsageError):
+        default_profile(same, False, "loose")
 
 
 def test_old_traces_without_the_fields_open_and_count_as_unknown():
@@ -144,9 +158,21 @@ def test_old_traces_without_the_fields_open_and_count_as_unknown():
 
 def test_same_instruction_sets_on_another_processor_is_not_bit_for_bit():
     """Eigen sizes its blocks from the cache sizes: the same ISA is not the same kernel."""
-    a, b = meta(), meta()
-    a["environment"].update(cpu_family="25", cpu_model="1", cpu_caches={"L2": "512K"})
-    b["environment"].update(cpu_family="25", cpu_model="17", cpu_caches={"L2": "1024K"})
+    a, b = meta(), meta(model="17")
+    a["environment"].update(cpu_caches={"L2": "512K", "L3": "32768K"})
     fields = [c.field for c in environment_diff(a, b).kernel_changes]
-    assert fields == ["cpu", "cpu caches"]
-    assert "AMD EPYC (25 1) -> AMD EPYC (25 17)" in "\n".join(diff_lines(environment_diff(a, b)))
+    assert fields == ["cpu model", "cpu caches"]
+    text = "\n".join(diff_lines(environment_diff(a, b)))
+    assert "cpu model: AuthenticAMD 25 1 -> AuthenticAMD 25 17" in text
+    assert "cpu caches: L2 512K, L3 32768K -> L2 1024K" in text
+
+
+def test_unavailable_is_a_value_not_recorded_is_not():
+    """A machine without /sys cache information records that it could not tell: two such runs
+    on it still agree; a trace that never recorded the field does not."""
+    a, b = meta(), meta()
+    a["environment"]["cpu_caches"] = b["environment"]["cpu_caches"] = None
+    assert environment_diff(a, b).same_kernels
+    del b["environment"]["cpu_caches"]
+    change = environment_diff(a, b).kernel_changes[0]
+    assert (change.field, change.golden, change.unknown) == ("cpu caches", "unavailable", True)

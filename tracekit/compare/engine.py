@@ -88,6 +88,9 @@ class RoundoffCause:
     bound: float  # the bound of its kind (ROUNDOFF_ULPS)
     changes: Tuple[Change, ...]  # the kernel-selecting differences
     port: bool  # other code or another framework: a port's own error can hide in the same range
+    # The same code for certain (both traces name their program, and it is the same) and a
+    # machine difference that is recorded, not just unknown: "likely", else only "possible".
+    likely: bool
 
 
 class Comparison(object):
@@ -140,13 +143,14 @@ class Comparison(object):
             raise Mismatch(self.report())
 
 
-def compare(golden: "str | Trace", actual: "str | Trace", tolerance: Optional[Tolerance] = None) -> Comparison:
+def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None) -> Comparison:
     """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
 
     Without a tolerance, what the traces are chooses one (envdiff.default_profile): the
-    default Tolerance() for a port (a replay against a recording) or another TensorFlow;
-    for the same code on the same TensorFlow, bit for bit when nothing that selects kernels
-    differs, else the cross-machine round-off bound."""
+    default Tolerance() for other code (a port replayed against its golden) or another
+    TensorFlow; for the same code on the same TensorFlow, bit for bit when nothing that
+    selects kernels differs, else the cross-machine round-off bound. `tolerance` may also
+    name a profile: "exact", "round-off" or "default"."""
     own = []  # traces opened here are closed here
     if not isinstance(golden, Trace):
         golden = open_trace(golden)
@@ -156,20 +160,27 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: Optional[To
         own.append(actual)
     try:
         diff = environment_diff(golden.meta, actual.meta)
-        port = is_port(golden, actual)
-        return _compare(golden, actual, default_profile(diff, port, tolerance), diff, port)
+        code = same_code(golden.meta, actual.meta)
+        return _compare(golden, actual, default_profile(diff, code is False, tolerance), diff, code)
     finally:
         for trace in own:
             trace.close()
 
 
-def is_port(golden: Trace, actual: Trace) -> bool:
-    """A replay compared with a recording: another program computed the actual trace. Two
-    recordings (or two replays) are the same code run twice."""
-    return ("replay" in golden.meta) != ("replay" in actual.meta)
+def same_code(golden_meta: Dict, actual_meta: Dict) -> Optional[bool]:
+    """Whether the same program computed both traces: their meta["program"] (entry point and
+    source hash) agree. Without it (traces from an older tracekit), a replay compared with a
+    recording is a port (False) and two recordings or two replays may be the same code (None)."""
+    g, a = golden_meta.get("program"), actual_meta.get("program")
+    if isinstance(g, dict) and isinstance(a, dict) and g.get("sha256") and a.get("sha256"):
+        return g.get("entry") == a.get("entry") and g.get("sha256") == a.get("sha256")
+    if ("replay" in golden_meta) != ("replay" in actual_meta):
+        return False
+    return None
 
 
-def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDiff, port: bool) -> Comparison:
+def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDiff,
+             code: Optional[bool]) -> Comparison:
     tolerance = profile.tolerance
     result = Comparison(golden.path, actual.path, profile, diff)
     result.golden_steps, result.actual_steps = len(golden), len(actual)
@@ -223,11 +234,11 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
             result.first_divergence = Divergence(index, kind, name, stats, kind == "grad" and name in noisy)
     # A tensor may be absent from some steps (slots before the first update): missing means never.
     result.missing = sorted(absent - seen)
-    result.likely_cause = _roundoff_cause(result, port)
+    result.likely_cause = _roundoff_cause(result, code)
     return result
 
 
-def _roundoff_cause(result: Comparison, port: bool) -> Optional[RoundoffCause]:
+def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[RoundoffCause]:
     """Round-off explains the mismatch when the machines differ in what selects kernels and
     every failing tensor is within the cross-machine bound of its kind at every step."""
     changes = result.environment.machine_changes
@@ -245,8 +256,9 @@ def _roundoff_cause(result: Comparison, port: bool) -> Optional[RoundoffCause]:
                 closest = (stats.ulps / bound, tensor.key, stats.ulps, bound)
     if closest is None:
         return None
-    return RoundoffCause(closest[1], closest[2], closest[3], result.environment.kernel_changes,
-                         port or not result.environment.same_framework)
+    port = code is False or not result.environment.same_framework
+    likely = code is True and not port and any(not c.unknown for c in changes)
+    return RoundoffCause(closest[1], closest[2], closest[3], result.environment.kernel_changes, port, likely)
 
 
 def _noise_floor(grads: List[Tuple[str, Stats]]) -> List[str]:

@@ -1,10 +1,15 @@
 """What differs between the environments of two traces, and which differences decide
 the kernels that ran (and so the last bits of every result).
 
-Bit-for-bit agreement is a fact only between two runs whose kernel-selecting fields
-all match: the same TensorFlow, processor (model, instruction sets, cache sizes, which
-Eigen's blocking reads), oneDNN setting, thread count, XLA, determinism, TF32 and devices. A field a trace did not record (goldens from
-before tracekit recorded it) counts as differing: nothing proves it the same.
+Bit-for-bit agreement is a fact only between two runs whose kernel-selecting fields all
+match: the same TensorFlow, processor (model, instruction sets, and the cache sizes that
+Eigen's blocking reads), oneDNN setting, thread count, XLA, determinism, TF32, devices
+and the environment variables that change them. A field a trace did not record (goldens
+from before tracekit recorded it) is None and counts as differing: nothing proves it the
+same. A field recorded as unknowable on that machine (no /sys cache information) is
+UNAVAILABLE, a value like any other.
+
+Values are data (strings, numbers, tuples); report/environment.py renders them.
 """
 
 from __future__ import annotations
@@ -12,19 +17,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..errors import UsageError
 from .tolerance import Tolerance
 
 Meta = Mapping[str, Any]
+UNAVAILABLE = "unavailable"  # recorded, but the machine could not tell
+NOT_APPLICABLE = "n/a"  # a GPU setting on a run without a GPU
+# Environment variables that change results and that no other field covers.
+NUMERICS_VARIABLES = ("TF_XLA_FLAGS", "TF_DETERMINISTIC_OPS", "TF_CUDNN_DETERMINISTIC", "ONEDNN_DEFAULT_FPMATH_MODE",
+                      "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+                      "TF_ENABLE_AUTO_MIXED_PRECISION")
+
+
+def _section(meta: Meta, name: str) -> Dict[str, Any]:
+    value = meta.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def _env(meta: Meta) -> Dict[str, Any]:
-    env = meta.get("environment")
-    return env if isinstance(env, dict) else {}
+    return _section(meta, "environment")
 
 
 def _tf(meta: Meta) -> Dict[str, Any]:
-    tf = meta.get("tensorflow")
-    return tf if isinstance(tf, dict) else {}
+    return _section(meta, "tensorflow")
+
+
+def _recorded(section: Dict[str, Any], key: str) -> Any:
+    """None: the trace did not record `key`; UNAVAILABLE: it recorded that it could not tell."""
+    if key not in section:
+        return None
+    value = section[key]
+    return UNAVAILABLE if value is None else value
 
 
 def _tf_version(meta: Meta) -> Any:
@@ -34,24 +57,29 @@ def _tf_version(meta: Meta) -> Any:
 
 
 def _isa(meta: Meta) -> Any:
-    isa = _env(meta).get("cpu_isa")
-    return None if isa is None else tuple(isa)
+    isa = _recorded(_env(meta), "cpu_isa")
+    return tuple(isa) if isinstance(isa, list) else isa
 
 
-def _cpu(meta: Meta) -> Any:
-    """The processor: model name, vendor, family and model number. Kernels may choose by
-    microarchitecture, not only by instruction set; a generic name ("AMD EPYC" in a VM) is
-    told apart by its family and model numbers."""
+def _cpu_model(meta: Meta) -> Any:
+    """Vendor, family and model number: kernels may choose by microarchitecture, and a VM
+    may name every processor alike ("AMD EPYC")."""
     env = _env(meta)
-    if env.get("cpu") is None:
+    if "cpu_vendor" not in env:
         return None
-    ids = [str(env[k]) for k in ("cpu_vendor", "cpu_family", "cpu_model") if env.get(k) is not None]
-    return env["cpu"] + (" (%s)" % " ".join(ids) if ids else "")
+    return tuple(str(env.get(k)) for k in ("cpu_vendor", "cpu_family", "cpu_model"))
 
 
 def _caches(meta: Meta) -> Any:
-    caches = _env(meta).get("cpu_caches")
-    return None if not isinstance(caches, dict) else " ".join("%s %s" % kv for kv in sorted(caches.items()))
+    caches = _recorded(_env(meta), "cpu_caches")
+    return tuple(sorted(caches.items())) if isinstance(caches, dict) else caches
+
+
+def _variables(meta: Meta) -> Any:
+    env = _env(meta).get("env")
+    if not isinstance(env, dict):
+        return None
+    return tuple((k, env[k]) for k in NUMERICS_VARIABLES if k in env)
 
 
 def _onednn(field: str) -> Callable[[Meta], Any]:
@@ -82,21 +110,17 @@ def _gpus(meta: Meta) -> Any:
     gpus = _tf(meta).get("gpus")
     if not isinstance(gpus, list):
         return None
-    return tuple("%s (%s)" % (g.get("name"), g.get("compute_capability")) for g in gpus if isinstance(g, dict))
+    return tuple((g.get("name"), g.get("compute_capability")) for g in gpus if isinstance(g, dict))
 
 
-def _cuda(meta: Meta) -> Any:
-    tf = _tf(meta)
-    if "cuda" not in tf:
-        return None
-    return "none" if not tf.get("gpus") else "%s / cuDNN %s" % (tf.get("cuda"), tf.get("cudnn"))
-
-
-def _tf32(meta: Meta) -> Any:
-    tf = _tf(meta)
-    if "tf32" not in tf:
-        return None
-    return "n/a (no GPU)" if not tf.get("gpus") else tf["tf32"]  # TF32 is a GPU (Ampere+) matmul mode
+def _gpu_setting(read: Callable[[Dict[str, Any]], Any]) -> Callable[[Meta], Any]:
+    """A setting that matters only on a GPU (TF32, CUDA/cuDNN): NOT_APPLICABLE without one."""
+    def get(meta: Meta) -> Any:
+        tf = _tf(meta)
+        if "gpus" not in tf:
+            return None
+        return read(tf) if tf["gpus"] else NOT_APPLICABLE
+    return get
 
 
 def _tf_field(name: str) -> Callable[[Meta], Any]:
@@ -111,7 +135,7 @@ def _env_field(name: str) -> Callable[[Meta], Any]:
 FIELDS = [
     ("tensorflow", _tf_version, True),
     ("architecture", _env_field("machine"), True),
-    ("cpu", _cpu, True),
+    ("cpu model", _cpu_model, True),
     ("cpu instruction sets", _isa, True),
     ("cpu caches", _caches, True),
     ("oneDNN", _onednn("enabled"), True),
@@ -119,10 +143,12 @@ FIELDS = [
     ("intra-op threads", _threads, True),
     ("XLA JIT", _tf_field("xla_jit"), True),
     ("op determinism", _tf_field("determinism"), True),
-    ("TF32", _tf32, True),
+    ("TF32", _gpu_setting(lambda tf: tf.get("tf32")), True),  # an Ampere+ GPU matmul mode
     ("devices", _devices, True),
     ("GPUs", _gpus, True),
-    ("CUDA", _cuda, True),
+    ("CUDA, cuDNN", _gpu_setting(lambda tf: (tf.get("cuda"), tf.get("cudnn"))), True),
+    ("numerics variables", _variables, True),
+    ("cpu", _env_field("cpu"), False),
     ("python", _env_field("python"), False),
     ("keras", _env_field("keras"), False),
     ("numpy", _env_field("numpy"), False),
@@ -206,18 +232,25 @@ class Profile:
     reason: str
 
 
-def default_profile(diff: EnvironmentDiff, port: bool, given: Optional[Tolerance] = None) -> Profile:
-    """The tolerance when the caller gives none. A port (a replay compared with a recording:
-    other code) or another TensorFlow: "default", Tolerance() (the migration guide's float32
-    tolerance). The same code (two recordings, or two replays) on the same TensorFlow: "exact",
-    bit for bit, when nothing that selects kernels differs, else "round-off", the documented
-    cross-machine bound (Tolerance.roundoff())."""
+PROFILES = {"exact": Tolerance.exact, "round-off": Tolerance.roundoff, "default": Tolerance}
+
+
+def default_profile(diff: EnvironmentDiff, other_code: bool, given: "Tolerance | str | None" = None) -> Profile:
+    """The tolerance when the caller gives none (or names a profile). Other code (a port
+    replayed against a recording) or another TensorFlow: "default", Tolerance() (the
+    migration guide's float32 tolerance). The same code on the same TensorFlow: "exact",
+    bit for bit, when nothing that selects kernels differs, else "round-off", the
+    documented cross-machine bound (Tolerance.roundoff())."""
+    if isinstance(given, str):
+        if given not in PROFILES:
+            raise UsageError("unknown tolerance profile %r; use %s" % (given, ", ".join(sorted(PROFILES))))
+        return Profile(given, PROFILES[given](), "asked for")
     if given is not None:
         return Profile("given", given, "the tolerance passed to the comparison")
     golden, actual = diff.golden.get(FRAMEWORK), diff.actual.get(FRAMEWORK)
-    if port:
-        return Profile("default", Tolerance(), "a replay of a port against a recording (TensorFlow %s vs %s): "
-                       "the default tolerance" % (_value(golden), _value(actual)))
+    if other_code:
+        return Profile("default", Tolerance(), "a port compared with its golden (TensorFlow %s vs %s): "
+                       "the default tolerance" % (_version(golden), _version(actual)))
     if golden is None or actual is None:
         return Profile("default", Tolerance(), "no TensorFlow recorded in %s: the default tolerance"
                        % ("either trace" if golden == actual else "the golden" if golden is None else "the actual"))
@@ -233,5 +266,5 @@ def default_profile(diff: EnvironmentDiff, port: bool, given: Optional[Tolerance
                    "the same code and TensorFlow, but other kernels (%s): the cross-machine round-off bound" % what)
 
 
-def _value(version: Any) -> str:
+def _version(version: Any) -> str:
     return "not recorded" if version is None else str(version)

@@ -12,6 +12,7 @@ left as a golden.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -19,6 +20,13 @@ from typing import List, Optional
 
 from ..errors import UsageError
 from .recorder import Recorder, StopRecording
+
+
+def _module_file(module: str) -> Optional[str]:
+    try:
+        return getattr(importlib.util.find_spec(module), "origin", None)
+    except (ImportError, ValueError):
+        return None  # runpy reports it properly
 
 
 def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode: Optional[str] = None,
@@ -37,10 +45,11 @@ def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode:
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = list(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])) if module is None else os.getcwd())
+    program = argv[0] if module is None else _module_file(module)
     code = 0
     try:
         with Recorder(out, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta={"zero_code": meta},
-                      stop_script=steps is not None) as recorder:
+                      stop_script=steps is not None, program=program) as recorder:
             recorder.attach_all()
             try:
                 if module is None:

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from ..environment import program_identity, tensorflow_environment
 from ..errors import RecordError, UsageError
 from ..store import create
 from ..store.format import split_key
 from . import optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
-from ..environment import tensorflow_environment
 
 LIGHT_KINDS = ("input", "random", "loss", "lr")  # recorded every step, whatever `every` says
 
@@ -40,7 +42,7 @@ class Recorder(object):
 
     def __init__(self, path: str, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None,
                  every: int = 1, steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None,
-                 stop_script: bool = False, **writer_options: Any) -> None:
+                 stop_script: bool = False, program: Optional[str] = None, **writer_options: Any) -> None:
         if int(every) < 1:
             raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
         if steps is not None and int(steps) < 1:
@@ -54,6 +56,8 @@ class Recorder(object):
         self.every = int(every)
         self.steps_limit = None if steps is None else int(steps)
         self.stop_script = stop_script
+        # The script that records: two recordings of it are the same code (compare's profiles).
+        self.program = program or getattr(sys.modules.get("__main__"), "__file__", None)
         self._user_meta = dict(meta or {})
         self._writer_options = writer_options
         self._tf = None  # type: Any
@@ -77,7 +81,9 @@ class Recorder(object):
         self._tf = tf
         # The session's own run, for the recorder's reads (captured before any patching).
         self._base_run = tf.compat.v1.Session.__mro__[1].__dict__["run"]
-        meta = {"user": self._user_meta, "recording": {"every": self.every, "steps_limit": self.steps_limit}}
+        meta = {"user": self._user_meta, "recording": {"every": self.every, "steps_limit": self.steps_limit},
+                "program": program_identity(os.path.basename(self.program) if self.program else "<interactive>",
+                                            [self.program] if self.program else [])}
         self._writer = create(self.path, meta=meta, **self._writer_options)
         optimizer.install(tf)
         if self.seed_mode is not None:

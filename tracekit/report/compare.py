@@ -54,13 +54,18 @@ def cause(c: RoundoffCause) -> List[str]:
     differ = "may differ" if all(x.unknown for x in c.changes) else "differ"
     closest = "every failing tensor is within the cross-machine round-off bound of its kind (closest: %s, " \
               "%s ulps of its scale, bound %s)" % (c.key, _num(c.ulps), _num(c.bound))
+    if c.likely:
+        return ["likely cause: the machine, not the code: %s, the same program computed both, and the two runs "
+                "differ in what selects kernels (%s). Compare with the round-off profile (tracekit diff without "
+                "--exact; Tolerance.roundoff()), or record the golden on this kind of machine (docs/NUMERICS.md)"
+                % (closest, what)]
     if c.port:
         return ["possible cause: machine round-off. %s, and the machines %s in what selects kernels (%s). "
                 "A port's own small error looks the same: if the golden's machine kind is at hand, replay there "
                 "to tell them apart (docs/NUMERICS.md)" % (closest, differ, what)]
-    return ["likely cause: the machine, not the code: %s, and the two runs %s in what selects kernels "
-            "(%s). Compare with the round-off profile (tracekit diff without --exact; Tolerance.roundoff()), "
-            "or record the golden on this kind of machine (docs/NUMERICS.md)" % (closest, differ, what)]
+    return ["possible cause: machine round-off. %s, and the runs %s in what selects kernels (%s); the traces do "
+            "not record enough to be sure (which program made them, or the machine), so a small change of the "
+            "code would look the same (docs/NUMERICS.md)" % (closest, differ, what)]
 
 
 def verdict(result: Comparison) -> str:

@@ -17,52 +17,65 @@ ISA_TIERS = [("amx_tile", "AMX"), ("avx512_fp16", "AVX-512 FP16"), ("avx512_bf16
 def isa_summary(isa: Optional[Sequence[str]]) -> str:
     """The widest extension, like "AVX-512 BF16 +FMA" or "AVX2 +FMA"; "ISA unknown" when
     the trace did not record its instruction sets."""
-    if isa is None:
+    if isa is None or not isinstance(isa, (tuple, list)):
         return "ISA unknown"
     flags = set(isa)
     top = next((label for flag, label in ISA_TIERS if flag in flags), "no SIMD extensions")
     return top + (" +FMA" if "fma" in flags else "")
 
 
-def _value(value: Any) -> str:
+def _pairs(template: str) -> Any:
+    return lambda value: ", ".join(template % tuple(pair) for pair in value) if value else "none"
+
+
+# How a field's value reads; others: on/off for booleans, lists joined by spaces.
+FORMATS = {
+    "cpu caches": _pairs("%s %s"),
+    "numerics variables": _pairs("%s=%s"),
+    "GPUs": _pairs("%s (compute capability %s)"),
+    "CUDA, cuDNN": lambda value: "CUDA %s, cuDNN %s" % tuple(value),
+}
+
+
+def value_text(field: str, value: Any) -> str:
     if value is None:
         return "not recorded"
-    if isinstance(value, (tuple, list)):
-        return " ".join(str(v) for v in value) if value else "none"
+    if isinstance(value, (tuple, list)) and field in FORMATS:
+        return FORMATS[field](value)
     if isinstance(value, bool):
         return "on" if value else "off"
+    if isinstance(value, (tuple, list)):
+        return " ".join(str(v) for v in value) if value else "none"
     return str(value)
 
 
 def summary(side: Dict[str, Any]) -> str:
     """One side of an environment diff (envdiff.numerics) in a line."""
-    cpu = str(side.get("cpu") or "unknown CPU")
-    if cpu.endswith(")"):
-        cpu = cpu.rsplit(" (", 1)[0]  # the name; vendor, family and model numbers show in the diff
-    parts = ["TensorFlow %s" % _value(side.get("tensorflow")), cpu,
+    parts = ["TensorFlow %s" % value_text("tensorflow", side.get("tensorflow")), str(side.get("cpu") or "unknown CPU"),
              isa_summary(side.get("cpu instruction sets"))]
     onednn = side.get("oneDNN")
     if onednn is not None:
         cap = side.get("oneDNN ISA cap")
-        parts.append("oneDNN %s%s" % (_value(onednn), " (ISA cap %s)" % cap if cap not in (None, "none") else ""))
+        parts.append("oneDNN %s%s" % (value_text("oneDNN", onednn),
+                                      " (ISA cap %s)" % cap if cap not in (None, "none") else ""))
     threads = side.get("intra-op threads")
     if threads is not None:
         parts.append("%s threads" % threads)
     gpus = side.get("GPUs")
     if gpus:
-        parts.append("GPU " + ", ".join(gpus))
+        parts.append("GPU " + value_text("GPUs", gpus))
     return ", ".join(parts)
 
 
 def change(c: Change) -> str:
-    if c.field == "cpu instruction sets" and not c.unknown:
+    if c.field == "cpu instruction sets" and isinstance(c.golden, tuple) and isinstance(c.actual, tuple):
         golden_only = sorted(set(c.golden) - set(c.actual))
         actual_only = sorted(set(c.actual) - set(c.golden))
         detail = "; ".join(part for part in [
             "golden only: " + " ".join(golden_only) if golden_only else "",
             "actual only: " + " ".join(actual_only) if actual_only else ""] if part)
         return "%s: %s -> %s (%s)" % (c.field, isa_summary(c.golden), isa_summary(c.actual), detail)
-    return "%s: %s -> %s" % (c.field, _value(c.golden), _value(c.actual))
+    return "%s: %s -> %s" % (c.field, value_text(c.field, c.golden), value_text(c.field, c.actual))
 
 
 def changes(items: Sequence[Change]) -> str:
