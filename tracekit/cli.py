@@ -205,6 +205,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except CorruptTrace as exc:  # found, but damaged: exit 1, as verify says DAMAGED
+        print("tracekit %s: damaged: %s" % (args.command, exc), file=sys.stderr)
+        return EXIT_FAIL
     except TracekitError as exc:
         print("tracekit %s: error: %s" % (args.command, exc), file=sys.stderr)
         return EXIT_USAGE

@@ -12,6 +12,7 @@
     ├── Mismatch                (also AssertionError)     a replay differs from its golden (carries the report)
     ├── UnsupportedValue        (also TypeError)          a value that is not data (object arrays, ...)
     └── UsageError              (also ValueError)         the API called in a way that cannot work
+        └── SeedReuseError                                 seed control: an operation seed used twice
 
 Messages name the file, the step and the tensor where they are known, and say
 what to do. Catch `TracekitError` to handle them all.
@@ -27,6 +28,7 @@ __all__ = [
     "NotATrace",
     "RecordError",
     "ReplayError",
+    "SeedReuseError",
     "TraceFormatError",
     "TraceWriteError",
     "TracekitError",
@@ -81,3 +83,7 @@ class UnsupportedValue(TracekitError, TypeError):
 
 class UsageError(TracekitError, ValueError):
     """An API was called in a way that cannot work (unknown kind, step not begun, ...)."""
+
+
+class SeedReuseError(UsageError):
+    """Seed control in num_random_ops mode: an operation seed was used a second time."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.compare import Tolerance, guide_policy
+from tracekit.compare import Tolerance
 
 
 def test_defaults_by_dtype_and_kind():
@@ -32,7 +32,7 @@ def test_rules_last_match_wins_per_setting():
 
 
 def test_guide_policy():
-    for policy in (guide_policy(), tracekit.Tolerance.guide()):
+    for policy in (Tolerance.guide(), tracekit.Tolerance.guide()):
         early, late = policy.resolve("loss", "loss", 9, "float32"), policy.resolve("loss", "loss", 10, "float32")
         assert (early.atol, early.rtol) == (1e-5, 0) and (late.atol, late.rtol) == (0, 0.05)
         assert policy.resolve("loss", "loss", 10 ** 9, "float32").rtol == 0.05

@@ -73,6 +73,7 @@ def _check_content(trace, at_least):
         assert step.info == {"global_step": step.index + 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(RUNS))
 def test_killed_writer_loses_at_most_the_step_in_flight(tmp_path, run):
     rng = random.Random(run)

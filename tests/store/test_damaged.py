@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tracekit
+from tracekit.cli import main
 from tracekit.store import journal, metadata
 from tracekit.store.format import step_path, value_path
 
@@ -155,12 +156,16 @@ def _edit(path, fn):
     (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", data=np.frombuffer(b"\xd4\x01\x00", "u1"))),
      tracekit.CorruptTrace, "extension type"),
 ])
-def test_bad_root(tmp_path, edit, error, message):
+def test_bad_root(tmp_path, edit, error, message, capsys):
     path = write_steps(str(tmp_path / "g.h5"), 3)
     _edit(path, edit)
     with pytest.raises(error, match=message) as err:
         tracekit.open(path)
     assert path in str(err.value)
+    # The commands agree: exit 1 for a damaged golden, 2 for one that is not ours to read.
+    code = 1 if issubclass(error, tracekit.CorruptTrace) else 2
+    assert main(["show", path]) == code and main(["verify", path]) == code
+    assert ("damaged" if code == 1 else "error") in capsys.readouterr().err
 
 
 def test_checksum_mismatch_names_step_and_tensor(tmp_path):

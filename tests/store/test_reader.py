@@ -41,6 +41,14 @@ def test_api(small_golden):
         assert info.shape == (3, 60) and info.dtype == "float32" and info.steps == 5 and not info.initial
         assert trace.info("var", "dense/kernel:0").initial
         assert trace.info("fetch", "train").dtype == "structure"
+        # One key or (kind, name), everywhere; a near miss is named.
+        assert trace.info("grad/dense/kernel:0") is trace.info("grad", "dense/kernel:0")
+        assert trace.series("lr/learning_rate").steps == series.steps
+        assert step["var", "global_step:0"] == step["var/global_step:0"] == 3
+        with pytest.raises(KeyError, match="did you mean var/global_step:0"):
+            step["var/global_step"]
+        with pytest.raises(KeyError, match="did you mean grad/dense/kernel:0"):
+            trace.series("grad/dense/kernel")
 
 
 def test_catalog_sizes_add_up(small_golden):

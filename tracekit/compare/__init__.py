@@ -4,7 +4,7 @@ of the two runs' environments. numpy only."""
 from .engine import Comparison, Divergence, RoundoffCause, TensorResult, compare
 from .envdiff import Change, EnvironmentDiff, Profile, environment_diff
 from .stats import Stats
-from .tolerance import Rule, Tolerance, guide_policy
+from .tolerance import Rule, Tolerance
 
 __all__ = ["Change", "Comparison", "Divergence", "EnvironmentDiff", "Profile", "RoundoffCause", "Rule", "Stats",
-           "TensorResult", "Tolerance", "compare", "environment_diff", "guide_policy"]
+           "TensorResult", "Tolerance", "compare", "environment_diff"]

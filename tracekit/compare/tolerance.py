@@ -13,7 +13,7 @@ guide's atol=1e-5 rtol=1e-6; float16/bfloat16 looser). Integers, booleans and st
 exactly. A NaN or Inf on one side only is always a mismatch; NaN on both sides in
 the same places passes only with equal_nan.
 
-The migration guide's policy (loss atol=1e-5 for the first 10 steps, then rtol=0.05):
+The migration guide's policy (loss atol=1e-5 for the first 10 steps, then rtol=0.05), Tolerance.guide():
 
     Tolerance().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0) \\
                .rule(kind="loss", steps=(10,), atol=0, rtol=0.05)
@@ -163,8 +163,9 @@ class Tolerance(object):
 
     @classmethod
     def guide(cls) -> "Tolerance":
-        """The migration guide's policy for long runs (see `guide_policy`)."""
-        return guide_policy()
+        """The migration guide's policy for long runs: loss atol=1e-5 for 10 steps, then rtol=0.05."""
+        return cls().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0).rule(kind="loss", steps=(10,), atol=0,
+                                                                              rtol=0.05)
 
     @classmethod
     def exact(cls) -> "Tolerance":
@@ -196,8 +197,3 @@ class Tolerance(object):
             raise UsageError("tolerance file %s is not valid TOML: %s" % (path, exc)) from None
         return cls.from_dict(data, source=path)
 
-
-def guide_policy() -> Tolerance:
-    """The migration guide's policy for long runs: loss atol=1e-5 for 10 steps, then rtol=0.05."""
-    return Tolerance().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0) \
-        .rule(kind="loss", steps=(10,), atol=0, rtol=0.05)

@@ -16,7 +16,7 @@ import sys
 from enum import Enum
 from typing import Any, Optional, Set, Tuple
 
-from ..errors import UsageError
+from ..errors import SeedReuseError, UsageError
 
 
 class SeedMode(str, Enum):
@@ -31,10 +31,6 @@ class SeedMode(str, Enum):
             return cls(value)
         except ValueError:
             raise UsageError("seed mode must be 'constant' or 'num_random_ops', got %r" % (value,)) from None
-
-
-class SeedReuseError(UsageError):
-    """num_random_ops mode: an operation seed was used twice."""
 
 
 class SeedControl(object):

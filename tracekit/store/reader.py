@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 try:
     from collections.abc import Mapping
@@ -111,16 +112,19 @@ class Trace(object):
         kind = Kind.parse(kind).value
         return [t.name for t in self.catalog if t.kind == kind]
 
-    def info(self, kind: "str | Kind", name: str) -> TensorInfo:
-        kind = Kind.parse(kind).value
+    def info(self, kind: "str | Kind", name: Optional[str] = None) -> TensorInfo:
+        """A tensor's catalog entry: info("grad", "dense/kernel:0") or info("grad/dense/kernel:0")."""
+        kind, name = _kind_name(kind, name)
         for t in self.catalog:
             if t.kind == kind and t.name == name:
                 return t
-        raise KeyError("%s has no tensor %s" % (self.path, make_key(kind, name)))
+        raise KeyError(_missing("%s has no tensor" % self.path, make_key(kind, name),
+                                [t.key for t in self.catalog]))
 
-    def series(self, kind: "str | Kind", name: str) -> "Series":
-        """One tensor across all the steps that recorded it."""
-        kind = Kind.parse(kind).value
+    def series(self, kind: "str | Kind", name: Optional[str] = None) -> "Series":
+        """One tensor across all the steps that recorded it: series("loss", "loss") or
+        series("loss/loss")."""
+        kind, name = _kind_name(kind, name)
         self.info(kind, name)  # KeyError naming the file if unknown
         steps, vals = [], []
         for k in range(len(self)):
@@ -184,8 +188,9 @@ class Step(Mapping):
     def __contains__(self, key: object) -> bool:
         return key in self._key_list()
 
-    def __getitem__(self, key: str) -> Any:
-        kind, name = split_key(key)
+    def __getitem__(self, key: "str | Tuple[str, str]") -> Any:
+        """step["grad/dense/kernel:0"] or step["grad", "dense/kernel:0"]."""
+        kind, name = split_key(key) if isinstance(key, str) else key
         return self.get_value(kind, name)
 
     def has(self, kind: str, name: str) -> bool:
@@ -198,12 +203,29 @@ class Step(Mapping):
 
     def get_value(self, kind: str, name: str) -> Any:
         if not self.has(kind, name):
-            raise KeyError("%s: %s has no %s" % (self._backend.path, step_label(self.index), make_key(kind, name)))
+            raise KeyError(_missing("%s: %s has no" % (self._backend.path, step_label(self.index)),
+                                    make_key(kind, name), self._key_list()))
         return self._backend.value(self.index, kind, name)
 
     def __repr__(self) -> str:
         label = "initial" if self.index == INITIAL_STEP else str(self.index)
         return "<tracekit.Step %s: %d tensors>" % (label, len(self))
+
+
+def _kind_name(kind: "str | Kind", name: Optional[str]) -> Tuple[str, str]:
+    """(kind, name) from either form: ("grad", "dense/kernel:0") or ("grad/dense/kernel:0", None)."""
+    if name is None:
+        if isinstance(kind, Kind):
+            raise TypeError("give the tensor's name too, or one key like 'grad/dense/kernel:0'")
+        return split_key(kind)
+    return Kind.parse(kind).value, name
+
+
+def _missing(what: str, key: str, keys: List[str]) -> str:
+    """The KeyError message: what is missing and, if any, the keys it was probably meant to be."""
+    near = [k for k in (key + ":0",) if k in keys] + difflib.get_close_matches(key, keys, n=3, cutoff=0.75)
+    near = list(dict.fromkeys(near))[:3]
+    return "%s %s%s" % (what, key, "; did you mean %s?" % " or ".join(near) if near else "")
 
 
 class Series(object):
