@@ -13,7 +13,7 @@ import sys
 from typing import Any, Callable, List, Optional, Tuple
 
 from .errors import UsageError
-from .store.format import check_name
+from .keys import check_name
 
 GRAPH_COLLECTION = "tracekit_taps"
 

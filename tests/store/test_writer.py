@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.store.format import KEYFRAME_INTERVAL, KIND_ORDER
+from tracekit.keys import KIND_ORDER
+from tracekit.store.format import KEYFRAME_INTERVAL
 
 from . import payloads
 from ..conftest import run_python

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..errors import Mismatch
 from ..store import Trace, open_trace
-from ..store.format import INITIAL_STEP, make_key
+from ..keys import INITIAL_STEP, make_key, split_key
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Tolerance
@@ -203,7 +203,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
         failed = []  # type: List[Tuple[str, str, Stats]]
         grads = []  # type: List[Tuple[str, Stats]]
         for key in g_step:
-            kind, _, name = key.partition("/")
+            kind, name = split_key(key)
             if kind in NOT_REPLAYED or key in reasons:
                 result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
                 continue

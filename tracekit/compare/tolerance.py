@@ -26,7 +26,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from ..errors import UsageError
-from ..store.format import Kind
+from ..keys import Kind
 
 # (atol, rtol) when nothing else says: float32 is the guide's forward-pass tolerance.
 DTYPE_DEFAULTS = {

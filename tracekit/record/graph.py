@@ -25,7 +25,7 @@ import threading
 import weakref
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from ..store.format import make_key
+from ..keys import make_key
 from ..taps import graph_taps
 
 UPDATE_OP = re.compile(r"^(Resource)?(Sparse)?Apply[A-Z]")

@@ -24,7 +24,7 @@ import numpy as np
 from ..environment import program_identity, tensorflow_environment
 from ..errors import RecordError, UsageError
 from ..store import create
-from ..store.format import split_key
+from ..keys import split_key
 from . import optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode

@@ -13,7 +13,7 @@ import tempfile
 from typing import Any, Callable, Dict, Optional
 
 from ..store import Trace, create, open_trace
-from ..store.format import split_key
+from ..keys import make_key, split_key
 
 
 def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Dict[str, Any]],
@@ -31,8 +31,8 @@ def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Di
                 writer.add(*split_key(key), value=value, copy=False)
         for index in range(count):
             g_step = golden.step(index)
-            feeds = {name: g_step["input/" + name] for name in g_step.names("input")}
-            draws = [(name, g_step["random/" + name]) for name in g_step.names("random")]
+            feeds = {name: g_step["input", name] for name in g_step.names("input")}
+            draws = [(name, g_step["random", name]) for name in g_step.names("random")]
             regularization = runner.regularization()  # before the update, as TF1 computed it
             with runner.step(index, draws) as capture:
                 returned = call(feeds)
@@ -55,7 +55,7 @@ def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Di
                 progress(index + 1, count)
         not_replayed = dict(runner.not_replayed)  # complete now: slots are mapped at the first update
         for name in golden.meta.get("regularization_losses") or []:
-            not_replayed["loss/" + name] = "TF1 regularization term, compared as their sum loss/regularization"
+            not_replayed[make_key("loss", name)] = "TF1 regularization term, compared as their sum loss/regularization"
         writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count,
                                            limited=steps is not None)})
     return open_trace(path)

@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import taps as tap_module
 from ..errors import ReplayError, UsageError
+from ..keys import make_key
 from . import varmap
 
 if "tensorflow" not in sys.modules:
@@ -141,8 +142,8 @@ class TF2Session(object):
         if not tf_vars:
             raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
                               "on a batch, or model.build(input_shape)), or pass variables=[...]")
-        self._keys = {n: "var/" + n for n in golden.names("var")}
-        self._keys.update((n, "slot/" + n) for n in golden.names("slot"))  # golden state name -> key
+        self._keys = {n: make_key("var", n) for n in golden.names("var")}
+        self._keys.update((n, make_key("slot", n)) for n in golden.names("slot"))  # golden state name -> key
         model_names, self._slot_names, self._iterations, orphans = varmap.split_state(list(self._keys))
         for name in orphans:
             self.not_replayed[self._keys[name]] = "TF1 optimizer state with no Keras counterpart"
@@ -172,13 +173,13 @@ class TF2Session(object):
         """Assign the golden's initial model variables (slots follow at the first update)."""
         initial = self.golden.initial
         for name, cand in self.mapping.pairs.items():
-            cand.obj.assign(_cast(initial["var/" + name], cand.obj))
+            cand.obj.assign(_cast(initial["var", name], cand.obj))
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
-        out = [("var/" + name, cand.obj.numpy()) for name, cand in self.mapping.pairs.items()]
+        out = [(make_key("var", name), cand.obj.numpy()) for name, cand in self.mapping.pairs.items()]
         for name, var, role in self._slots:
-            out.append(("slot/" + name, self._slot_to_tf1(var.numpy(), role)))
+            out.append((make_key("slot", name), self._slot_to_tf1(var.numpy(), role)))
         if self._iteration_var is not None:
             out.extend((self._keys[name], np.asarray(self._iteration_var.numpy(), dtype=np.int64))
                        for name in self._iterations)
@@ -249,7 +250,7 @@ class TF2Session(object):
                 setattr(owner, name, original)
 
     def _tap(self, name: str, tensor: Any) -> Any:
-        self.capture.put("tap/" + name, tensor)
+        self.capture.put(make_key("tap", name), tensor)
         return tensor
 
     def _random(self, original: Callable[..., Any], fname: str) -> Callable[..., Any]:
@@ -309,7 +310,7 @@ class TF2Session(object):
             for grad, var in pairs:
                 name = session._by_var.get(id(var)) or session._by_var.get(id(_unwrap(var)))
                 if grad is not None and name is not None:
-                    session.capture.put("grad/" + name, tf.convert_to_tensor(grad))
+                    session.capture.put(make_key("grad", name), tf.convert_to_tensor(grad))
             return original(optimizer, pairs, *args, **kwargs)
         return apply_gradients
 
@@ -347,7 +348,7 @@ class TF2Session(object):
                 initial = self.golden.initial
                 lr = float(_numpy(_learning_rate(optimizer)))
                 for name, var, role in self._slots:
-                    var.assign(_cast(self._slot_from_tf1(initial["slot/" + name], role, lr), var))
+                    var.assign(_cast(self._slot_from_tf1(initial["slot", name], role, lr), var))
                 for name in self._iterations:
                     if self._keys[name] in initial:
                         self._iteration_var.assign(int(initial[self._keys[name]]))
@@ -487,7 +488,7 @@ def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Any) -
         elif key in ("lr", "learning_rate"):
             key = "lr/learning_rate"
         else:
-            key = "fetch/" + key
+            key = make_key("fetch", key)
         out[key] = _numpy(value)
     return out
 

@@ -6,7 +6,7 @@ from typing import List
 
 from ..compare.engine import Comparison, Divergence, RoundoffCause
 from ..compare.stats import Stats
-from ..store.format import step_label
+from ..keys import step_label
 from .environment import changes, diff_lines, summary
 from .text import table
 

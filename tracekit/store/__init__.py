@@ -8,8 +8,9 @@ Python 3.11 / h5py 3.
 
 from __future__ import annotations
 
+from ..keys import Kind
 from .catalog import TensorInfo
-from .format import FORMAT_VERSION, Kind
+from .format import FORMAT_VERSION
 from .reader import Series, Step, Trace, open_trace
 from .recover import RecoverResult, recover
 from .verify import VerifyResult, verify

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CorruptTrace, TracekitError, UnsupportedValue
 from . import codec, values
 from .catalog import TensorInfo
-from .format import INITIAL_STEP, KIND_ORDER, make_key, step_label
+from ..keys import INITIAL_STEP, KIND_ORDER, make_key, step_label
 
 
 class LeafRef(object):

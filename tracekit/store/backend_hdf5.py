@@ -10,13 +10,14 @@ import numpy as np
 from h5py._objects import phil
 
 from ..errors import CorruptTrace, NewerFormat, NotATrace
+from ..keys import INITIAL_STEP, KIND_ORDER, make_key
 from . import metadata, values
 from .backend import Backend, LeafRef
 from .catalog import TensorInfo
 from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
-                     FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, INITIAL_STEP, KIND_ORDER, META_DATASET,
-                     STEPS_GROUP, escape_name, step_path, unescape_name)
+                     FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET, STEPS_GROUP, escape_name, step_path,
+                     unescape_name)
 
 MAX_LEAVES = 1 << 20
 
@@ -111,7 +112,7 @@ class HDF5Backend(Backend):
         group = self._group(step)
         obj = group.get("%s/%s" % (kind, escape_name(name)))
         if obj is None:
-            raise KeyError("%s/%s" % (kind, name))
+            raise KeyError(make_key(kind, name))
         if isinstance(obj, h5py.Dataset):
             return None, [self._ref(obj)]
         spec = metadata.unpack(obj.attrs[ATTR_STRUCTURE].tobytes())

@@ -14,10 +14,11 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ..errors import CorruptTrace, NewerFormat
+from ..keys import INITIAL_STEP, KIND_ORDER
 from . import values
 from .backend import Backend, LeafRef
 from .catalog import CatalogBuilder, TensorInfo
-from .format import FORMAT_VERSION, INITIAL_STEP, KIND_ORDER
+from .format import FORMAT_VERSION
 from .journal import Committed, read_payload, scan
 
 

@@ -6,8 +6,8 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from ..keys import INITIAL_STEP, KIND_ORDER, make_key
 from . import values
-from .format import INITIAL_STEP, KIND_ORDER
 
 
 class TensorInfo(object):
@@ -29,7 +29,7 @@ class TensorInfo(object):
 
     @property
     def key(self) -> str:
-        return "%s/%s" % (self.kind, self.name)
+        return make_key(self.kind, self.name)
 
     @property
     def ratio(self) -> float:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from .format import INITIAL_STEP
+from ..keys import INITIAL_STEP
 from .reader import Step, open_trace
 from .values import contiguous, flatten
 

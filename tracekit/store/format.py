@@ -1,12 +1,11 @@
-"""Constants and names of the golden trace format (version 1); docs/FORMAT.md explains them."""
+"""Constants and names of the golden trace format (version 1); docs/FORMAT.md explains them.
+The tensor vocabulary (kinds, "kind/name" keys, step labels) is tracekit.keys."""
 
 from __future__ import annotations
 
 import re
-from enum import Enum
-from typing import Tuple
 
-from ..errors import UsageError
+from ..keys import INITIAL_STEP, STATE_KINDS
 
 FORMAT_VERSION = 1
 
@@ -29,7 +28,6 @@ ATTR_INFO = "info"
 META_DATASET = "meta"
 STEPS_GROUP = "steps"
 INITIAL_GROUP = "initial"
-INITIAL_STEP = -1
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 JOURNAL_MAGIC = b"\x89TKJ\r\n\x1a\n"
@@ -55,51 +53,7 @@ CHUNK_BYTES = 4 << 20
 KEYFRAME_INTERVAL = 4
 
 
-class Kind(str, Enum):
-    """What a recorded tensor is. The order is data-flow order within a step."""
-
-    INPUT = "input"
-    RANDOM = "random"
-    TAP = "tap"
-    FETCH = "fetch"
-    LOSS = "loss"
-    LR = "lr"
-    GRAD = "grad"
-    VAR = "var"
-    SLOT = "slot"
-
-    @classmethod
-    def parse(cls, value: "str | Kind") -> "Kind":
-        try:
-            return cls(value)
-        except ValueError:
-            raise UsageError(
-                "unknown tensor kind %r; use one of: %s" % (value, ", ".join(k.value for k in cls))
-            ) from None
-
-
-KIND_ORDER = {kind.value: i for i, kind in enumerate(Kind)}
-DELTA_KINDS = frozenset({Kind.VAR.value, Kind.SLOT.value})
-
-
-def make_key(kind: str, name: str) -> str:
-    """The mapping key of a tensor in a step: "kind/name", e.g. "grad/dense/kernel:0"."""
-    return "%s/%s" % (kind, name)
-
-
-def split_key(key: str) -> Tuple[str, str]:
-    kind, sep, name = key.partition("/")
-    if not sep or not name:
-        raise KeyError("%r is not a tensor key; keys look like 'grad/dense/kernel:0'" % (key,))
-    return Kind.parse(kind).value, name
-
-
-def check_name(name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise UsageError("a tensor name must be a non-empty str, got %r" % (name,))
-    if "\x00" in name:
-        raise UsageError("a tensor name cannot contain NUL characters: %r" % (name,))
-    return name
+DELTA_KINDS = STATE_KINDS  # variables and slots may be stored as deltas to their previous snapshot
 
 
 # HDF5 link names cannot hold "/" and "." alone means the group itself, so TF names
@@ -123,11 +77,6 @@ def step_path(step: int) -> str:
     if step == INITIAL_STEP:
         return INITIAL_GROUP
     return "%s/%08d" % (STEPS_GROUP, step)
-
-
-def step_label(step: int) -> str:
-    """How messages and reports name a step."""
-    return "initial state" if step == INITIAL_STEP else "step %d" % step
 
 
 def value_path(step: int, kind: str, name: str) -> str:

@@ -15,10 +15,11 @@ except ImportError:  # pragma: no cover
 import numpy as np
 
 from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
+from ..keys import INITIAL_STEP, Kind, make_key, split_key, step_label
 from .backend import Backend
 from .catalog import TensorInfo
-from .format import (HDF5_SIGNATURE, INITIAL_STEP, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE,
-                     Kind, journal_path, make_key, read_token, split_key, step_label)
+from .format import (HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path,
+                     read_token)
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":

@@ -13,9 +13,10 @@ import uuid
 from typing import Any, BinaryIO, Dict, List, Optional
 
 from ..errors import CorruptTrace
+from ..keys import INITIAL_STEP
 from . import values
 from .catalog import CatalogBuilder
-from .format import INITIAL_STEP, journal_path, read_token
+from .format import journal_path, read_token
 from .golden import GoldenFile, fsync_dir
 from .journal import Committed, read_payload, scan
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional
 
 from ..errors import TracekitError
-from .format import INITIAL_STEP
+from ..keys import INITIAL_STEP
 from .reader import open_trace
 
 

@@ -31,10 +31,10 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import TraceWriteError, UsageError
+from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
 from . import codec, values
 from .catalog import CatalogBuilder
-from .format import (DELTA_KINDS, FORMAT_VERSION, INITIAL_STEP, KEYFRAME_INTERVAL, Kind, check_name, journal_path,
-                     make_key, step_label)
+from .format import DELTA_KINDS, FORMAT_VERSION, KEYFRAME_INTERVAL, journal_path
 from .golden import GoldenFile, fsync_dir
 from .journal import JournalWriter
 from .ordered_io import OrderedIO

@@ -1,0 +1,85 @@
+"""The vocabulary every part of tracekit speaks: what a recorded tensor is (its kind),
+how it is named ("kind/name" keys such as "grad/dense/kernel:0") and how steps are named.
+Nothing here knows the file format, TensorFlow or the comparison. Python 3.7 syntax."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Tuple
+
+from .errors import UsageError
+
+INITIAL_STEP = -1  # the state before the first step
+
+
+class Kind(str, Enum):
+    """What a recorded tensor is. The order is data-flow order within a step."""
+
+    INPUT = "input"
+    RANDOM = "random"
+    TAP = "tap"
+    FETCH = "fetch"
+    LOSS = "loss"
+    LR = "lr"
+    GRAD = "grad"
+    VAR = "var"
+    SLOT = "slot"
+
+    @classmethod
+    def parse(cls, value: "str | Kind") -> "Kind":
+        try:
+            return cls(value)
+        except ValueError:
+            raise UsageError(
+                "unknown tensor kind %r; use one of: %s" % (value, ", ".join(k.value for k in cls))
+            ) from None
+
+
+KIND_ORDER = {kind.value: i for i, kind in enumerate(Kind)}
+STATE_KINDS = frozenset({Kind.VAR.value, Kind.SLOT.value})  # the training state: variables and slots
+
+
+@dataclass(frozen=True)
+class Key:
+    """A tensor's identity in a step: Key("grad", "dense/kernel:0"), "grad/dense/kernel:0" as text."""
+
+    kind: str
+    name: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind.parse(self.kind).value)
+        check_name(self.name)
+
+    @classmethod
+    def parse(cls, text: str) -> "Key":
+        return cls(*split_key(text))
+
+    def __str__(self) -> str:
+        return make_key(self.kind, self.name)
+
+
+def make_key(kind: "str | Kind", name: str) -> str:
+    """The mapping key of a tensor in a step: "kind/name", e.g. "grad/dense/kernel:0"."""
+    return "%s/%s" % (kind.value if isinstance(kind, Kind) else kind, name)
+
+
+def split_key(key: str) -> Tuple[str, str]:
+    """("grad", "dense/kernel:0") from "grad/dense/kernel:0"; KeyError if it is no key."""
+    kind, sep, name = key.partition("/")
+    if not sep or not name:
+        raise KeyError("%r is not a tensor key; keys look like 'grad/dense/kernel:0'" % (key,))
+    return Kind.parse(kind).value, name
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise UsageError("a tensor name must be a non-empty str, got %r" % (name,))
+    if "\x00" in name:
+        raise UsageError("a tensor name cannot contain NUL characters: %r" % (name,))
+    return name
+
+
+def step_label(step: int) -> str:
+    """How messages and reports name a step."""
+    return "initial state" if step == INITIAL_STEP else "step %d" % step
