@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Callable, List, Optional
 
-from . import __version__
+from ._version import __version__
 from .errors import CorruptTrace, TracekitError, UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -90,7 +90,8 @@ PROFILES = ("auto", "exact", "round-off", "default")
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .compare import Tolerance, compare
+    from .compare import Tolerance
+    from .report.compare import compare
 
     profile = "exact" if args.exact else args.profile
     if args.tolerance and profile != "auto":

@@ -7,9 +7,8 @@ from __future__ import annotations
 import collections
 import statistics
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Type
 
-from ..errors import Mismatch
 from ..store import Trace, open_trace
 from ..keys import INITIAL_STEP, make_key, split_key
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
@@ -132,19 +131,13 @@ class Comparison(object):
                 return result
         raise KeyError(make_key(kind, name))
 
-    def report(self) -> str:
-        from ..report.compare import render
-
-        return render(self)
-
-    def assert_ok(self) -> None:
-        """Raise tracekit.Mismatch (an AssertionError) with the report unless ok."""
-        if not self.ok:
-            raise Mismatch(self.report())
 
 
-def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None) -> Comparison:
+def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
+            result_type: Type[Comparison] = Comparison) -> Comparison:
     """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
+    The result is data; `tracekit.compare` returns a `result_type` that can also render
+    itself (report/compare.py).
 
     Without a tolerance, what the traces are chooses one (envdiff.default_profile): the
     default Tolerance() for other code (a port replayed against its golden) or another
@@ -161,7 +154,7 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance 
     try:
         diff = environment_diff(golden.meta, actual.meta)
         code = same_code(golden.meta, actual.meta)
-        return _compare(golden, actual, default_profile(diff, code is False, tolerance), diff, code)
+        return _compare(golden, actual, default_profile(diff, code is False, tolerance), diff, code, result_type)
     finally:
         for trace in own:
             trace.close()
@@ -179,10 +172,10 @@ def same_code(golden_meta: Dict, actual_meta: Dict) -> Optional[bool]:
     return None
 
 
-def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDiff,
-             code: Optional[bool]) -> Comparison:
+def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
+             result_type: Type[Comparison]) -> Comparison:
     tolerance = profile.tolerance
-    result = Comparison(golden.path, actual.path, profile, diff)
+    result = result_type(golden.path, actual.path, profile, diff)
     result.golden_steps, result.actual_steps = len(golden), len(actual)
     result.steps = min(len(golden), len(actual))
     replay = actual.meta.get("replay", {})

@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import List
 
 from ..compare.engine import Comparison, Divergence, RoundoffCause
+from ..compare.engine import compare as compare_data
 from ..compare.stats import Stats
+from ..compare.tolerance import Tolerance
+from ..errors import Mismatch
 from ..keys import step_label
+from ..store import Trace
 from .environment import changes, diff_lines, summary
 from .text import table
 
@@ -121,6 +125,24 @@ def render(result: Comparison) -> str:
         for why, keys in sorted(reasons.items()):
             lines.append("not compared, %s: %s" % (why, ", ".join(sorted(keys)[:8]) + (" ..." if len(keys) > 8 else "")))
     return "\n".join(lines)
+
+
+class Reported(Comparison):
+    """What `tracekit.compare` returns: the comparison's data, and its report on request."""
+
+    def report(self) -> str:
+        return render(self)
+
+    def assert_ok(self) -> None:
+        """Raise tracekit.Mismatch (an AssertionError) with the report unless ok."""
+        if not self.ok:
+            raise Mismatch(self.report())
+
+
+def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None) -> Reported:
+    """tracekit.compare: compare a replayed trace (or any trace) with its golden (see
+    tracekit.compare.engine.compare); the result renders itself with .report()."""
+    return compare_data(golden, actual, tolerance, result_type=Reported)  # type: ignore[return-value]
 
 
 def max_errors(result: Comparison) -> List[List[str]]:

@@ -1,0 +1,77 @@
+"""The package's layering, enforced: record -> store -> replay -> compare -> report, with the
+vocabulary and errors at the bottom and the entry points on top. A module imports only from
+its own part or the parts below it (lazy imports inside functions count too)."""
+
+from __future__ import annotations
+
+import ast
+import os
+
+import tracekit
+
+PACKAGE = os.path.dirname(tracekit.__file__)
+# Rank of each top-level part: imports go to a lower rank, or within the same part.
+RANKS = {
+    "_version": 0, "errors": 0,
+    "keys": 1,
+    "environment": 2, "taps": 2,
+    "store": 3,
+    "record": 4, "replay": 4,
+    "compare": 5,
+    "report": 6,
+    "cli": 7, "tf1": 7, "tf2": 7, "__init__": 7, "__main__": 7,
+}
+
+
+ENTRY = 7  # the entry points may use each other
+
+
+def _part(module: str) -> str:
+    """"store" for tracekit.store.reader, "keys" for tracekit.keys."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: str, module: str):
+    with open(path) as fh:
+        tree = ast.parse(fh.read(), path)
+    package = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("tracekit"):
+                continue
+            if node.module is None:  # from .. import taps: the names are the modules
+                for alias in node.names:
+                    yield node.lineno, target + "." + alias.name
+            else:
+                yield node.lineno, target
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("tracekit"):
+                    yield node.lineno, alias.name
+
+
+def test_nothing_imports_upward_or_sideways():
+    problems = []
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, os.path.dirname(PACKAGE))[:-3].replace(os.sep, ".")
+            module = rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+            own = _part(module if not path.endswith("tracekit/__init__.py") else "tracekit")
+            assert own in RANKS, "give tracekit.%s a rank in RANKS" % own
+            for line, target in _imports(path, module):
+                other = _part(target) if target != "tracekit" else "__init__"
+                if other == own or (RANKS[own] == ENTRY and RANKS[other] == ENTRY):
+                    continue
+                if RANKS[other] >= RANKS[own]:
+                    problems.append("%s:%d imports %s (%s is rank %d, %s rank %d)"
+                                    % (rel, line, target, own, RANKS[own], other, RANKS[other]))
+    assert not problems, "\n".join(problems)
