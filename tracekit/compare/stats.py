@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from ..store.values import is_ml_dtype
 from .tolerance import Resolved
 
 
@@ -123,7 +124,7 @@ def _as_array(value: Any) -> Optional[np.ndarray]:
 
 
 def _is_float_like(dtype: np.dtype) -> bool:
-    return dtype.kind == "V" and dtype.names is None and "float" in dtype.name  # bfloat16, float8_*
+    return is_ml_dtype(dtype) and "float" in dtype.name  # bfloat16, float8_*
 
 
 def _floaty(dtype: np.dtype) -> bool:

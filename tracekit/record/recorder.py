@@ -23,8 +23,9 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import RecordError, UsageError
-from ..store import create
 from ..keys import split_key
+from ..store import create
+from ..store.values import KEY_TYPES
 from . import optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
@@ -345,16 +346,13 @@ class Recorder(object):
                 raise StopRecording("recorded %d steps" % self.steps)
 
 
-_KEY_TYPES = (str, bytes, int, float, bool, type(None))
-
-
 def _storable(fetched: Any) -> Any:
     """The fetched structure with keys the store takes: MonitoredSession fetches are keyed by
     hook objects, which become their class names."""
     if isinstance(fetched, Mapping):
         out = collections.OrderedDict()  # type: collections.OrderedDict
         for key, value in fetched.items():
-            if not isinstance(key, _KEY_TYPES):
+            if not isinstance(key, KEY_TYPES):
                 key = getattr(key, "name", None) if hasattr(key, "graph") else type(key).__name__
                 key = "%s" % key
                 while key in out:

@@ -7,7 +7,6 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import h5py
 import numpy as np
-from h5py._objects import phil
 
 from ..errors import CorruptTrace, NewerFormat, NotATrace
 from ..keys import INITIAL_STEP, KIND_ORDER, make_key
@@ -18,6 +17,7 @@ from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FO
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                      FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET, STEPS_GROUP, escape_name, step_path,
                      unescape_name)
+from .h5compat import phil
 
 MAX_LEAVES = 1 << 20
 

@@ -176,17 +176,3 @@ def place(out: np.ndarray, offset: Sequence[int], region: np.ndarray,
     else:
         bits(out)[index] = np.bitwise_xor(bits(crop), bits(base)[index])
 
-
-def compress_blob(data: bytes, level: Optional[int]) -> bytes:
-    return _compressor(level).compress(data)
-
-
-def decompress_blob(data: bytes, limit: int) -> bytes:
-    """Decompress one frame that must hold at most `limit` bytes."""
-    try:
-        size = zstandard.frame_content_size(data)
-        if size < 0 or size > limit:
-            raise ChunkError("zstd frame claims %d bytes, more than the %d expected" % (size, limit))
-        return zstandard.ZstdDecompressor().decompress(data)
-    except zstandard.ZstdError as exc:
-        raise ChunkError("zstd frame does not decompress (%s)" % exc)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..keys import INITIAL_STEP
 from .reader import Step, open_trace
-from .values import contiguous, flatten
+from .values import contiguous, flatten, is_ml_dtype
 
 
 def _jsonable(obj: Any) -> Any:
@@ -38,7 +38,7 @@ def _plain(value: Any) -> Any:
         items = arr.ravel().tolist()
         kind = "U" if items and isinstance(items[0], str) else "S"
         return np.array(items, dtype=kind).reshape(arr.shape), None
-    if arr.dtype.kind == "V":  # bfloat16 and friends
+    if is_ml_dtype(arr.dtype):  # bfloat16 and friends
         return arr.view("u%d" % arr.dtype.itemsize), arr.dtype.name
     return arr, None
 

@@ -92,7 +92,7 @@ def userblock(token: str) -> bytes:
     return text.ljust(USERBLOCK_SIZE, b"\x00")
 
 
-def read_token(path: str) -> "str | None":
+def userblock_token(path: str) -> "str | None":
     """The recording token in a golden's user block, or None if it has none."""
     try:
         with open(path, "rb") as fh:

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import h5py
 import numpy as np
 from h5py import h5a, h5d, h5p, h5s, h5t, h5z
-from h5py._objects import phil  # h5py's global lock around HDF5 calls
+from .h5compat import phil
 
 from ..errors import TracekitError
 from . import metadata, values

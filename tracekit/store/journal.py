@@ -178,7 +178,7 @@ class Committed(object):
             raise ValueError("journal has no opening record")
 
 
-def read_token(path: str) -> Optional[str]:
+def journal_token(path: str) -> Optional[str]:
     """The recording token of a journal's opening record, or None if unreadable."""
     try:
         with open(path, "rb") as fh:

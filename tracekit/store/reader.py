@@ -19,7 +19,8 @@ from ..keys import INITIAL_STEP, Kind, make_key, split_key, step_label
 from .backend import Backend
 from .catalog import TensorInfo
 from .format import (HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path,
-                     read_token)
+                     userblock_token)
+from .journal import journal_token
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":
@@ -56,11 +57,9 @@ def _signature(path: str, size: int = len(JOURNAL_MAGIC)) -> bytes:
 def _journal_applies(path: str, journal: str) -> bool:
     """A journal describes the file beside it unless that file is another recording's golden
     (a recovery replaced the file but died before removing the journal)."""
-    token = read_token(path)
+    token = userblock_token(path)
     if token is None:
         return True
-    from .journal import read_token as journal_token
-
     return journal_token(journal) in (token, None)
 
 

@@ -16,7 +16,7 @@ from ..errors import CorruptTrace
 from ..keys import INITIAL_STEP
 from . import values
 from .catalog import CatalogBuilder
-from .format import journal_path, read_token
+from .format import journal_path
 from .golden import GoldenFile, fsync_dir
 from .journal import Committed, read_payload, scan
 

@@ -97,7 +97,8 @@ def logical_dtype(logical: str) -> np.dtype:
         return found
 
 
-def _is_ml_dtype(dtype: np.dtype) -> bool:
+def is_ml_dtype(dtype: np.dtype) -> bool:
+    """A dtype ml_dtypes or TensorFlow registers (bfloat16, float8_*, int4): numpy says "V"."""
     if dtype.kind != "V" or dtype.fields is not None or dtype.subdtype is not None:
         return False
     return not dtype.name.startswith("void")
@@ -137,7 +138,7 @@ def make_leaf(value: Any, where: str) -> Leaf:
     dtype = arr.dtype
     if dtype.kind in _NATIVE_KINDS:
         return Leaf(contiguous(arr), shape, None, form)
-    if dtype.kind in _BITS_KINDS or _is_ml_dtype(dtype):
+    if dtype.kind in _BITS_KINDS or is_ml_dtype(dtype):
         bits = contiguous(arr).view("u%d" % dtype.itemsize)
         return Leaf(bits, shape, dtype.str if dtype.kind in _BITS_KINDS else dtype.name, form)
     if dtype.kind == "U":
@@ -207,7 +208,7 @@ def check_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[st
             raise ValueError("storage dtype %s is not one tracekit writes" % storage.dtype)
         return
     dtype = logical_dtype(logical)
-    if not (dtype.kind in _BITS_KINDS or _is_ml_dtype(dtype)) or storage.dtype.kind != "u" \
+    if not (dtype.kind in _BITS_KINDS or is_ml_dtype(dtype)) or storage.dtype.kind != "u" \
             or dtype.itemsize != storage.dtype.itemsize:
         raise ValueError("logical dtype %s does not fit storage dtype %s" % (logical, storage.dtype))
 
@@ -241,7 +242,7 @@ def restore_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[
 # A structure spec is msgpack-able: ["leaf"], ["none"], ["list", [...]], ["tuple", [...]],
 # ["dict", [[key, child], ...]], ["namedtuple", typename, [fields], [...]].
 
-_KEY_TYPES = (str, bytes, int, float, bool, type(None))
+KEY_TYPES = (str, bytes, int, float, bool, type(None))  # dict keys a structure may have
 
 
 def flatten(value: Any, where: str) -> Tuple[Optional[list], List[Any]]:
@@ -270,7 +271,7 @@ def _flatten(value: Any, leaves: List[Any], where: str, depth: int) -> list:
     if isinstance(value, collections.abc.Mapping):
         items = []
         for key, child in value.items():
-            if not isinstance(key, _KEY_TYPES):
+            if not isinstance(key, KEY_TYPES):
                 raise UnsupportedValue(
                     "%s: dict key %r of type %s cannot be stored; use str or int keys"
                     % (where, key, type(key).__name__))
