@@ -8,9 +8,8 @@ import pytest
 
 import tracekit
 
-from .conftest import ROOT
-
-GOLDENS = os.path.join(ROOT, "goldens")
+from .support import FOREIGN_GOLDENS as FOREIGN
+from .support import GOLDENS
 
 
 @pytest.mark.parametrize("name", ["seed_example.h5", "estimator_model.h5", "slim_resnet.h5"])
@@ -44,9 +43,6 @@ def test_slim_golden():
         assert len(trace) == 5
         assert trace.meta["user"]["zero_code"]["script"].endswith("slim_resnet.py")
         assert any(n.endswith("/Momentum:0") for n in trace.names("slot"))
-
-
-FOREIGN = os.path.join(ROOT, "tests", "data", "foreign_cpu")
 
 
 @pytest.mark.parametrize("name", ["seed_example.h5", "estimator_model.h5", "slim_resnet.h5"])

@@ -9,7 +9,7 @@ import pytest
 import tracekit
 import tracekit.errors as errors
 
-from .conftest import run_python
+from .support import run_python
 
 
 def test_import_does_not_load_tensorflow():

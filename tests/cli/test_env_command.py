@@ -10,7 +10,7 @@ import pytest
 
 from tracekit.cli import main
 
-from ..conftest import ROOT
+from ..support import ROOT
 
 
 def test_env_without_tensorflow(capsys):

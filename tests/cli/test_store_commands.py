@@ -13,9 +13,9 @@ import pytest
 import tracekit
 from tracekit.cli import main
 
-from ..conftest import ROOT, run_python
-from ..store import payloads
-from ..store.conftest import write_steps
+from ..support import ROOT, run_python
+from ..support import payloads
+from ..support import write_steps
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from tracekit.compare.stats import compare_values
 from tracekit.compare.tolerance import Resolved
 
-from ..store import payloads
+from ..support import payloads
 
 
 def tol(atol=1e-5, rtol=1e-6, equal_nan=False, exact=False):

@@ -4,15 +4,7 @@ legacy environment only."""
 
 from __future__ import annotations
 
-import os
-import sys
-
-import numpy as np
 import pytest
-
-from ..conftest import ROOT, run_python
-
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 
 
 @pytest.fixture(scope="session")
@@ -30,39 +22,3 @@ def graph(tf):
     with g.as_default():
         yield g
 
-
-def record_cli(out, script, *script_args, **options):
-    """`python -m tracekit record -o out [options] -- script args` in this interpreter."""
-    check, env = options.pop("check", True), options.pop("env", None)
-    args = ["-m", "tracekit", "record", "-o", str(out)]
-    for key, value in options.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
-    args += ["--", os.path.join(SCRIPTS, script)] + [str(a) for a in script_args]
-    return run_python(sys.executable, args, check=check, env=env)
-
-
-def seed_model(tf, optimizer="sgd", regularize=False):
-    """The seed example's graph: x (2, 3) -> dense 2 -> dense 2 -> dense 3, softmax CE."""
-    import tracekit
-
-    x = tf.compat.v1.placeholder(tf.float32, [2, 3], name="x")
-    y = tf.compat.v1.placeholder(tf.float32, [2, 3], name="y")
-    init = tf.compat.v1.glorot_uniform_initializer(seed=7)
-    reg = tf.keras.regularizers.l2(1e-2) if regularize else None
-    dense = tf.compat.v1.layers.dense
-    h1 = tracekit.tap("layer1", dense(x, 2, kernel_initializer=init, kernel_regularizer=reg, name="dense"))
-    h2 = tracekit.tap("layer2", dense(h1, 2, kernel_initializer=init, name="dense_1"))
-    logits = tracekit.tap("logits", dense(h2, 3, kernel_initializer=init, name="dense_2"))
-    tf.compat.v1.losses.softmax_cross_entropy(y, logits)
-    loss = tf.compat.v1.losses.get_total_loss()
-    step = tf.compat.v1.train.get_or_create_global_step()
-    lr = tf.compat.v1.train.polynomial_decay(0.1, step, decay_steps=1000, end_learning_rate=0.0, power=1.0)
-    opt = tf.compat.v1.train.AdamOptimizer(lr) if optimizer == "adam" else \
-        tf.compat.v1.train.GradientDescentOptimizer(lr)
-    train = opt.minimize(loss, global_step=step)
-    return x, y, loss, train
-
-
-def seed_feeds(step):
-    rng = np.random.RandomState(step)
-    return rng.randn(2, 3).astype(np.float32), np.eye(3, dtype=np.float32)[[step % 3, (step + 1) % 3]]

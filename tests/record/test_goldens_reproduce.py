@@ -19,10 +19,10 @@ import pytest
 import tracekit
 from tracekit.compare.envdiff import environment_diff
 
-from ..conftest import ROOT, run_python
+from ..support import FOREIGN_GOLDENS as FOREIGN
+from ..support import GOLDENS, ROOT, golden, run_python
 
 pytestmark = pytest.mark.tf1
-FOREIGN = os.path.join(ROOT, "tests", "data", "foreign_cpu")
 
 
 def same_tensors(a_path, b_path, racy=()):
@@ -65,14 +65,14 @@ def record(tmp_path, script, name, args):
     return out
 
 
-@pytest.mark.parametrize("script, golden, args, racy", [
+@pytest.mark.parametrize("script, name, args, racy", [
     ("seed_example.py", "seed_example.h5", ["--steps", "100"], ()),
     ("estimator_model.py", "estimator_model.h5", ["--steps", "50"], ("fetch/fetches",)),
 ])
-def test_api_goldens_reproduce(tmp_path, script, golden, args, racy):
-    out = record(tmp_path, script, golden, args)
-    reproduces(os.path.join(ROOT, "goldens", golden), out, racy)
-    foreign = reproduces(os.path.join(FOREIGN, golden), out, racy)
+def test_api_goldens_reproduce(tmp_path, script, name, args, racy):
+    out = record(tmp_path, script, name, args)
+    reproduces(os.path.join(GOLDENS, name), out, racy)
+    foreign = reproduces(os.path.join(FOREIGN, name), out, racy)
     assert foreign.profile.name == "round-off"  # the old fingerprint cannot prove the same kernels
 
 
@@ -81,7 +81,7 @@ def test_zero_code_golden_reproduces(tmp_path):
     run_python(sys.executable, ["-m", "tracekit", "record", "-o", out, "--",
                                 os.path.join(ROOT, "tools", "goldens", "slim_resnet.py"), "--steps", "5"],
                env={"PYTHONHASHSEED": "0"})
-    reproduces(os.path.join(ROOT, "goldens", "slim_resnet.h5"), out)
+    reproduces(golden("slim_resnet"), out)
     reproduces(os.path.join(FOREIGN, "slim_resnet.h5"), out)
 
 

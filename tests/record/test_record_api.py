@@ -11,7 +11,7 @@ import pytest
 
 import tracekit
 
-from .conftest import seed_feeds, seed_model
+from ..support.recording import seed_feeds, seed_model
 
 STEPS = 5
 

@@ -9,8 +9,8 @@ import pytest
 
 import tracekit
 
-from ..conftest import ROOT
-from .conftest import record_cli
+from ..support import ROOT
+from ..support.recording import record_cli
 
 
 def _tensors(path):

@@ -7,9 +7,6 @@ import sys
 
 import pytest
 
-from ..conftest import ROOT
-
-GOLDENS = os.path.join(ROOT, "goldens")
 
 # The ports are TF 2 code: the legacy run (Python 3.7, TF 1.15) does not even import them.
 collect_ignore_glob = ["test_*.py"] if sys.version_info < (3, 8) else []
@@ -27,6 +24,3 @@ def tf2():
 
     return tracekit.tf2
 
-
-def golden(name):
-    return os.path.join(GOLDENS, name + ".h5")

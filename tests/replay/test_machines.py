@@ -12,8 +12,8 @@ import pytest
 import tracekit
 from tracekit.compare.envdiff import environment_diff
 
-from ..conftest import ROOT, run_python
-from .conftest import golden
+from ..support import ROOT, run_python
+from ..support import golden
 
 CHILD = os.path.join(ROOT, "tests", "replay", "replay_child.py")
 ONEDNN_VARIABLES = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")

@@ -9,7 +9,7 @@ import tracekit
 from tools.ports import estimator_model, estimator_shim, seed_example, slim_resnet
 from tracekit.report.compare import max_errors
 
-from .conftest import golden
+from ..support import golden
 
 # Step 0 must match at the guide's single-step tolerance (float32 round-off); later steps
 # accumulate round-off through the optimizer, so they get a training tolerance, still far

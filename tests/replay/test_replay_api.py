@@ -9,7 +9,7 @@ import tracekit
 from tools.ports import seed_example
 from tracekit.cli import main
 
-from .conftest import golden
+from ..support import golden
 
 SEED = golden("seed_example")
 

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import tracekit
 
-from . import payloads
+from ..support import write_steps
 
 
 @pytest.fixture
@@ -32,14 +30,3 @@ def small_golden(tmp_path):
     write_steps(path, 5)
     return path
 
-
-def write_steps(path, n, big=False, **options):
-    with tracekit.create(path, meta={"user": {"test": True}}, **options) as w:
-        with w.initial():
-            for key, value in payloads.initial_values().items():
-                w.add(*key.split("/", 1), value=value)
-        for k in range(n):
-            with w.step(info={"global_step": k + 1}):
-                for key, value in payloads.step_values(k, big).items():
-                    w.add(*key.split("/", 1), value=value)
-    return path

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 import tracekit
-from tests.store import payloads
+from tests.support import payloads
 
 
 def big(step):

@@ -8,7 +8,7 @@ Prints one line per case: "<case> <outcome> <detail>". Outcomes that are fine:
   intact       everything verifies and reads back identical (damage in unused bytes)
 Outcomes that are bugs: "silent" (a value changed and nothing noticed) and
 "crash" (some other exception). A hang is caught by the parent's timeout.
-The trace must have been written by tests.store.conftest.write_steps.
+The trace must have been written by tests.support.write_steps.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import traceback
 
 import tracekit
-from tests.store import payloads
+from tests.support import payloads
 
 
 def expected_values(step):

@@ -21,8 +21,8 @@ import tracekit
 from tracekit.store.format import journal_path
 from tracekit.store.recover import tmp_path as recover_tmp_path
 
-from ..conftest import ROOT
-from . import payloads
+from ..support import ROOT
+from ..support import payloads
 from .crash_child import big
 
 STEPS = 12

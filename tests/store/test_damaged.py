@@ -17,9 +17,9 @@ from tracekit.cli import main
 from tracekit.store import journal, metadata
 from tracekit.store.format import step_path, value_path
 
-from ..conftest import ROOT
-from . import payloads
-from .conftest import write_steps
+from ..support import ROOT
+from ..support import payloads
+from ..support import write_steps
 
 CASES = int(os.environ.get("TRACEKIT_DAMAGE_CASES", "150"))
 

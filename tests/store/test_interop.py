@@ -10,13 +10,13 @@ import pytest
 
 import tracekit
 
-from ..conftest import run_python
-from . import payloads
-from .conftest import write_steps
+from ..support import run_python
+from ..support import payloads
+from ..support import write_steps
 
 WRITE_CASES = """
 import sys, tracekit
-from tests.store import payloads
+from tests.support import payloads
 with tracekit.create(sys.argv[1]) as w:
     with w.step():
         for name, value in payloads.dtype_cases().items():
@@ -28,7 +28,7 @@ with tracekit.create(sys.argv[1]) as w:
 
 CHECK_CASES = """
 import sys, tracekit
-from tests.store import payloads
+from tests.support import payloads
 with tracekit.open(sys.argv[1]) as t:
     step = t.step(0)
     cases = list(payloads.dtype_cases().items())
@@ -101,7 +101,7 @@ def test_legacy_recovers_and_modern_reads(tmp_path, legacy_python):
     path = str(tmp_path / "journal.h5")
     code = ("import os, sys, tracekit\n"
             "sys.path.insert(0, '.')\n"
-            "from tests.store.conftest import write_steps\n"
+            "from tests.support import write_steps\n"
             "w = tracekit.create(sys.argv[1])\n"
             "for k in range(3):\n"
             "    with w.step():\n"

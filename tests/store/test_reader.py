@@ -8,8 +8,8 @@ import pytest
 
 import tracekit
 
-from . import payloads
-from .conftest import write_steps
+from ..support import payloads
+from ..support import write_steps
 
 
 def test_api(small_golden):

@@ -10,7 +10,7 @@ import pytest
 import tracekit
 from tracekit.store import values
 
-from . import payloads
+from ..support import payloads
 
 CASES = payloads.dtype_cases()
 

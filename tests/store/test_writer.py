@@ -12,9 +12,9 @@ import tracekit
 from tracekit.keys import KIND_ORDER
 from tracekit.store.format import KEYFRAME_INTERVAL
 
-from . import payloads
-from ..conftest import run_python
-from .conftest import write_steps
+from ..support import payloads
+from ..support import run_python
+from ..support import write_steps
 
 
 def test_steps_and_initial_state(small_golden):
