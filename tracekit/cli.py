@@ -20,7 +20,7 @@ EPILOG = """exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage e
 docs: README.md (workflow), docs/FORMAT.md (the golden file format)."""
 
 
-class Progress(object):
+class Progress:
     """One updating line on stderr for long work, only when stderr is a terminal."""
 
     def __init__(self, label: str, stream=None) -> None:
@@ -108,7 +108,7 @@ def _env(args: argparse.Namespace) -> int:
     from .environment import fingerprint, tensorflow_environment
     from .report.environment import fingerprint_text
 
-    meta = {}  # type: dict
+    meta: dict = {}
     if not args.no_tensorflow:
         try:
             os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as the replayer: tf-keras on TF >= 2.16

@@ -55,7 +55,7 @@ def recorded_env(environ: "Dict[str, str]") -> Dict[str, str]:
 def parse_cpuinfo(text: str) -> Dict[str, Any]:
     """Vendor, model and kernel-selecting instruction sets from /proc/cpuinfo's text
     (the first processor's block: all cores of one machine report the same)."""
-    fields = {}  # type: Dict[str, str]
+    fields: Dict[str, str] = {}
     for line in text.splitlines():
         if not line.strip():
             if fields:
@@ -174,12 +174,12 @@ def tensorflow_environment(tf: Any, session: Any = None) -> Dict[str, Any]:
     """meta["tensorflow"]: the settings and devices of the TensorFlow driving the run.
     `session` is a TF1 Session (its config and devices); without one, TF 2's global
     configuration. Anything TensorFlow cannot answer is recorded as None."""
-    info = {
+    info: Dict[str, Any] = {
         "version": tf.__version__,
         "git_version": getattr(getattr(tf, "version", None), "GIT_VERSION", None),
         "built_with_cuda": bool(tf.test.is_built_with_cuda()),
         "executing_eagerly": bool(tf.executing_eagerly()),
-    }  # type: Dict[str, Any]
+    }
     intra = inter = None
     if session is not None:
         try:  # the session's devices: asking device_lib would initialize (and claim) GPUs

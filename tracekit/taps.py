@@ -18,7 +18,7 @@ from .keys import check_name
 GRAPH_COLLECTION = "tracekit_taps"
 
 # The TF2 side (replay) sets this while it captures a step: (name, tensor) -> tensor.
-_eager_sink = None  # type: Optional[Callable[[str, Any], Any]]
+_eager_sink: Optional[Callable[[str, Any], Any]] = None
 
 
 def tap(name: str, tensor: Any) -> Any:

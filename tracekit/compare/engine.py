@@ -22,7 +22,7 @@ NOT_REPLAYED = frozenset(["fetch"])
 NOISE_FLOOR = 1e-5
 
 
-class TensorResult(object):
+class TensorResult:
     """One tensor over all compared steps."""
 
     def __init__(self, kind: str, name: str) -> None:
@@ -30,10 +30,10 @@ class TensorResult(object):
         self.name = name
         self.steps = 0
         self.failed_steps = 0
-        self.first_failed = None  # type: Optional[int]
-        self.worst = None  # type: Optional[Stats]
-        self.worst_step = None  # type: Optional[int]
-        self.by_step = collections.OrderedDict()  # type: collections.OrderedDict  # step -> Stats
+        self.first_failed: Optional[int] = None
+        self.worst: Optional[Stats] = None
+        self.worst_step: Optional[int] = None
+        self.by_step: collections.OrderedDict = collections.OrderedDict()  # step -> Stats
         self.noise_floor = False
 
     @property
@@ -59,7 +59,7 @@ def _badness(stats: Stats) -> Tuple[int, float, float]:
     return (0 if stats.ok else 1, stats.needed_atol, stats.max_abs)
 
 
-class Divergence(object):
+class Divergence:
     """Where the replay first departs from the golden."""
 
     def __init__(self, step: int, kind: str, name: str, stats: Stats, noise_floor: bool) -> None:
@@ -92,7 +92,7 @@ class RoundoffCause:
     likely: bool
 
 
-class Comparison(object):
+class Comparison:
     """The result of `compare`: truthy when everything compared is within tolerance.
     `environment` says what differs between the two runs' environments, `profile` which
     tolerance was used and why, `likely_cause` whether machine round-off explains a mismatch."""
@@ -103,16 +103,16 @@ class Comparison(object):
         self.profile = profile
         self.tolerance = profile.tolerance
         self.environment = environment
-        self.likely_cause = None  # type: Optional[RoundoffCause]
+        self.likely_cause: Optional[RoundoffCause] = None
         self.steps = 0  # steps compared
         self.golden_steps = 0
         self.actual_steps = 0
-        self.tensors = []  # type: List[TensorResult]  # data-flow order
-        self.first_divergence = None  # type: Optional[Divergence]
-        self.missing = []  # type: List[str]  # golden tensors the replay did not produce
-        self.not_compared = {}  # type: Dict[str, str]  # key -> why
-        self.notes = []  # type: List[str]
-        self.short = None  # type: Optional[str]  # why the replay has fewer steps than it should
+        self.tensors: List[TensorResult] = []  # data-flow order
+        self.first_divergence: Optional[Divergence] = None
+        self.missing: List[str] = []  # golden tensors the replay did not produce
+        self.not_compared: Dict[str, str] = {}  # key -> why
+        self.notes: List[str] = []
+        self.short: Optional[str] = None  # why the replay has fewer steps than it should
 
     @property
     def ok(self) -> bool:
@@ -186,15 +186,15 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
         result.notes.append("the golden has %d steps, the replay %d: %d compared"
                             % (len(golden), len(actual), result.steps))
     reasons = replay.get("not_replayed", {})  # key -> why, from the replayer
-    by_key = {}  # type: Dict[str, TensorResult]
+    by_key: Dict[str, TensorResult] = {}
     absent = set()  # golden keys a step of the replay lacked
     seen = set()  # keys the replay produced in some step
     steps = ([INITIAL_STEP] if golden.has_initial and actual.has_initial else []) + list(range(result.steps))
     for index in steps:
         g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
         a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
-        failed = []  # type: List[Tuple[str, str, Stats]]
-        grads = []  # type: List[Tuple[str, Stats]]
+        failed: List[Tuple[str, str, Stats]] = []
+        grads: List[Tuple[str, Stats]] = []
         for key in g_step:
             kind, name = split_key(key)
             if kind in NOT_REPLAYED or key in reasons:
@@ -237,7 +237,7 @@ def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[Roundo
     changes = result.environment.machine_changes
     if result.ok or not changes or result.missing or result.short is not None:
         return None
-    closest = None  # type: Optional[Tuple[float, str, float, float]]
+    closest: Optional[Tuple[float, str, float, float]] = None
     for tensor in result.tensors:
         bound = ROUNDOFF_ULPS.get(tensor.kind, 0.0)
         for stats in tensor.by_step.values():

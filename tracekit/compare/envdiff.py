@@ -132,7 +132,7 @@ def _env_field(name: str) -> Callable[[Meta], Any]:
 
 
 # (label, reader, selects kernels). The order is the order of the report.
-FIELDS = [
+FIELDS: List[Tuple[str, Callable[[Meta], Any], bool]] = [
     ("tensorflow", _tf_version, True),
     ("architecture", _env_field("machine"), True),
     ("cpu model", _cpu_model, True),
@@ -152,7 +152,7 @@ FIELDS = [
     ("python", _env_field("python"), False),
     ("keras", _env_field("keras"), False),
     ("numpy", _env_field("numpy"), False),
-]  # type: List[Tuple[str, Callable[[Meta], Any], bool]]
+]
 FRAMEWORK = "tensorflow"
 
 

@@ -10,7 +10,7 @@ from ..store.values import is_ml_dtype
 from .tolerance import Resolved
 
 
-class Stats(object):
+class Stats:
     """Data, no judgement beyond `ok`: max abs error, max rel error (where the golden is not
     zero), mismatched count, worst index, the smallest atol (at the rule's rtol and ulps) and
     rtol (at its atol and ulps) that would pass (inf: no rtol passes a difference at a golden
@@ -26,12 +26,12 @@ class Stats(object):
         self.mismatched = 0
         self.max_abs = 0.0
         self.max_rel = 0.0
-        self.worst_index = None  # type: Optional[Tuple[int, ...]]
+        self.worst_index: Optional[Tuple[int, ...]] = None
         self.needed_atol = 0.0
         self.needed_rtol = 0.0
         self.nonfinite = 0  # elements NaN/Inf on one side only, or differently
         self.golden_scale = 0.0  # max |golden|, to tell round-off from real differences
-        self.problem = None  # type: Optional[str]  # shape, dtype or structure disagreement
+        self.problem: Optional[str] = None  # shape, dtype or structure disagreement
         self.atol = 0.0
         self.rtol = 0.0
         self.ulps = 0.0

@@ -53,7 +53,7 @@ KIND_DEFAULTS = {"input": EXACT, "random": EXACT, "lr": (0.0, 1e-6)}
 FIELDS = ("atol", "rtol", "equal_nan", "ignore", "ulps")
 
 
-class Rule(object):
+class Rule:
     """Settings for the tensors a rule matches: kind, name (a glob, or "re:<regex>") and
     steps (start, stop) with stop exclusive and None open."""
 
@@ -98,7 +98,7 @@ class Rule(object):
         return {k: v for k, v in out.items() if v is not None}
 
 
-class Resolved(object):
+class Resolved:
     """The tolerance for one tensor at one step."""
 
     __slots__ = ("atol", "rtol", "equal_nan", "ignore", "exact", "ulps", "eps")
@@ -109,13 +109,13 @@ class Resolved(object):
         self.ulps, self.eps = ulps, eps
 
 
-class Tolerance(object):
+class Tolerance:
     def __init__(self, atol: Optional[float] = None, rtol: Optional[float] = None, equal_nan: bool = False,
                  rules: Iterable[Rule] = (), ulps: Optional[float] = None) -> None:
         self.atol = atol
         self.rtol = rtol
         self.equal_nan = bool(equal_nan)
-        self.rules = list(rules)  # type: List[Rule]
+        self.rules: List[Rule] = list(rules)
         self.ulps = ulps
 
     def rule(self, kind: Optional[str] = None, name: Optional[str] = None,
@@ -125,7 +125,7 @@ class Tolerance(object):
                          self.ulps)
 
     def resolve(self, kind: str, name: str, step: int, dtype: str) -> Resolved:
-        found = {}  # type: Dict[str, Any]
+        found: Dict[str, Any] = {}
         for rule in reversed(self.rules):
             if rule.matches(kind, name, step):
                 for key, value in rule.settings.items():

@@ -50,7 +50,7 @@ LR_ARGS = ("lr", "alpha")
 STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slot of one variable
 
 # Filled by optimizer interception (optimizer.py): graph -> losses, train ops, optimizer variables.
-_intercepted = weakref.WeakKeyDictionary()  # type: weakref.WeakKeyDictionary
+_intercepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def note_intercepted(graph: Any, what: str, value: Any) -> None:
@@ -64,16 +64,18 @@ def _intercepted_for(graph: Any) -> Dict[str, list]:
     return _intercepted.get(graph) or {"loss": [], "train_op": [], "slot": []}
 
 
-class Update(object):
+class Update:
     """One optimizer update op: the variable, gradient, learning rate and slots it uses."""
 
     __slots__ = ("op", "var", "grad", "indices", "lr", "slots")
 
     def __init__(self, op: Any) -> None:
         self.op = op
-        self.var = None  # type: Optional[str]
-        self.grad = self.indices = self.lr = None  # type: Any
-        self.slots = []  # type: List[str]
+        self.var: Optional[str] = None
+        self.grad: Any = None
+        self.indices: Any = None
+        self.lr: Any = None
+        self.slots: List[str] = []
         for arg, tensor in zip(op.op_def.input_arg, op.inputs):
             if arg.name == "var":
                 self.var = variable_name(tensor)
@@ -101,7 +103,7 @@ def variable_name(tensor: Any) -> Optional[str]:
     return None
 
 
-class StepPlan(object):
+class StepPlan:
     """What to fetch along with one kind of run; `training` False means: let it pass."""
 
     def __init__(self, training: bool, fetch: "collections.OrderedDict[str, Any]", global_step: Any,
@@ -112,29 +114,29 @@ class StepPlan(object):
         self.regularization = regularization or []  # keys of the regularization losses among `fetch`
 
 
-class GraphModel(object):
+class GraphModel:
     """Analysis of one graph, cached per kind of run (fetched ops, fed tensors)."""
 
     def __init__(self, graph: Any, tf: Any) -> None:
         self.graph = graph
         self._tf = tf
         self._lock = threading.Lock()
-        self._plans = {}  # type: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan]
-        self._warned = set()  # type: Set[str]
-        self.warnings = []  # type: List[str]
+        self._plans: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan] = {}
+        self._warned: Set[str] = set()
+        self.warnings: List[str] = []
 
     # ---- variables --------------------------------------------------------------------------
 
     def variables(self) -> List[Tuple[str, Any]]:
         """("var/<name>" or "slot/<name>", variable) for every global variable, in creation order."""
-        slots = set()  # type: Set[str]
+        slots: Set[str] = set()
         for op in self.graph.get_operations():
             if UPDATE_OP.match(op.type):
                 slots.update(Update(op).slots)
         for variable in _intercepted_for(self.graph)["slot"]:
             slots.add(variable.name)
         out = []
-        seen = set()  # type: Set[str]
+        seen: Set[str] = set()
         for variable in self.graph.get_collection(self._tf.compat.v1.GraphKeys.GLOBAL_VARIABLES):
             if variable.name in seen:
                 continue
@@ -164,7 +166,7 @@ class GraphModel(object):
             op.type in ("AssignAdd", "AssignAddVariableOp") and variable_name(op.inputs[0]) == global_step.name
             for op in executed)
         training = bool(updates or train_ops or increments)
-        fetch = collections.OrderedDict()  # type: collections.OrderedDict
+        fetch: collections.OrderedDict = collections.OrderedDict()
         if not training:
             return StepPlan(False, fetch, None)
         ordered = executed
@@ -242,7 +244,7 @@ class GraphModel(object):
 
     def seeds(self) -> Dict[str, Any]:
         """The graph seed and (seed, seed2) of every stateful random op in the graph."""
-        ops = collections.OrderedDict()  # type: collections.OrderedDict
+        ops: collections.OrderedDict = collections.OrderedDict()
         for op in self.graph.get_operations():
             if op.type in RANDOM_OPS and op.op_def.is_stateful:
                 try:
@@ -259,7 +261,7 @@ def is_random_draw(op: Any) -> bool:
 def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
     """The ops a run of `fetch_ops` executes: their ancestors through data and control
     edges, not looking past fed tensors."""
-    seen = {}  # type: Dict[str, Any]
+    seen: Dict[str, Any] = {}
     stack = list(fetch_ops)
     while stack:
         op = stack.pop()
@@ -276,7 +278,8 @@ def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
 
 
 def _unique(tensors: Iterable[Any]) -> List[Any]:
-    out, names = [], set()  # type: List[Any], Set[str]
+    out: List[Any] = []
+    names: Set[str] = set()
     for tensor in tensors:
         if tensor.name not in names:
             names.add(tensor.name)

@@ -14,7 +14,7 @@ from typing import Any, Callable, List, Tuple
 
 from .graph import note_intercepted
 
-_installed = []  # type: List[Tuple[Any, str, Callable[..., Any]]]
+_installed: List[Tuple[Any, str, Callable[..., Any]]] = []
 _depth = 0
 
 

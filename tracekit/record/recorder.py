@@ -38,7 +38,7 @@ class StopRecording(BaseException):
     (a BaseException, so the script's own `except Exception` does not swallow it)."""
 
 
-class Recorder(object):
+class Recorder:
     """Use `tracekit.tf1.record(path, ...)`; see there."""
 
     def __init__(self, path: str, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None,
@@ -61,16 +61,16 @@ class Recorder(object):
         self.program = program or getattr(sys.modules.get("__main__"), "__file__", None)
         self._user_meta = dict(meta or {})
         self._writer_options = writer_options
-        self._tf = None  # type: Any
-        self._writer = None  # type: Any
-        self._seeds = None  # type: Optional[SeedControl]
-        self._models = weakref.WeakKeyDictionary()  # type: weakref.WeakKeyDictionary
+        self._tf: Any = None
+        self._writer: Any = None
+        self._seeds: Optional[SeedControl] = None
+        self._models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._lock = threading.RLock()
         self._local = threading.local()
-        self._attached = []  # type: List[Tuple[Any, str]]
-        self._global = []  # type: List[Tuple[Any, str, Any]]
-        self._graph = None  # type: Any  # the graph whose steps are recorded
-        self._variables = None  # type: Optional[List[Tuple[str, Any]]]
+        self._attached: List[Tuple[Any, str]] = []
+        self._global: List[Tuple[Any, str, Any]] = []
+        self._graph: Any = None  # the graph whose steps are recorded
+        self._variables: Optional[List[Tuple[str, Any]]] = None
         self.steps = 0
         self.done = False
 
@@ -110,7 +110,7 @@ class Recorder(object):
         seeds = {"seed": self.seed, "mode": None if self.seed_mode is None else self.seed_mode.value}
         if self._seeds is not None:
             seeds.update(self._seeds.describe())
-        warnings = []  # type: List[str]
+        warnings: List[str] = []
         if self._graph is not None:
             model = self._models.get(self._graph)
             if model is not None:
@@ -269,7 +269,7 @@ class Recorder(object):
         if not plan.training or not self._accepts(graph):
             return make(sess, options)
         recorder, count = self, len(options.fetch)
-        variants = {}  # type: Dict[bool, Tuple[Any, List[str]]]
+        variants: Dict[bool, Tuple[Any, List[str]]] = {}
 
         def variant(full: bool) -> Tuple[Any, List[str]]:
             if full not in variants:
@@ -350,7 +350,7 @@ def _storable(fetched: Any) -> Any:
     """The fetched structure with keys the store takes: MonitoredSession fetches are keyed by
     hook objects, which become their class names."""
     if isinstance(fetched, Mapping):
-        out = collections.OrderedDict()  # type: collections.OrderedDict
+        out: collections.OrderedDict = collections.OrderedDict()
         for key, value in fetched.items():
             if not isinstance(key, KEY_TYPES):
                 key = getattr(key, "name", None) if hasattr(key, "graph") else type(key).__name__

@@ -33,15 +33,15 @@ class SeedMode(str, Enum):
             raise UsageError("seed mode must be 'constant' or 'num_random_ops', got %r" % (value,)) from None
 
 
-class SeedControl(object):
+class SeedControl:
     def __init__(self, tf: Any, seed: int, mode: SeedMode) -> None:
         self._tf = tf
         self.seed = int(seed)
         self.mode = SeedMode(mode)
         self.operation_seed = 0
-        self._observed = set()  # type: Set[int]
+        self._observed: Set[int] = set()
         self._module = sys.modules[tf.compat.v1.get_seed.__module__]
-        self._original = None  # type: Any
+        self._original: Any = None
 
     def __enter__(self) -> "SeedControl":
         self._tf.compat.v1.set_random_seed(self.seed)

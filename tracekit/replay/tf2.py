@@ -43,7 +43,7 @@ RANDOM_FUNCTIONS = [
     (stateless_random_ops, "stateless_truncated_normal"),
 ]
 
-_ALIASES = {}  # type: Dict[Tuple[str, str], List[Tuple[Any, str]]]
+_ALIASES: Dict[Tuple[str, str], List[Tuple[Any, str]]] = {}
 
 
 def _random_aliases(module: Any, name: str) -> List[Tuple[Any, str]]:
@@ -95,18 +95,18 @@ def when_run(tensor: Any, callback: Callable[[np.ndarray], None]) -> None:
 
 # Set when a capture op of an earlier replay ran: its tf.function was traced then, and
 # keeps that replay's capture ops (and misses this one's variable mapping).
-_stale = []  # type: List[str]
+_stale: List[str] = []
 STALE = ("the step function is a tf.function traced during an earlier replay: it still reports to that "
          "one. Pass each replay a fresh tf.function (or the plain Python function)")
 
 
-class Capture(object):
+class Capture:
     """What one step produced, as named numpy arrays. One object for the whole replay,
     reset per step: a traced function keeps the capture ops it was traced with."""
 
     def __init__(self) -> None:
-        self.values = collections.OrderedDict()  # type: collections.OrderedDict
-        self.draws = []  # type: List[np.ndarray]
+        self.values: collections.OrderedDict = collections.OrderedDict()
+        self.draws: List[np.ndarray] = []
         self.live = False  # during a step of this capture's own replay
 
     def reset(self) -> None:
@@ -128,7 +128,7 @@ class Capture(object):
         return keep
 
 
-class TF2Session(object):
+class TF2Session:
     """The TF2 side of one replay: maps variables, loads state, runs steps, reads state."""
 
     def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str) -> None:
@@ -136,7 +136,7 @@ class TF2Session(object):
         self.init = init
         self.random = random
         self.capture = Capture()
-        self.not_replayed = {}  # type: Dict[str, str]
+        self.not_replayed: Dict[str, str] = {}
         self._model = model
         tf_vars = list(variables) if variables is not None else _model_variables(model)
         if not tf_vars:
@@ -158,14 +158,14 @@ class TF2Session(object):
                               "\nname the port's layers like the TF1 scopes, or pass var_map= (a dict, regex "
                               "rules or a callable)")
         self._by_var = {id(c.obj): name for name, c in self.mapping.pairs.items()}
-        self._slots = []  # type: List[Tuple[str, Any, str]]  # golden name, TF2 slot variable, role
-        self._optimizer = None  # type: Any
-        self._iteration_var = None  # type: Any
-        self._tape = []  # type: List[Tuple[str, np.ndarray]]
+        self._slots: List[Tuple[str, Any, str]] = []  # golden name, TF2 slot variable, role
+        self._optimizer: Any = None
+        self._iteration_var: Any = None
+        self._tape: List[Tuple[str, np.ndarray]] = []
         self._tape_pos = 0
-        self._tape_error = None  # type: Optional[ReplayError]  # raised inside a tf.function's numpy op
+        self._tape_error: Optional[ReplayError] = None  # raised inside a tf.function's numpy op
         self._step_index = 0
-        self._created = []  # type: List[str]
+        self._created: List[str] = []
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -230,7 +230,7 @@ class TF2Session(object):
 
     @contextlib.contextmanager
     def _patched(self) -> Iterator[None]:
-        saved = []  # type: List[Tuple[Any, str, Any]]
+        saved: List[Tuple[Any, str, Any]] = []
         for module, name in RANDOM_FUNCTIONS:
             wrapped = self._random(getattr(module, name), name)
             for owner, attr in _random_aliases(module, name):

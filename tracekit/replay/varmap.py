@@ -76,7 +76,7 @@ def _common_tail(a: List[str], b: List[str]) -> int:
     return n
 
 
-class Candidate(object):
+class Candidate:
     """A TF2 variable on offer: its name, shape, and the object itself."""
 
     __slots__ = ("name", "shape", "obj")
@@ -85,15 +85,15 @@ class Candidate(object):
         self.name, self.shape, self.obj = name, tuple(shape), obj
 
 
-class Mapping(object):
+class Mapping:
     """Golden variable name -> Candidate, and what did not match (data; `lines()` renders)."""
 
     def __init__(self) -> None:
-        self.pairs = collections.OrderedDict()  # type: collections.OrderedDict
-        self.how = {}  # type: Dict[str, str]
-        self.unmatched_golden = []  # type: List[Tuple[str, Tuple[int, ...]]]
-        self.unmatched_tf2 = []  # type: List[Candidate]
-        self.shape_mismatch = []  # type: List[Tuple[str, Tuple[int, ...], Candidate]]
+        self.pairs: collections.OrderedDict = collections.OrderedDict()
+        self.how: Dict[str, str] = {}
+        self.unmatched_golden: List[Tuple[str, Tuple[int, ...]]] = []
+        self.unmatched_tf2: List[Candidate] = []
+        self.shape_mismatch: List[Tuple[str, Tuple[int, ...], Candidate]] = []
 
     @property
     def ok(self) -> bool:
@@ -117,7 +117,7 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
     left = list(tf2)
     by_name = {c.name: c for c in tf2}
     by_obj = {id(c.obj): c for c in tf2}
-    todo = []  # type: List[Tuple[str, Tuple[int, ...]]]
+    todo: List[Tuple[str, Tuple[int, ...]]] = []
 
     def take(name: str, shape: Tuple[int, ...], cand: Candidate, how: str) -> None:
         left.remove(cand)
@@ -148,7 +148,7 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
                 rest.append((name, shape))
         todo = rest
     todo = _match_by_words(todo, left, take)
-    groups = collections.OrderedDict()  # type: collections.OrderedDict
+    groups: collections.OrderedDict = collections.OrderedDict()
     for name, shape in todo:
         groups.setdefault((tuple(_parts(name)[-1:]), tuple(shape)), []).append((name, shape))
     for (role, shape), names in groups.items():
@@ -166,8 +166,8 @@ def _match_by_words(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidat
                     take: Any) -> List[Tuple[str, Tuple[int, ...]]]:
     """Pair golden and TF2 variables (same shape) whose name words share the longest tail,
     where each is the other's only best match; returns the golden variables left over."""
-    by_golden = collections.defaultdict(list)  # type: Dict[str, List[Tuple[int, int]]]
-    by_cand = collections.defaultdict(list)  # type: Dict[int, List[Tuple[str, int]]]
+    by_golden: Dict[str, List[Tuple[int, int]]] = collections.defaultdict(list)
+    by_cand: Dict[int, List[Tuple[str, int]]] = collections.defaultdict(list)
     cand_words = {id(c): _words(_parts(c.name)) for c in left}
     for name, shape in todo:
         words, role = _words(_parts(name)), len(_words(_parts(name)[-1:]))
@@ -211,7 +211,10 @@ def _explicit(explicit: Any, name: str) -> Any:
 def split_state(names: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str, str]], List[str], List[str]]:
     """Golden var/slot names -> (model variables, slots as (name, variable, role), the
     iterations counter, optimizer state without a TF2 counterpart)."""
-    model, slots, iterations, orphans = [], [], [], []  # type: List[str], List[Tuple[str, str, str]], List[str], List[str]
+    model: List[str] = []
+    slots: List[Tuple[str, str, str]] = []
+    iterations: List[str] = []
+    orphans: List[str] = []
     for name in names:
         slot = parse_slot(name)
         if name in ITERATIONS or re.match(r"^training/[^/]+/iter(ations)?:0$", name):

@@ -118,7 +118,7 @@ def render(result: Comparison) -> str:
         if len(shown) > 60:
             lines.append("... and %d more" % (len(shown) - 60))
     if result.not_compared:
-        reasons = {}  # type: dict
+        reasons: dict = {}
         for key, why in result.not_compared.items():
             reasons.setdefault(why, []).append(key)
         lines.append("")
@@ -148,7 +148,7 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance 
 def max_errors(result: Comparison) -> List[List[str]]:
     """Largest error per kind: rows of (kind, tensors, max abs, max rel, max ulps of the
     tensor's scale) over every step."""
-    by_kind = {}  # type: dict
+    by_kind: dict = {}
     for t in result.tensors:
         row = by_kind.setdefault(t.kind, [t.kind, 0, 0.0, 0.0, 0.0])
         row[1] += 1

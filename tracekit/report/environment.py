@@ -81,7 +81,7 @@ def change(c: Change) -> str:
 def changes(items: Sequence[Change]) -> str:
     """Known differences one by one; fields a trace did not record, grouped."""
     known = [change(c) for c in items if not c.unknown]
-    sides = {}  # type: Dict[str, List[str]]
+    sides: Dict[str, List[str]] = {}
     for c in items:
         if c.unknown:
             side = "either trace" if c.golden is None and c.actual is None else \

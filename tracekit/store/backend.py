@@ -18,7 +18,7 @@ from .catalog import TensorInfo
 from ..keys import INITIAL_STEP, KIND_ORDER, make_key, step_label
 
 
-class LeafRef(object):
+class LeafRef:
     """Where one stored leaf is and how to decode it; `loc` is the backend's own locator."""
 
     __slots__ = ("layout", "shape", "lshape", "dtype", "logical", "form", "crc", "chunk", "base", "loc")
@@ -42,7 +42,7 @@ def where(path: str, step: int, key: str) -> str:
     return "%s: %s, %s" % (path, step_label(step), key)
 
 
-class Backend(object):
+class Backend:
     """Base of the two file kinds. Subclasses fill the attributes and the abstract methods."""
 
     path = ""
@@ -51,15 +51,15 @@ class Backend(object):
     created = ""
     complete = True
     recovered = False
-    problem = None  # type: Optional[str]  # why an unfinished trace is unfinished
-    meta = {}  # type: Dict[str, Any]
-    catalog = []  # type: List[TensorInfo]
+    problem: Optional[str] = None  # why an unfinished trace is unfinished
+    meta: Dict[str, Any] = {}
+    catalog: List[TensorInfo] = []
     nsteps = 0
     has_initial = False
 
     def __init__(self) -> None:
-        self._cache = {}  # type: Dict[Tuple[str, str, int], Tuple[int, Any]]  # last decoded leaf
-        self._order = None  # type: Optional[Dict[Tuple[str, str], int]]
+        self._cache: Dict[Tuple[str, str, int], Tuple[int, Any]] = {}  # last decoded leaf
+        self._order: Optional[Dict[Tuple[str, str], int]] = None
 
     # -- to implement ------------------------------------------------------------------------
     def _info(self, step: int) -> Dict[str, Any]:

@@ -51,7 +51,7 @@ class JournalBackend(Backend):
                               "format %d: upgrade tracekit" % (self.path, version, self.producer, FORMAT_VERSION))
         self.format_version = version
         self.meta = dict(committed.meta)
-        self._steps = {}  # type: Dict[int, Tuple[Dict[str, Any], Dict[Tuple[str, str], Tuple[Any, int]]]]
+        self._steps: Dict[int, Tuple[Dict[str, Any], Dict[Tuple[str, str], Tuple[Any, int]]]] = {}
         try:
             self.catalog = self._index(committed)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
@@ -97,7 +97,7 @@ class JournalBackend(Backend):
         refs = []
         for desc in header["leaves"]:
             if desc["l"] == values.CHUNKED:
-                loc = [(tuple(off), mask, addr, size) for off, mask, size, addr in desc["cs"]]  # type: Any
+                loc: Any = [(tuple(off), mask, addr, size) for off, mask, size, addr in desc["cs"]]
             else:
                 loc = (offset, desc["n"])
                 offset += desc["n"]

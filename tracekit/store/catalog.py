@@ -10,7 +10,7 @@ from ..keys import INITIAL_STEP, KIND_ORDER, make_key
 from . import values
 
 
-class TensorInfo(object):
+class TensorInfo:
     """What a trace holds of one tensor: shape and dtype (None/"structure" when they
     vary or the value is a structure), how many steps have it, and its sizes."""
 
@@ -70,17 +70,17 @@ def leaf_sizes(desc: Dict[str, Any]) -> Tuple[int, int]:
     return raw, raw
 
 
-class CatalogBuilder(object):
+class CatalogBuilder:
     """Collects TensorInfo entries in first-seen order, data-flow order by kind."""
 
     def __init__(self) -> None:
-        self._entries = {}  # type: Dict[Tuple[str, str], TensorInfo]
+        self._entries: Dict[Tuple[str, str], TensorInfo] = {}
 
     def add(self, step: int, kind: str, name: str, spec: Optional[list],
             leaves: Iterable[Dict[str, Any]]) -> None:
         leaves = list(leaves)
         if spec is None and len(leaves) == 1:
-            shape = tuple(leaves[0].get("ls", leaves[0]["sh"]))  # type: Optional[Tuple[int, ...]]
+            shape: Optional[Tuple[int, ...]] = tuple(leaves[0].get("ls", leaves[0]["sh"]))
             dtype = leaf_dtype_name(leaves[0]["dt"], leaves[0].get("lg"))
         else:
             shape, dtype = None, "structure"

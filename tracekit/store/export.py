@@ -46,7 +46,7 @@ def _plain(value: Any) -> Any:
 def export_npz(path: str, out: str, progress: Optional[Callable[[int, int], None]] = None) -> int:
     """Write every tensor of the trace at `path` to `out`; returns how many arrays."""
     count = 0
-    dtypes = {}  # type: Dict[str, str]
+    dtypes: Dict[str, str] = {}
     tmp = out + ".partial"
     with open_trace(path) as trace, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
         def put(key: str, arr: np.ndarray) -> None:

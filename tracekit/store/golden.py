@@ -56,7 +56,7 @@ def _same_payload(data: Any, expect: bytes) -> bool:
 _PROBE = 4096
 
 
-class _AddressSpy(object):
+class _AddressSpy:
     """The file object HDF5 writes through. It notes where an expected chunk payload is
     written, and with an OrderedIO hands the payload to it rather than writing it here;
     metadata I/O stays synchronous. HDF5 calls these methods holding h5py's lock: they
@@ -68,8 +68,8 @@ class _AddressSpy(object):
         self._io = io
         self._pos = 0
         self._end = 0  # end of the furthest chunk handed to the OrderedIO
-        self._expect = None  # type: Optional[bytes]
-        self.found = None  # type: Optional[int]
+        self._expect: Optional[bytes] = None
+        self.found: Optional[int] = None
 
     def expect(self, payload: bytes) -> None:
         self._expect, self.found = payload, None
@@ -151,7 +151,7 @@ def _hdf5_call(method: Any) -> Any:
     return call
 
 
-class GoldenFile(object):
+class GoldenFile:
     """An HDF5 golden under construction. One thread at a time."""
 
     @_hdf5_call
@@ -163,11 +163,11 @@ class GoldenFile(object):
         self._file = h5py.File(self._spy, "w", libver=LIBVER, userblock_size=USERBLOCK_SIZE)
         self._spy.seek(0)
         self._spy.write(userblock(token))  # HDF5 never touches its user block
-        self._dcpls = {}  # type: Dict[tuple, Any]  # property lists are costly to build per dataset
+        self._dcpls: Dict[tuple, Any] = {}  # property lists are costly to build per dataset
         self._lcpl = h5p.create(h5p.LINK_CREATE)
         self._lcpl.set_char_encoding(h5t.CSET_UTF8)
         self._scalar = h5s.create(h5s.SCALAR)
-        self._groups = {}  # type: Dict[Tuple[int, str], h5py.Group]
+        self._groups: Dict[Tuple[int, str], h5py.Group] = {}
         self._file.attrs[ATTR_FORMAT] = FORMAT_VERSION
         self._file.attrs[ATTR_PRODUCER] = fixed(producer)
         self._file.attrs[ATTR_CREATED] = fixed(created)

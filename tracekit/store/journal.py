@@ -38,13 +38,13 @@ def _crc(head: bytes, payload_len: int) -> int:
     return zlib.crc32(head, zlib.crc32(struct.pack("<Q", payload_len))) & 0xFFFFFFFF
 
 
-class JournalWriter(object):
+class JournalWriter:
     """Appends records; `flush` hands them to the OS, which keeps them if the process dies."""
 
     def __init__(self, path: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.path = path
-        self._file = os.fdopen(fd, "wb")  # type: BinaryIO
+        self._file: BinaryIO = os.fdopen(fd, "wb")
         self._file.write(JOURNAL_MAGIC)
 
     def append(self, header: Dict[str, Any], payload: List[bytes] = ()) -> int:
@@ -70,7 +70,7 @@ class JournalWriter(object):
         self._file.close()
 
 
-class Record(object):
+class Record:
     __slots__ = ("header", "offset", "size")
 
     def __init__(self, header: Dict[str, Any], offset: int, size: int) -> None:
@@ -79,13 +79,13 @@ class Record(object):
         self.size = size
 
 
-class Scan(object):
+class Scan:
     """What a journal holds: its records up to the first incomplete or damaged one."""
 
     def __init__(self) -> None:
-        self.records = []  # type: List[Record]
+        self.records: List[Record] = []
         self.end = "truncated"  # "truncated" (ends with the last whole record) | "damaged"
-        self.problem = None  # type: Optional[str]
+        self.problem: Optional[str] = None
         self.file_size = 0
 
 
@@ -144,17 +144,17 @@ def read_payload(fh: BinaryIO, offset: int, size: int) -> bytes:
     return data
 
 
-class Committed(object):
+class Committed:
     """A journal's committed steps: for each, its info and value records in order."""
 
     def __init__(self, scan_result: Scan) -> None:
         self.scan = scan_result
-        self.open = None  # type: Optional[Dict[str, Any]]
-        self.meta = {}  # type: Dict[str, Any]
-        self.steps = {}  # type: Dict[int, Tuple[Dict[str, Any], List[Record]]]
-        self.order = []  # type: List[int]  # step indices in commit order
+        self.open: Optional[Dict[str, Any]] = None
+        self.meta: Dict[str, Any] = {}
+        self.steps: Dict[int, Tuple[Dict[str, Any], List[Record]]] = {}
+        self.order: List[int] = []  # step indices in commit order
         self.dropped = 0  # value records of attempts never committed
-        pending = {}  # type: Dict[int, List[Record]]
+        pending: Dict[int, List[Record]] = {}
         for record in scan_result.records:
             h = record.header
             t = h["t"]

@@ -15,10 +15,10 @@ import threading
 from typing import Any, Callable, Optional
 
 
-class OrderedIO(object):
+class OrderedIO:
     def __init__(self, name: str = "tracekit-io") -> None:
-        self._queue = queue.SimpleQueue()  # type: Any  # lock-free put
-        self.error = None  # type: Optional[BaseException]  # the first failure; later calls are skipped
+        self._queue: Any = queue.SimpleQueue()  # lock-free put
+        self.error: Optional[BaseException] = None  # the first failure; later calls are skipped
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 

@@ -63,7 +63,7 @@ def _journal_applies(path: str, journal: str) -> bool:
     return journal_token(journal) in (token, None)
 
 
-class Trace(object):
+class Trace:
     """A recorded trace: metadata, the initial state, and steps of named tensors.
 
     `trace.step(k)` maps "kind/name" keys ("grad/dense/kernel:0") to values, read
@@ -73,15 +73,15 @@ class Trace(object):
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self.path = backend.path  # type: str
-        self.format_version = backend.format_version  # type: int
-        self.producer = backend.producer  # type: str
-        self.created = backend.created  # type: str
-        self.meta = backend.meta  # type: Dict[str, Any]
-        self.catalog = list(backend.catalog)  # type: List[TensorInfo]
-        self.complete = backend.complete  # type: bool
-        self.recovered = backend.recovered  # type: bool
-        self.problem = backend.problem  # type: Optional[str]
+        self.path: str = backend.path
+        self.format_version: int = backend.format_version
+        self.producer: str = backend.producer
+        self.created: str = backend.created
+        self.meta: Dict[str, Any] = backend.meta
+        self.catalog: List[TensorInfo] = list(backend.catalog)
+        self.complete: bool = backend.complete
+        self.recovered: bool = backend.recovered
+        self.problem: Optional[str] = backend.problem
 
     def __len__(self) -> int:
         return self._backend.nsteps
@@ -162,7 +162,7 @@ class Step(Mapping):
     def __init__(self, backend: Backend, index: int) -> None:
         self._backend = backend
         self.index = index
-        self._keys = None  # type: Optional[List[str]]
+        self._keys: Optional[List[str]] = None
 
     @property
     def info(self) -> Dict[str, Any]:
@@ -228,7 +228,7 @@ def _missing(what: str, key: str, keys: List[str]) -> str:
     return "%s %s%s" % (what, key, "; did you mean %s?" % " or ".join(near) if near else "")
 
 
-class Series(object):
+class Series:
     """One tensor over steps: `steps` (indices that recorded it) and `values`."""
 
     def __init__(self, kind: str, name: str, steps: List[int], values: List[Any]) -> None:

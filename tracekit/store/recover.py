@@ -21,7 +21,7 @@ from .golden import GoldenFile, fsync_dir
 from .journal import Committed, read_payload, scan
 
 
-class RecoverResult(object):
+class RecoverResult:
     """What `recover` did: `action` is "none" (already a golden), "recovered", or
     "stale-journal" (a journal left over from an earlier recording was removed)."""
 

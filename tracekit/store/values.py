@@ -44,7 +44,7 @@ _PY_SCALARS = (bool, int, float, complex, bytes, str)
 MAX_DEPTH = 64
 
 
-class Leaf(object):
+class Leaf:
     """One storage-ready leaf: `array` is what HDF5 holds, `shape` the caller's shape
     (they differ only for strings), the rest turns it back into the caller's value."""
 
@@ -249,7 +249,7 @@ def flatten(value: Any, where: str) -> Tuple[Optional[list], List[Any]]:
     """Split a value into (structure spec or None for a bare leaf, leaves in order)."""
     if is_leaf(value):
         return None, [value]
-    leaves = []  # type: List[Any]
+    leaves: List[Any] = []
     spec = _flatten(value, leaves, where, 0)
     return spec, leaves
 
@@ -283,7 +283,7 @@ def _flatten(value: Any, leaves: List[Any], where: str, depth: int) -> list:
     )
 
 
-_namedtuples = {}  # type: Dict[Tuple[str, Tuple[str, ...]], Any]
+_namedtuples: Dict[Tuple[str, Tuple[str, ...]], Any] = {}
 
 
 def unflatten(spec: Optional[list], leaves: List[Any]) -> Any:

@@ -9,7 +9,7 @@ from ..keys import INITIAL_STEP
 from .reader import open_trace
 
 
-class VerifyResult(object):
+class VerifyResult:
     """Truthy when the trace is whole: complete, every checksum and the catalog agree."""
 
     def __init__(self, path: str) -> None:
@@ -17,7 +17,7 @@ class VerifyResult(object):
         self.steps = 0
         self.values = 0
         self.complete = True
-        self.problems = []  # type: List[str]
+        self.problems: List[str] = []
 
     @property
     def ok(self) -> bool:

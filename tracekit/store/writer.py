@@ -42,7 +42,7 @@ from .ordered_io import OrderedIO
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
 
-_open_writers = weakref.WeakSet()  # type: weakref.WeakSet
+_open_writers: weakref.WeakSet = weakref.WeakSet()
 
 
 @atexit.register
@@ -89,7 +89,7 @@ def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: Optio
     return out
 
 
-class TraceWriter(object):
+class TraceWriter:
     """Write a trace step by step. Use `tracekit.create(path)`.
 
     >>> with tracekit.create("run.h5", meta={"user": {"model": "mlp"}}) as w:
@@ -118,7 +118,7 @@ class TraceWriter(object):
 
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="tracekit-encode")
-        self._queue = queue.Queue()  # type: queue.Queue
+        self._queue: queue.Queue = queue.Queue()
         # Two conditions on one lock, so a waiter wakes only for what it waits for: the
         # calling thread waits for room (values written) or for progress (commits, drains).
         lock = threading.Lock()
@@ -128,18 +128,18 @@ class TraceWriter(object):
         self.peak_pending_bytes = 0
         self._commits_sent = 0
         self._commits_written = 0
-        self._error = None  # type: Optional[BaseException]
+        self._error: Optional[BaseException] = None
         self._catalog = CatalogBuilder()
-        self._uncommitted = []  # type: List[Tuple[Dict[str, Any], List[Dict[str, Any]]]]  # sink only
+        self._uncommitted: List[Tuple[Dict[str, Any], List[Dict[str, Any]]]] = []  # sink only
         self._sink = threading.Thread(target=self._drain, name="tracekit-sink", daemon=True)
         self._sink.start()
 
         self._attempt = 0  # attempt ids: an aborted step's records are never committed
-        self._step = None  # type: Optional[int]  # index of the open step
-        self._info = {}  # type: Dict[str, Any]
-        self._step_keys = set()  # type: set
-        self._step_last = {}  # type: Dict[str, Tuple[int, List[np.ndarray], int]]
-        self._last = {}  # type: Dict[str, Tuple[int, List[np.ndarray], int]]  # delta bases
+        self._step: Optional[int] = None  # index of the open step
+        self._info: Dict[str, Any] = {}
+        self._step_keys: set = set()
+        self._step_last: Dict[str, Tuple[int, List[np.ndarray], int]] = {}
+        self._last: Dict[str, Tuple[int, List[np.ndarray], int]] = {}  # delta bases
         self._has_initial = False
         self.steps = 0  # committed steps
         self.closed = False
