@@ -9,15 +9,16 @@ Returns the tensor unchanged, so it can wrap an expression in place.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 from .errors import UsageError
 from .keys import check_name
 
 GRAPH_COLLECTION = "tracekit_taps"
 
-# The TF2 side (replay) sets this while it captures a step: (name, tensor) -> tensor.
+# Who takes eager and tf.function taps right now (see `capturing`): (name, tensor) -> tensor.
 _eager_sink: Optional[Callable[[str, Any], Any]] = None
 
 
@@ -38,6 +39,18 @@ def tap(name: str, tensor: Any) -> Any:
     if _eager_sink is not None:
         return _eager_sink(name, tensor)
     return tensor
+
+
+@contextlib.contextmanager
+def capturing(sink: Callable[[str, Any], Any]) -> Iterator[None]:
+    """While inside, `tap(name, tensor)` in TF2 eager code or a tf.function hands the tensor
+    to `sink(name, tensor)` and returns what it returns (the replayer's capture)."""
+    global _eager_sink
+    previous, _eager_sink = _eager_sink, sink
+    try:
+        yield
+    finally:
+        _eager_sink = previous
 
 
 def graph_taps(graph: Any) -> List[Tuple[str, Any]]:

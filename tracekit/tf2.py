@@ -10,7 +10,7 @@ import inspect
 from typing import Any, Callable, Dict, Optional
 
 from .environment import program_identity, tensorflow_environment
-from .replay.engine import replay_steps
+from .replay.loop import replay_steps
 from .replay.tf2 import TF2Session, aligned_seeds, call_step, check_usage, devices
 from .replay.tf2 import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace

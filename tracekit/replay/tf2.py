@@ -1,6 +1,6 @@
 """Replaying a golden through a TF2 training step (eager or tf.function).
 
-Everything TensorFlow-specific of the replay lives here; replay/engine.py drives the
+Everything TensorFlow-specific of the replay lives here; replay/loop.py drives the
 loop. While a step runs, the replay intercepts:
 - Keras optimizers' `apply_gradients` (which `minimize` calls): the gradients applied
   and the learning rate used; on the first call it builds the slots and, with
@@ -240,12 +240,10 @@ class TF2Session:
             for cls in _optimizer_classes(name):
                 saved.append((cls, name, cls.__dict__[name]))
                 setattr(cls, name, wrap(cls.__dict__[name]))
-        previous_sink = tap_module._eager_sink
-        tap_module._eager_sink = self._tap
         try:
-            yield
+            with tap_module.capturing(self._tap):
+                yield
         finally:
-            tap_module._eager_sink = previous_sink
             for owner, name, original in reversed(saved):
                 setattr(owner, name, original)
 

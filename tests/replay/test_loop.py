@@ -8,7 +8,7 @@ import types
 import numpy as np
 
 import tracekit
-from tracekit.replay.engine import replay_steps
+from tracekit.replay.loop import replay_steps
 
 LR = np.float32(0.1)
 
