@@ -49,7 +49,7 @@ def main():
         actual = tracekit.tf2.replay(golden, step, model=model, out=out)
         result = tracekit.compare(golden, actual, TRAINING)
         if not machines:
-            machines = [summary(result.environment.golden), summary(result.environment.actual)]
+            machines = [summary(result.environment_diff.golden), summary(result.environment_diff.actual)]
         print("%s  %s <- %s: %d steps, %d tensors compared" % (
             "MATCH   " if result.ok else "MISMATCH", name, port, result.steps, len(result.tensors)))
         if not result.ok:

@@ -66,8 +66,8 @@ def main():
             for where, golden_dir in [("shipped", os.path.join(ROOT, "goldens")),
                                       ("other machine", os.path.join(ROOT, "tests", "data", "foreign_cpu"))]:
                 result = tracekit.compare(os.path.join(golden_dir, name + ".h5"), out, tracekit.Tolerance.roundoff())
-                machines.add(("golden (%s)" % where, summary(result.environment.golden)))
-                machines.add(("rerun", summary(result.environment.actual)))
+                machines.add(("golden (%s)" % where, summary(result.environment_diff.golden)))
+                machines.add(("rerun", summary(result.environment_diff.actual)))
                 rows.append(row("TF 1.15 %s: %s golden vs rerun" % (name, where), result))
     else:
         print("no legacy environment: the TF 1.15 reruns are left out", file=sys.stderr)
@@ -81,9 +81,9 @@ def main():
         run(sys.executable, [child, "estimator_model", golden, capped, str(args.steps)],
             TF_ENABLE_ONEDNN_OPTS="1", ONEDNN_MAX_CPU_ISA=cap)
         result = tracekit.compare(plain, capped, tracekit.Tolerance.roundoff())
-        machines.add(("replay (%s)" % cap, summary(result.environment.actual)))
+        machines.add(("replay (%s)" % cap, summary(result.environment_diff.actual)))
         rows.append(row("TF 2 Estimator port: plain vs oneDNN capped at %s" % cap, result))
-    machines.add(("replay (plain)", summary(result.environment.golden)))
+    machines.add(("replay (plain)", summary(result.environment_diff.golden)))
     rows.append(["bound (ulps)"] + ["%g" % ROUNDOFF_ULPS[k] for k in KINDS] + [""])
     print("largest error per kind, in ulps of the tensor's scale (eps * max |golden|), all steps:")
     print("\n".join(table(["comparison"] + KINDS + ["verdict"], rows, right=range(1, len(KINDS) + 1))))

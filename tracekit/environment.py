@@ -12,6 +12,7 @@ Two parts, both plain data in a trace's metadata:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -98,8 +99,10 @@ def cpu_caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> Optional[Dic
     return out or None
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_info() -> Dict[str, Any]:
-    """The CPU as kernels see it; None for what this platform does not tell."""
+    """The CPU as kernels see it; None for what this platform does not tell. Read once per
+    process (the fingerprint and oneDNN's default both ask); callers must not mutate it."""
     try:
         with open("/proc/cpuinfo") as fh:
             info = parse_cpuinfo(fh.read())
@@ -288,15 +291,11 @@ def _gpus(tf: Any, devices: Any) -> List[Dict[str, Any]]:
 
 def _cuda_versions() -> Any:
     """CUDA and cuDNN versions TensorFlow was built with (None on a CPU build)."""
-    for module in ("tensorflow.python.platform.build_info",):
-        info = sys.modules.get(module) or _call(lambda: __import__(module, fromlist=["x"]))
-        if info is None:
-            continue
-        build = getattr(info, "build_info", None)
-        if isinstance(build, dict):  # TF 2
-            if not build.get("is_cuda_build"):
-                return None, None
-            return build.get("cuda_version"), build.get("cudnn_version")
-        if getattr(info, "is_cuda_build", False):  # TF 1.15
-            return getattr(info, "cuda_version_number", None), getattr(info, "cudnn_version_number", None)
+    module = "tensorflow.python.platform.build_info"
+    info = sys.modules.get(module) or _call(lambda: __import__(module, fromlist=["build_info"]))
+    build = getattr(info, "build_info", None)
+    if isinstance(build, dict):  # TF 2
+        return (build.get("cuda_version"), build.get("cudnn_version")) if build.get("is_cuda_build") else (None, None)
+    if getattr(info, "is_cuda_build", False):  # TF 1.15
+        return getattr(info, "cuda_version_number", None), getattr(info, "cudnn_version_number", None)
     return None, None

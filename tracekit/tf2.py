@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Optional
 
 from .environment import program_identity, tensorflow_environment
 from .replay.loop import replay_steps
-from .replay.tf2 import TF2Session, aligned_seeds, call_step, check_usage, devices
+from .replay.tf2 import TF2Session, aligned_seeds, call_step, check_usage
 from .replay.tf2 import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
 
@@ -45,7 +45,6 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     if init == "golden":
         runner.load_initial()
     about = {"golden": trace.path, "init": init, "random": random,
-             "devices": devices(),
              "mapping": {name: cand.name for name, cand in runner.mapping.pairs.items()},
              "matched_by": dict(runner.mapping.how)}
     scope = seeded(trace) if random == "seed" else contextlib.suppress()

@@ -94,7 +94,7 @@ class RoundoffCause:
 
 class Comparison:
     """The result of `compare`: truthy when everything compared is within tolerance.
-    `environment` says what differs between the two runs' environments, `profile` which
+    `environment_diff` says what differs between the two runs' environments, `profile` which
     tolerance was used and why, `likely_cause` whether machine round-off explains a mismatch."""
 
     def __init__(self, golden: str, actual: str, profile: Profile, environment: EnvironmentDiff) -> None:
@@ -102,7 +102,7 @@ class Comparison:
         self.actual = actual
         self.profile = profile
         self.tolerance = profile.tolerance
-        self.environment = environment
+        self.environment_diff = environment
         self.likely_cause: Optional[RoundoffCause] = None
         self.steps = 0  # steps compared
         self.golden_steps = 0
@@ -117,10 +117,6 @@ class Comparison:
     @property
     def ok(self) -> bool:
         return self.first_divergence is None and not self.missing and self.short is None
-
-    @property
-    def environment_diff(self) -> EnvironmentDiff:
-        return self.environment
 
     def __bool__(self) -> bool:
         return self.ok
@@ -234,7 +230,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
 def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[RoundoffCause]:
     """Round-off explains the mismatch when the machines differ in what selects kernels and
     every failing tensor is within the cross-machine bound of its kind at every step."""
-    changes = result.environment.machine_changes
+    changes = result.environment_diff.machine_changes
     if result.ok or not changes or result.missing or result.short is not None:
         return None
     closest: Optional[Tuple[float, str, float, float]] = None
@@ -249,9 +245,9 @@ def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[Roundo
                 closest = (stats.ulps / bound, tensor.key, stats.ulps, bound)
     if closest is None:
         return None
-    port = code is False or not result.environment.same_framework
+    port = code is False or not result.environment_diff.same_framework
     likely = code is True and not port and any(not c.unknown for c in changes)
-    return RoundoffCause(closest[1], closest[2], closest[3], result.environment.kernel_changes, port, likely)
+    return RoundoffCause(closest[1], closest[2], closest[3], result.environment_diff.kernel_changes, port, likely)
 
 
 def _noise_floor(grads: List[Tuple[str, Stats]]) -> List[str]:

@@ -491,10 +491,6 @@ def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Any) -
     return out
 
 
-def devices() -> List[str]:
-    return [d.name for d in tf.config.list_logical_devices()]
-
-
 @contextlib.contextmanager
 def aligned_seeds(trace: Any) -> Iterator[Any]:
     """DeterministicRandomTestTool with the seed and mode the golden was recorded with."""

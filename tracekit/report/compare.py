@@ -76,7 +76,7 @@ def verdict(result: Comparison) -> str:
     """MATCH / MISMATCH, and for a match what it means."""
     if not result.ok:
         return "MISMATCH"
-    env = result.environment
+    env = result.environment_diff
     if result.profile.name == "exact":
         return "MATCH (bit for bit)"
     if result.profile.name == "round-off":
@@ -88,7 +88,7 @@ def verdict(result: Comparison) -> str:
 def render(result: Comparison) -> str:
     lines = ["%s  %s vs golden %s: %d steps compared, %d tensors" % (
         verdict(result), result.actual, result.golden, result.steps, len(result.tensors))]
-    lines += diff_lines(result.environment)
+    lines += diff_lines(result.environment_diff)
     lines.append("tolerance: %s (%s)" % (result.profile.name, result.profile.reason))
     lines += ["note: " + note for note in result.notes]
     if result.short is not None:
