@@ -32,11 +32,12 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _imports(path: str, module: str):
+def _imports(path: str, module: str, top_only: bool = False):
     with open(path) as fh:
         tree = ast.parse(fh.read(), path)
     package = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
-    for node in ast.walk(tree):
+    nodes = _top_level(tree.body) if top_only else ast.walk(tree)
+    for node in nodes:
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
@@ -54,6 +55,17 @@ def _imports(path: str, module: str):
             for alias in node.names:
                 if alias.name.startswith("tracekit"):
                     yield node.lineno, alias.name
+
+
+def _top_level(body):
+    """Statements run at import time: the module body, and the bodies of its if/try blocks."""
+    for node in body:
+        yield node
+        for block in ("body", "orelse", "finalbody"):
+            if isinstance(node, (ast.If, ast.Try)):
+                yield from _top_level(getattr(node, block, []))
+        for handler in getattr(node, "handlers", []) if isinstance(node, ast.Try) else []:
+            yield from _top_level(handler.body)
 
 
 def test_nothing_imports_upward_or_sideways():
@@ -75,3 +87,56 @@ def test_nothing_imports_upward_or_sideways():
                     problems.append("%s:%d imports %s (%s is rank %d, %s rank %d)"
                                     % (rel, line, target, own, RANKS[own], other, RANKS[other]))
     assert not problems, "\n".join(problems)
+
+
+def _modules():
+    """(module name, path) of every module in the package."""
+    for folder, _, files in os.walk(PACKAGE):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                rel = os.path.relpath(path, os.path.dirname(PACKAGE))[:-3].replace(os.sep, ".")
+                yield (rel[:-len(".__init__")] if rel.endswith(".__init__") else rel), path
+
+
+def test_private_modules_stay_in_their_package():
+    # tracekit.store._wire may be imported by tracekit.store.*, never by replay or the CLI.
+    problems = []
+    for module, path in _modules():
+        for line, target in _imports(path, module):
+            parts = target.split(".")
+            for i, part in enumerate(parts):
+                if part.startswith("_") and not part.startswith("__") and i > 1:
+                    owner = ".".join(parts[:i])
+                    if not (module == owner or module.startswith(owner + ".")):
+                        problems.append("%s:%d imports the private %s" % (module, line, target))
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycle():
+    # Module-level imports only: an import inside a function runs later and cannot deadlock
+    # a partly initialised module.
+    modules = dict(_modules())
+    graph = {}
+    for module, path in modules.items():
+        targets = set()
+        for _, target in _imports(path, module, top_only=True):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module and not module.startswith(target + "."):
+                targets.add(target)  # a package's __init__ runs before its modules anyway
+        graph[module] = targets
+    state = {}
+
+    def visit(module, stack):
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(target):] + [target]))
+            if target not in state:
+                visit(target, stack + [target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])

@@ -42,6 +42,7 @@ def test_exception_tree():
 INTERNAL_EXCEPTIONS = {
     "StopRecording": "control flow: stops a recorded script at its step limit (a BaseException)",
     "ChunkError": "store-internal: a damaged chunk, always re-raised as CorruptTrace naming file and tensor",
+    "MalformedRecord": "store-internal: a journal record off the schema, re-raised as CorruptTrace naming the file",
 }
 
 

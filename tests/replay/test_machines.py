@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import sys
 
-import pytest
 
 import tracekit
 from tracekit.compare.envdiff import environment_diff

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import tracekit
-from tracekit.store.format import journal_path
+from tracekit.store._format import journal_path
 from tracekit.store.recover import tmp_path as recover_tmp_path
 
 from ..support import ROOT

@@ -14,8 +14,8 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
-from tracekit.store import journal, metadata
-from tracekit.store.format import step_path, value_path
+from tracekit.store import _journal as journal, _metadata as metadata
+from tracekit.store._format import step_path, value_path
 
 from ..support import ROOT
 from ..support import payloads
@@ -107,7 +107,7 @@ def _unfinished_copy(tmp_path, steps=2):
 
 @pytest.mark.parametrize("value, message", [
     ({"k": "weights", "n": "a", "st": None, "leaves": []}, "unknown kind 'weights'"),
-    ({"k": "var", "n": "a", "st": None}, "malformed record \\(KeyError"),
+    ({"k": "var", "n": "a", "st": None}, "malformed record \\(ValueError: value record without leaves"),
     ({"k": "var", "n": "a", "st": None, "leaves": [{"l": "plain"}]}, "malformed record"),
 ])
 def test_hand_made_journal_records(tmp_path, value, message):

@@ -1,4 +1,4 @@
-"""The h5py internals the store relies on (tracekit/store/h5compat.py) are still there and
+"""The h5py internals the store relies on (tracekit/store/_h5compat.py) are still there and
 behave: if an h5py upgrade breaks this test, the writer and reader need another way."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import h5py
 import numpy as np
 
-from tracekit.store import h5compat
+from tracekit.store import _h5compat as h5compat
 
 
 def test_phil_is_h5pys_own_lock():

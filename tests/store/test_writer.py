@@ -10,7 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.keys import KIND_ORDER
-from tracekit.store.format import KEYFRAME_INTERVAL
+from tracekit.store._format import KEYFRAME_INTERVAL
 
 from ..support import payloads
 from ..support import run_python

@@ -15,7 +15,7 @@ Values are data (strings, numbers, tuples); report/environment.py renders them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 from ..errors import UsageError
 from .tolerance import Tolerance

@@ -4,13 +4,18 @@ Write with `create(path)` (a TraceWriter), read with `open_trace(path)` (a Trace
 check with `verify(path)`, finish what a killed writer left with `recover(path)`.
 Runs on Python 3.7 / h5py 2.10 (the legacy recorder writes through it) and on
 Python 3.11 / h5py 3.
+
+The public modules are writer, reader, catalog, values (what can be stored),
+verify, recover and export; modules named with a leading underscore (the file
+layout, the journal and its records, the codec, the HDF5 writing, the two
+reading backends) are the store's own and may change without notice.
 """
 
 from __future__ import annotations
 
 from ..keys import Kind
 from .catalog import TensorInfo
-from .format import FORMAT_VERSION
+from ._format import FORMAT_VERSION
 from .reader import Series, Step, Trace, open_trace
 from .recover import RecoverResult, recover
 from .verify import VerifyResult, verify

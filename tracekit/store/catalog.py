@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..keys import INITIAL_STEP, KIND_ORDER, make_key
 from . import values
+from ._wire import ValueRecord
 
 
+@dataclass
 class TensorInfo:
     """What a trace holds of one tensor: shape and dtype (None/"structure" when they
     vary or the value is a structure), how many steps have it, and its sizes."""
 
-    __slots__ = ("kind", "name", "shape", "dtype", "steps", "initial", "raw_bytes", "stored_bytes")
-
-    def __init__(self, kind: str, name: str, shape: Optional[Tuple[int, ...]], dtype: str,
-                 steps: int = 0, initial: bool = False, raw_bytes: int = 0, stored_bytes: int = 0) -> None:
-        self.kind = kind
-        self.name = name
-        self.shape = shape
-        self.dtype = dtype
-        self.steps = steps
-        self.initial = initial
-        self.raw_bytes = raw_bytes
-        self.stored_bytes = stored_bytes
+    kind: str
+    name: str
+    shape: Optional[Tuple[int, ...]]
+    dtype: str
+    steps: int = 0
+    initial: bool = False
+    raw_bytes: int = 0
+    stored_bytes: int = 0
 
     @property
     def key(self) -> str:
@@ -36,10 +36,9 @@ class TensorInfo:
         return self.raw_bytes / self.stored_bytes if self.stored_bytes else 1.0
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"kind": self.kind, "name": self.name,
-                "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype,
-                "steps": self.steps, "initial": self.initial, "raw_bytes": self.raw_bytes,
-                "stored_bytes": self.stored_bytes}
+        out = dataclasses.asdict(self)
+        out["shape"] = None if self.shape is None else list(self.shape)
+        return out
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "TensorInfo":
@@ -62,28 +61,21 @@ def leaf_dtype_name(dtype: str, logical: Optional[str]) -> str:
     return np.dtype(dtype).name
 
 
-def leaf_sizes(desc: Dict[str, Any]) -> Tuple[int, int]:
-    """(raw, stored) bytes of one leaf descriptor."""
-    raw = int(np.dtype(desc["dt"]).itemsize * int(np.prod(desc["sh"], dtype=np.int64)))
-    if desc["l"] == values.CHUNKED:
-        return raw, sum(int(c[2]) for c in desc["cs"])
-    return raw, raw
-
-
 class CatalogBuilder:
     """Collects TensorInfo entries in first-seen order, data-flow order by kind."""
 
     def __init__(self) -> None:
         self._entries: Dict[Tuple[str, str], TensorInfo] = {}
 
-    def add(self, step: int, kind: str, name: str, spec: Optional[list],
-            leaves: Iterable[Dict[str, Any]]) -> None:
-        leaves = list(leaves)
-        if spec is None and len(leaves) == 1:
-            shape: Optional[Tuple[int, ...]] = tuple(leaves[0].get("ls", leaves[0]["sh"]))
-            dtype = leaf_dtype_name(leaves[0]["dt"], leaves[0].get("lg"))
+    def add(self, step: int, record: ValueRecord) -> None:
+        """Count one value committed at `step`."""
+        leaves = record.leaves
+        if record.structure is None and len(leaves) == 1:
+            shape: Optional[Tuple[int, ...]] = leaves[0].caller_shape
+            dtype = leaf_dtype_name(leaves[0].dtype, leaves[0].logical)
         else:
             shape, dtype = None, "structure"
+        kind, name = record.kind, record.name
         info = self._entries.get((kind, name))
         if info is None:
             info = self._entries[(kind, name)] = TensorInfo(kind, name, shape, dtype)
@@ -96,9 +88,8 @@ class CatalogBuilder:
         else:
             info.steps += 1
         for desc in leaves:
-            raw, stored = leaf_sizes(desc)
-            info.raw_bytes += raw
-            info.stored_bytes += stored
+            info.raw_bytes += desc.raw_bytes
+            info.stored_bytes += desc.stored_bytes
 
     def entries(self) -> List[TensorInfo]:
         order = {key: i for i, key in enumerate(self._entries)}

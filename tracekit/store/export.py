@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 
 from ..keys import INITIAL_STEP
-from .reader import Step, open_trace
+from .reader import open_trace
 from .values import contiguous, flatten, is_ml_dtype
 
 

@@ -16,11 +16,11 @@ import numpy as np
 
 from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
 from ..keys import INITIAL_STEP, Kind, make_key, split_key, step_label
-from .backend import Backend
+from ._backends import Backend
 from .catalog import TensorInfo
-from .format import (HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path,
+from ._format import (HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path,
                      userblock_token)
-from .journal import journal_token
+from ._journal import journal_token
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":
@@ -30,7 +30,7 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
         path = path[:-len(JOURNAL_SUFFIX)]  # the journal was named: read its trace
     journal = journal_path(path)
     if os.path.exists(journal) and _journal_applies(path, journal):
-        from .backend_journal import JournalBackend
+        from ._backends.journal import JournalBackend
 
         return Trace(JournalBackend(path, journal))
     if not os.path.exists(path):
@@ -39,7 +39,7 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
         raise NotATrace("%s is a directory, not a trace file" % path)
     head = _signature(path, USERBLOCK_SIZE + len(HDF5_SIGNATURE))
     if head[:len(HDF5_SIGNATURE)] == HDF5_SIGNATURE or head[USERBLOCK_SIZE:] == HDF5_SIGNATURE:
-        from .backend_hdf5 import HDF5Backend
+        from ._backends.hdf5 import HDF5Backend
 
         return Trace(HDF5Backend(path))
     if head.startswith(USERBLOCK_MAGIC):
@@ -73,18 +73,19 @@ class Trace:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
-        self.path: str = backend.path
-        self.format_version: int = backend.format_version
-        self.producer: str = backend.producer
-        self.created: str = backend.created
-        self.meta: Dict[str, Any] = backend.meta
-        self.catalog: List[TensorInfo] = list(backend.catalog)
-        self.complete: bool = backend.complete
-        self.recovered: bool = backend.recovered
-        self.problem: Optional[str] = backend.problem
+        header = backend.header
+        self.path: str = header.path
+        self.format_version: int = header.format_version
+        self.producer: str = header.producer
+        self.created: str = header.created
+        self.meta: Dict[str, Any] = header.meta
+        self.catalog: List[TensorInfo] = list(header.catalog)
+        self.complete: bool = header.complete
+        self.recovered: bool = header.recovered
+        self.problem: Optional[str] = header.problem
 
     def __len__(self) -> int:
-        return self._backend.nsteps
+        return self._backend.header.nsteps
 
     def __iter__(self) -> Iterator["Step"]:
         for k in range(len(self)):
@@ -105,7 +106,7 @@ class Trace:
 
     @property
     def has_initial(self) -> bool:
-        return self._backend.has_initial
+        return self._backend.header.has_initial
 
     def names(self, kind: "str | Kind") -> List[str]:
         """Names recorded under `kind`, in data-flow then recording order."""
@@ -167,13 +168,13 @@ class Step(Mapping):
     @property
     def info(self) -> Dict[str, Any]:
         """What the producer noted about the step (global_step, ...)."""
-        if self.index == INITIAL_STEP and not self._backend.has_initial:
+        if self.index == INITIAL_STEP and not self._backend.header.has_initial:
             return {}
         return self._backend.info(self.index)
 
     def _key_list(self) -> List[str]:
         if self._keys is None:
-            if self.index == INITIAL_STEP and not self._backend.has_initial:
+            if self.index == INITIAL_STEP and not self._backend.header.has_initial:
                 self._keys = []
             else:
                 self._keys = [make_key(k, n) for k, n in self._backend.keys(self.index)]

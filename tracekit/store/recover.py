@@ -10,27 +10,29 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, BinaryIO, Dict, List, Optional
+from dataclasses import dataclass, replace
+from typing import BinaryIO, List, Optional, Tuple
 
 from ..errors import CorruptTrace
 from ..keys import INITIAL_STEP
 from . import values
 from .catalog import CatalogBuilder
-from .format import journal_path
-from .golden import GoldenFile, fsync_dir
-from .journal import Committed, read_payload, scan
+from ._format import journal_path
+from ._golden import GoldenFile, LeafData, fsync_dir
+from ._journal import Committed, read_payload, scan
+from ._wire import LeafDescriptor
 
 
+@dataclass(frozen=True)
 class RecoverResult:
     """What `recover` did: `action` is "none" (already a golden), "recovered", or
     "stale-journal" (a journal left over from an earlier recording was removed)."""
 
-    def __init__(self, path: str, action: str, steps: int, dropped_values: int, reason: Optional[str]) -> None:
-        self.path = path
-        self.action = action
-        self.steps = steps
-        self.dropped_values = dropped_values
-        self.reason = reason
+    path: str
+    action: str
+    steps: int
+    dropped_values: int
+    reason: Optional[str]
 
 
 def tmp_path(path: str) -> str:
@@ -50,7 +52,7 @@ def recover(path: str) -> RecoverResult:
             return RecoverResult(path, "stale-journal", steps, 0, "removed a journal of another recording")
         return RecoverResult(path, "none", steps, 0, None)
     with open(journal, "rb") as jfh:
-        committed = Committed(scan(journal, jfh))
+        committed = Committed.of(scan(journal, jfh))
         data = open(path, "rb") if os.path.exists(path) else None
         try:
             _rebuild(path, committed, jfh, data, reason)
@@ -65,16 +67,15 @@ def recover(path: str) -> RecoverResult:
 
 def _rebuild(path: str, committed: Committed, jfh: BinaryIO, data: Optional[BinaryIO], reason: Optional[str]) -> None:
     opening = committed.open
-    golden = GoldenFile(tmp_path(path), uuid.uuid4().hex, str(opening["producer"]), str(opening["created"]))
+    golden = GoldenFile(tmp_path(path), uuid.uuid4().hex, opening.producer, opening.created)
     catalog = CatalogBuilder()
     try:
         for step in committed.order:
             info, records = committed.steps[step]
-            for record in records:
-                h = record.header
-                leaves = _leaf_data(h["leaves"], record.offset, jfh, data, path)
-                golden.write_value(step, h["k"], h["n"], h["st"], leaves)
-                catalog.add(step, h["k"], h["n"], h["st"], h["leaves"])
+            for record, offset in records:
+                leaves = _leaf_data(record.leaves, offset, jfh, data, path)
+                golden.write_value(step, record.kind, record.name, record.structure, leaves)
+                catalog.add(step, record)
             golden.set_info(step, info)
         meta = dict(committed.meta)
         meta["recovered"] = {"reason": reason, "dropped_values": committed.dropped}
@@ -86,17 +87,18 @@ def _rebuild(path: str, committed: Committed, jfh: BinaryIO, data: Optional[Bina
         raise
 
 
-def _leaf_data(descs: List[Dict[str, Any]], offset: int, jfh: BinaryIO, data: Optional[BinaryIO],
-               path: str) -> List[Any]:
+def _leaf_data(descs: Tuple[LeafDescriptor, ...], offset: int, jfh: BinaryIO, data: Optional[BinaryIO],
+               path: str) -> List[LeafData]:
     """(descriptor, payload) pairs for GoldenFile.write_value, read back from where they lie."""
-    out = []
+    out: List[LeafData] = []
     for desc in descs:
-        if desc["l"] == values.CHUNKED:
+        if desc.layout == values.CHUNKED:
             if data is None:
                 raise CorruptTrace("%s is missing: its journal lists chunks in it" % path)
-            chunks = [(off, mask, read_payload(data, addr, size)) for off, mask, size, addr in desc["cs"]]
-            out.append((desc, chunks))
+            chunks = [(c.offset, c.mask, read_payload(data, c.address, c.size)) for c in desc.chunks]
+            out.append((replace(desc, chunks=()), chunks))
         else:
-            out.append((desc, read_payload(jfh, offset, desc["n"])))
-            offset += desc["n"]
+            size = desc.nbytes or 0
+            out.append((desc, read_payload(jfh, offset, size)))
+            offset += size
     return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import sys
 import zlib
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -44,19 +45,23 @@ _PY_SCALARS = (bool, int, float, complex, bytes, str)
 MAX_DEPTH = 64
 
 
+@dataclass
 class Leaf:
     """One storage-ready leaf: `array` is what HDF5 holds, `shape` the caller's shape
     (they differ only for strings), the rest turns it back into the caller's value."""
 
-    __slots__ = ("array", "layout", "shape", "dtype", "logical", "form")
+    array: np.ndarray
+    shape: Tuple[int, ...]
+    logical: Optional[str]
+    form: str
 
-    def __init__(self, array: np.ndarray, shape: Tuple[int, ...], logical: Optional[str], form: str) -> None:
-        self.array = array
-        self.layout = CHUNKED if array.ndim >= 1 and array.size > 0 else PLAIN
-        self.shape = shape
-        self.dtype = array.dtype.str
-        self.logical = logical
-        self.form = form
+    @property
+    def layout(self) -> str:
+        return CHUNKED if self.array.ndim >= 1 and self.array.size > 0 else PLAIN
+
+    @property
+    def dtype(self) -> str:
+        return self.array.dtype.str
 
     @property
     def nbytes(self) -> int:

@@ -25,21 +25,23 @@ import queue
 import threading
 import uuid
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from .._version import __version__
 from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
-from . import codec, values
+from . import _codec, values
 from .catalog import CatalogBuilder
-from .format import DELTA_KINDS, FORMAT_VERSION, KEYFRAME_INTERVAL, journal_path
-from .golden import GoldenFile, fsync_dir
-from .journal import JournalWriter
-from .ordered_io import OrderedIO
+from ._format import DELTA_KINDS, FORMAT_VERSION, KEYFRAME_INTERVAL, journal_path
+from ._golden import GoldenFile, LeafData, fsync_dir
+from ._journal import JournalWriter
+from ._ordered_io import OrderedIO
+from ._wire import LeafDescriptor, MetaRecord, OpenRecord, StepRecord, ValueRecord
 
-DEFAULT_LEVEL = None  # tuned fast zstd parameters (codec.FAST_FLOATS); an int is a zstd level
+DEFAULT_LEVEL = None  # tuned fast zstd parameters (_codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
 
 _open_writers: weakref.WeakSet = weakref.WeakSet()
@@ -64,29 +66,56 @@ def producer_string() -> str:
         __version__, sys.version.split()[0], h5py.version.version, h5py.version.hdf5_version)
 
 
-def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: Optional[int]) -> List[Tuple[Dict[str, Any], Any]]:
+def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: Optional[int]) -> List[LeafData]:
     """Per leaf: (descriptor, data): chunk payloads for the golden, or the raw bytes of a
     small (plain) leaf, which the journal keeps too. Runs on a pool thread."""
-    out = []
+    out: List[LeafData] = []
     for i, leaf in enumerate(leaves):
-        desc = {"l": leaf.layout, "sh": list(leaf.array.shape), "dt": leaf.dtype, "lg": leaf.logical,
-                "f": leaf.form, "crc": values.checksum(leaf.array)}
-        if leaf.shape != leaf.array.shape:
-            desc["ls"] = list(leaf.shape)  # strings: the blob's shape is not the array's
+        facts = dict(layout=leaf.layout, shape=tuple(leaf.array.shape), dtype=leaf.dtype, logical=leaf.logical,
+                     form=leaf.form, crc=values.checksum(leaf.array),
+                     # strings: the blob's shape is not the array's
+                     logical_shape=leaf.shape if leaf.shape != leaf.array.shape else None)
         if leaf.layout == values.CHUNKED:
-            chunk = codec.chunk_shape(leaf.array.shape, leaf.array.dtype.itemsize)
+            chunk = _codec.chunk_shape(leaf.array.shape, leaf.array.dtype.itemsize)
             base = bases[i] if bases else None
-            desc["ch"] = list(chunk)
-            if level is not None:
-                desc["lv"] = level
-            if base is not None:
-                desc["e"], desc["b"] = "xor", base[0]
-            out.append((desc, codec.encode_array(leaf.array, chunk, level, None if base is None else base[1])))
+            desc = LeafDescriptor(chunk=tuple(chunk), level=level, delta_base=None if base is None else base[0],
+                                  **facts)
+            out.append((desc, _codec.encode_array(leaf.array, chunk, level, None if base is None else base[1])))
         else:
             raw = leaf.array.tobytes()
-            desc["n"] = len(raw)
-            out.append((desc, raw))
+            out.append((LeafDescriptor(nbytes=len(raw), **facts), raw))
     return out
+
+
+# What the calling thread hands the sink thread, in order.
+@dataclass(frozen=True)
+class _Value:
+    record: ValueRecord  # without leaves: the pool is still encoding them
+    encoded: "concurrent.futures.Future[List[LeafData]]"
+    nbytes: int  # counted against max_pending_bytes until written
+
+
+@dataclass(frozen=True)
+class _Commit:
+    record: StepRecord
+
+
+@dataclass(frozen=True)
+class _Drop:
+    step: int
+
+
+@dataclass(frozen=True)
+class _Meta:
+    record: MetaRecord
+
+
+@dataclass(frozen=True)
+class _Flush:
+    closing: bool = False  # the sink thread ends after it
+
+
+_Item = Union[_Value, _Commit, _Drop, _Meta, _Flush]
 
 
 class TraceWriter:
@@ -110,15 +139,16 @@ class TraceWriter:
         self.delta = bool(delta)
         self.max_pending_bytes = int(max_pending_bytes)
         self._journal_path = journal_path(self.path)
-        header = {"t": "open", "format": FORMAT_VERSION, "producer": producer or producer_string(),
-                  "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "token": uuid.uuid4().hex, "meta": _with_environment(meta)}
-        self._meta = dict(header["meta"])
-        self._open_files(mode, header)
+        opening = OpenRecord(
+            format=FORMAT_VERSION, producer=producer or producer_string(),
+            created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            token=uuid.uuid4().hex, meta=_with_environment(meta))
+        self._meta = dict(opening.meta)
+        self._open_files(mode, opening)
 
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="tracekit-encode")
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: "queue.Queue[_Item]" = queue.Queue()
         # Two conditions on one lock, so a waiter wakes only for what it waits for: the
         # calling thread waits for room (values written) or for progress (commits, drains).
         lock = threading.Lock()
@@ -130,7 +160,7 @@ class TraceWriter:
         self._commits_written = 0
         self._error: Optional[BaseException] = None
         self._catalog = CatalogBuilder()
-        self._uncommitted: List[Tuple[Dict[str, Any], List[Dict[str, Any]]]] = []  # sink only
+        self._uncommitted: List[ValueRecord] = []  # sink only
         self._sink = threading.Thread(target=self._drain, name="tracekit-sink", daemon=True)
         self._sink.start()
 
@@ -145,7 +175,7 @@ class TraceWriter:
         self.closed = False
         _open_writers.add(self)
 
-    def _open_files(self, mode: str, header: Dict[str, Any]) -> None:
+    def _open_files(self, mode: str, opening: OpenRecord) -> None:
         if mode != "w" and (os.path.exists(self.path) or os.path.exists(self._journal_path)):
             raise TraceWriteError("%s already exists; use mode='w' to overwrite it" % self.path)
         try:
@@ -154,11 +184,10 @@ class TraceWriter:
                     os.remove(stale)
             # The journal first: a file at the path without one would pass for a finished golden.
             self._journal = JournalWriter(self._journal_path)
-            self._journal.append(header)
+            self._journal.append(opening)
             self._journal.flush()
             self._io = OrderedIO()
-            self._golden = GoldenFile(self.path, header["token"], header["producer"], header["created"],
-                                      io=self._io)
+            self._golden = GoldenFile(self.path, opening.token, opening.producer, opening.created, io=self._io)
         except OSError as exc:
             raise TraceWriteError("cannot write a trace to %s: %s; choose a writable path"
                                   % (self.path, exc.strerror or exc)) from None
@@ -211,9 +240,9 @@ class TraceWriter:
         nbytes = sum(leaf.nbytes for leaf in leaves)
         self._wait_for_room(nbytes)
         future = self._pool.submit(encode_leaves, leaves, bases, self.level)
-        header = {"t": "value", "q": self._attempt, "s": self._step, "k": kind, "n": name, "st": spec}
+        record = ValueRecord(self._attempt, self._step, kind, name, spec)
         self._step_keys.add(key)
-        self._queue.put(("value", header, future, nbytes))
+        self._queue.put(_Value(record, future, nbytes))
 
     def _delta_bases(self, kind: str, key: str, leaves: List[values.Leaf]) -> Optional[list]:
         """Per leaf (base step, base array) to XOR against, or None; remembers this snapshot."""
@@ -239,8 +268,7 @@ class TraceWriter:
         step = self._step
         full_info = dict(self._info)
         full_info.update(info or {})
-        self._queue.put(("step", {"t": "step", "q": self._attempt, "s": step, "info": full_info,
-                                  "n": len(self._step_keys)}))
+        self._queue.put(_Commit(StepRecord(self._attempt, step, full_info, len(self._step_keys))))
         self._last.update(self._step_last)
         self._step = None
         if step == INITIAL_STEP:
@@ -254,7 +282,7 @@ class TraceWriter:
     def abort_step(self) -> None:
         """Drop the open step: what was added to it is never committed."""
         if self._step is not None:
-            self._queue.put(("drop", self._step))
+            self._queue.put(_Drop(self._step))
         self._step = None
         self._step_keys = set()
         self._step_last = {}
@@ -284,12 +312,12 @@ class TraceWriter:
     def update_meta(self, meta: Mapping[str, Any]) -> None:
         """Merge top-level keys into the trace's metadata."""
         self._check_open()
-        self._queue.put(("meta", {"t": "meta", "meta": dict(meta)}))
+        self._queue.put(_Meta(MetaRecord(dict(meta))))
 
     def flush(self) -> None:
         """Block until everything committed so far is in the journal and the golden."""
         self._check_open()
-        self._queue.put(("flush",))
+        self._queue.put(_Flush())
         self._wait(lambda: self._commits_written >= self._commits_sent and self._queue.unfinished_tasks == 0)
 
     def close(self) -> str:
@@ -299,7 +327,7 @@ class TraceWriter:
         self.closed = True
         _open_writers.discard(self)
         self.abort_step()
-        self._queue.put(("close",))
+        self._queue.put(_Flush(closing=True))
         self._sink.join()
         self._pool.shutdown(wait=True)
         error = self._failure()
@@ -334,46 +362,47 @@ class TraceWriter:
             except BaseException as exc:  # kept for the caller; the thread must keep draining
                 self._error = exc
             finally:
-                if item[0] == "value" and self._failure() is not None:
-                    self._release(item[3])  # the I/O thread will not
+                if isinstance(item, _Value) and self._failure() is not None:
+                    self._release(item.nbytes)  # the I/O thread will not
                 with self._progress:
                     self._queue.task_done()
                     if self._queue.unfinished_tasks == 0 or self._failure() is not None:
                         self._progress.notify_all()
                         self._room.notify_all()
-            if item[0] == "close":
+            if isinstance(item, _Flush) and item.closing:
                 return
 
-    def _write(self, item: tuple) -> None:
-        what, io = item[0], self._io
-        if what == "value":
-            header, future, nbytes = item[1], item[2], item[3]
-            encoded = future.result()
-            descs = self._golden.write_value(header["s"], header["k"], header["n"], header["st"], encoded)
-            inline = [data for desc, data in encoded if desc["l"] == values.PLAIN]
-            io.submit(self._journal.append, dict(header, leaves=descs), inline)  # after its chunks
-            io.submit(self._release, nbytes)
-            self._uncommitted.append((header, descs))
-        elif what == "step":
-            self._golden.set_info(item[1]["s"], item[1]["info"])
-            io.submit(self._commit, item[1])  # the step's chunks reach the OS before its commit
-            for header, descs in self._uncommitted:
-                self._catalog.add(header["s"], header["k"], header["n"], header["st"], descs)
+    def _write(self, item: _Item) -> None:
+        io = self._io
+        if isinstance(item, _Value):
+            encoded = item.encoded.result()
+            record = item.record
+            descs = self._golden.write_value(record.step, record.kind, record.name, record.structure, encoded)
+            record = replace(record, leaves=tuple(descs))
+            inline = [data for desc, data in encoded if desc.layout == values.PLAIN]
+            io.submit(self._journal.append, record, inline)  # after its chunks
+            io.submit(self._release, item.nbytes)
+            self._uncommitted.append(record)
+        elif isinstance(item, _Commit):
+            self._golden.set_info(item.record.step, item.record.info)
+            io.submit(self._commit, item.record)  # the step's chunks reach the OS before its commit
+            for record in self._uncommitted:
+                self._catalog.add(record.step, record)
             self._uncommitted = []
-        elif what == "drop":
-            self._golden.drop_step(item[1])
+        elif isinstance(item, _Drop):
+            self._golden.drop_step(item.step)
             self._uncommitted = []
-        elif what == "meta":
-            self._meta.update(item[1]["meta"])
-            io.submit(self._journal.append, item[1])
-        elif what in ("flush", "close"):
+        elif isinstance(item, _Meta):
+            self._meta.update(item.record.meta)
+            io.submit(self._journal.append, item.record)
+        else:  # _Flush
             io.submit(self._journal.flush)
             io.drain()
 
     # ---- the I/O thread ------------------------------------------------------------------
 
-    def _commit(self, header: Dict[str, Any]) -> None:
-        self._journal.append(header)
+    def _commit(self, record: StepRecord) -> None:
+        self._journal.append(record)
         self._journal.flush()
         with self._progress:
             self._commits_written += 1
@@ -403,7 +432,7 @@ class TraceWriter:
             return
         self.closed = True
         _open_writers.discard(self)
-        self._queue.put(("close",))
+        self._queue.put(_Flush(closing=True))
         self._sink.join()
         self._pool.shutdown(wait=True)
         self._stop_files()

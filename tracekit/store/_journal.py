@@ -10,13 +10,8 @@ is removed when the golden is finished; its presence means "unfinished".
 
 Layout: JOURNAL_MAGIC, then records. A record is a 16-byte frame
 (u32 header length, u32 crc32 of payload length + header, u64 payload length,
-little-endian),
-a msgpack header, and the payload (the value's chunk payloads, concatenated).
-Record types, by the header's "t":
-  open   {format, producer, created, token, meta}  first record
-  value  {q, s, k, n, st, leaves}              one named value of step attempt q (step s)
-  step   {q, s, info, n}                       commits attempt q as step s (-1: initial state)
-  meta   {meta}                                metadata merged into what came before
+little-endian), a msgpack header (one of _wire's records), and the payload (the
+plain leaves' bytes of a value record, concatenated).
 """
 
 from __future__ import annotations
@@ -24,10 +19,12 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from . import metadata
-from .format import JOURNAL_MAGIC
+from . import _metadata
+from ._format import JOURNAL_MAGIC
+from ._wire import OpenRecord, Record, StepRecord, ValueRecord, record_from_wire
 
 _FRAME = struct.Struct("<IIQ")
 MAX_HEADER = 64 << 20
@@ -47,9 +44,9 @@ class JournalWriter:
         self._file: BinaryIO = os.fdopen(fd, "wb")
         self._file.write(JOURNAL_MAGIC)
 
-    def append(self, header: Dict[str, Any], payload: List[bytes] = ()) -> int:
+    def append(self, record: Record, payload: Sequence[bytes] = ()) -> int:
         """Write one record; returns the offset of its payload."""
-        head = metadata.pack(header)
+        head = _metadata.pack(record.to_wire())
         size = sum(len(p) for p in payload)
         self._file.write(_FRAME.pack(len(head), _crc(head, size), size))
         self._file.write(head)
@@ -70,23 +67,23 @@ class JournalWriter:
         self._file.close()
 
 
-class Record:
-    __slots__ = ("header", "offset", "size")
+@dataclass(frozen=True)
+class Frame:
+    """One whole record as found in the journal: its decoded header and where its payload is."""
 
-    def __init__(self, header: Dict[str, Any], offset: int, size: int) -> None:
-        self.header = header
-        self.offset = offset  # of the payload
-        self.size = size
+    header: Dict[str, Any]
+    offset: int  # of the payload
+    size: int
 
 
+@dataclass
 class Scan:
     """What a journal holds: its records up to the first incomplete or damaged one."""
 
-    def __init__(self) -> None:
-        self.records: List[Record] = []
-        self.end = "truncated"  # "truncated" (ends with the last whole record) | "damaged"
-        self.problem: Optional[str] = None
-        self.file_size = 0
+    frames: List[Frame] = field(default_factory=list)
+    end: str = "truncated"  # "truncated" (ends with the last whole record) | "damaged"
+    problem: Optional[str] = None
+    file_size: int = 0
 
 
 def scan(path: str, fh: Optional[BinaryIO] = None) -> Scan:
@@ -103,14 +100,14 @@ def scan(path: str, fh: Optional[BinaryIO] = None) -> Scan:
         if fh.read(len(JOURNAL_MAGIC)) != JOURNAL_MAGIC:
             raise ValueError("no tracekit journal signature")
         pos = len(JOURNAL_MAGIC)
-        result.records.extend(_records(fh, pos, size, result))
+        result.frames.extend(_frames(fh, pos, size, result))
         return result
     finally:
         if own:
             fh.close()
 
 
-def _records(fh: BinaryIO, pos: int, size: int, result: Scan) -> Iterator[Record]:
+def _frames(fh: BinaryIO, pos: int, size: int, result: Scan) -> Iterator[Frame]:
     while pos + _FRAME.size <= size:
         fh.seek(pos)
         head_len, head_crc, payload_len = _FRAME.unpack(fh.read(_FRAME.size))
@@ -125,14 +122,14 @@ def _records(fh: BinaryIO, pos: int, size: int, result: Scan) -> Iterator[Record
             result.end, result.problem = "damaged", "record header checksum mismatch at byte %d" % pos
             return
         try:
-            header = metadata.unpack(head)
+            header = _metadata.unpack(head)
         except ValueError as exc:
             result.end, result.problem = "damaged", "undecodable record at byte %d (%s)" % (pos, exc)
             return
         if not isinstance(header, dict) or "t" not in header:
             result.end, result.problem = "damaged", "record without a type at byte %d" % pos
             return
-        yield Record(header, start + head_len, payload_len)
+        yield Frame(header, start + head_len, payload_len)
         pos = start + head_len + payload_len
 
 
@@ -144,38 +141,51 @@ def read_payload(fh: BinaryIO, offset: int, size: int) -> bytes:
     return data
 
 
-class Committed:
-    """A journal's committed steps: for each, its info and value records in order."""
+class MalformedRecord(ValueError):
+    """A well-framed record whose contents do not fit the schema (a foreign or hand-made journal)."""
 
-    def __init__(self, scan_result: Scan) -> None:
-        self.scan = scan_result
-        self.open: Optional[Dict[str, Any]] = None
-        self.meta: Dict[str, Any] = {}
-        self.steps: Dict[int, Tuple[Dict[str, Any], List[Record]]] = {}
-        self.order: List[int] = []  # step indices in commit order
-        self.dropped = 0  # value records of attempts never committed
-        pending: Dict[int, List[Record]] = {}
-        for record in scan_result.records:
-            h = record.header
-            t = h["t"]
-            if t == "open":
-                self.open = h
-                self.meta = dict(h.get("meta") or {})
-            elif t == "value":
-                pending.setdefault(h["q"], []).append(record)
-            elif t == "step":
-                values = pending.pop(h["q"], [])
-                if len(values) != h.get("n", len(values)):
+
+@dataclass(frozen=True)
+class Committed:
+    """A journal's committed steps: for each, its info and value records (with the offset of
+    each record's payload) in order. `Committed.of(scan)` builds it."""
+
+    scan: Scan
+    open: OpenRecord
+    meta: Dict[str, Any]
+    steps: Dict[int, Tuple[Dict[str, Any], List[Tuple[ValueRecord, int]]]]
+    order: List[int]  # step indices in commit order
+    dropped: int  # value records of attempts never committed
+
+    @classmethod
+    def of(cls, scanned: Scan) -> "Committed":
+        opening: Optional[OpenRecord] = None
+        meta: Dict[str, Any] = {}
+        steps: Dict[int, Tuple[Dict[str, Any], List[Tuple[ValueRecord, int]]]] = {}
+        order: List[int] = []
+        pending: Dict[int, List[Tuple[ValueRecord, int]]] = {}
+        for frame in scanned.frames:
+            try:
+                record = record_from_wire(frame.header)
+            except (ValueError, TypeError) as exc:
+                raise MalformedRecord("%s: %s" % (type(exc).__name__, exc)) from None
+            if isinstance(record, OpenRecord):
+                opening, meta = record, dict(record.meta)
+            elif isinstance(record, ValueRecord):
+                pending.setdefault(record.attempt, []).append((record, frame.offset))
+            elif isinstance(record, StepRecord):
+                written = pending.pop(record.attempt, [])
+                if record.count is not None and len(written) != record.count:
                     raise ValueError("step %s commits %s values but %d were written"
-                                     % (h["s"], h.get("n"), len(values)))
-                if h["s"] not in self.steps:
-                    self.order.append(h["s"])
-                self.steps[h["s"]] = (h.get("info") or {}, values)
-            elif t == "meta":
-                self.meta.update(h.get("meta") or {})
-        self.dropped = sum(len(v) for v in pending.values())
-        if self.open is None:
+                                     % (record.step, record.count, len(written)))
+                if record.step not in steps:
+                    order.append(record.step)
+                steps[record.step] = (record.info, written)
+            elif record is not None:  # a MetaRecord
+                meta.update(record.meta)
+        if opening is None:
             raise ValueError("journal has no opening record")
+        return cls(scanned, opening, meta, steps, order, sum(len(v) for v in pending.values()))
 
 
 def journal_token(path: str) -> Optional[str]:
@@ -187,7 +197,7 @@ def journal_token(path: str) -> Optional[str]:
             head_len, _, _ = _FRAME.unpack(fh.read(_FRAME.size))
             if head_len > MAX_HEADER:
                 return None
-            header = metadata.unpack(fh.read(head_len))
+            header = _metadata.unpack(fh.read(head_len))
         return header.get("token") if isinstance(header, dict) else None
     except (OSError, ValueError, struct.error):
         return None

@@ -15,26 +15,28 @@ import contextlib
 import functools
 import gc
 import os
+from dataclasses import replace
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import h5py
 import numpy as np
 from h5py import h5a, h5d, h5p, h5s, h5t, h5z
-from .h5compat import phil
 
 from ..errors import TracekitError
-from . import metadata, values
-from .format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
+from . import _metadata, values
+from ._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                      FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, escape_name, step_path, userblock,
                      value_path)
-from .ordered_io import OrderedIO
+from ._h5compat import phil
+from ._ordered_io import OrderedIO
+from ._wire import Chunk, LeafDescriptor
 
 LIBVER = ("v110", "v110")  # compact chunk indexes; readable by HDF5 >= 1.10 (both environments)
 
 # What a leaf brings to write_value: its journal descriptor, and either its chunk
 # payloads [(offset, mask, bytes)] (chunked) or its raw bytes (plain).
-LeafData = Tuple[Dict[str, Any], Any]
+LeafData = Tuple[LeafDescriptor, Any]
 
 
 def fixed(text: str) -> np.bytes_:
@@ -176,14 +178,14 @@ class GoldenFile:
 
     @_hdf5_call
     def write_value(self, step: int, kind: str, name: str, spec: Optional[list],
-                    leaves: Sequence[LeafData]) -> List[Dict[str, Any]]:
+                    leaves: Sequence[LeafData]) -> List[LeafDescriptor]:
         """Create the value's datasets; returns the leaf descriptors with chunk addresses."""
         parent = self._kind_group(step, kind)
         link = escape_name(name)
         if spec is None:
             return [self._leaf(parent, link, leaves[0], lambda base: "/" + value_path(base, kind, name))]
         sub = parent.create_group(link)
-        sub.attrs[ATTR_STRUCTURE] = np.void(metadata.pack(spec))
+        sub.attrs[ATTR_STRUCTURE] = np.void(_metadata.pack(spec))
         return [self._leaf(sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
                 for i, leaf in enumerate(leaves)]
 
@@ -194,11 +196,12 @@ class GoldenFile:
             group = self._groups[(step, kind)] = self._file.require_group(step_path(step) + "/" + kind)
         return group
 
-    def _leaf(self, parent: h5py.Group, link: str, leaf: LeafData, base_path: Any) -> Dict[str, Any]:
+    def _leaf(self, parent: h5py.Group, link: str, leaf: LeafData, base_path: Any) -> LeafDescriptor:
         desc, data = leaf
-        layout, shape, dtype = desc["l"], tuple(desc["sh"]), np.dtype(desc["dt"])
-        if layout == values.CHUNKED:
-            dset = self._chunked(parent, link, shape, dtype, tuple(desc["ch"]), int(desc.get("lv", 1)))
+        dtype = desc.numpy_dtype
+        if desc.layout == values.CHUNKED:
+            assert desc.chunk is not None  # LeafDescriptor checks it for chunked leaves
+            dset = self._chunked(parent, link, desc.shape, dtype, desc.chunk, 1 if desc.level is None else desc.level)
             chunks = []
             for offset, mask, payload in data:
                 self._spy.expect(payload)
@@ -207,19 +210,19 @@ class GoldenFile:
                 if self._spy.found is None:
                     raise TracekitError("%s: HDF5 did not write chunk %s of %s as one piece; please report this"
                                         % (self.path, offset, dset.name))
-                chunks.append([list(offset), mask, len(payload), self._spy.found])
-            desc = dict(desc, cs=chunks)
+                chunks.append(Chunk(tuple(offset), mask, len(payload), self._spy.found))
+            desc = replace(desc, chunks=tuple(chunks))
         else:
-            dset = parent.create_dataset(link, data=np.frombuffer(data, dtype=dtype).reshape(shape))
-        self._attribute(dset, ATTR_CRC, np.array(desc["crc"], dtype="<u4"))
-        if desc.get("lg") is not None:
-            dset.attrs[ATTR_LOGICAL] = fixed(desc["lg"])
-        if "ls" in desc:
-            dset.attrs[ATTR_LOGICAL_SHAPE] = np.array(desc["ls"], dtype=np.int64)
-        if desc.get("f", values.ARRAY) != values.ARRAY:
-            dset.attrs[ATTR_FORM] = fixed(desc["f"])
-        if desc.get("e"):  # XOR is the only delta encoding: its base path says it all
-            self._attribute(dset, ATTR_DELTA_BASE, np.array(fixed(base_path(desc["b"]))))
+            dset = parent.create_dataset(link, data=np.frombuffer(data, dtype=dtype).reshape(desc.shape))
+        self._attribute(dset, ATTR_CRC, np.array(desc.crc, dtype="<u4"))
+        if desc.logical is not None:
+            dset.attrs[ATTR_LOGICAL] = fixed(desc.logical)
+        if desc.logical_shape is not None:
+            dset.attrs[ATTR_LOGICAL_SHAPE] = np.array(desc.logical_shape, dtype=np.int64)
+        if desc.form != values.ARRAY:
+            dset.attrs[ATTR_FORM] = fixed(desc.form)
+        if desc.delta_base is not None:  # XOR is the only delta encoding: its base path says it all
+            self._attribute(dset, ATTR_DELTA_BASE, np.array(fixed(base_path(desc.delta_base))))
         return desc
 
     def _attribute(self, dset: h5py.Dataset, name: str, value: np.ndarray) -> None:
@@ -249,7 +252,7 @@ class GoldenFile:
 
     @_hdf5_call
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
-        self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(metadata.pack(info))
+        self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(_metadata.pack(info))
         self._groups = {}  # the step is done
 
     @_hdf5_call
@@ -266,7 +269,7 @@ class GoldenFile:
         """Write the metadata, close, and sync: the file is a golden once this returns."""
         self._file.attrs[ATTR_STEPS] = steps
         self._file.attrs[ATTR_RECOVERED] = recovered
-        self._file.create_dataset(META_DATASET, data=np.frombuffer(metadata.pack(meta), dtype=np.uint8))
+        self._file.create_dataset(META_DATASET, data=np.frombuffer(_metadata.pack(meta), dtype=np.uint8))
         self._file.close()
         os.fsync(self._spy.fileno())
         self._spy.close()

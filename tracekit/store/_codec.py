@@ -16,7 +16,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import zstandard
 
-from .format import CHUNK_BYTES, MASK_SKIP_SHUFFLE, MASK_SKIP_ZSTD
+from ._format import CHUNK_BYTES, MASK_SKIP_SHUFFLE, MASK_SKIP_ZSTD
 
 Chunk = Tuple[Tuple[int, ...], int, bytes]  # (offset, filter mask, payload)
 

@@ -1,0 +1,188 @@
+"""What a trace reader needs from a file, and the decoding both file kinds share.
+
+A backend (finished HDF5 golden, or an unfinished journal) lists steps and the
+values in them and hands out leaf references; decoding a leaf (chunks, XOR-delta,
+checksum) is the same for both and lives here. Every failure to read becomes a
+CorruptTrace naming the file, the step and the tensor.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ...errors import CorruptTrace, TracekitError, UnsupportedValue
+from ...keys import INITIAL_STEP, KIND_ORDER, make_key, step_label
+from .. import _codec, values
+from .._wire import LeafDescriptor
+from ..catalog import TensorInfo
+
+
+@dataclass(frozen=True)
+class LeafRef:
+    """One stored leaf: its descriptor, and `loc`, the backend's own locator of its bytes."""
+
+    desc: LeafDescriptor
+    loc: Any
+
+
+def where(path: str, step: int, key: str) -> str:
+    return "%s: %s, %s" % (path, step_label(step), key)
+
+
+@contextlib.contextmanager
+def reading(label: str) -> Iterator[None]:
+    """Any failure inside but our own errors means the file is damaged: h5py reports damaged
+    metadata as KeyError, OSError, RuntimeError, ... depending on where it notices."""
+    try:
+        yield
+    except TracekitError:
+        raise
+    except Exception as exc:
+        raise CorruptTrace("%s: cannot be read (%s: %s); the file is damaged: restore it or "
+                           "record it again" % (label, type(exc).__name__, exc)) from None
+
+
+@dataclass
+class Header:
+    """What a trace says about itself; a backend fills it when it opens the file."""
+
+    path: str
+    format_version: int = 0
+    producer: str = "?"
+    created: str = "?"
+    complete: bool = True
+    recovered: bool = False
+    problem: Optional[str] = None  # why an unfinished trace is unfinished
+    meta: Dict[str, Any] = field(default_factory=dict)
+    catalog: List[TensorInfo] = field(default_factory=list)
+    nsteps: int = 0
+    has_initial: bool = False
+
+
+class Backend(abc.ABC):
+    """Base of the two file kinds: subclasses fill `header` and implement the abstract methods."""
+
+    def __init__(self, path: str) -> None:
+        self.header = Header(path)
+        self._cache: Dict[Tuple[str, str, int], Tuple[int, Any]] = {}  # last decoded leaf
+        self._order: Optional[Dict[Tuple[str, str], int]] = None
+
+    @property
+    def path(self) -> str:
+        return self.header.path
+
+    # -- to implement ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def _info(self, step: int) -> Dict[str, Any]:
+        """The step's info map."""
+
+    @abc.abstractmethod
+    def _keys(self, step: int) -> List[Tuple[str, str]]:
+        """(kind, name) of the step's values, in any order."""
+
+    @abc.abstractmethod
+    def entry(self, step: int, kind: str, name: str) -> Tuple[Optional[list], List[LeafRef]]:
+        """(structure spec or None, leaf references) of a value the step holds."""
+
+    @abc.abstractmethod
+    def chunks(self, ref: LeafRef) -> Iterator[Tuple[Tuple[int, ...], int, bytes]]:
+        """(offset, filter mask, payload) of each chunk of a chunked leaf."""
+
+    @abc.abstractmethod
+    def plain(self, ref: LeafRef) -> np.ndarray:
+        """The storage array of a plain leaf."""
+
+    def fallback(self, ref: LeafRef) -> Optional[np.ndarray]:
+        """A whole chunked leaf read another way (re-packed files), or None to decode chunks."""
+        return None
+
+    def close(self) -> None:
+        pass
+
+    # -- shared --------------------------------------------------------------------------------
+    def info(self, step: int) -> Dict[str, Any]:
+        with reading(where(self.path, step, "step info")):
+            return self._info(step)
+
+    def keys(self, step: int) -> List[Tuple[str, str]]:
+        """The step's (kind, name) pairs: kinds in data-flow order, then catalog (recording) order."""
+        label = where(self.path, step, "list of tensors")
+        with reading(label):
+            found = self._keys(step)
+        unknown = sorted({kind for kind, _ in found if kind not in KIND_ORDER})
+        if unknown:
+            raise CorruptTrace("%s: unknown kinds %s; the file is damaged or not written by tracekit"
+                               % (label, ", ".join(unknown)))
+        if self._order is None:
+            self._order = {(t.kind, t.name): i for i, t in enumerate(self.header.catalog)}
+        order, last = self._order, len(self._order)
+        return sorted(found, key=lambda kn: (KIND_ORDER[kn[0]], order.get(kn, last), kn[1]))
+
+    def value(self, step: int, kind: str, name: str) -> Any:
+        """The value of a key that `keys(step)` listed."""
+        label = where(self.path, step, make_key(kind, name))
+        with reading(label):
+            spec, refs = self.entry(step, kind, name)
+        out = [self._restore(label, self.storage(step, kind, name, i, ref), ref.desc) for i, ref in enumerate(refs)]
+        with reading(label):
+            return values.unflatten(spec, out)
+
+    def _restore(self, label: str, storage: np.ndarray, desc: LeafDescriptor) -> Any:
+        try:
+            with reading(label):
+                return values.restore_leaf(storage, desc.caller_shape, desc.logical, desc.form)
+        except UnsupportedValue as exc:  # a dtype this environment lacks (bfloat16 without ml_dtypes)
+            raise UnsupportedValue("%s: %s" % (label, exc)) from None
+
+    def storage(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> np.ndarray:
+        """The verified storage array of one leaf."""
+        cached = self._cache.get((kind, name, leaf))
+        if cached is not None and cached[0] == step:
+            return cached[1]
+        label = where(self.path, step, make_key(kind, name))
+        with reading(label):
+            data = self._decode(step, kind, name, leaf, ref)
+        crc = values.checksum(data)
+        if crc != ref.desc.crc:
+            raise CorruptTrace("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: "
+                               "restore it or record it again" % (label, ref.desc.crc, crc))
+        if ref.desc.layout == values.CHUNKED:
+            self._cache[(kind, name, leaf)] = (step, data)
+        return data
+
+    def _decode(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> np.ndarray:
+        desc = ref.desc
+        if desc.layout == values.PLAIN:
+            return self.plain(ref)
+        dtype = desc.numpy_dtype
+        base = None
+        if desc.delta_base is not None:
+            if desc.delta_base >= step or desc.delta_base < INITIAL_STEP:
+                raise ValueError("delta base step %d is not before step %d" % (desc.delta_base, step))
+            _, base_refs = self.entry(desc.delta_base, kind, name)
+            base = self.storage(desc.delta_base, kind, name, leaf, base_refs[leaf])
+            if base.shape != desc.shape or base.dtype != dtype:
+                raise ValueError("delta base at step %d has another shape or dtype" % desc.delta_base)
+        whole = self.fallback(ref)
+        if whole is not None:
+            if base is not None:
+                whole = np.bitwise_xor(_codec.bits(whole), _codec.bits(base)).view(dtype)
+            return whole
+        assert desc.chunk is not None  # LeafDescriptor checks it for chunked leaves
+        out = np.empty(desc.shape, dtype=dtype)
+        seen = 0
+        for offset, mask, payload in self.chunks(ref):
+            region = _codec.decode_chunk(payload, mask, desc.chunk, dtype)
+            _codec.place(out, offset, region, base)
+            seen += 1
+        expected = 1
+        for s, c in zip(desc.shape, desc.chunk):
+            expected *= -(-s // c)
+        if seen != expected:
+            raise ValueError("%d of %d chunks present" % (seen, expected))
+        return out
