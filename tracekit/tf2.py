@@ -11,8 +11,8 @@ from typing import Any, Callable, Dict, Optional
 
 from .environment import program_identity, tensorflow_environment
 from .replay.loop import replay_steps
-from .replay.tf2 import TF2Session, aligned_seeds, call_step, check_usage
-from .replay.tf2 import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
+from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage
+from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
 
 __all__ = ["replay", "seeded"]
@@ -39,9 +39,9 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     Gradients and the learning rate are captured from the Keras optimizer, taps from
     tracekit.tap(); the variables and slots are read after each step.
     """
-    check_usage(init, random)
+    check_usage(init, random)  # before the golden is opened: the usage error comes first
     trace = golden if isinstance(golden, Trace) else open_trace(golden)
-    runner = TF2Session(trace, model, variables, var_map, init, random)
+    runner = TF2Runner(trace, model, variables, var_map, init, random)
     if init == "golden":
         runner.load_initial()
     about = {"golden": trace.path, "init": init, "random": random,

@@ -30,7 +30,7 @@ def _golden(path, steps=3):
     return path
 
 
-class NumpyRunner(object):
+class NumpyRunner:
     """What replay_steps needs of a framework: state, one step at a time, the state after it."""
 
     def __init__(self, golden, lr):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tracekit.replay.variables import mismatch_lines
 from tracekit.replay.varmap import Candidate, match, parse_slot, split_state
 
 
@@ -47,7 +48,7 @@ def test_failures_are_listed_on_both_sides():
     result, _ = _match([("dense/kernel:0", (3, 2)), ("gone/kernel:0", (5,))],
                        [("dense/kernel:0", (3, 4)), ("extra/kernel:0", (7,))])
     assert not result.ok
-    assert result.lines() == ["2 golden variables, 2 TF2 variables, 0 matched",
+    assert mismatch_lines(result) == ["2 golden variables, 2 TF2 variables, 0 matched",
                               "  shape differs: golden dense/kernel:0 (3, 2) vs TF2 dense/kernel:0 (3, 4)",
                               "  only in the golden: gone/kernel:0 (5,)",
                               "  only in TF2: extra/kernel:0 (7,)"]

@@ -1,2 +1,10 @@
-"""Replaying goldens through TF2 ports. loop.py is the framework-neutral loop, tf2.py
-the TensorFlow 2 runner, varmap.py the variable matching; `tracekit.tf2` is the API."""
+"""Replaying goldens through TF2 ports; `tracekit.tf2` is the API.
+
+loop.py      the framework-neutral loop and the Runner protocol it drives
+tf2_runner.py  the TensorFlow 2 runner, built from:
+  variables.py   finding, pairing (varmap.py: by name, no TensorFlow), loading variables
+  optimizer.py   the Keras optimizer's gradients, learning rate, loss, slots in TF1 terms
+  random_tape.py the golden's random draws injected into TF2's random ops
+  capture.py     values of a step, eager or inside a tf.function
+tf_import.py   TensorFlow, imported with tf-keras selected
+"""

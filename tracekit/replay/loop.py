@@ -1,7 +1,8 @@
 """The replay loop, framework-neutral: drive a runner through the golden's steps and write
 what it produces as a trace with the golden's kinds and names.
 
-A runner (replay/tf2.py for TensorFlow 2) maps and loads variables, runs one step
+A runner (tf2_runner.py for TensorFlow 2; any object with the Runner protocol's
+methods, such as a strategy-aware runner) maps and loads variables, runs one step
 with the recorded inputs and random draws, and reads the state after it; this loop
 does the bookkeeping around it.
 """
@@ -10,13 +11,40 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from ..store import Trace, create, open_trace
+import numpy as np
+
 from ..keys import make_key, split_key
+from ..store import Trace, create, open_trace
 
 
-def replay_steps(golden: Trace, runner: Any, call: Callable[[Dict[str, Any]], Dict[str, Any]],
+class Captured(Protocol):
+    """What a step produced besides its return value."""
+
+    values: Mapping[str, np.ndarray]  # "kind/name" -> value, as intercepted (gradients, lr, taps)
+    draws: Sequence[np.ndarray]  # the random draws the step made, in order
+
+
+class Runner(Protocol):
+    """What the loop needs of a framework."""
+
+    not_replayed: Dict[str, str]  # "kind/name" -> why the replay cannot produce it
+
+    def read_state(self) -> List[Tuple[str, np.ndarray]]:
+        """("kind/name", value) of the state (variables, slots, step counter) now."""
+
+    def regularization(self) -> Optional[np.ndarray]:
+        """The sum of the model's regularization losses, or None; asked before each step."""
+
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> ContextManager[Captured]:
+        """Step `index` runs inside; `draws` are the golden's recorded random draws."""
+
+    def check_tape(self, index: int) -> None:
+        """After the step: raise if it did not use the draws as it must."""
+
+
+def replay_steps(golden: Trace, runner: Runner, call: Callable[[Dict[str, Any]], Dict[str, Any]],
                  steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
                  progress: Optional[Callable[[int, int], None]] = None,
                  meta: Optional[Dict[str, Any]] = None) -> Trace:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import re
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 _TF1_SLOTS = [
@@ -76,40 +77,28 @@ def _common_tail(a: List[str], b: List[str]) -> int:
     return n
 
 
+@dataclass(frozen=True, eq=False)
 class Candidate:
     """A TF2 variable on offer: its name, shape, and the object itself."""
 
-    __slots__ = ("name", "shape", "obj")
+    name: str
+    shape: Tuple[int, ...]
+    obj: Any
 
-    def __init__(self, name: str, shape: Tuple[int, ...], obj: Any) -> None:
-        self.name, self.shape, self.obj = name, tuple(shape), obj
 
-
+@dataclass
 class Mapping:
-    """Golden variable name -> Candidate, and what did not match (data; `lines()` renders)."""
+    """Golden variable name -> Candidate, and what did not match."""
 
-    def __init__(self) -> None:
-        self.pairs: collections.OrderedDict = collections.OrderedDict()
-        self.how: Dict[str, str] = {}
-        self.unmatched_golden: List[Tuple[str, Tuple[int, ...]]] = []
-        self.unmatched_tf2: List[Candidate] = []
-        self.shape_mismatch: List[Tuple[str, Tuple[int, ...], Candidate]] = []
+    pairs: Dict[str, Candidate] = field(default_factory=dict)  # in the golden's order
+    how: Dict[str, str] = field(default_factory=dict)  # golden name -> which rule matched it
+    unmatched_golden: List[Tuple[str, Tuple[int, ...]]] = field(default_factory=list)
+    unmatched_tf2: List[Candidate] = field(default_factory=list)
+    shape_mismatch: List[Tuple[str, Tuple[int, ...], Candidate]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.unmatched_golden or self.unmatched_tf2 or self.shape_mismatch)
-
-    def lines(self) -> List[str]:
-        out = ["%d golden variables, %d TF2 variables, %d matched" % (
-            len(self.pairs) + len(self.unmatched_golden) + len(self.shape_mismatch),
-            len(self.pairs) + len(self.unmatched_tf2) + len(self.shape_mismatch), len(self.pairs))]
-        for name, shape, cand in self.shape_mismatch:
-            out.append("  shape differs: golden %s %s vs TF2 %s %s" % (name, shape, cand.name, cand.shape))
-        for name, shape in self.unmatched_golden:
-            out.append("  only in the golden: %s %s" % (name, shape))
-        for cand in self.unmatched_tf2:
-            out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
-        return out
 
 
 def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate], explicit: Any = "auto") -> Mapping:

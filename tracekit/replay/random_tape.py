@@ -1,0 +1,145 @@
+"""The random tape: TF2's random ops draw what the golden recorded, in order.
+
+The random functions behind dropout and friends (`tf.random.*`, stateful and
+stateless) are replaced for the length of a step. With random="tape" each draw is
+the golden's next recorded draw; otherwise TF2's own draw is kept and recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import ReplayError
+from .capture import Capture
+from .tf_import import tf
+from tensorflow.python.ops import random_ops, stateless_random_ops  # noqa: E402  (after tf_import)
+
+RANDOM_FUNCTIONS = [
+    (random_ops, "random_uniform"), (random_ops, "random_normal"), (random_ops, "truncated_normal"),
+    (stateless_random_ops, "stateless_random_uniform"), (stateless_random_ops, "stateless_random_normal"),
+    (stateless_random_ops, "stateless_truncated_normal"),
+]
+
+_ALIASES: Dict[Tuple[str, str], List[Tuple[Any, str]]] = {}
+
+
+def _random_aliases(module: Any, name: str) -> List[Tuple[Any, str]]:
+    """Where a random function can be reached: its module (what TF's own ops call) and the
+    public API names bound to the same function object (tf.random.uniform, ...)."""
+    key = (module.__name__, name)
+    if key not in _ALIASES:
+        original = getattr(module, name)
+        found = [(module, name)]
+        for api in (tf.random, tf.compat.v1, tf.compat.v1.random, tf.compat.v2.random):
+            found.extend((api, attr) for attr in dir(api) if getattr(api, attr, None) is original)
+        _ALIASES[key] = found
+    return _ALIASES[key]
+
+
+def _affine(fname: str, call: Dict[str, Any], dtype: Any, raw: Any) -> Any:
+    """What the TF random function returns for its random op's output `raw`. The golden
+    holds the op's own output (uniform in [0, 1), standard normal); the function maps it,
+    in the same float ops on TF 1.15 and 2.x, to [minval, maxval) or to mean + stddev * x."""
+    if not dtype.is_floating:
+        return raw  # integer draws come out of their op final
+    if "uniform" in fname:
+        maxval = 1 if call["maxval"] is None else call["maxval"]
+        if isinstance(call["minval"], int) and call["minval"] == 0 and isinstance(maxval, int) and maxval == 1:
+            return raw
+        low, high = tf.cast(call["minval"], dtype), tf.cast(maxval, dtype)
+        return tf.add(raw * (high - low), low)
+    return tf.add(raw * tf.cast(call["stddev"], dtype), tf.cast(call["mean"], dtype))
+
+
+def _static_shape(shape: Any) -> Any:
+    try:
+        return tf.TensorShape(tf.get_static_value(tf.convert_to_tensor(shape)))
+    except (TypeError, ValueError):
+        return tf.TensorShape(None)
+
+
+class RandomTape:
+    """One replay's random draws: `inject` is True for random="tape"."""
+
+    def __init__(self, capture: Capture, inject: bool) -> None:
+        self.capture = capture
+        self.inject = inject
+        self._tape: List[Tuple[str, np.ndarray]] = []
+        self._pos = 0
+        self._step = 0
+        self.error: Optional[ReplayError] = None  # raised inside a tf.function's numpy op
+
+    def start(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> None:
+        """Step `index` begins; `draws` are the golden's, in recording order."""
+        self._tape, self._pos, self.error, self._step = draws, 0, None, index
+
+    def check(self, index: int) -> None:
+        """After the step: with the tape, the port must have drawn every recorded draw."""
+        if self.inject and self._pos != len(self._tape):
+            raise ReplayError("step %d: the TF2 step drew %d random tensors, the golden recorded %d (%s); the "
+                              "random tape injects them in order, so the port must draw as often"
+                              % (index, self._pos, len(self._tape), ", ".join(n for n, _ in self._tape)))
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """TF's random functions, under every name they are reached by, draw from the tape."""
+        saved: List[Tuple[Any, str, Any]] = []
+        try:
+            for module, name in RANDOM_FUNCTIONS:
+                wrapped = self._wrap(getattr(module, name), name)
+                for owner, attr in _random_aliases(module, name):
+                    saved.append((owner, attr, getattr(owner, attr)))
+                    setattr(owner, attr, wrapped)
+            yield
+        finally:
+            for owner, attr, original in reversed(saved):
+                setattr(owner, attr, original)
+
+    def _wrap(self, original: Callable[..., Any], fname: str) -> Callable[..., Any]:
+        tape = self
+        signature = inspect.signature(original)
+
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            if not tape.inject:
+                value = original(*args, **kwargs)
+                tape.capture.draw(value)
+                return value
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            call = bound.arguments
+            dtype = tf.as_dtype(call["dtype"])
+            shape = tf.cast(call["shape"], tf.int64)
+
+            def next_draw(want: np.ndarray) -> np.ndarray:
+                return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype)
+            if tf.executing_eagerly():
+                raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
+            else:
+                raw = tf.numpy_function(next_draw, [shape], dtype, name="tracekit_tape")
+                raw.set_shape(_static_shape(call["shape"]))
+            tape.capture.draw(raw)
+            return _affine(fname, call, dtype, raw)
+        return draw
+
+    def _next(self, fname: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+        self.capture.check_live()
+        where = "step %d, random draw %d (%s)" % (self._step, self._pos, fname)
+        if self._pos >= len(self._tape):
+            self._failure("%s: the TF2 step draws more random tensors than the golden recorded (%d); use "
+                          "random='seed' or 'none' if the port's randomness differs" % (where, len(self._tape)))
+        name, value = self._tape[self._pos]
+        if tuple(value.shape) != shape or value.dtype.kind != np.dtype(dtype.as_numpy_dtype).kind:
+            self._failure("%s: the golden recorded %s %s from %s, the TF2 step asks for %s %s; the random tape "
+                          "injects draws in order, so the port must draw the same shapes in the same order"
+                          % (where, value.dtype, tuple(value.shape), name, dtype.name, shape))
+        self._pos += 1
+        return value.astype(dtype.as_numpy_dtype, copy=False)
+
+    def _failure(self, message: str) -> None:
+        # Kept: raised inside a tf.function, TF re-raises it wrapped in an op error.
+        self.error = ReplayError(message)
+        raise self.error

@@ -1,0 +1,165 @@
+"""The TF2 runner: replays a golden through a TF2 training step (eager or tf.function).
+
+It maps the port's variables to the golden's and loads the initial state
+(variables.py), and for each step installs, for the step's length only: the random
+tape (random_tape.py), the Keras optimizer hooks that report gradients, learning
+rate and loss and convert TF1 slots (optimizer.py), the `tracekit.tap` sink, and a
+variable-creation check (a step after the first must create none). What the step
+produced is collected by a Capture (capture.py); replay/loop.py drives the steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from .. import taps
+from ..errors import ReplayError, UsageError
+from ..keys import make_key
+from . import varmap
+from .capture import Capture, numpy
+from .optimizer import OptimizerBridge
+from .random_tape import RandomTape
+from .tf_import import tf
+from .variables import cast_for, map_variables, model_variables
+
+INIT_MODES = ("golden", "seed")
+RANDOM_MODES = ("tape", "seed", "none")
+
+
+class TF2Runner:
+    """The TF2 side of one replay: maps variables, loads state, runs steps, reads state."""
+
+    def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str) -> None:
+        check_usage(init, random)
+        self.golden = golden
+        self.capture = Capture()
+        self.not_replayed: Dict[str, str] = {}
+        self._model = model
+        keys = {n: make_key("var", n) for n in golden.names("var")}
+        keys.update((n, make_key("slot", n)) for n in golden.names("slot"))  # golden state name -> key
+        model_names, slot_names, iterations, orphans = varmap.split_state(list(keys))
+        for name in orphans:
+            self.not_replayed[keys[name]] = "TF1 optimizer state with no Keras counterpart"
+        if model is None and "regularization" in golden.names("loss"):
+            self.not_replayed["loss/regularization"] = "pass model= to compare it with the sum of model.losses"
+        shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
+        tf_vars = list(variables) if variables is not None else model_variables(model)
+        self.mapping = map_variables([(n, shapes.get(n) or ()) for n in model_names], tf_vars, var_map)
+        self.tape = RandomTape(self.capture, inject=random == "tape")
+        self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
+                                         load_initial=init == "golden")
+        self._created: List[str] = []
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def load_initial(self) -> None:
+        """Assign the golden's initial model variables (slots follow at the first update)."""
+        initial = self.golden.initial
+        for name, cand in self.mapping.pairs.items():
+            cand.obj.assign(cast_for(initial["var", name], cand.obj))
+
+    def read_state(self) -> List[Tuple[str, np.ndarray]]:
+        """("kind/golden name", value) of every mapped variable, slot and the step counter."""
+        out = [(make_key("var", name), cand.obj.numpy()) for name, cand in self.mapping.pairs.items()]
+        return out + self.optimizer.read()
+
+    def regularization(self) -> Optional[np.ndarray]:
+        losses = getattr(self._model, "losses", None)
+        if not losses:
+            return None
+        return numpy(tf.add_n([tf.cast(l, tf.float32) for l in losses]))
+
+    # ---- a step -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> Iterator[Capture]:
+        self.capture.reset()
+        self.tape.start(index, draws)
+        self._created = []
+        self.capture.live = True
+        try:
+            with self.tape.installed(), self.optimizer.installed(), taps.capturing(self._tap), \
+                    tf.variable_creator_scope(self._creator):
+                yield self.capture
+        except Exception:
+            if self.capture.stale():
+                raise ReplayError(self.capture.stale()) from None
+            if self.tape.error is not None:  # TF wraps it in an op error: give the user ours
+                raise self.tape.error from None
+            raise
+        finally:
+            self.capture.live = False
+        if self.capture.stale():
+            raise ReplayError(self.capture.stale())
+        if index > 0 and self._created:
+            raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
+                              "or in its first step" % (index, ", ".join(self._created[:5])))
+
+    def check_tape(self, index: int) -> None:
+        self.tape.check(index)
+
+    def _creator(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        variable = next_creator(**kwargs)
+        self._created.append(getattr(variable, "name", "?"))
+        return variable
+
+    def _tap(self, name: str, tensor: Any) -> Any:
+        self.capture.put(make_key("tap", name), tensor)
+        return tensor
+
+
+def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Optional[Dict[str, str]]) -> Dict[str, np.ndarray]:
+    """Call the user's step with this step's inputs; its result as {"kind/name": array}.
+
+    inputs=None passes one dict {golden input name: tensor}; a dict {golden input name:
+    keyword} passes keywords. The step may return nothing, its loss, or a dict whose keys
+    are "loss", "lr"/"learning_rate", "kind/name", or other names (kept as fetch/<name>)."""
+    tensors = {name: tf.constant(value) for name, value in feeds.items()}
+    if inputs is None:
+        result = step_fn(tensors)
+    else:
+        missing = [name for name in inputs if name not in tensors]
+        if missing:
+            raise ReplayError("inputs= names golden inputs %s, but the step records only %s"
+                              % (", ".join(missing), ", ".join(sorted(tensors))))
+        result = step_fn(**{keyword: tensors[name] for name, keyword in inputs.items()})
+    if result is None:
+        return {}
+    if not isinstance(result, dict):
+        return {"loss/loss": numpy(result)}
+    out = {}
+    for key, value in result.items():
+        if "/" in key:
+            pass
+        elif key == "loss":
+            key = "loss/loss"
+        elif key in ("lr", "learning_rate"):
+            key = "lr/learning_rate"
+        else:
+            key = make_key("fetch", key)
+        out[key] = numpy(value)
+    return out
+
+
+@contextlib.contextmanager
+def aligned_seeds(trace: Any) -> Iterator[Any]:
+    """DeterministicRandomTestTool with the seed and mode the golden was recorded with."""
+    seeds = trace.meta.get("seeds") or {}
+    seed = seeds.get("seed") if seeds.get("seed") is not None else seeds.get("graph_seed")
+    if seed is None:
+        raise UsageError("%s was recorded without a seed: seed alignment needs record(seed=..., seed_mode=...)"
+                         % trace.path)
+    tool = tf.compat.v1.keras.utils.DeterministicRandomTestTool(seed=int(seed), mode=seeds.get("mode") or
+                                                                "num_random_ops")
+    with tool.scope():
+        yield tool
+
+
+def check_usage(init: str, random: str) -> None:
+    if init not in INIT_MODES:
+        raise UsageError("init must be 'golden' (load the golden's initial state) or 'seed', got %r" % (init,))
+    if random not in RANDOM_MODES:
+        raise UsageError("random must be 'tape', 'seed' or 'none', got %r" % (random,))

@@ -1,0 +1,64 @@
+"""The port's variables: found, paired with the golden's by name, loaded and read."""
+
+from __future__ import annotations
+
+from typing import Any, List, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import ReplayError
+from . import varmap
+
+
+def model_variables(model: Any) -> List[Any]:
+    if model is None:
+        return []
+    try:
+        return list(model.variables)
+    except ValueError:  # an unbuilt Keras model refuses to list its weights
+        return []
+
+
+def unwrap(variable: Any) -> Any:
+    """The distributed variable a per-replica component belongs to (itself otherwise)."""
+    container = getattr(variable, "_distributed_container", None)
+    return container() if callable(container) else variable
+
+
+def cast_for(value: Any, variable: Any) -> np.ndarray:
+    """A golden value ready to assign to `variable`: its dtype, and checked to be its shape."""
+    arr = np.asarray(value)
+    target = variable.dtype.as_numpy_dtype
+    if tuple(arr.shape) != tuple(variable.shape.as_list()):
+        raise ReplayError("cannot load %s: golden shape %s, TF2 shape %s" % (variable.name, arr.shape,
+                                                                          variable.shape.as_list()))
+    return arr.astype(target, copy=False)
+
+
+def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any], var_map: Any) -> varmap.Mapping:
+    """Pair the golden's model variables (name, shape) with the port's; any mismatch stops the
+    replay before it starts, listing both sides."""
+    if not tf_vars:
+        raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
+                          "on a batch, or model.build(input_shape)), or pass variables=[...]")
+    mapping = varmap.match(list(golden), [varmap.Candidate(v.name, tuple(v.shape.as_list()), v) for v in tf_vars],
+                           var_map)
+    if not mapping.ok:
+        raise ReplayError("the TF2 variables do not match the golden's:\n" + "\n".join(mismatch_lines(mapping)) +
+                          "\nname the port's layers like the TF1 scopes, or pass var_map= (a dict, regex "
+                          "rules or a callable)")
+    return mapping
+
+
+def mismatch_lines(mapping: varmap.Mapping) -> List[str]:
+    """The error's listing: counts, then each variable that did not pair, on either side."""
+    out = ["%d golden variables, %d TF2 variables, %d matched" % (
+        len(mapping.pairs) + len(mapping.unmatched_golden) + len(mapping.shape_mismatch),
+        len(mapping.pairs) + len(mapping.unmatched_tf2) + len(mapping.shape_mismatch), len(mapping.pairs))]
+    for name, shape, cand in mapping.shape_mismatch:
+        out.append("  shape differs: golden %s %s vs TF2 %s %s" % (name, shape, cand.name, cand.shape))
+    for name, shape in mapping.unmatched_golden:
+        out.append("  only in the golden: %s %s" % (name, shape))
+    for cand in mapping.unmatched_tf2:
+        out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
+    return out
