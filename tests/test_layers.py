@@ -1,4 +1,4 @@
-"""The package's layering, enforced: record -> store -> replay -> compare -> report, with the
+"""The package's layering, enforced: record -> store -> replay -> comparison -> report, with the
 vocabulary and errors at the bottom and the entry points on top. A module imports only from
 its own part or the parts below it (lazy imports inside functions count too)."""
 
@@ -17,7 +17,7 @@ RANKS = {
     "environment": 2, "taps": 2,
     "store": 3,
     "record": 4, "replay": 4,
-    "compare": 5,
+    "comparison": 5,
     "report": 6,
     "cli": 7, "tf1": 7, "tf2": 7, "__init__": 7, "__main__": 7,
 }

@@ -82,3 +82,23 @@ def test_environment_fingerprint_keeps_numerics_settings_not_secrets(monkeypatch
     for name, value in dict(kept, **dropped).items():
         monkeypatch.setenv(name, value)
     assert fingerprint()["env"] == kept
+
+
+def test_no_name_of_the_package_hides_a_subpackage():
+    # `import tracekit.comparison.tolerance as t` resolves attribute by attribute: a function
+    # tracekit.X next to a subpackage tracekit/X would break it for every module inside.
+    import os
+    import subprocess
+    import sys
+
+    package = os.path.dirname(tracekit.__file__)
+    parts = sorted(name[:-3] if name.endswith(".py") else name for name in os.listdir(package)
+                   if (name.endswith(".py") and name != "__init__.py")
+                   or os.path.isfile(os.path.join(package, name, "__init__.py")))
+    for part in parts:
+        value = getattr(tracekit, part, None)
+        assert value is None or getattr(value, "__name__", None) == "tracekit." + part, (
+            "tracekit.%s is %r, hiding the module tracekit/%s" % (part, value, part))
+    code = "import tracekit, tracekit.comparison.tolerance as t, tracekit.store.reader as r; print(t.__name__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "tracekit.comparison.tolerance", done.stderr

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import tracekit  # noqa: E402
 import tracekit.tf2  # noqa: E402
 from tools.ports import estimator_model, estimator_shim, seed_example, slim_resnet  # noqa: E402
-from tracekit.report.compare import max_errors  # noqa: E402
+from tracekit.report.comparison import max_errors  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
 

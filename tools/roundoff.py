@@ -22,8 +22,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 import tracekit  # noqa: E402
-from tracekit.compare.tolerance import ROUNDOFF_ULPS  # noqa: E402
-from tracekit.report.compare import max_errors  # noqa: E402
+from tracekit.comparison.tolerance import ROUNDOFF_ULPS  # noqa: E402
+from tracekit.report.comparison import max_errors  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
 

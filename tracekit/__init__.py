@@ -11,12 +11,12 @@ TensorFlow; the recorder (`tracekit.tf1`) and the replayer (`tracekit.tf2`) do.
 from __future__ import annotations
 
 from ._version import __version__
-from .compare import Comparison, Tolerance
+from .comparison import Comparison, Tolerance
 from .errors import (CorruptTrace, GoldenNotFound, Mismatch, NewerFormat, NotATrace, RecordError, ReplayError,
                      TraceFormatError, TracekitError, TraceWriteError, UnsupportedValue, UsageError)
 from .store import Kind, Series, Step, TensorInfo, Trace, TraceWriter, create, recover, verify
 from .store import open_trace as open  # noqa: A001  # tracekit.open(path), like h5py.File / io.open
-from .report.compare import compare
+from .report.comparison import compare
 from .taps import tap
 
 __all__ = [

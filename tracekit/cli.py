@@ -90,8 +90,8 @@ PROFILES = ("auto", "exact", "round-off", "default")
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .compare import Tolerance
-    from .report.compare import compare
+    from .comparison import Tolerance
+    from .report.comparison import compare
 
     profile = "exact" if args.exact else args.profile
     if args.tolerance and profile != "auto":

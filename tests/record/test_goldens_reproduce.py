@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.compare.envdiff import environment_diff
+from tracekit.comparison.envdiff import environment_diff
 
 from ..support import FOREIGN_GOLDENS as FOREIGN
 from ..support import GOLDENS, ROOT, golden, run_python

@@ -9,7 +9,7 @@ import sys
 
 
 import tracekit
-from tracekit.compare.envdiff import environment_diff
+from tracekit.comparison.envdiff import environment_diff
 
 from ..support import ROOT, run_python
 from ..support import golden

@@ -7,7 +7,7 @@ import pytest
 
 import tracekit
 from tools.ports import estimator_model, estimator_shim, seed_example, slim_resnet
-from tracekit.report.compare import max_errors
+from tracekit.report.comparison import max_errors
 
 from ..support import golden
 

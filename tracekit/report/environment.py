@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..compare.envdiff import Change, EnvironmentDiff, numerics
+from ..comparison.envdiff import Change, EnvironmentDiff, numerics
 from .text import nested_lines
 
 # The widest vector extension decides most kernels' code path; shown first.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..compare.envdiff import numerics
+from ..comparison.envdiff import numerics
 from ..store import RecoverResult, Trace, VerifyResult
 from .environment import summary
 from .text import nested_lines, size, table

@@ -133,7 +133,7 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance 
             result_type: Type[Comparison] = Comparison) -> Comparison:
     """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
     The result is data; `tracekit.compare` returns a `result_type` that can also render
-    itself (report/compare.py).
+    itself (report/comparison.py).
 
     Without a tolerance, what the traces are chooses one (envdiff.default_profile): the
     default Tolerance() for other code (a port replayed against its golden) or another

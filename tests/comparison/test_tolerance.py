@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.compare import Tolerance
+from tracekit.comparison import Tolerance
 
 
 def test_defaults_by_dtype_and_kind():
@@ -77,7 +77,7 @@ def test_toml_file(tmp_path):
 
 
 def test_roundoff_profile_per_kind_and_ulps_setting():
-    from tracekit.compare.tolerance import ROUNDOFF_ULPS
+    from tracekit.comparison.tolerance import ROUNDOFF_ULPS
 
     r = Tolerance.roundoff()
     for kind, ulps in ROUNDOFF_ULPS.items():

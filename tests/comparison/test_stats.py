@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracekit.compare.stats import compare_values
-from tracekit.compare.tolerance import Resolved
+from tracekit.comparison.stats import compare_values
+from tracekit.comparison.tolerance import Resolved
 
 from ..support import payloads
 

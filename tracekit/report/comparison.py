@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import List
 
-from ..compare.engine import Comparison, Divergence, RoundoffCause
-from ..compare.engine import compare as compare_data
-from ..compare.stats import Stats
-from ..compare.tolerance import Tolerance
+from ..comparison.engine import Comparison, Divergence, RoundoffCause
+from ..comparison.engine import compare as compare_data
+from ..comparison.stats import Stats
+from ..comparison.tolerance import Tolerance
 from ..errors import Mismatch
 from ..keys import step_label
 from ..store import Trace
@@ -141,7 +141,7 @@ class Reported(Comparison):
 
 def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None) -> Reported:
     """tracekit.compare: compare a replayed trace (or any trace) with its golden (see
-    tracekit.compare.engine.compare); the result renders itself with .report()."""
+    tracekit.comparison.engine.compare); the result renders itself with .report()."""
     return compare_data(golden, actual, tolerance, result_type=Reported)  # type: ignore[return-value]
 
 

@@ -8,7 +8,7 @@ import copy
 import pytest
 
 import tracekit
-from tracekit.compare.envdiff import default_profile, environment_diff, numerics
+from tracekit.comparison.envdiff import default_profile, environment_diff, numerics
 from tracekit.environment import onednn_default, parse_cpuinfo
 from tracekit.report.environment import diff_lines, isa_summary, summary
 
