@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import tracekit  # noqa: E402
 import tracekit.tf2  # noqa: E402
 from tools.ports import estimator_model, estimator_shim, seed_example, slim_resnet  # noqa: E402
-from tracekit.report.comparison import max_errors  # noqa: E402
+from tracekit.report.comparison import max_error_rows  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
 
@@ -55,7 +55,7 @@ def main():
         if not result.ok:
             failed += 1
             print(result.report())
-        for kind, count, abs_err, rel_err, ulps in max_errors(result):
+        for kind, count, abs_err, rel_err, ulps in max_error_rows(result):
             rows.append([name, port.split(",")[0], kind, count, abs_err, rel_err, ulps])
     print("\nlargest errors seen, per kind (over all steps and tensors; ulps: in eps * the tensor's largest value):")
     print("\n".join(table(["golden", "port", "kind", "tensors", "max abs", "max rel", "ulps"], rows,

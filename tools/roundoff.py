@@ -23,7 +23,6 @@ sys.path.insert(0, ROOT)
 
 import tracekit  # noqa: E402
 from tracekit.comparison.tolerance import ROUNDOFF_ULPS  # noqa: E402
-from tracekit.report.comparison import max_errors  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
 
@@ -46,7 +45,7 @@ def run(python, args, **env):
 
 
 def row(label, result):
-    ulps = {kind: u for kind, _, _, _, u in max_errors(result)}
+    ulps = {errors.kind: "%.3g" % errors.max_ulps for errors in result.max_errors()}
     return [label] + [ulps.get(kind, "-") for kind in KINDS] + ["ok" if result.ok else "EXCEEDED"]
 
 

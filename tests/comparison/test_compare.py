@@ -3,11 +3,15 @@ noise-floor gradients, the report and the assertion; `tracekit diff` on files.""
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 
 import tracekit
 from tracekit.cli import main
+
+from ..support import build_golden
 
 STEPS = 4
 
@@ -16,34 +20,24 @@ def write(path, change=None, drop=(), meta=None, steps=STEPS, bias_grad=None):
     """A synthetic trace; change(step, key, value) -> value perturbs the 'actual' one."""
     rng = np.random.RandomState(0)
     w0 = rng.randn(3, 2).astype("f4")
-    with tracekit.create(path, meta=meta) as w:
-        with w.initial():
-            w.add("var", "dense/kernel:0", w0)
-            w.add("var", "dense/bias:0", np.zeros(2, "f4"))
-        kernel = w0
+
+    def training():
         for k in range(steps):
-            values = [
-                ("input", "x:0", np.full((2, 3), k, "f4")),
-                ("random", "dropout/RandomUniform:0", rng.rand(2, 2).astype("f4")),
-                ("tap", "layer1", np.arange(4, dtype="f4").reshape(2, 2) + k),
-                ("tap", "layer2", np.ones((2, 2), "f4") * k),
-                ("fetch", "fetches", [None, np.float32(k)]),
-                ("loss", "loss", np.float32(1.0 / (k + 1))),
-                ("lr", "learning_rate", np.float32(0.1)),
-                ("grad", "dense/kernel:0", np.full((3, 2), 0.5, "f4")),
-                ("grad", "dense/bias:0", np.full(2, 0.5 if bias_grad is None else bias_grad, "f4")),
-                ("var", "dense/kernel:0", kernel - 0.05 * (k + 1)),
-                ("var", "dense/bias:0", np.full(2, -0.05 * (k + 1), "f4")),
-            ]
-            with w.step():
-                for kind, name, value in values:
-                    key = "%s/%s" % (kind, name)
-                    if key in drop:
-                        continue
-                    if change is not None:
-                        value = change(k, key, value)
-                    w.add(kind, name, value)
-    return path
+            yield collections.OrderedDict([
+                ("input/x:0", np.full((2, 3), k, "f4")),
+                ("random/dropout/RandomUniform:0", rng.rand(2, 2).astype("f4")),
+                ("tap/layer1", np.arange(4, dtype="f4").reshape(2, 2) + k),
+                ("tap/layer2", np.ones((2, 2), "f4") * k),
+                ("fetch/fetches", [None, np.float32(k)]),
+                ("loss/loss", np.float32(1.0 / (k + 1))),
+                ("lr/learning_rate", np.float32(0.1)),
+                ("grad/dense/kernel:0", np.full((3, 2), 0.5, "f4")),
+                ("grad/dense/bias:0", np.full(2, 0.5 if bias_grad is None else bias_grad, "f4")),
+                ("var/dense/kernel:0", w0 - 0.05 * (k + 1)),
+                ("var/dense/bias:0", np.full(2, -0.05 * (k + 1), "f4")),
+            ])
+    initial = {"var/dense/kernel:0": w0, "var/dense/bias:0": np.zeros(2, "f4")}
+    return build_golden(path, training(), initial, meta=meta, change=change, drop=drop)
 
 
 @pytest.fixture
@@ -269,3 +263,14 @@ def test_report_names_the_machine_as_likely_cause_within_roundoff(tmp_path):
     unsure_result = tracekit.compare(golden, unsure, tracekit.Tolerance.exact())
     assert not unsure_result.likely_cause.likely and not unsure_result.likely_cause.port
     assert "the traces do not record enough to be sure" in unsure_result.report()
+
+
+def test_max_errors_are_data_per_kind(tmp_path):
+    golden = write(str(tmp_path / "g.h5"))
+    actual = write(str(tmp_path / "a.h5"),
+                   change=lambda k, key, v: v + np.float32(0.25) if (k, key) == (2, "loss/loss") else v)
+    errors = {e.kind: e for e in tracekit.compare(golden, actual).max_errors()}
+    # data-flow order of first appearance: the initial variables, then a step's stages (fetches are not compared)
+    assert list(errors) == ["var", "input", "random", "tap", "loss", "lr", "grad"]
+    assert errors["loss"].tensors == 1 and errors["loss"].max_abs == pytest.approx(0.25)
+    assert errors["loss"].max_ulps > 1e5 and errors["grad"].max_abs == 0 and errors["tap"].tensors == 2

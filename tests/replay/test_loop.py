@@ -10,24 +10,24 @@ import numpy as np
 import tracekit
 from tracekit.replay.loop import replay_steps
 
+from ..support import build_golden
+
 LR = np.float32(0.1)
 
 
 def _golden(path, steps=3):
     """SGD on loss = sum(w * x): the gradient is x."""
     w = np.arange(4, dtype=np.float32)
-    with tracekit.create(path) as writer:
-        with writer.initial():
-            writer.add("var", "w:0", w)
+
+    def sgd():
+        nonlocal w
         for k in range(steps):
             x = np.full(4, k + 1, np.float32)
-            with writer.step():
-                writer.add("input", "x:0", x)
-                writer.add("loss", "loss", np.float32((w * x).sum()))
-                writer.add("grad", "w:0", x)
-                w = w - LR * x
-                writer.add("var", "w:0", w)
-    return path
+            values = {"input/x:0": x, "loss/loss": np.float32((w * x).sum()), "grad/w:0": x}
+            w = w - LR * x
+            values["var/w:0"] = w
+            yield values
+    return build_golden(path, sgd(), {"var/w:0": w})
 
 
 class NumpyRunner:

@@ -36,18 +36,32 @@ def run_python(python, code_or_args, timeout=300, env=None, check=True, unset=()
     return proc
 
 
-def write_steps(path, n, big=False, **options):
-    """A finished synthetic golden: initial state and `n` steps of payloads.step_values."""
+def build_golden(path, steps, initial=None, meta=None, info=None, change=None, drop=(), **options):
+    """The one synthetic-golden builder. `steps` yields one {"kind/name": value} mapping per
+    step, in recording order; `initial` is the state before the first step. info(k) is step
+    k's info; change(k, key, value) -> value perturbs a value (an "actual" trace) and keys in
+    `drop` are left out. `options` go to tracekit.create."""
     import tracekit
 
-    from . import payloads
-
-    with tracekit.create(path, meta={"user": {"test": True}}, **options) as w:
-        with w.initial():
-            for key, value in payloads.initial_values().items():
-                w.add(*key.split("/", 1), value=value)
-        for k in range(n):
-            with w.step(info={"global_step": k + 1}):
-                for key, value in payloads.step_values(k, big).items():
+    with tracekit.create(path, meta=meta, **options) as w:
+        if initial is not None:
+            with w.initial():
+                for key, value in initial.items():
+                    w.add(*key.split("/", 1), value=value)
+        for k, values in enumerate(steps):
+            with w.step(info=None if info is None else info(k)):
+                for key, value in values.items():
+                    if key in drop:
+                        continue
+                    if change is not None:
+                        value = change(k, key, value)
                     w.add(*key.split("/", 1), value=value)
     return path
+
+
+def write_steps(path, n, big=False, **options):
+    """A finished synthetic golden: initial state and `n` steps of payloads.step_values."""
+    from . import payloads
+
+    return build_golden(path, (payloads.step_values(k, big) for k in range(n)), payloads.initial_values(),
+                        meta={"user": {"test": True}}, info=lambda k: {"global_step": k + 1}, **options)

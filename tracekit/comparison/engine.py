@@ -4,9 +4,8 @@ order, loss, learning rate, gradients, updated variables and slots)."""
 
 from __future__ import annotations
 
-import collections
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Type
 
 from ..store import Trace, open_trace
@@ -22,19 +21,19 @@ NOT_REPLAYED = frozenset(["fetch"])
 NOISE_FLOOR = 1e-5
 
 
+@dataclass(eq=False)
 class TensorResult:
     """One tensor over all compared steps."""
 
-    def __init__(self, kind: str, name: str) -> None:
-        self.kind = kind
-        self.name = name
-        self.steps = 0
-        self.failed_steps = 0
-        self.first_failed: Optional[int] = None
-        self.worst: Optional[Stats] = None
-        self.worst_step: Optional[int] = None
-        self.by_step: collections.OrderedDict = collections.OrderedDict()  # step -> Stats
-        self.noise_floor = False
+    kind: str
+    name: str
+    steps: int = 0
+    failed_steps: int = 0
+    first_failed: Optional[int] = None
+    worst: Optional[Stats] = None
+    worst_step: Optional[int] = None
+    by_step: Dict[int, Stats] = field(default_factory=dict)  # in step order
+    noise_floor: bool = False
 
     @property
     def key(self) -> str:
@@ -59,15 +58,15 @@ def _badness(stats: Stats) -> Tuple[int, float, float]:
     return (0 if stats.ok else 1, stats.needed_atol, stats.max_abs)
 
 
+@dataclass(frozen=True)
 class Divergence:
     """Where the replay first departs from the golden."""
 
-    def __init__(self, step: int, kind: str, name: str, stats: Stats, noise_floor: bool) -> None:
-        self.step = step  # -1: the initial state
-        self.kind = kind
-        self.name = name
-        self.stats = stats
-        self.noise_floor = noise_floor
+    step: int  # -1: the initial state
+    kind: str
+    name: str
+    stats: Stats
+    noise_floor: bool
 
     @property
     def key(self) -> str:
@@ -75,6 +74,17 @@ class Divergence:
 
     def __repr__(self) -> str:
         return "Divergence(step=%d, %s)" % (self.step, self.key)
+
+
+@dataclass(frozen=True)
+class KindErrors:
+    """The largest errors of one kind over every compared tensor and step."""
+
+    kind: str
+    tensors: int
+    max_abs: float
+    max_rel: float  # finite values only
+    max_ulps: float  # in eps * the tensor's scale; finite values only
 
 
 @dataclass(frozen=True)
@@ -92,27 +102,30 @@ class RoundoffCause:
     likely: bool
 
 
+@dataclass(eq=False)
 class Comparison:
     """The result of `compare`: truthy when everything compared is within tolerance.
     `environment_diff` says what differs between the two runs' environments, `profile` which
     tolerance was used and why, `likely_cause` whether machine round-off explains a mismatch."""
 
-    def __init__(self, golden: str, actual: str, profile: Profile, environment: EnvironmentDiff) -> None:
-        self.golden = golden
-        self.actual = actual
-        self.profile = profile
-        self.tolerance = profile.tolerance
-        self.environment_diff = environment
-        self.likely_cause: Optional[RoundoffCause] = None
-        self.steps = 0  # steps compared
-        self.golden_steps = 0
-        self.actual_steps = 0
-        self.tensors: List[TensorResult] = []  # data-flow order
-        self.first_divergence: Optional[Divergence] = None
-        self.missing: List[str] = []  # golden tensors the replay did not produce
-        self.not_compared: Dict[str, str] = {}  # key -> why
-        self.notes: List[str] = []
-        self.short: Optional[str] = None  # why the replay has fewer steps than it should
+    golden: str
+    actual: str
+    profile: Profile
+    environment_diff: EnvironmentDiff
+    tolerance: Tolerance = field(init=False)  # the profile's
+    likely_cause: Optional[RoundoffCause] = None
+    steps: int = 0  # steps compared
+    golden_steps: int = 0
+    actual_steps: int = 0
+    tensors: List[TensorResult] = field(default_factory=list)  # data-flow order
+    first_divergence: Optional[Divergence] = None
+    missing: List[str] = field(default_factory=list)  # golden tensors the replay did not produce
+    not_compared: Dict[str, str] = field(default_factory=dict)  # key -> why
+    notes: List[str] = field(default_factory=list)
+    short: Optional[str] = None  # why the replay has fewer steps than it should
+
+    def __post_init__(self) -> None:
+        self.tolerance = self.profile.tolerance
 
     @property
     def ok(self) -> bool:
@@ -126,6 +139,20 @@ class Comparison:
             if result.kind == kind and result.name == name:
                 return result
         raise KeyError(make_key(kind, name))
+
+    def max_errors(self) -> List[KindErrors]:
+        """Largest error per kind, in data-flow order, over every step."""
+        by_kind: Dict[str, List[float]] = {}
+        for t in self.tensors:
+            row = by_kind.setdefault(t.kind, [0, 0.0, 0.0, 0.0])
+            row[0] += 1
+            for stats in t.by_step.values():
+                row[1] = max(row[1], stats.max_abs)
+                if stats.max_rel != float("inf"):
+                    row[2] = max(row[2], stats.max_rel)
+                if stats.ulps != float("inf"):
+                    row[3] = max(row[3], stats.ulps)
+        return [KindErrors(kind, int(n), a, r, u) for kind, (n, a, r, u) in by_kind.items()]
 
 
 

@@ -145,15 +145,7 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance 
     return compare_data(golden, actual, tolerance, result_type=Reported)  # type: ignore[return-value]
 
 
-def max_errors(result: Comparison) -> List[List[str]]:
-    """Largest error per kind: rows of (kind, tensors, max abs, max rel, max ulps of the
-    tensor's scale) over every step."""
-    by_kind: dict = {}
-    for t in result.tensors:
-        row = by_kind.setdefault(t.kind, [t.kind, 0, 0.0, 0.0, 0.0])
-        row[1] += 1
-        for stats in t.by_step.values():
-            row[2] = max(row[2], stats.max_abs)
-            row[3] = max(row[3], stats.max_rel if stats.max_rel != float("inf") else row[3])
-            row[4] = max(row[4], stats.ulps if stats.ulps != float("inf") else row[4])
-    return [[k, str(n), _num(a), _num(r), _num(u)] for k, n, a, r, u in by_kind.values()]
+def max_error_rows(result: Comparison) -> List[List[str]]:
+    """Comparison.max_errors() as table rows: kind, tensors, max abs, max rel, max ulps."""
+    return [[e.kind, str(e.tensors), _num(e.max_abs), _num(e.max_rel), _num(e.max_ulps)]
+            for e in result.max_errors()]
