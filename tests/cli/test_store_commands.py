@@ -85,7 +85,7 @@ def test_unfinished_then_recover(tmp_path, capsys):
     assert main(["verify", path]) == 0
     assert main(["recover", path]) == 0
     assert "nothing to do" in capsys.readouterr().out
-    w._journal.close()  # the abandoned writer's file handle
+    w._sink.journal.close()  # the abandoned writer's file handle
 
 
 def test_export(golden, tmp_path, capsys):

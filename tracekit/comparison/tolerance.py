@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UsageError
 from ..keys import Kind
@@ -98,25 +99,33 @@ class Rule:
         return {k: v for k, v in out.items() if v is not None}
 
 
+@dataclass
 class Resolved:
     """The tolerance for one tensor at one step."""
 
-    __slots__ = ("atol", "rtol", "equal_nan", "ignore", "exact", "ulps", "eps")
+    atol: float
+    rtol: float
+    equal_nan: bool
+    ignore: bool
+    exact: bool
+    ulps: float = 0.0
+    eps: float = EPSILON["float32"]
 
-    def __init__(self, atol: float, rtol: float, equal_nan: bool, ignore: bool, exact: bool, ulps: float = 0.0,
-                 eps: float = EPSILON["float32"]) -> None:
-        self.atol, self.rtol, self.equal_nan, self.ignore, self.exact = atol, rtol, equal_nan, ignore, exact
-        self.ulps, self.eps = ulps, eps
 
-
+@dataclass
 class Tolerance:
-    def __init__(self, atol: Optional[float] = None, rtol: Optional[float] = None, equal_nan: bool = False,
-                 rules: Iterable[Rule] = (), ulps: Optional[float] = None) -> None:
-        self.atol = atol
-        self.rtol = rtol
-        self.equal_nan = bool(equal_nan)
-        self.rules: List[Rule] = list(rules)
-        self.ulps = ulps
+    """Global atol/rtol/ulps (None: the per-kind and per-dtype defaults) and rules, later
+    rules winning, for the tensors they match."""
+
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+    equal_nan: bool = False
+    rules: List[Rule] = field(default_factory=list)
+    ulps: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        self.equal_nan = bool(self.equal_nan)
+        self.rules = list(self.rules)
 
     def rule(self, kind: Optional[str] = None, name: Optional[str] = None,
              steps: Optional[Tuple[Optional[int], Optional[int]]] = None, **settings: Any) -> "Tolerance":

@@ -23,6 +23,7 @@ import collections
 import re
 import threading
 import weakref
+from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import make_key
@@ -103,15 +104,14 @@ def variable_name(tensor: Any) -> Optional[str]:
     return None
 
 
+@dataclass
 class StepPlan:
     """What to fetch along with one kind of run; `training` False means: let it pass."""
 
-    def __init__(self, training: bool, fetch: "collections.OrderedDict[str, Any]", global_step: Any,
-                 regularization: Optional[List[str]] = None) -> None:
-        self.training = training
-        self.fetch = fetch  # "kind/name" -> tensor, fetched in the step's own run
-        self.global_step = global_step  # read after the step for the step's info
-        self.regularization = regularization or []  # keys of the regularization losses among `fetch`
+    training: bool
+    fetch: "collections.OrderedDict[str, Any]"  # "kind/name" -> tensor, fetched in the step's own run
+    global_step: Any  # read after the step for the step's info
+    regularization: List[str] = field(default_factory=list)  # keys of the regularization losses among `fetch`
 
 
 class GraphModel:

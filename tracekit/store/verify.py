@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
 from ..errors import TracekitError
@@ -9,15 +10,15 @@ from ..keys import INITIAL_STEP
 from .reader import open_trace
 
 
+@dataclass
 class VerifyResult:
     """Truthy when the trace is whole: complete, every checksum and the catalog agree."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.steps = 0
-        self.values = 0
-        self.complete = True
-        self.problems: List[str] = []
+    path: str
+    steps: int = 0
+    values: int = 0
+    complete: bool = True
+    problems: List[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -2,9 +2,9 @@
 
 The calling thread only validates and (unless told not to) copies each value; a
 thread pool checksums, shuffles and compresses; one sink thread puts each value
-into the HDF5 golden (golden.py); one I/O thread (ordered_io.py) writes, in
-order, the chunk payloads into the golden and a record of each value, with its
-chunk addresses, into a journal beside it (journal.py). Memory is bounded by
+into the HDF5 golden (_sink.py, _golden.py); one I/O thread (_ordered_io.py)
+writes, in order, the chunk payloads into the golden and a record of each value,
+with its chunk addresses, into a journal beside it (_journal.py). Memory is bounded by
 `max_pending_bytes` (values handed over but not yet written) plus, with delta
 encoding, one previous snapshot of each variable.
 
@@ -21,25 +21,20 @@ import concurrent.futures
 import contextlib
 import datetime
 import os
-import queue
-import threading
 import uuid
 import weakref
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import numpy as np
 
 from .._version import __version__
 from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
-from . import _codec, values
-from .catalog import CatalogBuilder
-from ._format import DELTA_KINDS, FORMAT_VERSION, KEYFRAME_INTERVAL, journal_path
-from ._golden import GoldenFile, LeafData, fsync_dir
-from ._journal import JournalWriter
-from ._ordered_io import OrderedIO
-from ._wire import LeafDescriptor, MetaRecord, OpenRecord, StepRecord, ValueRecord
+from . import values
+from ._encode import DeltaBases, encode_leaves
+from ._format import FORMAT_VERSION, journal_path
+from ._sink import Commit, Drop, Flush, Meta, Sink, Value
+from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
 
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (_codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
@@ -66,58 +61,6 @@ def producer_string() -> str:
         __version__, sys.version.split()[0], h5py.version.version, h5py.version.hdf5_version)
 
 
-def encode_leaves(leaves: List[values.Leaf], bases: Optional[list], level: Optional[int]) -> List[LeafData]:
-    """Per leaf: (descriptor, data): chunk payloads for the golden, or the raw bytes of a
-    small (plain) leaf, which the journal keeps too. Runs on a pool thread."""
-    out: List[LeafData] = []
-    for i, leaf in enumerate(leaves):
-        facts = dict(layout=leaf.layout, shape=tuple(leaf.array.shape), dtype=leaf.dtype, logical=leaf.logical,
-                     form=leaf.form, crc=values.checksum(leaf.array),
-                     # strings: the blob's shape is not the array's
-                     logical_shape=leaf.shape if leaf.shape != leaf.array.shape else None)
-        if leaf.layout == values.CHUNKED:
-            chunk = _codec.chunk_shape(leaf.array.shape, leaf.array.dtype.itemsize)
-            base = bases[i] if bases else None
-            desc = LeafDescriptor(chunk=tuple(chunk), level=level, delta_base=None if base is None else base[0],
-                                  **facts)
-            out.append((desc, _codec.encode_array(leaf.array, chunk, level, None if base is None else base[1])))
-        else:
-            raw = leaf.array.tobytes()
-            out.append((LeafDescriptor(nbytes=len(raw), **facts), raw))
-    return out
-
-
-# What the calling thread hands the sink thread, in order.
-@dataclass(frozen=True)
-class _Value:
-    record: ValueRecord  # without leaves: the pool is still encoding them
-    encoded: "concurrent.futures.Future[List[LeafData]]"
-    nbytes: int  # counted against max_pending_bytes until written
-
-
-@dataclass(frozen=True)
-class _Commit:
-    record: StepRecord
-
-
-@dataclass(frozen=True)
-class _Drop:
-    step: int
-
-
-@dataclass(frozen=True)
-class _Meta:
-    record: MetaRecord
-
-
-@dataclass(frozen=True)
-class _Flush:
-    closing: bool = False  # the sink thread ends after it
-
-
-_Item = Union[_Value, _Commit, _Drop, _Meta, _Flush]
-
-
 class TraceWriter:
     """Write a trace step by step. Use `tracekit.create(path)`.
 
@@ -137,60 +80,47 @@ class TraceWriter:
         self.path = os.fspath(path)
         self.level = None if level is None else int(level)
         self.delta = bool(delta)
-        self.max_pending_bytes = int(max_pending_bytes)
         self._journal_path = journal_path(self.path)
         opening = OpenRecord(
             format=FORMAT_VERSION, producer=producer or producer_string(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             token=uuid.uuid4().hex, meta=_with_environment(meta))
-        self._meta = dict(opening.meta)
-        self._open_files(mode, opening)
+        self._sink = self._open_files(mode, opening, int(max_pending_bytes))
 
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="tracekit-encode")
-        self._queue: "queue.Queue[_Item]" = queue.Queue()
-        # Two conditions on one lock, so a waiter wakes only for what it waits for: the
-        # calling thread waits for room (values written) or for progress (commits, drains).
-        lock = threading.Lock()
-        self._room = threading.Condition(lock)
-        self._progress = threading.Condition(lock)
-        self._pending_bytes = 0
-        self.peak_pending_bytes = 0
         self._commits_sent = 0
-        self._commits_written = 0
-        self._error: Optional[BaseException] = None
-        self._catalog = CatalogBuilder()
-        self._uncommitted: List[ValueRecord] = []  # sink only
-        self._sink = threading.Thread(target=self._drain, name="tracekit-sink", daemon=True)
-        self._sink.start()
 
         self._attempt = 0  # attempt ids: an aborted step's records are never committed
         self._step: Optional[int] = None  # index of the open step
         self._info: Dict[str, Any] = {}
         self._step_keys: set = set()
-        self._step_last: Dict[str, Tuple[int, List[np.ndarray], int]] = {}
-        self._last: Dict[str, Tuple[int, List[np.ndarray], int]] = {}  # delta bases
+        self._bases = DeltaBases(self.delta)
         self._has_initial = False
         self.steps = 0  # committed steps
         self.closed = False
         _open_writers.add(self)
 
-    def _open_files(self, mode: str, opening: OpenRecord) -> None:
+    def _open_files(self, mode: str, opening: OpenRecord, max_pending_bytes: int) -> Sink:
         if mode != "w" and (os.path.exists(self.path) or os.path.exists(self._journal_path)):
             raise TraceWriteError("%s already exists; use mode='w' to overwrite it" % self.path)
         try:
             for stale in (self.path, self._journal_path):
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(stale)
-            # The journal first: a file at the path without one would pass for a finished golden.
-            self._journal = JournalWriter(self._journal_path)
-            self._journal.append(opening)
-            self._journal.flush()
-            self._io = OrderedIO()
-            self._golden = GoldenFile(self.path, opening.token, opening.producer, opening.created, io=self._io)
+            return Sink(self.path, self._journal_path, opening, max_pending_bytes)
         except OSError as exc:
             raise TraceWriteError("cannot write a trace to %s: %s; choose a writable path"
                                   % (self.path, exc.strerror or exc)) from None
+
+    @property
+    def max_pending_bytes(self) -> int:
+        return self._sink.max_pending_bytes
+
+    @property
+    def peak_pending_bytes(self) -> int:
+        """The most bytes handed over and not yet written at any time (see max_pending_bytes)."""
+        return self._sink.peak_pending_bytes
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -209,7 +139,7 @@ class TraceWriter:
         self._attempt += 1
         self._info = dict(info or {})
         self._step_keys = set()
-        self._step_last = {}
+        self._bases.begin_step(self._step)
         return self._step
 
     def add(self, kind: "str | Kind", name: str, value: Any, copy: bool = True) -> None:
@@ -236,29 +166,14 @@ class TraceWriter:
             for leaf in leaves:
                 if isinstance(leaf.array, np.ndarray):
                     leaf.array = leaf.array.copy()
-        bases = self._delta_bases(kind, key, leaves)
+        bases = self._bases.choose(kind, key, leaves)
         nbytes = sum(leaf.nbytes for leaf in leaves)
-        self._wait_for_room(nbytes)
+        self._sink.reserve(nbytes)
+        self._check_open()
         future = self._pool.submit(encode_leaves, leaves, bases, self.level)
         record = ValueRecord(self._attempt, self._step, kind, name, spec)
         self._step_keys.add(key)
-        self._queue.put(_Value(record, future, nbytes))
-
-    def _delta_bases(self, kind: str, key: str, leaves: List[values.Leaf]) -> Optional[list]:
-        """Per leaf (base step, base array) to XOR against, or None; remembers this snapshot."""
-        if not self.delta or kind not in DELTA_KINDS:
-            return None
-        if not all(leaf.layout == values.CHUNKED and leaf.array.dtype.itemsize in (1, 2, 4, 8)
-                   for leaf in leaves):
-            return None
-        arrays = [leaf.array for leaf in leaves]
-        last = self._last.get(key)
-        usable = (last is not None and last[2] + 1 < KEYFRAME_INTERVAL and len(last[1]) == len(arrays)
-                  and all(a.shape == b.shape and a.dtype == b.dtype for a, b in zip(arrays, last[1])))
-        self._step_last[key] = (self._step, arrays, last[2] + 1 if usable else 0)
-        if not usable:
-            return None
-        return [(last[0], base) for base in last[1]]
+        self._sink.put(Value(record, future, nbytes))
 
     def end_step(self, info: Optional[Mapping[str, Any]] = None) -> int:
         """Commit the open step; returns its index. Blocks until the step before it is committed."""
@@ -268,24 +183,24 @@ class TraceWriter:
         step = self._step
         full_info = dict(self._info)
         full_info.update(info or {})
-        self._queue.put(_Commit(StepRecord(self._attempt, step, full_info, len(self._step_keys))))
-        self._last.update(self._step_last)
+        self._sink.put(Commit(StepRecord(self._attempt, step, full_info, len(self._step_keys))))
+        self._bases.commit()
         self._step = None
         if step == INITIAL_STEP:
             self._has_initial = True
         else:
             self.steps += 1
         self._commits_sent += 1
-        self._wait(lambda: self._commits_written >= self._commits_sent - 1)
+        self._wait(lambda: self._sink.commits_written >= self._commits_sent - 1)
         return step
 
     def abort_step(self) -> None:
         """Drop the open step: what was added to it is never committed."""
         if self._step is not None:
-            self._queue.put(_Drop(self._step))
+            self._sink.put(Drop(self._step))
         self._step = None
         self._step_keys = set()
-        self._step_last = {}
+        self._bases.begin_step(None)
 
     @contextlib.contextmanager
     def step(self, info: Optional[Mapping[str, Any]] = None) -> Iterator[int]:
@@ -312,13 +227,13 @@ class TraceWriter:
     def update_meta(self, meta: Mapping[str, Any]) -> None:
         """Merge top-level keys into the trace's metadata."""
         self._check_open()
-        self._queue.put(_Meta(MetaRecord(dict(meta))))
+        self._sink.put(Meta(MetaRecord(dict(meta))))
 
     def flush(self) -> None:
         """Block until everything committed so far is in the journal and the golden."""
         self._check_open()
-        self._queue.put(_Flush())
-        self._wait(lambda: self._commits_written >= self._commits_sent and self._queue.unfinished_tasks == 0)
+        self._sink.put(Flush())
+        self._wait(lambda: self._sink.commits_written >= self._commits_sent and self._sink.drained())
 
     def close(self) -> str:
         """Finish: an open step is dropped, the golden is completed. Returns the path."""
@@ -327,20 +242,14 @@ class TraceWriter:
         self.closed = True
         _open_writers.discard(self)
         self.abort_step()
-        self._queue.put(_Flush(closing=True))
-        self._sink.join()
+        self._sink.stop()
         self._pool.shutdown(wait=True)
-        error = self._failure()
+        error = self._sink.failure()
         if error is not None:
-            self._stop_files()
+            self._sink.abandon()
             raise _write_error(self.path, error)
-        meta = dict(self._meta, catalog=[t.to_dict() for t in self._catalog.entries()])
         try:
-            self._golden.finish(meta, self.steps, recovered=False)
-            self._io.close()
-            self._journal.close(sync=False)
-            os.remove(self._journal_path)  # the golden is finished the moment its journal is gone
-            fsync_dir(self.path)
+            self._sink.finish(self.steps)
         except OSError as exc:
             raise _write_error(self.path, exc)
         return self.path
@@ -351,77 +260,12 @@ class TraceWriter:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # ---- the sink thread -----------------------------------------------------------------
-
-    def _drain(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if self._failure() is None:
-                    self._write(item)
-            except BaseException as exc:  # kept for the caller; the thread must keep draining
-                self._error = exc
-            finally:
-                if isinstance(item, _Value) and self._failure() is not None:
-                    self._release(item.nbytes)  # the I/O thread will not
-                with self._progress:
-                    self._queue.task_done()
-                    if self._queue.unfinished_tasks == 0 or self._failure() is not None:
-                        self._progress.notify_all()
-                        self._room.notify_all()
-            if isinstance(item, _Flush) and item.closing:
-                return
-
-    def _write(self, item: _Item) -> None:
-        io = self._io
-        if isinstance(item, _Value):
-            encoded = item.encoded.result()
-            record = item.record
-            descs = self._golden.write_value(record.step, record.kind, record.name, record.structure, encoded)
-            record = replace(record, leaves=tuple(descs))
-            inline = [data for desc, data in encoded if desc.layout == values.PLAIN]
-            io.submit(self._journal.append, record, inline)  # after its chunks
-            io.submit(self._release, item.nbytes)
-            self._uncommitted.append(record)
-        elif isinstance(item, _Commit):
-            self._golden.set_info(item.record.step, item.record.info)
-            io.submit(self._commit, item.record)  # the step's chunks reach the OS before its commit
-            for record in self._uncommitted:
-                self._catalog.add(record.step, record)
-            self._uncommitted = []
-        elif isinstance(item, _Drop):
-            self._golden.drop_step(item.step)
-            self._uncommitted = []
-        elif isinstance(item, _Meta):
-            self._meta.update(item.record.meta)
-            io.submit(self._journal.append, item.record)
-        else:  # _Flush
-            io.submit(self._journal.flush)
-            io.drain()
-
-    # ---- the I/O thread ------------------------------------------------------------------
-
-    def _commit(self, record: StepRecord) -> None:
-        self._journal.append(record)
-        self._journal.flush()
-        with self._progress:
-            self._commits_written += 1
-            self._progress.notify_all()
-
-    def _release(self, nbytes: int) -> None:
-        with self._room:
-            self._pending_bytes -= nbytes
-            self._room.notify_all()
-
     # ---- waiting -------------------------------------------------------------------------
-
-    def _failure(self) -> Optional[BaseException]:
-        return self._error if self._error is not None else self._io.error
 
     def _check_open(self) -> None:
         if self.closed:
             raise UsageError("%s: the writer is closed" % self.path)
-        error = self._failure()
+        error = self._sink.failure()
         if error is not None:
             self.close_after_error()
             raise _write_error(self.path, error)
@@ -432,30 +276,12 @@ class TraceWriter:
             return
         self.closed = True
         _open_writers.discard(self)
-        self._queue.put(_Flush(closing=True))
-        self._sink.join()
+        self._sink.stop()
         self._pool.shutdown(wait=True)
-        self._stop_files()
-
-    def _stop_files(self) -> None:
-        """Close what is open, quietly: the journal describes what was committed."""
-        for stop in (self._io.close, self._golden.abandon, self._journal.close):
-            with contextlib.suppress(Exception):
-                stop()
+        self._sink.abandon()
 
     def _wait(self, ready: Callable[[], bool]) -> None:
-        with self._progress:
-            while not ready() and self._failure() is None:
-                self._progress.wait(0.5)
-        self._check_open()
-
-    def _wait_for_room(self, nbytes: int) -> None:
-        with self._room:
-            while self._pending_bytes > 0 and self._pending_bytes + nbytes > self.max_pending_bytes \
-                    and self._failure() is None:
-                self._room.wait(0.5)
-            self._pending_bytes += nbytes
-            self.peak_pending_bytes = max(self.peak_pending_bytes, self._pending_bytes)
+        self._sink.wait(ready)
         self._check_open()
 
 
