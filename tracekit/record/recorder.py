@@ -7,6 +7,7 @@ two (and `make_callable`) on the sessions it is attached to, or on every session
 step: the recorder fetches, in that same run, what the graph computes anyway
 (inputs, random draws, taps, loss, learning rate, gradients; graph.py), then
 reads the variables in a run of its own. Other runs pass through untouched.
+sessions.py reads the calls (fetches, feeds, the session inside a MonitoredSession).
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from ..environment import program_identity, tensorflow_environment
 from ..errors import RecordError, UsageError
 from ..keys import split_key
 from ..store import create
-from ..store.values import KEY_TYPES
 from . import optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
+from .sessions import as_op, element_name, flatten_fetches, make_hook, raw_session, storable
 
 LIGHT_KINDS = ("input", "random", "loss", "lr")  # recorded every step, whatever `every` says
 
@@ -128,7 +129,7 @@ class Recorder:
     def session(self, sess: Any) -> Any:
         """Record the training steps `sess` runs (a Session, or a MonitoredSession and the
         raw session inside it); returns `sess` itself."""
-        raw = _raw_session(sess)
+        raw = raw_session(sess)
         if raw is None:
             raise UsageError("rec.session() needs a tf.compat.v1.Session or MonitoredSession, got %s"
                              % type(sess).__name__)
@@ -145,7 +146,7 @@ class Recorder:
 
     def hook(self) -> Any:
         """A SessionRunHook for Estimator.train(hooks=[...]), MonitoredTrainingSession and the like."""
-        return _make_hook(self._tf, self)
+        return make_hook(self._tf, self)
 
     def attach_all(self) -> None:
         """Record the training steps of every session (the zero-code mode)."""
@@ -207,9 +208,9 @@ class Recorder:
             return None
         graph = sess.graph
         try:
-            fetch_ops = [_as_op(graph.as_graph_element(f, allow_tensor=True, allow_operation=True))
-                         for f in _flatten_fetches(fetches)]
-            fed = [_element_name(graph, key) for key in (feed_dict or {})]
+            fetch_ops = [as_op(graph.as_graph_element(f, allow_tensor=True, allow_operation=True))
+                         for f in flatten_fetches(fetches)]
+            fed = [element_name(graph, key) for key in (feed_dict or {})]
         except (TypeError, ValueError, KeyError):
             return None  # not something this graph can run; the session will say so
         plan = self._model(graph).plan([op for op in fetch_ops if op is not None], [n for n in fed if n])
@@ -249,7 +250,7 @@ class Recorder:
                 self._begin(sess, run)
                 extra = self._fetches(plan, self._full())
                 user, got = run(sess, [fetches, dict(extra)], feed_dict, options, run_metadata)
-                feeds = [(_element_name(sess.graph, key), value) for key, value in (feed_dict or {}).items()]
+                feeds = [(element_name(sess.graph, key), value) for key, value in (feed_dict or {}).items()]
                 self._record(sess, run, plan, feeds, user, [(key, got[key]) for key in extra])
             finally:
                 self._local.busy = False
@@ -262,7 +263,7 @@ class Recorder:
             return make(sess, options)
         try:
             fetched = [graph.as_graph_element(name) for name in options.fetch]
-            ops = [_as_op(e) for e in fetched] + [graph.get_operation_by_name(n) for n in options.target]
+            ops = [as_op(e) for e in fetched] + [graph.get_operation_by_name(n) for n in options.target]
         except (KeyError, ValueError):
             return make(sess, options)
         plan = self._model(graph).plan(ops, list(options.feed))
@@ -328,7 +329,7 @@ class Recorder:
             terms = [value for key, value in extra if key in plan.regularization]
             if terms:  # their sum: what a TF2 port's sum(model.losses) is compared with
                 w.add("loss", "regularization", functools.reduce(np.add, terms))
-            w.add("fetch", "fetches", _storable(user), copy=False)
+            w.add("fetch", "fetches", storable(user), copy=False)
             if full:
                 values = run(sess, [v for _, v in self._variables])
                 for (key, _), value in zip(self._variables, values):
@@ -344,74 +345,6 @@ class Recorder:
             self.done = True
             if self.stop_script:
                 raise StopRecording("recorded %d steps" % self.steps)
-
-
-def _storable(fetched: Any) -> Any:
-    """The fetched structure with keys the store takes: MonitoredSession fetches are keyed by
-    hook objects, which become their class names."""
-    if isinstance(fetched, Mapping):
-        out: collections.OrderedDict = collections.OrderedDict()
-        for key, value in fetched.items():
-            if not isinstance(key, KEY_TYPES):
-                key = getattr(key, "name", None) if hasattr(key, "graph") else type(key).__name__
-                key = "%s" % key
-                while key in out:
-                    key += "'"
-            out[key] = _storable(value)
-        return out
-    if isinstance(fetched, list):
-        return [_storable(v) for v in fetched]
-    if isinstance(fetched, tuple) and not hasattr(fetched, "_fields"):
-        return tuple(_storable(v) for v in fetched)
-    return fetched
-
-
-def _raw_session(sess: Any) -> Any:
-    """The tf.compat.v1.Session inside a MonitoredSession (or the session itself)."""
-    for _ in range(8):
-        if hasattr(sess, "_make_callable_from_options") and hasattr(sess, "graph"):
-            return sess
-        inner = getattr(sess, "_tf_sess", None)
-        if callable(inner):
-            sess = inner()
-            continue
-        sess = getattr(sess, "_sess", None)
-        if sess is None:
-            return None
-    return None
-
-
-def _flatten_fetches(fetches: Any) -> List[Any]:
-    if isinstance(fetches, (list, tuple)):
-        return [leaf for item in fetches for leaf in _flatten_fetches(item)]
-    if isinstance(fetches, Mapping):
-        return [leaf for item in fetches.values() for leaf in _flatten_fetches(item)]
-    if fetches is None:
-        return []
-    return [fetches]
-
-
-def _as_op(element: Any) -> Any:
-    return element if hasattr(element, "node_def") else getattr(element, "op", None)
-
-
-def _element_name(graph: Any, key: Any) -> Optional[str]:
-    """The tensor name of a feed_dict key (a tensor, or a name), None for what is not one."""
-    try:
-        element = graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
-    except (TypeError, ValueError, KeyError):
-        return None
-    return getattr(element, "name", None)
-
-
-def _make_hook(tf: Any, recorder: Recorder) -> Any:
-    class RecorderHook(tf.compat.v1.train.SessionRunHook):
-        """Attaches the recorder to the session a MonitoredSession creates."""
-
-        def after_create_session(self, session: Any, coord: Any) -> None:
-            recorder.session(session)
-
-    return RecorderHook()
 
 
 def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None, every: int = 1,
