@@ -224,3 +224,24 @@ def test_garbage_collection_inside_hdf5_is_harmless(tmp_path):
     releases the GIL inside them, so another thread's h5py call (here: the garbage collector
     freeing h5py objects) ran inside HDF5 at the same time ("ring type mismatch", segfaults)."""
     run_python(sys.executable, ["-c", GC_STRESS, str(tmp_path / "gc.h5")])
+
+
+DROPPED_WRITER = """
+import gc, sys, tracekit
+w = tracekit.create(sys.argv[1])
+for k in range(3):
+    with w.step():
+        w.add("loss", "loss", float(k))
+del w  # never closed: the script forgot, or an exception left it behind
+gc.collect()
+"""
+
+
+def test_a_writer_dropped_without_close_is_finished_at_exit(tmp_path):
+    # Regression: the writer was referenced weakly, so once dropped the garbage collector or
+    # the interpreter's shutdown closed its HDF5 file through a half-torn-down Python
+    # (a segfault at exit) and the golden was left unfinished.
+    path = str(tmp_path / "dropped.h5")
+    run_python(sys.executable, ["-c", DROPPED_WRITER, path])
+    with tracekit.open(path) as trace:
+        assert trace.complete and len(trace) == 3 and trace.step(2)["loss/loss"] == 2.0

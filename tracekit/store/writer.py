@@ -22,7 +22,6 @@ import contextlib
 import datetime
 import os
 import uuid
-import weakref
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import numpy as np
@@ -39,7 +38,10 @@ from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (_codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
 
-_open_writers: weakref.WeakSet = weakref.WeakSet()
+# Strong references: a writer its caller dropped without closing still has files open and a
+# sink thread running; it is finished at exit (its golden kept), never left to the garbage
+# collector, which would close HDF5 files during interpreter shutdown.
+_open_writers: "set[TraceWriter]" = set()
 
 
 @atexit.register
