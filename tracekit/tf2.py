@@ -34,8 +34,9 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
       "seed" keeps the port's own (build it inside tracekit.tf2.seeded(golden)).
     random: "tape" injects the golden's recorded random draws into the port's random
       ops, in order; "seed" aligns seeds only; "none" leaves TF2 randomness alone.
-    steps: replay only the first N steps. out: where to write the actual trace
-      (a temporary file by default); `.save(path)` copies it.
+    steps: replay only the first N steps. out: where to write the actual trace; by default
+      a temporary file, removed when the returned trace is closed or dropped, or the
+      process exits (`.save(path)` keeps a copy).
     Gradients and the learning rate are captured from the Keras optimizer, taps from
     tracekit.tap(); the variables and slots are read after each step.
     """

@@ -6,6 +6,7 @@ import contextlib
 import types
 
 import numpy as np
+import pytest
 
 import tracekit
 from tracekit.replay.loop import replay_steps
@@ -67,3 +68,50 @@ def test_a_numpy_runner_replays_through_the_engine(tmp_path):
         wrong = NumpyRunner(golden, np.float32(0.2))
         result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call))
         assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")
+
+
+def _replay_dirs(root):
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("tracekit-replay-"))
+
+
+def test_a_replay_without_out_leaves_nothing_behind(tmp_path, monkeypatch):
+    import gc
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = _golden(str(tmp_path / "g.h5"))
+    with tracekit.open(path) as golden:
+        runner = NumpyRunner(golden, LR)
+        actual = replay_steps(golden, runner, runner.call)
+        assert _replay_dirs(tmp_path / "tmp") and tracekit.compare(golden, actual).ok
+        kept = actual.save(str(tmp_path / "kept.h5"))
+        actual.close()  # closing removes it
+        assert _replay_dirs(tmp_path / "tmp") == [] and tracekit.open(kept).complete
+
+        runner = NumpyRunner(golden, LR)
+        actual = replay_steps(golden, runner, runner.call)
+        assert len(_replay_dirs(tmp_path / "tmp")) == 1
+        del actual  # dropping it removes it too
+        gc.collect()
+        assert _replay_dirs(tmp_path / "tmp") == []
+
+        class Failing(NumpyRunner):
+            def call(self, feeds):
+                if self.w[0] < 0:
+                    raise RuntimeError("the port broke")
+                return NumpyRunner.call(self, feeds)
+        broken = Failing(golden, np.float32(10.0))  # w goes negative after the first step
+        with pytest.raises(RuntimeError, match="the port broke"):
+            replay_steps(golden, broken, broken.call)
+        assert _replay_dirs(tmp_path / "tmp") == []  # a failed replay leaves nothing either
+
+
+def test_a_replay_with_out_is_kept(tmp_path):
+    path = _golden(str(tmp_path / "g.h5"))
+    with tracekit.open(path) as golden:
+        runner = NumpyRunner(golden, LR)
+        out = str(tmp_path / "actual.h5")
+        replay_steps(golden, runner, runner.call, out=out).close()
+    with tracekit.open(out) as actual:
+        assert actual.complete and len(actual) == 3

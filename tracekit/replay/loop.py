@@ -10,6 +10,7 @@ does the bookkeeping around it.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
@@ -52,7 +53,23 @@ def replay_steps(golden: Trace, runner: Runner, call: Callable[[Dict[str, Any]],
     `about` describes the replay; it goes into the trace's metadata under "replay";
     `meta` is more metadata (the framework's environment, under its own key)."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
-    path = out or os.path.join(tempfile.mkdtemp(prefix="tracekit-replay-"), "actual.h5")
+    if out is not None:
+        return _replay(golden, runner, call, count, out, about, progress, meta, limited=steps is not None)
+    # No place given: a temporary trace, removed when the caller closes or drops it (or at exit).
+    directory = tempfile.mkdtemp(prefix="tracekit-replay-")
+    try:
+        trace = _replay(golden, runner, call, count, os.path.join(directory, "actual.h5"), about, progress, meta,
+                        limited=steps is not None)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    trace.delete_when_closed(directory)
+    return trace
+
+
+def _replay(golden: Trace, runner: Runner, call: Callable[[Dict[str, Any]], Dict[str, Any]], count: int, path: str,
+            about: Optional[Dict[str, Any]], progress: Optional[Callable[[int, int], None]],
+            meta: Optional[Dict[str, Any]], limited: bool) -> Trace:
     with create(path, meta=meta) as writer:
         with writer.initial():
             for key, value in runner.read_state():
@@ -85,5 +102,5 @@ def replay_steps(golden: Trace, runner: Runner, call: Callable[[Dict[str, Any]],
         for name in golden.meta.get("regularization_losses") or []:
             not_replayed[make_key("loss", name)] = "TF1 regularization term, compared as their sum loss/regularization"
         writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count,
-                                           limited=steps is not None)})
+                                           limited=limited)})
     return open_trace(path)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import shutil
+import weakref
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 try:
@@ -47,6 +49,15 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
                            "read or recovered without it" % (path, journal))
     raise NotATrace("%s is not a tracekit golden: it is neither HDF5 nor a tracekit journal%s"
                     % (path, " (the file is empty)" if not head else ""))
+
+
+def _remove(backend: Backend, path: str) -> None:
+    backend.close()
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
 
 
 def _signature(path: str, size: int = len(JOURNAL_MAGIC)) -> bytes:
@@ -143,8 +154,17 @@ class Trace:
         shutil.copyfile(self.path, path)
         return path
 
+    def delete_when_closed(self, directory: Optional[str] = None) -> None:
+        """Make this a temporary trace: its file (or `directory`, made for it) is removed when
+        the trace is closed or garbage-collected, or the process exits. save() keeps a copy."""
+        self._cleanup = weakref.finalize(self, _remove, self._backend, directory or self.path)
+
     def close(self) -> None:
-        self._backend.close()
+        cleanup = getattr(self, "_cleanup", None)
+        if cleanup is not None:
+            cleanup()  # closes the backend first
+        else:
+            self._backend.close()
 
     def __enter__(self) -> "Trace":
         return self
