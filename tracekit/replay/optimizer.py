@@ -10,7 +10,8 @@ with init="golden", loads the golden's initial slots and iteration count.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+import sys
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -43,29 +44,46 @@ def _convention(name: str, role: str) -> str:
     return TF1_MOMENTUM if role == "momentum" and name.endswith("/Momentum:0") else role
 
 
+def _is_schedule(value: Any) -> bool:
+    # tf-keras and Keras 3 each have their own LearningRateSchedule; either may be in use.
+    return any(cls.__name__ == "LearningRateSchedule" for cls in type(value).__mro__)
+
+
 def learning_rate(optimizer: Any) -> Any:
     """The learning rate this update uses (before `iterations` moves on)."""
     if hasattr(optimizer, "_decayed_lr"):  # legacy OptimizerV2
         return optimizer._decayed_lr(tf.float32)
     lr = optimizer._learning_rate
-    schedule = tf.keras.optimizers.schedules.LearningRateSchedule
-    if isinstance(lr, schedule):
+    if _is_schedule(lr):
         return tf.cast(lr(optimizer.iterations), tf.float32)
     return tf.cast(tf.convert_to_tensor(lr), tf.float32)
 
 
+def _optimizer_modules() -> List[Any]:
+    """The Keras optimizer modules a model may use: tf.keras's, and tf-keras and Keras 3 when the
+    process imported them (a user's model exists before the replay, so its Keras is imported)."""
+    modules = [tf.keras.optimizers]
+    for name in ("tf_keras", "keras"):
+        package = sys.modules.get(name)
+        optimizers = getattr(package, "optimizers", None) if package is not None else None
+        if optimizers is not None and all(optimizers is not m for m in modules):
+            modules.append(optimizers)
+    return modules
+
+
 def _optimizer_classes(method: str) -> List[Any]:
-    """The Keras optimizer classes that define `method` (new and legacy)."""
+    """The Keras optimizer classes that define `method` (new and legacy, every Keras in use)."""
     out = []
-    optimizers = tf.keras.optimizers
-    for cls in (getattr(optimizers, "Optimizer", None), getattr(getattr(optimizers, "legacy", None), "Optimizer", None)):
-        if cls is None:
-            continue
-        for base in cls.__mro__:  # patch where the method is defined
-            if method in base.__dict__:
-                if base not in out:
-                    out.append(base)
-                break
+    for optimizers in _optimizer_modules():
+        for cls in (getattr(optimizers, "Optimizer", None),
+                    getattr(getattr(optimizers, "legacy", None), "Optimizer", None)):
+            if cls is None:
+                continue
+            for base in cls.__mro__:  # patch where the method is defined
+                if method in base.__dict__:
+                    if base not in out:
+                        out.append(base)
+                    break
     return out
 
 
@@ -74,7 +92,13 @@ def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
         return optimizer.get_slot(variable, role) if role in optimizer.get_slot_names() else None
     slots = next((getattr(optimizer, a) for a in NEW_OPTIMIZER_SLOTS.get(role, ()) if getattr(optimizer, a, None)),
                  None)
-    index = getattr(optimizer, "_index_dict", {}).get(optimizer._var_key(variable))
+    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
+        try:
+            index: Optional[int] = optimizer._get_variable_index(variable)
+        except KeyError:
+            index = None
+    else:  # tf-keras' new optimizers
+        index = getattr(optimizer, "_index_dict", {}).get(optimizer._var_key(variable))
     if not slots or index is None or index >= len(slots):
         return None
     return slots[index]

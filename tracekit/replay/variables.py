@@ -10,13 +10,19 @@ from ..errors import ReplayError
 from . import varmap
 
 
+# Keras 3 keeps each SeedGenerator's random-number state in a variable of this name (dropout
+# has one): state of the port's own random numbers, with no TF1 counterpart to map.
+KERAS3_RNG_STATE = "seed_generator_state"
+
+
 def model_variables(model: Any) -> List[Any]:
     if model is None:
         return []
     try:
-        return list(model.variables)
+        found = list(model.variables)
     except ValueError:  # an unbuilt Keras model refuses to list its weights
         return []
+    return [v for v in found if name_of(v).rpartition("/")[2] != KERAS3_RNG_STATE]
 
 
 def unwrap(variable: Any) -> Any:
@@ -25,14 +31,29 @@ def unwrap(variable: Any) -> Any:
     return container() if callable(container) else variable
 
 
+# tf.Variable, tf-keras and Keras 3 variables answer these three differently: Keras 3 gives a
+# dtype name, a tuple shape and a bare `name` ("kernel"), its scoped name being `path`.
+def name_of(variable: Any) -> str:
+    path = getattr(variable, "path", None)
+    return path if isinstance(path, str) and path else variable.name
+
+
+def shape_of(variable: Any) -> Tuple[int, ...]:
+    return tuple(int(d) for d in variable.shape)
+
+
+def numpy_dtype_of(variable: Any) -> np.dtype:
+    dtype = variable.dtype
+    return np.dtype(getattr(dtype, "as_numpy_dtype", None) or dtype)
+
+
 def cast_for(value: Any, variable: Any) -> np.ndarray:
     """A golden value ready to assign to `variable`: its dtype, and checked to be its shape."""
     arr = np.asarray(value)
-    target = variable.dtype.as_numpy_dtype
-    if tuple(arr.shape) != tuple(variable.shape.as_list()):
-        raise ReplayError("cannot load %s: golden shape %s, TF2 shape %s" % (variable.name, arr.shape,
-                                                                          variable.shape.as_list()))
-    return arr.astype(target, copy=False)
+    if tuple(arr.shape) != shape_of(variable):
+        raise ReplayError("cannot load %s: golden shape %s, TF2 shape %s" % (name_of(variable), arr.shape,
+                                                                          list(shape_of(variable))))
+    return arr.astype(numpy_dtype_of(variable), copy=False)
 
 
 def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any], var_map: Any) -> varmap.Mapping:
@@ -41,7 +62,7 @@ def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequen
     if not tf_vars:
         raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
                           "on a batch, or model.build(input_shape)), or pass variables=[...]")
-    mapping = varmap.match(list(golden), [varmap.Candidate(v.name, tuple(v.shape.as_list()), v) for v in tf_vars],
+    mapping = varmap.match(list(golden), [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars],
                            var_map)
     if not mapping.ok:
         raise ReplayError("the TF2 variables do not match the golden's:\n" + "\n".join(mismatch_lines(mapping)) +
