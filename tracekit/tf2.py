@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from .environment import program_identity, tensorflow_environment
+from .replay.conversions import Conversion, lstm, transpose
 from .replay.loop import replay_steps
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
 
-__all__ = ["replay", "seeded"]
+__all__ = ["Conversion", "lstm", "replay", "seeded", "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = None, variables: Any = None,
            var_map: Any = "auto", init: str = "golden", random: str = "tape", steps: Optional[int] = None,
-           inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None,
+           inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None, convert: Sequence[Conversion] = (),
            progress: Optional[Callable[[int, int], None]] = None) -> Trace:
     """Drive `step_fn` through the golden's steps and return the actual trace.
 
@@ -30,6 +31,9 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     model / variables: the TF2 variables, mapped to the golden's by name (var_map=
       "auto", a dict, (regex, replacement) rules or a callable); unmatched or
       shape-mismatched ones stop the replay before it starts, listed.
+    convert: weight conversions for golden variables the port holds in another layout,
+      e.g. [tracekit.tf2.lstm("rnn/lstm_cell", model.lstm)] for a TF1 LSTMCell ported to
+      a Keras LSTM; values, gradients and slots are compared in the golden's layout.
     init: "golden" loads the golden's initial variables, slots and step count;
       "seed" keeps the port's own (build it inside tracekit.tf2.seeded(golden)).
     random: "tape" injects the golden's recorded random draws into the port's random
@@ -42,12 +46,13 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     """
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     trace = golden if isinstance(golden, Trace) else open_trace(golden)
-    runner = TF2Runner(trace, model, variables, var_map, init, random)
+    runner = TF2Runner(trace, model, variables, var_map, init, random, convert)
     if init == "golden":
         runner.load_initial()
     about = {"golden": trace.path, "init": init, "random": random,
              "mapping": {name: cand.name for name, cand in runner.mapping.pairs.items()},
-             "matched_by": dict(runner.mapping.how)}
+             "matched_by": dict(runner.mapping.how),
+             "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
     with scope:
         return replay_steps(trace, runner, lambda feeds: call_step(step_fn, feeds, inputs), steps, out, about,

@@ -76,6 +76,11 @@ def test_api_goldens_reproduce(tmp_path, script, name, args, racy):
     assert foreign.profile.name == "round-off"  # the old fingerprint cannot prove the same kernels
 
 
+def test_lstm_golden_reproduces(tmp_path):
+    # Recorded after the other machine's goldens were made: compared with the shipped one only.
+    reproduces(os.path.join(GOLDENS, "lstm_model.h5"), record(tmp_path, "lstm_model.py", "lstm_model.h5", []))
+
+
 def test_zero_code_golden_reproduces(tmp_path):
     out = str(tmp_path / "slim_resnet.h5")
     run_python(sys.executable, ["-m", "tracekit", "record", "-o", out, "--",

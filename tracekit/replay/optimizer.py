@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import ReplayError
 from ..keys import make_key
 from .capture import Capture, numpy
+from .conversions import Conversion
 from .tf_import import tf
 from .varmap import Mapping
 from .variables import cast_for, unwrap
@@ -38,6 +39,11 @@ def slot_from_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
 
 def slot_to_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
     return (-value / lr).astype(value.dtype) if role == TF1_MOMENTUM else value
+
+
+def _port_grad(conversion: int, variable: int) -> str:
+    """The capture's name for a converted port variable's gradient, until it is converted."""
+    return "#conversion%d/%d" % (conversion, variable)
 
 
 def _convention(name: str, role: str) -> str:
@@ -108,7 +114,8 @@ class OptimizerBridge:
     """The golden's TF1 optimizer state on one side, the port's Keras optimizer on the other."""
 
     def __init__(self, golden: Any, mapping: Mapping, slot_names: List[Tuple[str, str, str]],
-                 iterations: List[str], keys: Dict[str, str], capture: Capture, load_initial: bool) -> None:
+                 iterations: List[str], keys: Dict[str, str], capture: Capture, load_initial: bool,
+                 conversions: Sequence[Conversion] = ()) -> None:
         self.golden = golden
         self.capture = capture
         self._mapping = mapping
@@ -117,6 +124,11 @@ class OptimizerBridge:
         self._keys = keys  # golden state name -> "var/..." or "slot/..."
         self._load_initial = load_initial
         self._by_var = {id(c.obj): name for name, c in mapping.pairs.items()}
+        self._conversions = list(conversions)
+        for i, conv in enumerate(self._conversions):  # their gradients are converted after the step
+            self._by_var.update((id(v), _port_grad(i, j)) for j, v in enumerate(conv.port))
+        # (conversion, golden slot names, the port's slot variables, convention) per converted slot role
+        self._converted_slots: List[Tuple[Conversion, List[str], List[Any], str]] = []
         self._slots: List[Tuple[str, Any, str]] = []  # golden name, TF2 slot variable, convention
         self._optimizer: Any = None
         self._iteration_var: Any = None
@@ -125,10 +137,21 @@ class OptimizerBridge:
         """("kind/golden name", value) of every mapped slot and the step counter, in TF1 terms."""
         lr = float(self.capture.values.get("lr/learning_rate", 1.0))
         out = [(make_key("slot", name), slot_to_tf1(var.numpy(), role, lr)) for name, var, role in self._slots]
+        for conv, names, slots, role in self._converted_slots:
+            values = conv.deltas_to_golden([slot_to_tf1(var.numpy(), role, lr) for var in slots])
+            out.extend((make_key("slot", name), value) for name, value in zip(names, values))
         if self._iteration_var is not None:
             step = np.asarray(self._iteration_var.numpy(), dtype=np.int64)
             out.extend((self._keys[name], step) for name in self._iterations)
         return out
+
+    def convert_gradients(self, values: Dict[str, np.ndarray]) -> None:
+        """After a step: the port's gradients of converted variables, as the golden's."""
+        for i, conv in enumerate(self._conversions):
+            port = [values.pop(make_key("grad", _port_grad(i, j)), None) for j in range(len(conv.port))]
+            if all(g is not None for g in port):
+                for name, grad in zip(conv.golden, conv.deltas_to_golden(port)):
+                    values[make_key("grad", name)] = grad
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -152,7 +175,7 @@ class OptimizerBridge:
             bridge._prepare(optimizer, [v for _, v in pairs])
             bridge.capture.put("lr/learning_rate", learning_rate(optimizer))
             for grad, var in pairs:
-                name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))
+                name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or _port_grad
                 if grad is not None and name is not None:
                     bridge.capture.put(make_key("grad", name), tf.convert_to_tensor(grad))
             return original(optimizer, pairs, *args, **kwargs)
@@ -193,6 +216,10 @@ class OptimizerBridge:
                 lr = float(numpy(learning_rate(optimizer)))
                 for name, var, role in self._slots:
                     var.assign(cast_for(slot_from_tf1(initial["slot", name], role, lr), var))
+                for conv, names, slots, role in self._converted_slots:
+                    golden = [slot_from_tf1(initial["slot", name], role, lr) for name in names]
+                    for var, value in zip(slots, conv.deltas_to_port(golden)):
+                        var.assign(cast_for(value, var))
                 for name in self._iterations:
                     if self._keys[name] in initial:
                         self._iteration_var.assign(int(initial[self._keys[name]]))
@@ -201,14 +228,29 @@ class OptimizerBridge:
         """Pair the golden's optimizer slots with the TF2 optimizer's; any golden slot left
         over stops the replay before the first update, listed like the variables."""
         tf2_of = {name: cand.obj for name, cand in self._mapping.pairs.items()}
+        converted = {name: (i, k) for i, conv in enumerate(self._conversions) for k, name in enumerate(conv.golden)}
+        by_role: Dict[Tuple[int, str], Dict[int, str]] = {}  # (conversion, role) -> golden var index -> slot name
         missing = []
         for name, var_name, role in self._slot_names:
+            if var_name in converted:
+                i, k = converted[var_name]
+                by_role.setdefault((i, role), {})[k] = name
+                continue
             variable = tf2_of.get(var_name)
             slot = None if variable is None else _keras_slot(optimizer, variable, role)
             if slot is None:
                 missing.append("  only in the golden: %s (%s of %s)" % (name, role, var_name))
             else:
                 self._slots.append((name, slot, _convention(name, role)))
+        for (i, role), names in by_role.items():
+            conv = self._conversions[i]
+            slots = [_keras_slot(optimizer, variable, role) for variable in conv.port]
+            if len(names) != len(conv.golden) or any(slot is None for slot in slots):
+                missing.extend("  only in the golden: %s (%s of %s, converted)" % (n, role, conv.golden[k])
+                               for k, n in sorted(names.items()))
+            else:
+                ordered = [names[k] for k in range(len(conv.golden))]
+                self._converted_slots.append((conv, ordered, slots, _convention(ordered[0], role)))
         if missing:
             raise ReplayError(
                 "the TF2 optimizer (%s) has no slot for %d of the golden's %d optimizer slots:\n%s\nuse the "

@@ -11,7 +11,7 @@ produced is collected by a Capture (capture.py); replay/loop.py drives the steps
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,10 +20,11 @@ from ..errors import ReplayError, UsageError
 from ..keys import make_key
 from . import varmap
 from .capture import Capture, numpy
+from .conversions import Conversion, bind
 from .optimizer import OptimizerBridge
 from .random_tape import RandomTape
 from .tf_import import tf
-from .variables import cast_for, map_variables, model_variables
+from .variables import cast_for, map_variables, model_variables, shape_of
 
 INIT_MODES = ("golden", "seed")
 RANDOM_MODES = ("tape", "seed", "none")
@@ -32,7 +33,8 @@ RANDOM_MODES = ("tape", "seed", "none")
 class TF2Runner:
     """The TF2 side of one replay: maps variables, loads state, runs steps, reads state."""
 
-    def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str) -> None:
+    def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
+                 convert: Sequence[Conversion] = ()) -> None:
         check_usage(init, random)
         self.golden = golden
         self.capture = Capture()
@@ -47,10 +49,15 @@ class TF2Runner:
             self.not_replayed["loss/regularization"] = "pass model= to compare it with the sum of model.losses"
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         tf_vars = list(variables) if variables is not None else model_variables(model)
-        self.mapping = map_variables([(n, shapes.get(n) or ()) for n in model_names], tf_vars, var_map)
+        self.conversions = list(convert)
+        bind(self.conversions, {n: shapes.get(n) or () for n in model_names}, shape_of)
+        converted = {name for conv in self.conversions for name in conv.golden}
+        ported = {id(v) for conv in self.conversions for v in conv.port}
+        self.mapping = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
+                                     [v for v in tf_vars if id(v) not in ported], var_map)
         self.tape = RandomTape(self.capture, inject=random == "tape")
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
-                                         load_initial=init == "golden")
+                                         load_initial=init == "golden", conversions=self.conversions)
         self._created: List[str] = []
 
     # ---- state --------------------------------------------------------------------------------
@@ -60,10 +67,16 @@ class TF2Runner:
         initial = self.golden.initial
         for name, cand in self.mapping.pairs.items():
             cand.obj.assign(cast_for(initial["var", name], cand.obj))
+        for conv in self.conversions:
+            for variable, value in zip(conv.port, conv.values_to_port([initial["var", n] for n in conv.golden])):
+                variable.assign(cast_for(value, variable))
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
         out = [(make_key("var", name), cand.obj.numpy()) for name, cand in self.mapping.pairs.items()]
+        for conv in self.conversions:
+            values = conv.values_to_golden([numpy(v) for v in conv.port])
+            out.extend((make_key("var", name), value) for name, value in zip(conv.golden, values))
         return out + self.optimizer.read()
 
     def regularization(self) -> Optional[np.ndarray]:
@@ -92,6 +105,7 @@ class TF2Runner:
             raise
         finally:
             self.capture.live = False
+        self.optimizer.convert_gradients(self.capture.values)
         if self.capture.stale():
             raise ReplayError(self.capture.stale())
         if index > 0 and self._created:

@@ -7,7 +7,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from ..errors import ReplayError
-from . import varmap
+from . import conversions, varmap
 
 
 # Keras 3 keeps each SeedGenerator's random-number state in a variable of this name (dropout
@@ -65,9 +65,12 @@ def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequen
     mapping = varmap.match(list(golden), [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars],
                            var_map)
     if not mapping.ok:
+        golden_left = mapping.unmatched_golden + [(name, shape) for name, shape, _ in mapping.shape_mismatch]
+        port_left = [(c.name, c.shape) for c in mapping.unmatched_tf2 + [c for _, _, c in mapping.shape_mismatch]]
+        hints = conversions.suggest(golden_left, port_left)
         raise ReplayError("the TF2 variables do not match the golden's:\n" + "\n".join(mismatch_lines(mapping)) +
-                          "\nname the port's layers like the TF1 scopes, or pass var_map= (a dict, regex "
-                          "rules or a callable)")
+                          "\n" + "\n".join(hints or ["name the port's layers like the TF1 scopes, or pass var_map= "
+                                                       "(a dict, regex rules or a callable)"]))
     return mapping
 
 
