@@ -76,9 +76,11 @@ def test_api_goldens_reproduce(tmp_path, script, name, args, racy):
     assert foreign.profile.name == "round-off"  # the old fingerprint cannot prove the same kernels
 
 
-def test_lstm_golden_reproduces(tmp_path):
-    # Recorded after the other machine's goldens were made: compared with the shipped one only.
-    reproduces(os.path.join(GOLDENS, "lstm_model.h5"), record(tmp_path, "lstm_model.py", "lstm_model.h5", []))
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_rnn_goldens_reproduce(tmp_path, cell):
+    # Recorded after the other machine's goldens were made: compared with the shipped ones only.
+    name = "%s_model.h5" % cell
+    reproduces(os.path.join(GOLDENS, name), record(tmp_path, "rnn_model.py", name, ["--cell", cell]))
 
 
 def test_zero_code_golden_reproduces(tmp_path):

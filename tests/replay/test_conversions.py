@@ -1,6 +1,7 @@
-"""Weight conversions: a Keras LSTM replays a TF1 LSTMCell golden (goldens/lstm_model.h5,
-recorded on TF 1.15.5 by tools/goldens/lstm_model.py), compared in the golden's layout;
-wrong ports are caught where they depart; a shape mismatch names the conversion that fits."""
+"""Weight conversions: Keras LSTM and GRU layers replay TF1 LSTMCell and GRUCell goldens
+(goldens/lstm_model.h5, goldens/gru_model.h5, recorded on TF 1.15.5 by
+tools/goldens/rnn_model.py), compared in the golden's layout; wrong ports are caught where
+they depart; a shape mismatch names the conversion that fits."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tools.ports import lstm_model
+from tools.ports import rnn_model
 from tracekit.replay import conversions
 
 from ..support import golden
@@ -77,36 +78,69 @@ def test_a_conversion_that_does_not_fit_is_refused_before_anything_runs():
                          lambda v: v.shape)
 
 
-def test_a_keras_lstm_replays_an_lstmcell_golden(tf2):
-    model, step = lstm_model.make()
-    actual = tf2.replay(golden("lstm_model"), step, model=model, convert=lstm_model.conversions(model))
-    result = tracekit.compare(golden("lstm_model"), actual)  # the default tolerance, all 20 steps
+def test_the_gru_conversion_computes_what_the_tf1_cell_computes():
+    layer = _keras_lstm()
+    layer.cell.kernel, layer.cell.recurrent_kernel, layer.cell.bias = _var((I, 3 * U)), _var((U, 3 * U)), _var((3 * U,))
+    conv = conversions.gru("rnn/gru_cell", layer)
+    shapes = {"rnn/gru_cell/gates/kernel:0": (I + U, 2 * U), "rnn/gru_cell/gates/bias:0": (2 * U,),
+              "rnn/gru_cell/candidate/kernel:0": (I + U, U), "rnn/gru_cell/candidate/bias:0": (U,)}
+    conversions.bind([conv], shapes, lambda v: v.shape)
+    rng = np.random.RandomState(1)
+    golden_values = [rng.randn(*shape).astype("f4") for shape in shapes.values()]
+    gates_k, gates_b, cand_k, cand_b = golden_values
+    kernel, recurrent, bias = conv.values_to_port(golden_values)
+    x, h = rng.randn(2, I), rng.randn(2, U)
+    r, u = np.split(_sigmoid(np.concatenate([x, h], 1) @ gates_k + gates_b), 2, 1)  # TF1 GRUCell
+    h_tf1 = u * h + (1 - u) * np.tanh(np.concatenate([x, r * h], 1) @ cand_k + cand_b)
+    xz, xr, xh = np.split(x @ kernel + bias, 3, 1)  # Keras GRU, reset_after=False
+    rz, rr, _ = np.split(h @ recurrent, 3, 1)
+    z, r2 = _sigmoid(xz + rz), _sigmoid(xr + rr)
+    h_keras = z * h + (1 - z) * np.tanh(xh + (r2 * h) @ recurrent[:, 2 * U:])
+    np.testing.assert_allclose(h_keras, h_tf1, atol=1e-5)
+    assert all(np.array_equal(a, b) for a, b in zip(conv.values_to_golden([kernel, recurrent, bias]), golden_values))
+    layer.cell.reset_after = True
+    with pytest.raises(tracekit.UsageError, match="reset_after=True.*GRU\\(..., reset_after=False\\)"):
+        conversions.gru("rnn/gru_cell", layer)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_a_keras_rnn_replays_a_tf1_cell_golden(tf2, cell):
+    model, step = rnn_model.make(cell)
+    name = "%s_model" % cell
+    actual = tf2.replay(golden(name), step, model=model, convert=rnn_model.conversions(model, cell))
+    result = tracekit.compare(golden(name), actual)  # the default tolerance, all 20 steps
     assert result.ok and result.steps == 20, result.report()
-    for key in ("var/rnn/lstm_cell/kernel:0", "grad/rnn/lstm_cell/kernel:0", "slot/rnn/lstm_cell/kernel/Adam_1:0",
-                "var/rnn/lstm_cell/bias:0", "grad/rnn/lstm_cell/bias:0", "slot/rnn/lstm_cell/bias/Adam:0"):
+    scope = "rnn/%s_cell" % cell
+    kernel = scope + ("/kernel" if cell == "lstm" else "/gates/kernel")
+    slot = "Adam_1" if cell == "lstm" else "Momentum"
+    for key in ("var/%s:0" % kernel, "grad/%s:0" % kernel, "slot/%s/%s:0" % (kernel, slot)):
         assert result.tensor(*key.split("/", 1)).steps >= 20, key  # compared in the golden's names and shapes
-    assert actual.meta["replay"]["converted"]["rnn/lstm_cell/kernel:0"].startswith("TF1 LSTMCell rnn/lstm_cell")
+    assert actual.meta["replay"]["converted"][kernel + ":0"].startswith("TF1 %sCell %s" % (cell.upper(), scope))
 
 
-@pytest.mark.parametrize("options, conversion, expected", [
-    ({"epsilon": 1e-7}, {}, (0, "var/rnn/lstm_cell/kernel:0")),  # Keras Adam's default epsilon
-    ({"go_backwards": True}, {}, (0, "tap/last_output")),  # the sequence read backwards
-    ({}, {"forget_bias": 0.0}, (0, "tap/last_output")),  # the conversion without TF1's forget bias
-    ({"learning_rate": 1e-3}, {}, (0, "lr/learning_rate")),
+@pytest.mark.parametrize("cell, options, conversion, expected", [
+    ("lstm", {"epsilon": 1e-7}, {}, (0, "var/rnn/lstm_cell/kernel:0")),  # Keras Adam's default epsilon
+    ("lstm", {"go_backwards": True}, {}, (0, "tap/last_output")),  # the sequence read backwards
+    ("lstm", {}, {"forget_bias": 0.0}, (0, "tap/last_output")),  # the conversion without TF1's forget bias
+    ("lstm", {"learning_rate": 1e-3}, {}, (0, "lr/learning_rate")),
+    ("gru", {"momentum": 0.5}, {}, (1, "var/rnn/gru_cell/gates/kernel:0")),  # equal at step 0, not after
+    ("gru", {"go_backwards": True}, {}, (0, "tap/last_output")),
 ])
-def test_wrong_lstm_ports_are_caught_where_they_depart(tf2, options, conversion, expected):
-    model, step = lstm_model.make(**options)
-    actual = tf2.replay(golden("lstm_model"), step, model=model, steps=3,
-                        convert=lstm_model.conversions(model, **conversion))
-    result = tracekit.compare(golden("lstm_model"), actual)
+def test_wrong_rnn_ports_are_caught_where_they_depart(tf2, cell, options, conversion, expected):
+    model, step = rnn_model.make(cell, **options)
+    name = "%s_model" % cell
+    actual = tf2.replay(golden(name), step, model=model, steps=3, convert=rnn_model.conversions(model, cell, **conversion))
+    result = tracekit.compare(golden(name), actual)
     first = result.first_divergence
     assert not result.ok and (first.step, first.key) == expected, result.report()
 
 
-def test_without_the_conversion_the_refusal_names_it(tf2):
-    model, step = lstm_model.make()
+@pytest.mark.parametrize("cell, hint", [
+    ("lstm", 'pass convert=[tracekit.tf2.lstm("rnn/lstm_cell", <that Keras LSTM layer>)]'),
+    ("gru", 'pass convert=[tracekit.tf2.gru("rnn/gru_cell", <that Keras GRU layer, built with reset_after=False>)]'),
+])
+def test_without_the_conversion_the_refusal_names_it(tf2, cell, hint):
+    model, step = rnn_model.make(cell)
     with pytest.raises(tracekit.ReplayError) as err:
-        tf2.replay(golden("lstm_model"), step, model=model)
-    message = str(err.value)
-    assert "only in the golden: rnn/lstm_cell/kernel:0 (9, 24)" in message
-    assert 'pass convert=[tracekit.tf2.lstm("rnn/lstm_cell", <that Keras LSTM layer>)]' in message
+        tf2.replay(golden("%s_model" % cell), step, model=model)
+    assert "only in the golden: rnn/%s_cell/" % cell in str(err.value) and hint in str(err.value)

@@ -101,6 +101,43 @@ def lstm(golden_scope: str, port_layer: Any, forget_bias: float = 1.0) -> Conver
                       (None, None, offset))
 
 
+def gru(golden_scope: str, port_layer: Any) -> Conversion:
+    """TF1 `GRUCell` variables under `golden_scope` ("rnn/gru_cell": gates/kernel, gates/bias,
+    candidate/kernel, candidate/bias) <-> a Keras `GRU` layer or `GRUCell` built with
+    reset_after=False. TF1's cell applies the reset gate to the state before the candidate's
+    matmul; Keras' reset_after=True (its default) applies it after, which is another model."""
+    cell = getattr(port_layer, "cell", port_layer)
+    if getattr(cell, "reset_after", False):
+        raise UsageError("gru(%r, ...): the Keras GRU has reset_after=True, which applies the reset gate after "
+                         "the recurrent matmul; TF1's GRUCell applies it before. Build the port with "
+                         "GRU(..., reset_after=False)" % golden_scope)
+    kernel, recurrent, bias = (getattr(cell, a, None) for a in ("kernel", "recurrent_kernel", "bias"))
+    if kernel is None or recurrent is None or bias is None:
+        raise UsageError("gru(%r, ...): pass a built Keras GRU layer or GRUCell with a bias (call the model "
+                         "once first)" % golden_scope)
+    units = int(recurrent.shape[0])
+    scope = golden_scope.rstrip("/")
+
+    def to_port(golden: Arrays) -> List[np.ndarray]:
+        gates_k, gates_b, cand_k, cand_b = golden
+        inputs = gates_k.shape[0] - units
+        r, z = gates_k[:, :units], gates_k[:, units:]  # TF1 splits its gates into r, u; Keras' z is u
+        both = np.concatenate([z, r, cand_k], axis=1)  # Keras' column order: z, r, h
+        return [np.ascontiguousarray(both[:inputs]), np.ascontiguousarray(both[inputs:]),
+                np.concatenate([gates_b[units:], gates_b[:units], cand_b])]
+
+    def to_golden(port: Arrays) -> List[np.ndarray]:
+        p_kernel, p_recurrent, p_bias = port
+        both = np.concatenate([p_kernel, p_recurrent], axis=0)
+        z, r, h = np.split(both, 3, axis=1)
+        bz, br, bh = np.split(p_bias, 3)
+        return [np.concatenate([r, z], axis=1), np.concatenate([br, bz]), np.ascontiguousarray(h), bh]
+
+    names = tuple("%s/%s:0" % (scope, v) for v in ("gates/kernel", "gates/bias", "candidate/kernel", "candidate/bias"))
+    return Conversion("TF1 GRUCell %s -> Keras GRU %s" % (scope, getattr(port_layer, "name", "?")), names,
+                      (kernel, recurrent, bias), to_port, to_golden)
+
+
 def transpose(golden_name: str, port_variable: Any, axes: Optional[Sequence[int]] = None,
               shape: Optional[Sequence[int]] = None) -> Conversion:
     """One golden variable <-> one port variable holding the golden's elements transposed by
@@ -147,6 +184,15 @@ def suggest(golden: Sequence[Tuple[str, Tuple[int, ...]]], port: Sequence[Tuple[
     """Conversions that would fit the golden and port variables a mapping left unpaired."""
     hints = []
     for name, shape in golden:
+        if name.endswith("/gates/kernel:0") and len(shape) == 2 and shape[1] % 2 == 0:
+            units, scope = shape[1] // 2, name[:-len("/gates/kernel:0")]
+            for port_name, port_shape in port:
+                base = port_name[:-2] if port_name.endswith(":0") else port_name
+                if base.endswith("recurrent_kernel") and tuple(port_shape) in ((units, 3 * units),):
+                    hints.append('%s looks like a TF1 GRUCell and %s like a Keras GRU: pass convert=[tracekit.'
+                                 'tf2.gru("%s", <that Keras GRU layer, built with reset_after=False>)]'
+                                 % (scope, base.rpartition("/")[0], scope))
+            continue
         if not name.endswith("/kernel:0") or len(shape) != 2 or shape[1] % 4:
             continue
         units = shape[1] // 4
