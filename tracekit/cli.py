@@ -12,6 +12,7 @@ import time
 from typing import Callable, List, Optional
 
 from ._version import __version__
+from .comparison.envdiff import PROFILES as TOLERANCE_PROFILES
 from .errors import CorruptTrace, TracekitError, UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -86,7 +87,7 @@ def _recover(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-PROFILES = ("auto", "exact", "round-off", "default")
+PROFILES = ("auto",) + tuple(sorted(TOLERANCE_PROFILES))
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -174,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the tolerance without --tolerance. auto (the default) picks from the two traces: "
                         "default (float32 atol=1e-5, rtol=1e-6) for a replayed port or another TensorFlow; for "
                         "two runs of the same code, exact when nothing that selects kernels differs, else "
-                        "round-off, the cross-machine bound (docs/NUMERICS.md)")
+                        "round-off, the cross-machine bound (docs/NUMERICS.md). training: step 0 at the default, "
+                        "later steps also allowing a port's measured round-off growth (Tolerance.training())")
     p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
 
     p = command("env", _env, "Print this machine's environment fingerprint, as a trace recorded here would "

@@ -91,3 +91,16 @@ def test_roundoff_profile_per_kind_and_ulps_setting():
     t = Tolerance.from_dict({"ulps": 8, "rule": [{"kind": "grad", "ulps": 64}]})
     assert t.resolve("var", "w", 0, "float32").ulps == 8 and t.resolve("grad", "w", 0, "float32").ulps == 64
     assert t.rule(kind="tap", atol=1).ulps == 8  # rules keep the top-level setting
+
+
+def test_the_training_preset_is_the_default_at_step_0_and_allows_port_noise_after():
+    from tracekit.comparison.tolerance import TRAINING_ULPS
+
+    preset = Tolerance.training()
+    for kind in ("tap", "loss", "grad", "var", "slot"):
+        first, later = preset.resolve(kind, "x", 0, "float32"), preset.resolve(kind, "x", 7, "float32")
+        default = Tolerance().resolve(kind, "x", 7, "float32")
+        assert (first.atol, first.rtol, first.ulps) == (default.atol, default.rtol, 0.0)
+        assert (later.atol, later.rtol, later.ulps) == (default.atol, default.rtol, TRAINING_ULPS[kind])
+    assert preset.resolve("input", "x:0", 7, "float32").ulps == 0  # inputs and draws stay exact
+    assert TRAINING_ULPS["grad"] > TRAINING_ULPS["tap"] > 0

@@ -17,7 +17,7 @@ from ..support import golden
 CHILD = os.path.join(ROOT, "tests", "replay", "replay_child.py")
 ONEDNN_VARIABLES = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 # Later steps accumulate round-off through the optimizer (tools/replay_examples.py).
-TRAINING = tracekit.Tolerance().rule(steps=(1, None), atol=1e-4, rtol=1e-5)
+TRAINING = tracekit.Tolerance.training()
 
 
 def replay(tmp_path, label, steps, **env):

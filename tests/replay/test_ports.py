@@ -13,7 +13,7 @@ from ..support import golden
 # Step 0 must match at the guide's single-step tolerance (float32 round-off); later steps
 # accumulate round-off through the optimizer, so they get a training tolerance, still far
 # inside the guide's (loss atol=1e-5 for 10 steps, then rtol=0.05).
-TRAINING = tracekit.Tolerance().rule(steps=(1, None), atol=1e-4, rtol=1e-5)
+TRAINING = tracekit.Tolerance.training()
 FIRST_STEP_ONLY = tracekit.Tolerance().rule(steps=(1, None), ignore=True)
 
 PORTS = {

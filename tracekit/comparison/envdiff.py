@@ -232,7 +232,8 @@ class Profile:
     reason: str
 
 
-PROFILES = {"exact": Tolerance.exact, "round-off": Tolerance.roundoff, "default": Tolerance}
+PROFILES = {"exact": Tolerance.exact, "round-off": Tolerance.roundoff, "default": Tolerance,
+            "training": Tolerance.training}
 
 
 def default_profile(diff: EnvironmentDiff, other_code: bool, given: "Tolerance | str | None" = None) -> Profile:

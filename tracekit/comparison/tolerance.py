@@ -48,6 +48,13 @@ EPSILON = {"float64": 2.0 ** -52, "complex128": 2.0 ** -52, "float32": 2.0 ** -2
 # and the variables and slots they update, pass through forward and backward reductions and
 # cancel over the batch: 8x more. Inputs and random draws are fed or drawn exactly.
 ROUNDOFF_ULPS = {"tap": 64.0, "loss": 64.0, "lr": 64.0, "fetch": 64.0, "grad": 512.0, "var": 512.0, "slot": 512.0}
+# A port's own noise after its first step, in eps * S per kind, allowed by Tolerance.training():
+# 4x the largest error of the shipped correct ports over every step (TF 1.15 -> TF 2.21, six
+# ports: taps 77, losses 49, gradients 283, variables 248, optimizer slots 448;
+# tools/replay_examples.py measures them), rounded up to a power of two, forward kinds and the
+# update chain each sharing one bound. Step 0 gets none: one step of a port matches at the
+# guide's tolerance, and most porting mistakes show there (docs/NUMERICS.md).
+TRAINING_ULPS = {"tap": 512.0, "loss": 512.0, "fetch": 512.0, "grad": 2048.0, "var": 2048.0, "slot": 2048.0}
 # Per kind, before dtype defaults: inputs and random draws are fed as recorded; a learning
 # rate is small, so only a relative bound says anything about it.
 KIND_DEFAULTS = {"input": EXACT, "random": EXACT, "lr": (0.0, 1e-6)}
@@ -175,6 +182,16 @@ class Tolerance:
         """The migration guide's policy for long runs: loss atol=1e-5 for 10 steps, then rtol=0.05."""
         return cls().rule(kind="loss", steps=(0, 10), atol=1e-5, rtol=0).rule(kind="loss", steps=(10,), atol=0,
                                                                               rtol=0.05)
+
+    @classmethod
+    def training(cls) -> "Tolerance":
+        """Multi-step training comparisons of a port: step 0 at the default tolerance, later
+        steps also allowing TRAINING_ULPS (float32 round-off that Adam, batch norm and long
+        sums amplify from step to step), in eps * the tensor's scale."""
+        tolerance = cls()
+        for kind, ulps in sorted(TRAINING_ULPS.items()):
+            tolerance = tolerance.rule(kind=kind, steps=(1, None), ulps=ulps)
+        return tolerance
 
     @classmethod
     def exact(cls) -> "Tolerance":
