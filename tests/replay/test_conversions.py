@@ -153,3 +153,4 @@ def test_the_training_preset_still_catches_a_port_that_departs_after_step_0(tf2)
     first = result.first_divergence
     assert not result.ok and first.step == 1 and first.kind == "var", result.report()
     assert result.profile.name == "training"
+    assert result.conventions == []  # a constant learning rate: not the momentum convention

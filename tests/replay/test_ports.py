@@ -73,3 +73,5 @@ def test_wrong_port_is_caught_where_it_departs(tf2, case):
     d = result.first_divergence
     assert not result.ok and (d.step, d.kind, d.name) == expected, result.report()
     assert "first divergence: step %d, %s/%s" % expected in result.report()
+    # the known convention difference is named for the Adam epsilon port, and only for it
+    assert ("possible cause: Adam's epsilon" in result.report()) == case.startswith("Keras Adam epsilon")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 from ..store import Trace, open_trace
 from ..keys import INITIAL_STEP, make_key, split_key
+from .conventions import ConventionHint, convention_hints
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Tolerance
@@ -114,6 +115,7 @@ class Comparison:
     environment_diff: EnvironmentDiff
     tolerance: Tolerance = field(init=False)  # the profile's
     likely_cause: Optional[RoundoffCause] = None
+    conventions: List[ConventionHint] = field(default_factory=list)  # known TF1/Keras differences it looks like
     steps: int = 0  # steps compared
     golden_steps: int = 0
     actual_steps: int = 0
@@ -251,7 +253,18 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
     # A tensor may be absent from some steps (slots before the first update): missing means never.
     result.missing = sorted(absent - seen)
     result.likely_cause = _roundoff_cause(result, code)
+    first = result.first_divergence
+    if first is not None:
+        result.conventions = convention_hints(golden, first.step, first.kind, first.key,
+                                              lambda kinds: _agreed(result, first.step, kinds))
     return result
+
+
+def _agreed(result: Comparison, step: int, kinds: Sequence[str]) -> bool:
+    """Every tensor of these kinds compared at `step` agreed, gradients among them."""
+    compared = [t.by_step[step] for t in result.tensors if t.kind in kinds and step in t.by_step]
+    grads = [t for t in result.tensors if t.kind == "grad" and step in t.by_step]
+    return bool(grads) and all(stats.ok for stats in compared)
 
 
 def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[RoundoffCause]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
+from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, ConventionHint
 from ..comparison.engine import Comparison, Divergence, RoundoffCause
 from ..comparison.engine import compare as compare_data
 from ..comparison.stats import Stats
@@ -72,6 +73,22 @@ def cause(c: RoundoffCause) -> List[str]:
             "code would look the same (docs/NUMERICS.md)" % (closest, differ, what)]
 
 
+def convention(hint: ConventionHint) -> str:
+    if hint.code == MOMENTUM and hint.lr_change is not None:
+        step, before, after = hint.lr_change
+        return ("possible cause: the momentum convention. TF1's MomentumOptimizer accumulates gradients "
+                "(accum = m*accum + g; var -= lr*accum), Keras SGD(momentum=m) accumulates steps (v = m*v - lr*g; "
+                "var += v); they agree only while the learning rate is constant, and the golden's changes at %s "
+                "(%s -> %s). Port the TF1 update rule (a custom optimizer or update), or keep the learning rate "
+                "constant where it must match" % (step_label(step), _num(before), _num(after)))
+    if hint.code == ADAM_EPSILON:
+        return ("possible cause: Adam's epsilon. At %s the gradients, the learning rate and Adam's m and v all "
+                "agree, but %s does not: only the update differs. TF1's AdamOptimizer uses epsilon=1e-8, "
+                "Keras Adam 1e-7: pass epsilon=1e-8 (and check beta_1, beta_2, amsgrad)"
+                % (step_label(hint.step), hint.key))
+    return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
+
+
 def verdict(result: Comparison) -> str:
     """MATCH / MISMATCH, and for a match what it means."""
     if not result.ok:
@@ -98,6 +115,7 @@ def render(result: Comparison) -> str:
         lines += divergence(result.first_divergence)
     if result.likely_cause is not None:
         lines += cause(result.likely_cause)
+    lines += [convention(hint) for hint in result.conventions]
     if result.missing:
         lines.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])
                                                             + (" ..." if len(result.missing) > 12 else "")))
