@@ -12,11 +12,11 @@ from typing import Any, Callable, Dict, Optional, Sequence
 from .environment import program_identity, tensorflow_environment
 from .replay.conversions import Conversion, gru, lstm, transpose
 from .replay.loop import replay_steps
-from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage
+from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
 
-__all__ = ["Conversion", "gru", "lstm", "replay", "seeded", "transpose"]
+__all__ = ["Conversion", "gru", "keras_train_step", "lstm", "replay", "seeded", "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = None, variables: Any = None,

@@ -83,6 +83,14 @@ def test_rnn_goldens_reproduce(tmp_path, cell):
     reproduces(os.path.join(GOLDENS, name), record(tmp_path, "rnn_model.py", name, ["--cell", cell]))
 
 
+def test_keras_fit_golden_reproduces(tmp_path):
+    # TF1 Keras fit, recorded with the zero-code launcher; no copy from the other machine.
+    out = str(tmp_path / "keras_fit.h5")
+    run_python(sys.executable, ["-m", "tracekit", "record", "-o", out, "--",
+                                os.path.join(ROOT, "tools", "goldens", "keras_fit.py")], env={"PYTHONHASHSEED": "0"})
+    reproduces(golden("keras_fit"), out)
+
+
 def test_zero_code_golden_reproduces(tmp_path):
     out = str(tmp_path / "slim_resnet.h5")
     run_python(sys.executable, ["-m", "tracekit", "record", "-o", out, "--",

@@ -158,6 +158,41 @@ def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Option
     return out
 
 
+def keras_train_step(model: Any, x: str = "x:0", y: str = "y:0", sample_weight: Optional[str] = None,
+                     jit: bool = True) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
+    """A replay step running a compiled Keras model's own training step (what `fit` runs per
+    batch: its compiled loss, optimizer and metrics) on the recorded batch. The step's loss
+    is the batch's loss, taken from `model.compute_loss`; `train_step`'s returned "loss" is
+    a metric's running mean over the epoch, never recorded as the loss."""
+    if getattr(model, "optimizer", None) is None or not hasattr(model, "train_step"):
+        raise UsageError("keras_train_step needs a compiled Keras model (model.compile(optimizer, loss) first)")
+    compute_loss = model.compute_loss
+
+    def step(inputs: Dict[str, Any]) -> Dict[str, Any]:
+        missing = [n for n in (x, y, sample_weight) if n is not None and n not in inputs]
+        if missing:
+            raise ReplayError("keras_train_step: the golden's step has no input %s; it has %s (pass x=, y=)"
+                              % (", ".join(missing), ", ".join(sorted(inputs))))
+        losses: List[Any] = []
+
+        def batch_loss(*args: Any, **kwargs: Any) -> Any:
+            loss = compute_loss(*args, **kwargs)
+            losses.append(loss)
+            return loss
+        model.compute_loss = batch_loss  # for this call only (traced once under tf.function)
+        try:
+            batch = (inputs[x], inputs[y]) if sample_weight is None else (inputs[x], inputs[y], inputs[sample_weight])
+            model.train_step(batch)
+        finally:
+            del model.compute_loss
+        if not losses:
+            raise ReplayError("keras_train_step: %s.train_step did not call compute_loss; return the loss from "
+                              "your own step function instead" % type(model).__name__)
+        return {"loss": losses[-1]}
+
+    return tf.function(step) if jit else step
+
+
 @contextlib.contextmanager
 def aligned_seeds(trace: Any) -> Iterator[Any]:
     """DeterministicRandomTestTool with the seed and mode the golden was recorded with."""
