@@ -76,11 +76,14 @@ def test_api_goldens_reproduce(tmp_path, script, name, args, racy):
     assert foreign.profile.name == "round-off"  # the old fingerprint cannot prove the same kernels
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_rnn_goldens_reproduce(tmp_path, cell):
+@pytest.mark.parametrize("script, name, args", [
+    ("rnn_model.py", "lstm_model.h5", ["--cell", "lstm"]),
+    ("rnn_model.py", "gru_model.h5", ["--cell", "gru"]),
+    ("two_optimizers.py", "two_optimizers.h5", []),
+])
+def test_later_api_goldens_reproduce(tmp_path, script, name, args):
     # Recorded after the other machine's goldens were made: compared with the shipped ones only.
-    name = "%s_model.h5" % cell
-    reproduces(os.path.join(GOLDENS, name), record(tmp_path, "rnn_model.py", name, ["--cell", cell]))
+    reproduces(os.path.join(GOLDENS, name), record(tmp_path, script, name, args))
 
 
 def test_keras_fit_golden_reproduces(tmp_path):

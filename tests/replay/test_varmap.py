@@ -76,3 +76,11 @@ def test_split_state():
         ["dense/kernel:0", "dense/kernel/Adam:0", "global_step:0", "beta1_power:0", "beta2_power:0"])
     assert model == ["dense/kernel:0"] and slots == [("dense/kernel/Adam:0", "dense/kernel:0", "m")]
     assert iterations == ["global_step:0"] and orphans == ["beta1_power:0", "beta2_power:0"]
+
+
+def test_a_name_tf_uniquified_matches_after_the_names_as_they_are():
+    result, pairs = _match([("w/ExponentialMovingAverage:0", (2,)), ("v/Adam_1:0", (2,))],
+                           [("m/w/ExponentialMovingAverage_3:0", (2,)), ("m/v/Adam_1:0", (2,))])
+    assert result.ok and pairs == {"w/ExponentialMovingAverage:0": ("m/w/ExponentialMovingAverage_3:0",
+                                                                    "suffix, uniquified"),
+                                   "v/Adam_1:0": ("m/v/Adam_1:0", "suffix")}

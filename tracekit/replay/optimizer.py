@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -110,8 +110,16 @@ def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
     return slots[index]
 
 
+# Which TF1 optimizers (by their default names, the prefix of their learning-rate tensors and
+# the suffix of their slots) a Keras optimizer class ports.
+TF1_NAMES = {"SGD": ("GradientDescent", "Momentum"), "Adam": ("Adam",), "RMSprop": ("RMSProp",),
+             "Adagrad": ("Adagrad",)}
+
+
 class OptimizerBridge:
-    """The golden's TF1 optimizer state on one side, the port's Keras optimizer on the other."""
+    """The golden's TF1 optimizer state on one side, the port's Keras optimizers on the other:
+    any number of them, each over its own variables, each paired with the TF1 optimizer whose
+    slots and learning rate match."""
 
     def __init__(self, golden: Any, mapping: Mapping, slot_names: List[Tuple[str, str, str]],
                  iterations: List[str], keys: Dict[str, str], capture: Capture, load_initial: bool,
@@ -128,17 +136,21 @@ class OptimizerBridge:
         for i, conv in enumerate(self._conversions):  # their gradients are converted after the step
             self._by_var.update((id(v), _port_grad(i, j)) for j, v in enumerate(conv.port))
         # (conversion, golden slot names, the port's slot variables, convention) per converted slot role
-        self._converted_slots: List[Tuple[Conversion, List[str], List[Any], str]] = []
-        self._slots: List[Tuple[str, Any, str]] = []  # golden name, TF2 slot variable, convention
-        self._optimizer: Any = None
-        self._iteration_var: Any = None
+        self._converted_slots: List[Tuple[Conversion, List[str], List[Any], str, str]] = []
+        self._slots: List[Tuple[str, Any, str, str]] = []  # golden name, TF2 slot variable, convention, lr name
+        self._optimizers: List[Any] = []  # in the order of their first update
+        self._lr_names: Dict[int, str] = {}  # id(optimizer) -> the golden's name of its learning rate
+        self._iteration_var: Any = None  # the first optimizer's: every optimizer counts the same steps
+        self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
 
     def read(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped slot and the step counter, in TF1 terms."""
-        lr = float(self.capture.values.get("lr/learning_rate", 1.0))
-        out = [(make_key("slot", name), slot_to_tf1(var.numpy(), role, lr)) for name, var, role in self._slots]
-        for conv, names, slots, role in self._converted_slots:
-            values = conv.deltas_to_golden([slot_to_tf1(var.numpy(), role, lr) for var in slots])
+        def lr(name: str) -> float:  # the rate of the update just made (TF1 momentum slots need it)
+            return float(self.capture.values.get(make_key("lr", name), 1.0))
+        out = [(make_key("slot", name), slot_to_tf1(var.numpy(), role, lr(rate)))
+               for name, var, role, rate in self._slots]
+        for conv, names, slots, role, rate in self._converted_slots:
+            values = conv.deltas_to_golden([slot_to_tf1(var.numpy(), role, lr(rate)) for var in slots])
             out.extend((make_key("slot", name), value) for name, value in zip(names, values))
         if self._iteration_var is not None:
             step = np.asarray(self._iteration_var.numpy(), dtype=np.int64)
@@ -172,8 +184,12 @@ class OptimizerBridge:
 
         def apply_gradients(optimizer: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
-            bridge._prepare(optimizer, [v for _, v in pairs])
-            bridge.capture.put("lr/learning_rate", learning_rate(optimizer))
+            try:
+                bridge._prepare(optimizer, [v for _, v in pairs])
+            except ReplayError as exc:  # kept: tf.function wraps it in its own error while tracing
+                bridge.error = exc
+                raise
+            bridge.capture.put(make_key("lr", bridge._lr_names[id(optimizer)]), learning_rate(optimizer))
             for grad, var in pairs:
                 name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or _port_grad
                 if grad is not None and name is not None:
@@ -198,50 +214,89 @@ class OptimizerBridge:
         return minimize
 
     def _prepare(self, optimizer: Any, var_list: List[Any]) -> None:
-        """First update: build the slots, map them, and load their initial state."""
-        if self._optimizer is optimizer:
+        """An optimizer's first update: build its slots, pair them with the golden's slots of
+        the variables it updates, and load their initial state."""
+        if any(known is optimizer for known in self._optimizers):
             return
-        if self._optimizer is not None:
-            raise ReplayError("the TF2 step uses more than one optimizer; replay supports one")
-        self._optimizer = optimizer
+        self._optimizers.append(optimizer)
+        updated = {self._by_var.get(id(v)) or self._by_var.get(id(unwrap(v))) for v in var_list}
         with tf.init_scope():  # runs once, eagerly, also while a tf.function is traced
             if hasattr(optimizer, "_create_all_weights"):  # legacy (OptimizerV2)
                 optimizer._create_all_weights(var_list)
             elif hasattr(optimizer, "build"):
                 optimizer.build(var_list)
-            self._iteration_var = optimizer.iterations
-            self._map_slots(optimizer)
+            first = self._iteration_var is None
+            if first:
+                self._iteration_var = optimizer.iterations
+            slots, converted = len(self._slots), len(self._converted_slots)
+            plain, converted_slots = self._map_slots(optimizer, updated)
+            rate = self._lr_names[id(optimizer)] = self._lr_name(optimizer, [name for name, _, _ in plain] +
+                                                                 [n for _, names, _, _ in converted_slots for n in names])
+            self._slots += [(name, slot, role, rate) for name, slot, role in plain]
+            self._converted_slots += [(conv, names, port_slots, role, rate)
+                                      for conv, names, port_slots, role in converted_slots]
             if self._load_initial:
                 initial = self.golden.initial
                 lr = float(numpy(learning_rate(optimizer)))
-                for name, var, role in self._slots:
+                for name, var, role, _ in self._slots[slots:]:
                     var.assign(cast_for(slot_from_tf1(initial["slot", name], role, lr), var))
-                for conv, names, slots, role in self._converted_slots:
+                for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
                     golden = [slot_from_tf1(initial["slot", name], role, lr) for name in names]
-                    for var, value in zip(slots, conv.deltas_to_port(golden)):
+                    for var, value in zip(port_slots, conv.deltas_to_port(golden)):
                         var.assign(cast_for(value, var))
                 for name in self._iterations:
                     if self._keys[name] in initial:
-                        self._iteration_var.assign(int(initial[self._keys[name]]))
+                        optimizer.iterations.assign(int(initial[self._keys[name]]))
 
-    def _map_slots(self, optimizer: Any) -> None:
-        """Pair the golden's optimizer slots with the TF2 optimizer's; any golden slot left
-        over stops the replay before the first update, listed like the variables."""
+    def _lr_name(self, optimizer: Any, slot_names: List[str]) -> str:
+        """The golden's learning rate this optimizer ports: the only one; else the one whose TF1
+        optimizer owns the slots just paired (their names end in its name); else the first
+        unclaimed one of a TF1 optimizer this Keras class ports; else the first unclaimed one."""
+        rates = self.golden.names("lr")
+        if len(rates) <= 1:
+            return rates[0] if rates else "learning_rate"
+        claimed = set(self._lr_names.values())
+        free = [r for r in rates if r not in claimed]
+        owners = {name.rpartition("/")[2][:-2].split("_")[0] for name in slot_names}  # v/Adam_1:0 -> Adam
+        kinds = TF1_NAMES.get(type(optimizer).__name__, ())
+        for test in (lambda r: r.split("/")[0] in owners, lambda r: r.split("/")[0].startswith(kinds) if kinds else False):
+            found = [r for r in free if test(r)]
+            if found:
+                return found[0]
+        return free[0] if free else rates[0]
+
+    def check_complete(self) -> None:
+        """After the first step: every golden slot found its optimizer."""
+        paired = {name for name, _, _, _ in self._slots}
+        paired.update(name for _, names, _, _, _ in self._converted_slots for name in names)
+        left = [(name, var_name) for name, var_name, _ in self._slot_names if name not in paired]
+        if left and self._optimizers:
+            raise ReplayError("no TF2 optimizer updated the variables of %d of the golden's optimizer slots in the "
+                              "first step:\n%s\nupdate them with an optimizer (one per TF1 optimizer is fine)"
+                              % (len(left), "\n".join("  only in the golden: %s (of %s)" % pair for pair in left)))
+
+    def _map_slots(self, optimizer: Any, updated: Set[Optional[str]]) -> Tuple[list, list]:
+        """Pair the golden's slots of the variables this optimizer updates (`updated`: golden
+        names, or converted variables' capture names) with its slots: (plain, converted). A golden
+        slot it lacks stops the replay before its first update, listed like the variables."""
         tf2_of = {name: cand.obj for name, cand in self._mapping.pairs.items()}
         converted = {name: (i, k) for i, conv in enumerate(self._conversions) for k, name in enumerate(conv.golden)}
         by_role: Dict[Tuple[int, str], Dict[int, str]] = {}  # (conversion, role) -> golden var index -> slot name
-        missing = []
+        plain, converted_slots, missing = [], [], []
         for name, var_name, role in self._slot_names:
             if var_name in converted:
                 i, k = converted[var_name]
-                by_role.setdefault((i, role), {})[k] = name
+                if _port_grad(i, 0) in updated:
+                    by_role.setdefault((i, role), {})[k] = name
                 continue
+            if var_name not in updated:
+                continue  # another optimizer's
             variable = tf2_of.get(var_name)
             slot = None if variable is None else _keras_slot(optimizer, variable, role)
             if slot is None:
                 missing.append("  only in the golden: %s (%s of %s)" % (name, role, var_name))
             else:
-                self._slots.append((name, slot, _convention(name, role)))
+                plain.append((name, slot, _convention(name, role)))
         for (i, role), names in by_role.items():
             conv = self._conversions[i]
             slots = [_keras_slot(optimizer, variable, role) for variable in conv.port]
@@ -250,10 +305,11 @@ class OptimizerBridge:
                                for k, n in sorted(names.items()))
             else:
                 ordered = [names[k] for k in range(len(conv.golden))]
-                self._converted_slots.append((conv, ordered, slots, _convention(ordered[0], role)))
+                converted_slots.append((conv, ordered, slots, _convention(ordered[0], role)))
         if missing:
             raise ReplayError(
-                "the TF2 optimizer (%s) has no slot for %d of the golden's %d optimizer slots:\n%s\nuse the "
-                "optimizer the TF1 code used (AdamOptimizer -> Adam, MomentumOptimizer -> SGD(momentum=...), "
-                "RMSPropOptimizer -> RMSprop)" % (type(optimizer).__name__, len(missing), len(self._slot_names),
-                                                  "\n".join(missing)))
+                "the TF2 optimizer (%s) has no slot for %d of the golden's optimizer slots of the variables it "
+                "updates:\n%s\nuse the optimizer the TF1 code used for them (AdamOptimizer -> Adam, "
+                "MomentumOptimizer -> SGD(momentum=...), RMSPropOptimizer -> RMSprop)"
+                % (type(optimizer).__name__, len(missing), "\n".join(missing)))
+        return plain, converted_slots

@@ -100,12 +100,15 @@ class TF2Runner:
         except Exception:
             if self.capture.stale():
                 raise ReplayError(self.capture.stale()) from None
-            if self.tape.error is not None:  # TF wraps it in an op error: give the user ours
-                raise self.tape.error from None
+            for error in (self.tape.error, self.optimizer.error):  # TF wraps ours in its own errors
+                if error is not None:
+                    raise error from None
             raise
         finally:
             self.capture.live = False
         self.optimizer.convert_gradients(self.capture.values)
+        if index == 0:
+            self.optimizer.check_complete()
         if self.capture.stale():
             raise ReplayError(self.capture.stale())
         if index > 0 and self._created:

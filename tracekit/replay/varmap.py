@@ -4,7 +4,8 @@ Automatic matching, in order:
 1. the same name once normalized: ":0" dropped, `weights` -> `kernel`, `biases` -> `bias`;
 2. a unique match by suffix, on scope paths and on flattened names (`a/b/conv1` and
    `b_conv1`): a Keras model prefixes its own name (`my_model/dense/kernel`), a port
-   may flatten slim's scopes into layer names;
+   may flatten slim's scopes into layer names; then the same with a "_<n>" that TF added
+   to the port variable's own name dropped (`w/ExponentialMovingAverage_1`);
 3. the longest common tail of name words (scopes split at `/` and `_`), when it is
    unique both ways and longer than the variable's role: Keras wrapper layers and
    flattened scopes (`block1/unit_1/conv1/weights` vs
@@ -55,6 +56,13 @@ def _parts(name: str) -> List[str]:
     if parts:
         parts[-1] = {"weights": "kernel", "biases": "bias"}.get(parts[-1], parts[-1])
     return parts
+
+
+def _deduplicated(parts: List[str]) -> List[str]:
+    """The port's name without the "_<n>" TF appends to a variable created again under a name
+    in use (an EMA's shadow "w/ExponentialMovingAverage_1" in a process that made one before);
+    tried only after the names as they are."""
+    return parts[:-1] + [re.sub(r"_\d+$", "", parts[-1])] if parts else parts
 
 
 def _suffix(a: List[str], b: List[str]) -> bool:
@@ -127,7 +135,8 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
         else:
             take(name, shape, cand, "explicit")
     for how, test in (("name", lambda g, c: _parts(g) == _parts(c.name)),
-                      ("suffix", lambda g, c: _suffix(_parts(g), _parts(c.name)))):
+                      ("suffix", lambda g, c: _suffix(_parts(g), _parts(c.name))),
+                      ("suffix, uniquified", lambda g, c: _suffix(_parts(g), _deduplicated(_parts(c.name))))):
         rest = []
         for name, shape in todo:
             found = [c for c in left if test(name, c)]
