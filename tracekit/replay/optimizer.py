@@ -259,11 +259,9 @@ class OptimizerBridge:
         free = [r for r in rates if r not in claimed]
         owners = {name.rpartition("/")[2][:-2].split("_")[0] for name in slot_names}  # v/Adam_1:0 -> Adam
         kinds = TF1_NAMES.get(type(optimizer).__name__, ())
-        for test in (lambda r: r.split("/")[0] in owners, lambda r: r.split("/")[0].startswith(kinds) if kinds else False):
-            found = [r for r in free if test(r)]
-            if found:
-                return found[0]
-        return free[0] if free else rates[0]
+        by_owner = [r for r in free if r.split("/")[0] in owners]
+        by_kind = [r for r in free if kinds and r.split("/")[0].startswith(kinds)]
+        return (by_owner or by_kind or free or rates)[0]
 
     def check_complete(self) -> None:
         """After the first step: every golden slot found its optimizer."""
