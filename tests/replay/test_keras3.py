@@ -1,5 +1,6 @@
-"""Keras 3 ports, with TensorFlow imported before tracekit: the shipped ports rebuilt on
-Keras 3 replay their goldens, and wrong ports are caught where they depart."""
+"""Keras 3 ports: the shipped ports rebuilt on Keras 3 with TensorFlow imported before tracekit,
+and a port importing Keras 3 itself where tf.keras is tf-keras, replay their goldens; wrong
+ports are caught where they depart."""
 
 from __future__ import annotations
 
@@ -30,3 +31,15 @@ def test_keras3_ports_replay_with_tensorflow_imported_first():
         result = results[case]
         assert result["keras"].startswith("3."), result
         assert result["ok"] == (first is None) and result["first"] == first, (case, result["report"])
+
+
+@pytest.mark.slow
+def test_a_keras3_model_replays_where_tf_keras_is_tf_keras():
+    # tracekit selected tf-keras for tf.keras; the port imports Keras 3 itself.
+    child = os.path.join(ROOT, "tests", "replay", "keras3_in_tf_keras_child.py")
+    proc = run_python(sys.executable, [child], timeout=900)
+    results = {r["case"]: r for r in map(json.loads, proc.stdout.strip().splitlines()[-2:])}
+    port, wrong = results["keras 3 seed port"], results["lr schedule one step off"]
+    assert port["keras"].startswith("3.") and port["tf_keras"].startswith("tf_keras"), port
+    assert port["ok"], port["report"]
+    assert not wrong["ok"] and wrong["first"] == [0, "lr/learning_rate"]

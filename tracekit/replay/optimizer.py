@@ -62,6 +62,8 @@ def learning_rate(optimizer: Any) -> Any:
     lr = optimizer._learning_rate
     if _is_schedule(lr):
         return tf.cast(lr(optimizer.iterations), tf.float32)
+    if callable(lr) and not hasattr(lr, "dtype"):  # Keras allows a callable without arguments
+        lr = lr()
     return tf.cast(tf.convert_to_tensor(lr), tf.float32)
 
 
