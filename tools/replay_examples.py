@@ -19,21 +19,44 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import tracekit  # noqa: E402
 import tracekit.tf2  # noqa: E402
-from tools.ports import estimator_model, estimator_shim, rnn_model, seed_example, slim_resnet  # noqa: E402
+from tools.ports import (estimator_model, estimator_shim, keras_fit, rnn_model, seed_example, slim_resnet,  # noqa: E402
+                         two_optimizers)
 from tracekit.report.comparison import max_error_rows  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
 
 TRAINING = tracekit.Tolerance.training()
-PORTS = [  # (golden, port, make() -> (model, step), the weight conversions for a model)
-    ("seed_example", "Keras model, tf.function", seed_example.make, None),
-    ("estimator_model", "Keras model, tf.function", estimator_model.make, None),
-    ("estimator_model", "tf.compat.v1.layers in a tf-keras layer (shim)", estimator_shim.make, None),
-    ("slim_resnet", "native Keras resnet_v1, tf.function", slim_resnet.make, None),
-    ("lstm_model", "Keras LSTM, converted weights", lambda: rnn_model.make("lstm"),
-     lambda model: rnn_model.conversions(model, "lstm")),
-    ("gru_model", "Keras GRU, converted weights", lambda: rnn_model.make("gru"),
-     lambda model: rnn_model.conversions(model, "gru")),
+
+
+def _plain(make):
+    """A port whose make() gives (model, step): replay with model=."""
+    def replay(golden, out):
+        model, step = make()
+        return tracekit.tf2.replay(golden, step, model=model, out=out)
+    return replay
+
+
+def _converted(cell):
+    def replay(golden, out):
+        model, step = rnn_model.make(cell)
+        return tracekit.tf2.replay(golden, step, model=model, out=out, convert=rnn_model.conversions(model, cell))
+    return replay
+
+
+def _two_optimizers(golden, out):
+    model, step, ema = two_optimizers.make()
+    return tracekit.tf2.replay(golden, step, variables=two_optimizers.variables(model, ema), out=out)
+
+
+PORTS = [  # (golden, port, replay(golden path, out path) -> the actual trace)
+    ("seed_example", "Keras model, tf.function", _plain(seed_example.make)),
+    ("estimator_model", "Keras model, tf.function", _plain(estimator_model.make)),
+    ("estimator_model", "tf.compat.v1.layers in a tf-keras layer (shim)", _plain(estimator_shim.make)),
+    ("slim_resnet", "native Keras resnet_v1, tf.function", _plain(slim_resnet.make)),
+    ("lstm_model", "Keras LSTM, converted weights", _converted("lstm")),
+    ("gru_model", "Keras GRU, converted weights", _converted("gru")),
+    ("two_optimizers", "Keras SGD + Adam + EMA", _two_optimizers),
+    ("keras_fit", "compiled Keras model, its train_step", _plain(keras_fit.make)),
 ]
 
 
@@ -47,14 +70,12 @@ def main():
     failed = 0
     rows = []
     machines = []
-    for index, (name, port, make, convert) in enumerate(PORTS):
+    for index, (name, port, replay) in enumerate(PORTS):
         golden = os.path.join(args.goldens, name + ".h5")
         if not os.path.exists(golden):
             print("SKIPPED   %s <- %s: no %s" % (name, port, golden))
             continue
-        model, step = make()
-        out = os.path.join(args.out, "%s-%d.h5" % (name, index))
-        actual = tracekit.tf2.replay(golden, step, model=model, out=out, convert=convert(model) if convert else ())
+        actual = replay(golden, os.path.join(args.out, "%s-%d.h5" % (name, index)))
         result = tracekit.compare(golden, actual, TRAINING)
         if not machines:
             machines = [summary(result.environment_diff.golden), summary(result.environment_diff.actual)]
