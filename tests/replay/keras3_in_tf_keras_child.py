@@ -15,6 +15,7 @@ sys.path.insert(0, ROOT)
 import tracekit  # noqa: E402
 import tracekit.tf2  # noqa: E402  (selects tf-keras for tf.keras)
 import keras  # noqa: E402  (Keras 3, used directly)
+from tools.ports import supervised_step  # noqa: E402
 
 tf = tracekit.tf2.tf
 GOLDEN = os.path.join(ROOT, "goldens", "seed_example.h5")
@@ -46,15 +47,7 @@ def make(lr_shift=0):
                        lr_shift)
     optimizer = keras.optimizers.SGD(schedule)
     loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
-
-    @tf.function
-    def step(inputs):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(inputs["y:0"], model(inputs["x:0"]))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return {"loss": loss}
-    return model, step
+    return model, supervised_step(model, optimizer, loss_fn)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ convert=[tracekit.tf2.lstm("rnn/lstm_cell", model.rnn)].
 import tensorflow as tf
 
 import tracekit
+from tools.ports import supervised_step
 
 UNITS, CLASSES = 6, 2
 
@@ -36,16 +37,7 @@ def make(cell, learning_rate=None, epsilon=1e-8, momentum=0.9, go_backwards=Fals
     else:
         optimizer = tf.keras.optimizers.SGD(learning_rate or 0.05, momentum=momentum)
     loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
-
-    @tf.function
-    def step(inputs):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(inputs["y:0"], model(inputs["x:0"]))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return {"loss": loss}
-
-    return model, step
+    return model, supervised_step(model, optimizer, loss_fn)
 
 
 def conversions(model, cell, forget_bias=1.0):

@@ -8,6 +8,7 @@ the tests must catch (they default to the right port).
 import tensorflow as tf
 
 import tracekit
+from tools.ports import supervised_step
 
 
 class SeedModel(tf.keras.Model):
@@ -42,12 +43,4 @@ def make(activation=None, lr_shift=0, reduction="sum_over_batch_size", eager=Fal
     optimizer = tf.keras.optimizers.SGD(schedule)
     loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True, reduction=reduction)
 
-    def step(inputs):
-        x, y = inputs["x:0"], inputs["y:0"]
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return {"loss": loss}
-
-    return model, (step if eager else tf.function(step))
+    return model, supervised_step(model, optimizer, loss_fn, jit=not eager)

@@ -180,26 +180,27 @@ def bind(conversions: Sequence[Conversion], golden_shapes: Dict[str, Tuple[int, 
                                  got, want))
 
 
+# (golden kernel suffix, its gate blocks, the Keras recurrent kernel's blocks, the hint's cell,
+# layer and conversion) of each recurrent pair `suggest` recognizes.
+_RECURRENT = (
+    ("/gates/kernel:0", 2, 3, "GRUCell", "GRU", 'gru("%s", <that Keras GRU layer, built with reset_after=False>)'),
+    ("/kernel:0", 4, 4, "LSTMCell", "LSTM", 'lstm("%s", <that Keras LSTM layer>)'),
+)
+
+
 def suggest(golden: Sequence[Tuple[str, Tuple[int, ...]]], port: Sequence[Tuple[str, Tuple[int, ...]]]) -> List[str]:
-    """Conversions that would fit the golden and port variables a mapping left unpaired."""
+    """Conversions that would fit the golden and port variables a mapping left unpaired: a TF1
+    cell's kernel (inputs + units, blocks * units) and a Keras recurrent kernel (units, blocks' * units)."""
+    recurrent = [(n[:-2] if n.endswith(":0") else n, tuple(s)) for n, s in port]
+    recurrent = [(n, s) for n, s in recurrent if n.endswith("recurrent_kernel") and len(s) == 2]
     hints = []
     for name, shape in golden:
-        if name.endswith("/gates/kernel:0") and len(shape) == 2 and shape[1] % 2 == 0:
-            units, scope = shape[1] // 2, name[:-len("/gates/kernel:0")]
-            for port_name, port_shape in port:
-                base = port_name[:-2] if port_name.endswith(":0") else port_name
-                if base.endswith("recurrent_kernel") and tuple(port_shape) in ((units, 3 * units),):
-                    hints.append('%s looks like a TF1 GRUCell and %s like a Keras GRU: pass convert=[tracekit.'
-                                 'tf2.gru("%s", <that Keras GRU layer, built with reset_after=False>)]'
-                                 % (scope, base.rpartition("/")[0], scope))
-            continue
-        if not name.endswith("/kernel:0") or len(shape) != 2 or shape[1] % 4:
-            continue
-        units = shape[1] // 4
-        scope = name[:-len("/kernel:0")]
-        for port_name, port_shape in port:
-            base = port_name[:-2] if port_name.endswith(":0") else port_name
-            if base.endswith("recurrent_kernel") and tuple(port_shape) == (units, 4 * units):
-                hints.append('%s looks like a TF1 LSTMCell and %s like a Keras LSTM: pass convert=[tracekit.tf2.'
-                             'lstm("%s", <that Keras LSTM layer>)]' % (scope, base.rpartition("/")[0], scope))
+        for suffix, blocks, port_blocks, cell, layer, call in _RECURRENT:
+            if not name.endswith(suffix) or len(shape) != 2 or shape[1] % blocks:
+                continue
+            units, scope = shape[1] // blocks, name[:-len(suffix)]
+            hints.extend('%s looks like a TF1 %s and %s like a Keras %s: pass convert=[tracekit.tf2.%s]'
+                         % (scope, cell, port_name.rpartition("/")[0], layer, call % scope)
+                         for port_name, port_shape in recurrent if port_shape == (units, port_blocks * units))
+            break  # "/gates/kernel:0" is also a "/kernel:0": the first suffix that fits decides
     return hints

@@ -216,10 +216,6 @@ class ValueRecord:
         if self.kind not in KIND_ORDER:
             raise ValueError("unknown kind %r" % (self.kind,))
 
-    @property
-    def plain_bytes(self) -> int:
-        return sum(d.nbytes or 0 for d in self.leaves if d.layout == PLAIN)
-
     def to_wire(self) -> Dict[str, Any]:
         return {"t": self.TYPE, "q": self.attempt, "s": self.step, "k": self.kind, "n": self.name,
                 "st": self.structure, "leaves": [d.to_wire() for d in self.leaves]}

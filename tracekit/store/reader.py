@@ -94,6 +94,7 @@ class Trace:
         self.complete: bool = header.complete
         self.recovered: bool = header.recovered
         self.problem: Optional[str] = header.problem
+        self._cleanup: Optional[weakref.finalize] = None  # set by delete_when_closed
 
     def __len__(self) -> int:
         return self._backend.header.nsteps
@@ -160,9 +161,8 @@ class Trace:
         self._cleanup = weakref.finalize(self, _remove, self._backend, directory or self.path)
 
     def close(self) -> None:
-        cleanup = getattr(self, "_cleanup", None)
-        if cleanup is not None:
-            cleanup()  # closes the backend first
+        if self._cleanup is not None:
+            self._cleanup()  # closes the backend first
         else:
             self._backend.close()
 
