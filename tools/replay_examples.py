@@ -84,9 +84,13 @@ def main():
         if not result.ok:
             failed += 1
             print(result.report())
+        for noise in result.noise:
+            print("          accepted as explained noise from step %d: %s (%s, %s)"
+                  % (noise.step, noise.key, noise.link, noise.source))
         for kind, count, abs_err, rel_err, ulps in max_error_rows(result):
             rows.append([name, port.split(",")[0], kind, count, abs_err, rel_err, ulps])
-    print("\nlargest errors seen, per kind (over all steps and tensors; ulps: in eps * the tensor's largest value):")
+    print("\nlargest errors seen, per kind (over all steps and tensors but those round-off drives; ulps: in eps * the "
+          "tensor's largest value):")
     print("\n".join(table(["golden", "port", "kind", "tensors", "max abs", "max rel", "ulps"], rows,
                           right=(3, 4, 5, 6))))
     print("goldens recorded on %s\nreplayed on         %s" % tuple(machines))

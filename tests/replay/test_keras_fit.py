@@ -15,11 +15,20 @@ from ..support import golden
 def test_a_compiled_keras_model_replays_a_fit_golden(tf2):
     model, step = keras_fit.make()
     actual = tf2.replay(golden("keras_fit"), step, model=model)
-    result = tracekit.compare(golden("keras_fit"), actual)  # the default tolerance, all 16 steps (2 epochs)
+    # The dense bias before batch norm has a round-off gradient that Adam amplifies: the
+    # default tolerance fails on it and says why; the training preset accepts it, listed.
+    strict = tracekit.compare(golden("keras_fit"), actual)
+    first = strict.first_divergence
+    assert not strict.ok and (first.step, first.key, first.noise.link) == (0, "var/hidden/bias:0", "driven")
+    assert "not a porting error" in strict.report()
+    result = tracekit.compare(golden("keras_fit"), actual, tracekit.Tolerance.training())
     assert result.ok and result.steps == 16, result.report()
+    assert {n.key for n in result.noise} <= {"var/hidden/bias:0", "var/bn/moving_mean:0"}
     kinds = {t.kind for t in result.tensors}
     assert {"input", "random", "loss", "lr", "grad", "var", "slot"} <= kinds
     assert result.tensor("loss", "loss").steps == 16 and result.tensor("var", "bn/moving_mean:0").steps == 17
+    # Everything but the noise matches at the default tolerance, all 16 steps.
+    assert all(t.ok for t in strict.tensors if t.key not in {n.key for n in strict.noise}), strict.report()
 
 
 def test_the_running_mean_train_step_returns_is_not_the_loss(tf2):
@@ -37,14 +46,19 @@ def test_the_running_mean_train_step_returns_is_not_the_loss(tf2):
 @pytest.mark.parametrize("options, expected", [
     ({"epsilon": 1e-8}, (0, "var/hidden/kernel:0")),  # TF 1.15's tf.keras Adam used 1e-7
     ({"bn_momentum": 0.9}, (0, "var/bn/moving_mean:0")),  # TF 1.15's Keras BatchNormalization: 0.99
+    ({"bn_momentum": 0.999}, (0, "var/bn/moving_mean:0")),  # slim's 0.997 and friends: close, still caught
     ({"dropout": 0.5}, (0, "loss/loss")),  # the same draws, another keep threshold
 ])
-def test_wrong_fit_ports_are_caught_where_they_depart(tf2, options, expected):
+@pytest.mark.parametrize("preset", ["default", "training"])
+def test_wrong_fit_ports_are_caught_where_they_depart(tf2, options, expected, preset):
+    # Accepting the bias's explained noise hides none of them; without accepting it, the
+    # first divergence is still the unexplained one.
     model, step = keras_fit.make(**options)
     actual = tf2.replay(golden("keras_fit"), step, model=model, steps=3)
-    result = tracekit.compare(golden("keras_fit"), actual)
+    result = tracekit.compare(golden("keras_fit"), actual,
+                              tracekit.Tolerance.training() if preset == "training" else None)
     first = result.first_divergence
-    assert not result.ok and (first.step, first.key) == expected, result.report()
+    assert not result.ok and (first.step, first.key, first.noise) == expected + (None,), result.report()
 
 
 def test_keras_train_step_needs_a_compiled_model(tf2):

@@ -14,8 +14,9 @@ FEATURES, CLASSES = 5, 3
 
 def make(epsilon=1e-7, bn_momentum=0.99, dropout=0.25, use_bias=True):
     model = tf.keras.Sequential([
-        tf.keras.layers.Dense(16, activation="relu", use_bias=use_bias, name="hidden"),
+        tf.keras.layers.Dense(16, use_bias=use_bias, name="hidden"),
         tf.keras.layers.BatchNormalization(momentum=bn_momentum, name="bn"),
+        tf.keras.layers.Activation("relu", name="relu"),
         tf.keras.layers.Dropout(dropout, name="dropout"),
         tf.keras.layers.Dense(CLASSES, name="logits"),
     ])

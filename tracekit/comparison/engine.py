@@ -4,27 +4,26 @@ order, loss, learning rate, gradients, updated variables and slots)."""
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 from ..store import Trace, open_trace
 from ..keys import INITIAL_STEP, make_key, split_key
 from .conventions import ConventionHint, convention_hints
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
+from .noise import Noise, NoiseTracker
 from .stats import Stats, compare_values, dtype_name
-from .tolerance import ROUNDOFF_ULPS, Tolerance
+from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
 # Kinds a replay does not reproduce by default: TF1 fetch structures have no TF2 counterpart.
 NOT_REPLAYED = frozenset(["fetch"])
-# A gradient this much smaller than the step's typical gradient is round-off: a sum that
-# cancels (a bias before batch norm), where the optimizer may amplify noise (docs/NUMERICS.md).
-NOISE_FLOOR = 1e-5
 
 
 @dataclass(eq=False)
 class TensorResult:
-    """One tensor over all compared steps."""
+    """One tensor over all compared steps. A step that fails the tolerance counts in
+    `failed_steps`, unless amplified round-off explains it and the tolerance accepts that
+    (`accepted_steps`); `noise` holds the explanation of every explained failing step."""
 
     kind: str
     name: str
@@ -34,7 +33,9 @@ class TensorResult:
     worst: Optional[Stats] = None
     worst_step: Optional[int] = None
     by_step: Dict[int, Stats] = field(default_factory=dict)  # in step order
-    noise_floor: bool = False
+    noise: Dict[int, Noise] = field(default_factory=dict)
+    accepted_steps: int = 0
+    driven_by_noise: bool = False  # round-off alone moved it (noise.NoiseTracker.driven), or it follows
 
     @property
     def key(self) -> str:
@@ -44,10 +45,19 @@ class TensorResult:
     def ok(self) -> bool:
         return self.failed_steps == 0
 
-    def add(self, step: int, stats: Stats) -> None:
+    @property
+    def noise_floor(self) -> bool:
+        """Some failing step is explained noise."""
+        return bool(self.noise)
+
+    def add(self, step: int, stats: Stats, noise: Optional[Noise] = None, accept: bool = False) -> None:
         self.by_step[step] = stats
         self.steps += 1
-        if not stats.ok:
+        if noise is not None:
+            self.noise[step] = noise
+        if not stats.ok and noise is not None and accept:
+            self.accepted_steps += 1
+        elif not stats.ok:
             self.failed_steps += 1
             if self.first_failed is None:
                 self.first_failed = step
@@ -67,11 +77,15 @@ class Divergence:
     kind: str
     name: str
     stats: Stats
-    noise_floor: bool
+    noise: Optional[Noise] = None  # amplified round-off explains it (not accepted, or it would not be here)
 
     @property
     def key(self) -> str:
         return make_key(self.kind, self.name)
+
+    @property
+    def noise_floor(self) -> bool:
+        return self.noise is not None
 
     def __repr__(self) -> str:
         return "Divergence(step=%d, %s)" % (self.step, self.key)
@@ -116,6 +130,9 @@ class Comparison:
     tolerance: Tolerance = field(init=False)  # the profile's
     likely_cause: Optional[RoundoffCause] = None
     conventions: List[ConventionHint] = field(default_factory=list)  # known TF1/Keras differences it looks like
+    # Tensors whose failures amplified round-off explains (comparison/noise.py): the first such
+    # step of each, in order; accepted (not failures) when the tolerance says accept_noise.
+    noise: List[Noise] = field(default_factory=list)
     steps: int = 0  # steps compared
     golden_steps: int = 0
     actual_steps: int = 0
@@ -143,11 +160,14 @@ class Comparison:
         raise KeyError(make_key(kind, name))
 
     def max_errors(self) -> List[KindErrors]:
-        """Largest error per kind, in data-flow order, over every step."""
+        """Largest error per kind, in data-flow order, over every step; with accept_noise,
+        not counting tensors round-off drives (their errors are relative to noise)."""
         by_kind: Dict[str, List[float]] = {}
         for t in self.tensors:
             row = by_kind.setdefault(t.kind, [0, 0.0, 0.0, 0.0])
             row[0] += 1
+            if t.driven_by_noise and self.tolerance.accept_noise:
+                continue
             for stats in t.by_step.values():
                 row[1] = max(row[1], stats.max_abs)
                 if stats.max_rel != float("inf"):
@@ -215,11 +235,13 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
     absent = set()  # golden keys a step of the replay lacked
     seen = set()  # keys the replay produced in some step
     steps = ([INITIAL_STEP] if golden.has_initial and actual.has_initial else []) + list(range(result.steps))
+    noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
+    explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
     for index in steps:
         g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
         a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
-        failed: List[Tuple[str, str, Stats]] = []
-        grads: List[Tuple[str, Stats]] = []
+        # (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order
+        compared: List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]] = []
         for key in g_step:
             kind, name = split_key(key)
             if kind in NOT_REPLAYED or key in reasons:
@@ -234,22 +256,32 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
             if tol.ignore:
                 result.not_compared.setdefault(key, "ignored by a tolerance rule")
                 continue
-            stats = compare_values(g_value, a_step[key], tol)
+            a_value = a_step[key]
+            stats = compare_values(g_value, a_value, tol)
             tensor = by_key.get(key)
             if tensor is None:
                 tensor = by_key[key] = TensorResult(kind, name)
                 result.tensors.append(tensor)
-            tensor.add(index, stats)
-            if kind == "grad":
-                grads.append((name, stats))
-            if not stats.ok:
-                failed.append((kind, name, stats))
-        noisy = _noise_floor(grads)
-        for name in noisy:
-            by_key[make_key("grad", name)].noise_floor = True
-        if failed and result.first_divergence is None:
-            kind, name, stats = failed[0]
-            result.first_divergence = Divergence(index, kind, name, stats, kind == "grad" and name in noisy)
+            compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
+        noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
+                        [s for t, s, _ in compared if t.kind == "loss"])
+        for tensor, stats, values in compared:
+            explained = None if values is None else noise.explain(index, tensor.kind, tensor.name, *values)
+            tensor.add(index, stats, explained, tolerance.accept_noise)
+            if values is None:
+                continue
+            if explained is not None:
+                if len(tensor.noise) == 1:
+                    result.noise.append(explained)
+                if explained_first is None and not tolerance.accept_noise:
+                    explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
+            elif result.first_divergence is None:
+                result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
+        noise.end_step()
+    if result.first_divergence is None:  # an unexplained failure, however late, is the news
+        result.first_divergence = explained_first
+    for tensor in result.tensors:
+        tensor.driven_by_noise = bool(tensor.noise) or noise.driven(tensor.kind, tensor.name)
     # A tensor may be absent from some steps (slots before the first update): missing means never.
     result.missing = sorted(absent - seen)
     result.likely_cause = _roundoff_cause(result, code)
@@ -276,8 +308,8 @@ def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[Roundo
     closest: Optional[Tuple[float, str, float, float]] = None
     for tensor in result.tensors:
         bound = ROUNDOFF_ULPS.get(tensor.kind, 0.0)
-        for stats in tensor.by_step.values():
-            if stats.ok:
+        for step, stats in tensor.by_step.items():
+            if stats.ok or (step in tensor.noise and result.tolerance.accept_noise):
                 continue
             if stats.problem or stats.nonfinite or stats.ulps > bound:
                 return None
@@ -288,13 +320,3 @@ def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[Roundo
     port = code is False or not result.environment_diff.same_framework
     likely = code is True and not port and any(not c.unknown for c in changes)
     return RoundoffCause(closest[1], closest[2], closest[3], result.environment_diff.kernel_changes, port, likely)
-
-
-def _noise_floor(grads: List[Tuple[str, Stats]]) -> List[str]:
-    """Failing gradients at the round-off floor of their step (see NOISE_FLOOR)."""
-    scales = [s.golden_scale for _, s in grads if s.golden_scale > 0]
-    if len(scales) < 2:
-        return []
-    floor = NOISE_FLOOR * statistics.median(scales)
-    # Both sides tiny: the golden value and its difference from the replay are round-off.
-    return [name for name, s in grads if not s.ok and s.golden_scale <= floor and s.max_abs <= 2 * floor]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UsageError
@@ -122,23 +122,25 @@ class Resolved:
 @dataclass
 class Tolerance:
     """Global atol/rtol/ulps (None: the per-kind and per-dtype defaults) and rules, later
-    rules winning, for the tensors they match."""
+    rules winning, for the tensors they match. `accept_noise`: failures that amplified
+    round-off explains (comparison/noise.py) pass; they are still listed."""
 
     atol: Optional[float] = None
     rtol: Optional[float] = None
     equal_nan: bool = False
     rules: List[Rule] = field(default_factory=list)
     ulps: Optional[float] = None
+    accept_noise: bool = False
 
     def __post_init__(self) -> None:
         self.equal_nan = bool(self.equal_nan)
+        self.accept_noise = bool(self.accept_noise)
         self.rules = list(self.rules)
 
     def rule(self, kind: Optional[str] = None, name: Optional[str] = None,
              steps: Optional[Tuple[Optional[int], Optional[int]]] = None, **settings: Any) -> "Tolerance":
         """A new Tolerance with one more rule (later rules win)."""
-        return Tolerance(self.atol, self.rtol, self.equal_nan, self.rules + [Rule(kind, name, steps, **settings)],
-                         self.ulps)
+        return replace(self, rules=self.rules + [Rule(kind, name, steps, **settings)])
 
     def resolve(self, kind: str, name: str, step: int, dtype: str) -> Resolved:
         found: Dict[str, Any] = {}
@@ -156,12 +158,13 @@ class Tolerance:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"atol": self.atol, "rtol": self.rtol, "equal_nan": self.equal_nan, "ulps": self.ulps,
-                "rules": [r.to_dict() for r in self.rules]}
+                "accept_noise": self.accept_noise, "rules": [r.to_dict() for r in self.rules]}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], source: str = "tolerance") -> "Tolerance":
-        """From a mapping like a TOML file's: atol, rtol, equal_nan, and [[rule]] tables."""
-        allowed = {"atol", "rtol", "equal_nan", "ulps", "rule", "rules"}
+        """From a mapping like a TOML file's: atol, rtol, equal_nan, ulps, accept_noise, and
+        [[rule]] tables."""
+        allowed = {"atol", "rtol", "equal_nan", "ulps", "accept_noise", "rule", "rules"}
         unknown = set(data) - allowed
         if unknown:
             raise UsageError("%s: unknown key(s) %s; use %s" % (source, ", ".join(sorted(unknown)),
@@ -175,7 +178,8 @@ class Tolerance:
                 rules.append(Rule(item.pop("kind", None), item.pop("name", None), item.pop("steps", None), **item))
             except UsageError as exc:
                 raise UsageError("%s: rule %d: %s" % (source, i + 1, exc)) from None
-        return cls(data.get("atol"), data.get("rtol"), data.get("equal_nan", False), rules, data.get("ulps"))
+        return cls(data.get("atol"), data.get("rtol"), data.get("equal_nan", False), rules, data.get("ulps"),
+                   data.get("accept_noise", False))
 
     @classmethod
     def guide(cls) -> "Tolerance":
@@ -184,11 +188,12 @@ class Tolerance:
                                                                               rtol=0.05)
 
     @classmethod
-    def training(cls) -> "Tolerance":
+    def training(cls, accept_noise: bool = True) -> "Tolerance":
         """Multi-step training comparisons of a port: step 0 at the default tolerance, later
         steps also allowing TRAINING_ULPS (float32 round-off that Adam, batch norm and long
-        sums amplify from step to step), in eps * the tensor's scale."""
-        tolerance = cls()
+        sums amplify from step to step), in eps * the tensor's scale; and failures that
+        amplified round-off explains accepted (a bias before batch norm under Adam)."""
+        tolerance = cls(accept_noise=accept_noise)
         for kind, ulps in sorted(TRAINING_ULPS.items()):
             tolerance = tolerance.rule(kind=kind, steps=(1, None), ulps=ulps)
         return tolerance

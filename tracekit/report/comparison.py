@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, ConventionHint
-from ..comparison.engine import Comparison, Divergence, RoundoffCause
+from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
+from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.engine import compare as compare_data
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
@@ -45,13 +46,26 @@ def describe(stats: Stats) -> List[str]:
 def divergence(d: Divergence) -> List[str]:
     lines = ["first divergence: %s, %s (%s)" % (step_label(d.step), d.key, STAGES.get(d.kind, d.kind))]
     lines += ["  " + line for line in describe(d.stats)]
-    if d.noise_floor:
-        lines.append("  this gradient is at the noise floor: its golden values (up to %s) are round-off, far "
-                     "below the step's other gradients; an optimizer that divides by sqrt(v) (Adam) turns such "
-                     "noise into full-size updates. This is not a porting error: accept it with a rule, e.g. "
-                     "[[rule]] kind='grad' name='%s' ignore=true (and its variable), or drop the bias before "
-                     "batch norm (use_bias=False)" % (_num(d.stats.golden_scale), d.name))
+    if d.noise is not None:
+        lines += ["  " + noise_line(d.noise, d.stats),
+                  "  this is not a porting error. Accept explained noise with Tolerance(accept_noise=True) "
+                  "(Tolerance.training() does; accept_noise = true in a tolerance file), or drop the bias before "
+                  "batch norm (use_bias=False)"]
     return lines
+
+
+def noise_line(noise: Noise, stats: Optional[Stats] = None) -> str:
+    """What amplified round-off explains, in one line (comparison/noise.py)."""
+    if noise.link == GRADIENT:
+        size = "" if stats is None else " (up to %s)" % _num(stats.golden_scale)
+        return ("%s is at the noise floor: its golden values%s are round-off, far below the step's other "
+                "gradients" % (noise.key, size))
+    if noise.link == DRIVEN:
+        return ("%s is driven by round-off: its gradient %s has been at the noise floor at every step, and an "
+                "optimizer that divides by sqrt(v) (Adam, RMSprop, Adagrad) turns noise into full-size updates"
+                % (noise.key, noise.source))
+    return ("%s follows from %s, which round-off drives: the loss and every other gradient agree, and its error is "
+            "within the tolerance plus what that variable has differed by" % (noise.key, noise.source))
 
 
 def cause(c: RoundoffCause) -> List[str]:
@@ -89,10 +103,18 @@ def convention(hint: ConventionHint) -> str:
     return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
 
 
+def _status(t: TensorResult) -> str:
+    if t.failed_steps:
+        return "FAIL (noise)" if any(step in t.noise for step, s in t.by_step.items() if not s.ok) else "FAIL"
+    return "noise ok" if t.accepted_steps else "ok"
+
+
 def verdict(result: Comparison) -> str:
     """MATCH / MISMATCH, and for a match what it means."""
     if not result.ok:
         return "MISMATCH"
+    if result.noise:
+        return "MATCH (explained noise accepted in %d tensor(s))" % len(result.noise)
     env = result.environment_diff
     if result.profile.name == "exact":
         return "MATCH (bit for bit)"
@@ -111,22 +133,30 @@ def render(result: Comparison) -> str:
     if result.short is not None:
         lines.append("the replay is short: %s; replay every step (or pass steps=N to replay fewer on purpose)"
                      % result.short)
-    if result.first_divergence is not None:
-        lines += divergence(result.first_divergence)
+    first = result.first_divergence
+    if first is not None:
+        lines += divergence(first)
     if result.likely_cause is not None:
         lines += cause(result.likely_cause)
     lines += [convention(hint) for hint in result.conventions]
+    shown = [n for n in result.noise if first is None or n.key != first.key]
+    if shown:
+        lines.append("accepted as explained noise (accept_noise): %d tensor(s) fail the tolerance only where "
+                     "amplified round-off explains it:" % len(shown) if result.tolerance.accept_noise else
+                     "also failing, explained as amplified round-off (accept with accept_noise=True):")
+        lines += ["  from %s: %s" % (step_label(n.step), noise_line(n)) for n in shown[:8]]
+        if len(shown) > 8:
+            lines.append("  ... and %d more" % (len(shown) - 8))
     if result.missing:
         lines.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])
                                                             + (" ..." if len(result.missing) > 12 else "")))
     rows = []
     for t in result.tensors:
         w = t.worst
-        rows.append([t.kind, t.name, "ok" if t.ok else "FAIL%s" % (" (noise floor)" if t.noise_floor else ""),
-                     "%d/%d" % (t.failed_steps, t.steps), "-" if t.first_failed is None else step_label(t.first_failed),
+        rows.append([t.kind, t.name, _status(t), "%d/%d" % (t.failed_steps, t.steps), "-" if t.first_failed is None else step_label(t.first_failed),
                      "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
                      _num(w.needed_rtol), _num(max(s.ulps for s in t.by_step.values()))])
-    failing = [r for r in rows if r[2] != "ok"]
+    failing = [r for r in rows if r[2] != "ok"]  # accepted noise too: shown, not hidden
     shown = failing if failing else rows
     if shown:
         lines.append("")
