@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import tracekit  # noqa: E402
 import tracekit.tf2  # noqa: E402
-from tools.ports import (estimator_model, estimator_shim, keras_fit, rnn_model, seed_example, slim_resnet,  # noqa: E402
-                         two_optimizers)
+from tools.ports import (estimator_model, estimator_shim, keras_fit, momentum_model, rnn_model,  # noqa: E402
+                         seed_example, slim_resnet, two_optimizers)
 from tracekit.report.comparison import max_error_rows  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
@@ -57,6 +57,7 @@ PORTS = [  # (golden, port, replay(golden path, out path) -> the actual trace)
     ("gru_model", "Keras GRU, converted weights", _converted("gru")),
     ("two_optimizers", "Keras SGD + Adam + EMA", _two_optimizers),
     ("keras_fit", "compiled Keras model, its train_step", _plain(keras_fit.make)),
+    ("momentum_model", "Keras model, tf.compat.v1.train.MomentumOptimizer", _plain(momentum_model.make)),
 ]
 
 

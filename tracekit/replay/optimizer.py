@@ -1,10 +1,12 @@
-"""The port's Keras optimizer during a replay: what it applies, and its slots in TF1 terms.
+"""The port's optimizers during a replay: what they apply, and their slots in TF1 terms.
 
 Keras optimizers' `apply_gradients` (which `minimize` calls) is intercepted for the
 length of a step: it reports the gradients applied and the learning rate used; on
 the first call it builds the slots, pairs them with the golden's TF1 slots and,
 with init="golden", loads the golden's initial slots and iteration count.
-`minimize` reports the loss it computes.
+`minimize` reports the loss it computes. TF1's own optimizers, which run in TF2 as
+tf.compat.v1.train.*, are intercepted the same way: their slots are TF1's, and the step
+counter is the global_step they are given.
 """
 
 from __future__ import annotations
@@ -46,7 +48,14 @@ def _port_grad(conversion: int, variable: int) -> str:
     return "#conversion%d/%d" % (conversion, variable)
 
 
-def _convention(name: str, role: str) -> str:
+def _is_v1(optimizer: Any) -> bool:
+    """A tf.compat.v1.train optimizer: TF1's update rules and slots, in TF2."""
+    return isinstance(optimizer, tf.compat.v1.train.Optimizer)
+
+
+def _convention(optimizer: Any, name: str, role: str) -> str:
+    if _is_v1(optimizer):
+        return role
     return TF1_MOMENTUM if role == "momentum" and name.endswith("/Momentum:0") else role
 
 
@@ -57,6 +66,8 @@ def _is_schedule(value: Any) -> bool:
 
 def learning_rate(optimizer: Any) -> Any:
     """The learning rate this update uses (before `iterations` moves on)."""
+    if _is_v1(optimizer):  # a number, a tensor, or a callable of the caller's step counter
+        return tf.cast(tf.convert_to_tensor(optimizer._call_if_callable(optimizer._learning_rate)), tf.float32)
     if hasattr(optimizer, "_decayed_lr"):  # legacy OptimizerV2
         return optimizer._decayed_lr(tf.float32)
     lr = optimizer._learning_rate
@@ -80,11 +91,13 @@ def _optimizer_modules() -> List[Any]:
 
 
 def _optimizer_classes(method: str) -> List[Any]:
-    """The Keras optimizer classes that define `method` (new and legacy, every Keras in use)."""
+    """The optimizer classes that define `method`: Keras' (new and legacy, every Keras in use)
+    and tf.compat.v1.train's."""
     out = []
-    for optimizers in _optimizer_modules():
-        for cls in (getattr(optimizers, "Optimizer", None),
-                    getattr(getattr(optimizers, "legacy", None), "Optimizer", None)):
+    bases = [(getattr(optimizers, "Optimizer", None), getattr(getattr(optimizers, "legacy", None), "Optimizer", None))
+             for optimizers in _optimizer_modules()]
+    for group in bases + [(tf.compat.v1.train.Optimizer,)]:
+        for cls in group:
             if cls is None:
                 continue
             for base in cls.__mro__:  # patch where the method is defined
@@ -115,7 +128,9 @@ def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
 # Which TF1 optimizers (by their default names, the prefix of their learning-rate tensors and
 # the suffix of their slots) a Keras optimizer class ports.
 TF1_NAMES = {"SGD": ("GradientDescent", "Momentum"), "Adam": ("Adam",), "RMSprop": ("RMSProp",),
-             "Adagrad": ("Adagrad",)}
+             "Adagrad": ("Adagrad",), "GradientDescentOptimizer": ("GradientDescent",),
+             "MomentumOptimizer": ("Momentum",), "AdamOptimizer": ("Adam",), "RMSPropOptimizer": ("RMSProp",),
+             "AdagradOptimizer": ("Adagrad",)}
 
 
 class OptimizerBridge:
@@ -186,8 +201,11 @@ class OptimizerBridge:
 
         def apply_gradients(optimizer: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
+            # TF1's optimizers count steps in the global_step they are given (Keras': iterations).
+            counter = kwargs.get("global_step", args[0] if args else None) if _is_v1(optimizer) else \
+                optimizer.iterations
             try:
-                bridge._prepare(optimizer, [v for _, v in pairs])
+                bridge._prepare(optimizer, [v for _, v in pairs], counter)
             except ReplayError as exc:  # kept: tf.function wraps it in its own error while tracing
                 bridge.error = exc
                 raise
@@ -215,21 +233,23 @@ class OptimizerBridge:
             return original(optimizer, loss, *args, **kwargs)
         return minimize
 
-    def _prepare(self, optimizer: Any, var_list: List[Any]) -> None:
+    def _prepare(self, optimizer: Any, var_list: List[Any], counter: Any) -> None:
         """An optimizer's first update: build its slots, pair them with the golden's slots of
-        the variables it updates, and load their initial state."""
+        the variables it updates, and load their initial state. `counter`: its step count."""
         if any(known is optimizer for known in self._optimizers):
             return
         self._optimizers.append(optimizer)
         updated = {self._by_var.get(id(v)) or self._by_var.get(id(unwrap(v))) for v in var_list}
         with tf.init_scope():  # runs once, eagerly, also while a tf.function is traced
-            if hasattr(optimizer, "_create_all_weights"):  # legacy (OptimizerV2)
+            if _is_v1(optimizer):
+                optimizer._create_slots([unwrap(v) for v in var_list])
+            elif hasattr(optimizer, "_create_all_weights"):  # legacy (OptimizerV2)
                 optimizer._create_all_weights(var_list)
             elif hasattr(optimizer, "build"):
                 optimizer.build(var_list)
             first = self._iteration_var is None
             if first:
-                self._iteration_var = optimizer.iterations
+                self._iteration_var = counter
             slots, converted = len(self._slots), len(self._converted_slots)
             plain, converted_slots = self._map_slots(optimizer, updated)
             rate = self._lr_names[id(optimizer)] = self._lr_name(optimizer, [name for name, _, _ in plain] +
@@ -247,8 +267,8 @@ class OptimizerBridge:
                     for var, value in zip(port_slots, conv.deltas_to_port(golden)):
                         var.assign(cast_for(value, var))
                 for name in self._iterations:
-                    if self._keys[name] in initial:
-                        optimizer.iterations.assign(int(initial[self._keys[name]]))
+                    if self._keys[name] in initial and counter is not None:
+                        counter.assign(int(initial[self._keys[name]]))
 
     def _lr_name(self, optimizer: Any, slot_names: List[str]) -> str:
         """The golden's learning rate this optimizer ports: the only one; else the one whose TF1
@@ -264,6 +284,14 @@ class OptimizerBridge:
         by_owner = [r for r in free if r.split("/")[0] in owners]
         by_kind = [r for r in free if kinds and r.split("/")[0].startswith(kinds)]
         return (by_owner or by_kind or free or rates)[0]
+
+    def counted(self) -> Dict[str, str]:
+        """After the first step: the golden's step counters no optimizer counts -> why (a TF1
+        optimizer given no global_step)."""
+        if self._iteration_var is not None or not self._optimizers:
+            return {}
+        return {self._keys[name]: "no step counter: pass global_step= to the TF1 optimizer's apply_gradients "
+                                  "or minimize to compare it" for name in self._iterations}
 
     def check_complete(self) -> None:
         """After the first step: every golden slot found its optimizer."""
@@ -296,7 +324,7 @@ class OptimizerBridge:
             if slot is None:
                 missing.append("  only in the golden: %s (%s of %s)" % (name, role, var_name))
             else:
-                plain.append((name, slot, _convention(name, role)))
+                plain.append((name, slot, _convention(optimizer, name, role)))
         for (i, role), names in by_role.items():
             conv = self._conversions[i]
             slots = [_keras_slot(optimizer, variable, role) for variable in conv.port]
@@ -305,7 +333,7 @@ class OptimizerBridge:
                                for k, n in sorted(names.items()))
             else:
                 ordered = [names[k] for k in range(len(conv.golden))]
-                converted_slots.append((conv, ordered, slots, _convention(ordered[0], role)))
+                converted_slots.append((conv, ordered, slots, _convention(optimizer, ordered[0], role)))
         if missing:
             raise ReplayError(
                 "the TF2 optimizer (%s) has no slot for %d of the golden's optimizer slots of the variables it "

@@ -109,6 +109,7 @@ class TF2Runner:
         self.optimizer.convert_gradients(self.capture.values)
         if index == 0:
             self.optimizer.check_complete()
+            self.not_replayed.update(self.optimizer.counted())
         if self.capture.stale():
             raise ReplayError(self.capture.stale())
         if index > 0 and self._created:

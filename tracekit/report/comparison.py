@@ -93,8 +93,8 @@ def convention(hint: ConventionHint) -> str:
         return ("possible cause: the momentum convention. TF1's MomentumOptimizer accumulates gradients "
                 "(accum = m*accum + g; var -= lr*accum), Keras SGD(momentum=m) accumulates steps (v = m*v - lr*g; "
                 "var += v); they agree only while the learning rate is constant, and the golden's changes at %s "
-                "(%s -> %s). Port the TF1 update rule (a custom optimizer or update), or keep the learning rate "
-                "constant where it must match" % (step_label(step), _num(before), _num(after)))
+                "(%s -> %s). Keep TF1's rule: tf.compat.v1.train.MomentumOptimizer runs in TF2 and tracekit replays it "
+                "(pass it global_step=), or keep the learning rate constant where it must match" % (step_label(step), _num(before), _num(after)))
     if hint.code == ADAM_EPSILON:
         return ("possible cause: Adam's epsilon. At %s the gradients, the learning rate and Adam's m and v all "
                 "agree, but %s does not: only the update differs. TF1's AdamOptimizer uses epsilon=1e-8, "
