@@ -13,7 +13,8 @@ from .support import GOLDENS
 
 
 @pytest.mark.parametrize("name", ["seed_example.h5", "estimator_model.h5", "slim_resnet.h5", "lstm_model.h5",
-                                  "gru_model.h5", "keras_fit.h5", "two_optimizers.h5", "momentum_model.h5"])
+                                  "gru_model.h5", "keras_fit.h5", "two_optimizers.h5", "momentum_model.h5",
+                                  "gan_model.h5"])
 def test_golden_verifies(name):
     result = tracekit.verify(os.path.join(GOLDENS, name))
     assert result.ok, result.problems

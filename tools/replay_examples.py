@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import tracekit  # noqa: E402
 import tracekit.tf2  # noqa: E402
-from tools.ports import (estimator_model, estimator_shim, keras_fit, momentum_model, rnn_model,  # noqa: E402
-                         seed_example, slim_resnet, two_optimizers)
+from tools.ports import (estimator_model, estimator_shim, gan_model, keras_fit, momentum_model,  # noqa: E402
+                         rnn_model, seed_example, slim_resnet, two_optimizers)
 from tracekit.report.comparison import max_error_rows  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
@@ -48,6 +48,11 @@ def _two_optimizers(golden, out):
     return tracekit.tf2.replay(golden, step, variables=two_optimizers.variables(model, ema), out=out)
 
 
+def _gan(golden, out):
+    models, steps = gan_model.make()
+    return tracekit.tf2.replay(golden, steps, variables=gan_model.variables(models), out=out)
+
+
 PORTS = [  # (golden, port, replay(golden path, out path) -> the actual trace)
     ("seed_example", "Keras model, tf.function", _plain(seed_example.make)),
     ("estimator_model", "Keras model, tf.function", _plain(estimator_model.make)),
@@ -58,6 +63,7 @@ PORTS = [  # (golden, port, replay(golden path, out path) -> the actual trace)
     ("two_optimizers", "Keras SGD + Adam + EMA", _two_optimizers),
     ("keras_fit", "compiled Keras model, its train_step", _plain(keras_fit.make)),
     ("momentum_model", "Keras model, tf.compat.v1.train.MomentumOptimizer", _plain(momentum_model.make)),
+    ("gan_model", "Keras GAN, a step function per train op", _gan),
 ]
 
 

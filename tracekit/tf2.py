@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from .environment import program_identity, tensorflow_environment
 from .replay.conversions import Conversion, gru, lstm, transpose
-from .replay.loop import replay_steps
+from .replay.loop import check_steps, replay_steps, step_for
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .store import Trace, open_trace
@@ -19,7 +19,8 @@ from .store import Trace, open_trace
 __all__ = ["Conversion", "gru", "keras_train_step", "lstm", "replay", "seeded", "transpose"]
 
 
-def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = None, variables: Any = None,
+def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
+           model: Any = None, variables: Any = None,
            var_map: Any = "auto", init: str = "golden", random: str = "tape", steps: Optional[int] = None,
            inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None, convert: Sequence[Conversion] = (),
            progress: Optional[Callable[[int, int], None]] = None) -> Trace:
@@ -28,6 +29,9 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     step_fn(inputs): the TF2 training step (eager or tf.function), called once per
       recorded step with {golden input name: tensor} (or keywords, with inputs=
       {golden input name: keyword}); it may return its loss or a dict of named values.
+      For a golden of alternating train ops (a GAN's discriminator and generator steps,
+      recorded as separate steps), a dict {train op name: step function}; `tracekit show`
+      lists the golden's train_ops.
     model / variables: the TF2 variables, mapped to the golden's by name (var_map=
       "auto", a dict, (regex, replacement) rules or a callable); unmatched or
       shape-mismatched ones stop the replay before it starts, listed.
@@ -45,6 +49,7 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
     tracekit.tap(); the variables and slots are read after each step.
     """
     check_usage(init, random)  # before the golden is opened: the usage error comes first
+    check_steps(step_fn)
     trace = golden if isinstance(golden, Trace) else open_trace(golden)
     runner = TF2Runner(trace, model, variables, var_map, init, random, convert)
     if init == "golden":
@@ -55,14 +60,17 @@ def replay(golden: "str | Trace", step_fn: Callable[..., Any], *, model: Any = N
              "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
     with scope:
-        return replay_steps(trace, runner, lambda feeds: call_step(step_fn, feeds, inputs), steps, out, about,
-                            progress, meta={"tensorflow": tensorflow_environment(tf), "program": _program(step_fn, model)})
+        def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
+            return call_step(step_for(step_fn, info, index, trace.path), feeds, inputs)
+        return replay_steps(trace, runner, call, steps, out, about, progress,
+                            meta={"tensorflow": tensorflow_environment(tf), "program": _program(step_fn, model)})
 
 
-def _program(step_fn: Callable[..., Any], model: Any) -> Dict[str, Any]:
-    """The port's identity: its step function and model class, and the files they come from."""
-    func = getattr(step_fn, "python_function", step_fn)  # a tf.function's Python function
-    parts = [func] + ([type(model)] if model is not None else [])
+def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
+    """The port's identity: its step functions and model class, and the files they come from."""
+    functions = [step_fn[k] for k in sorted(step_fn)] if isinstance(step_fn, Mapping) else [step_fn]
+    parts = [getattr(f, "python_function", f) for f in functions]  # a tf.function's Python function
+    parts += [type(model)] if model is not None else []
     names = ["%s.%s" % (getattr(p, "__module__", "?"), getattr(p, "__qualname__", repr(p))) for p in parts]
     sources = []
     for part in parts:

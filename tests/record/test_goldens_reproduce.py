@@ -81,6 +81,7 @@ def test_api_goldens_reproduce(tmp_path, script, name, args, racy):
     ("rnn_model.py", "gru_model.h5", ["--cell", "gru"], ()),
     ("two_optimizers.py", "two_optimizers.h5", [], ()),
     ("momentum_model.py", "momentum_model.h5", [], ("fetch/fetches",)),
+    ("gan_model.py", "gan_model.h5", [], ()),
 ])
 def test_later_api_goldens_reproduce(tmp_path, script, name, args, racy):
     # Recorded after the other machine's goldens were made: compared with the shipped ones only.

@@ -63,7 +63,7 @@ def test_a_step_records_everything(tf, tmp_path):
             assert np.array_equal(step["input/x:0"], fx) and np.array_equal(step["input/y:0"], fy)
             assert step["loss/loss"] == losses[k]
             assert step["fetch/fetches"] == [None, losses[k]]
-            assert step.info == {"global_step": k + 1}
+            assert step.info == {"global_step": k + 1, "train_ops": ["GradientDescent"]}
             assert np.isclose(step["lr/learning_rate"], 0.1 * (1 - k / 1000.0), rtol=1e-6)
             # The taps are this step's forward pass on the variables before its update ...
             h1 = fx @ before["var/dense/kernel:0"] + before["var/dense/bias:0"]

@@ -46,13 +46,13 @@ class NumpyRunner:
         return None
 
     @contextlib.contextmanager
-    def step(self, index, draws):
+    def step(self, index, draws, first):
         yield types.SimpleNamespace(values={}, draws=[])
 
-    def check_tape(self, index):
+    def check_step(self, index, updated):
         pass
 
-    def call(self, feeds):
+    def call(self, index, feeds, info):
         x = feeds["x:0"]
         loss = np.float32((self.w * x).sum())
         self.w = self.w - self.lr * x
@@ -97,10 +97,10 @@ def test_a_replay_without_out_leaves_nothing_behind(tmp_path, monkeypatch):
         assert _replay_dirs(tmp_path / "tmp") == []
 
         class Failing(NumpyRunner):
-            def call(self, feeds):
+            def call(self, index, feeds, info):
                 if self.w[0] < 0:
                     raise RuntimeError("the port broke")
-                return NumpyRunner.call(self, feeds)
+                return NumpyRunner.call(self, index, feeds, info)
         broken = Failing(golden, np.float32(10.0))  # w goes negative after the first step
         with pytest.raises(RuntimeError, match="the port broke"):
             replay_steps(golden, broken, broken.call)

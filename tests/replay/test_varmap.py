@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracekit.replay.variables import mismatch_lines
-from tracekit.replay.varmap import Candidate, match, parse_slot, split_state
+from tracekit.replay.varmap import Candidate, Slot, match, parse_slot, split_state
 
 
 def _match(golden, tf2, explicit="auto"):
@@ -74,8 +74,24 @@ def test_slot_names(name, slot):
 def test_split_state():
     model, slots, iterations, orphans = split_state(
         ["dense/kernel:0", "dense/kernel/Adam:0", "global_step:0", "beta1_power:0", "beta2_power:0"])
-    assert model == ["dense/kernel:0"] and slots == [("dense/kernel/Adam:0", "dense/kernel:0", "m")]
+    assert model == ["dense/kernel:0"] and slots == [Slot("dense/kernel/Adam:0", "dense/kernel:0", "m")]
     assert iterations == ["global_step:0"] and orphans == ["beta1_power:0", "beta2_power:0"]
+
+
+def test_split_state_takes_what_the_recorder_saw_over_slot_names():
+    # An optimizer given its own name names its slots after it: only the update op says what they are.
+    recorded = {"w/d_adam:0": {"var": "w:0", "update": "ApplyAdam", "arg": "m"},
+                "w/d_adam_1:0": {"var": "w:0", "update": "ApplyAdam", "arg": "v"},
+                "w/fast:0": {"var": "w:0", "update": "ApplyMomentum", "arg": "accum"},
+                "w/keras:0": {"var": "w:0", "update": "ResourceApplyKerasMomentum", "arg": "accum"},
+                "w/ada:0": {"var": "w:0", "update": "ApplyAdagrad", "arg": "accum"}}
+    model, slots, _, _ = split_state(["w:0"] + sorted(recorded), recorded)
+    assert model == ["w:0"]
+    assert {s.name: (s.role, s.tf1_momentum) for s in slots} == {
+        "w/d_adam:0": ("m", False), "w/d_adam_1:0": ("v", False), "w/fast:0": ("momentum", True),
+        "w/keras:0": ("momentum", False), "w/ada:0": ("accumulator", False)}
+    _, by_name, _, _ = split_state(["w/Momentum:0"])  # an older golden: the name says it
+    assert by_name == [Slot("w/Momentum:0", "w:0", "momentum", True)]
 
 
 def test_a_name_tf_uniquified_matches_after_the_names_as_they_are():

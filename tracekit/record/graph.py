@@ -44,6 +44,7 @@ INPUT_OPS = frozenset([
 ])
 VARIABLE_OPS = frozenset(["VariableV2", "Variable", "VarHandleOp", "AutoReloadVariable"])
 PASS_THROUGH = frozenset(["Identity", "ReadVariableOp", "Enter", "RefEnter", "Switch", "RefSwitch"])
+GRADIENTS_SCOPE = re.compile(r"^gradients(_\d+)?$")  # tf.gradients' scope, uniquified by later calls
 GRAD_SEED = re.compile(r"^(Fill|grad_ys_\d+)$")
 DT_RESOURCE = 20
 GRAD_ARGS = ("grad", "delta")
@@ -68,7 +69,7 @@ def _intercepted_for(graph: Any) -> Dict[str, list]:
 class Update:
     """One optimizer update op: the variable, gradient, learning rate and slots it uses."""
 
-    __slots__ = ("op", "var", "grad", "indices", "lr", "slots")
+    __slots__ = ("op", "var", "grad", "indices", "lr", "slots", "roles")
 
     def __init__(self, op: Any) -> None:
         self.op = op
@@ -77,6 +78,7 @@ class Update:
         self.indices: Any = None
         self.lr: Any = None
         self.slots: List[str] = []
+        self.roles: Dict[str, str] = {}  # slot name -> the update op's argument it is ("m", "accum", ...)
         for arg, tensor in zip(op.op_def.input_arg, op.inputs):
             if arg.name == "var":
                 self.var = variable_name(tensor)
@@ -90,6 +92,8 @@ class Update:
                 name = variable_name(tensor)
                 if name is not None:
                     self.slots.append(name)
+                    if arg.name not in STATE_ARGS:
+                        self.roles[name] = arg.name
 
 
 def variable_name(tensor: Any) -> Optional[str]:
@@ -112,6 +116,10 @@ class StepPlan:
     fetch: "collections.OrderedDict[str, Any]"  # "kind/name" -> tensor, fetched in the step's own run
     global_step: Any  # read after the step for the step's info
     regularization: List[str] = field(default_factory=list)  # keys of the regularization losses among `fetch`
+    # What the run trained, for the step's info: the train ops it ran (what minimize or
+    # apply_gradients returned), else the ops it fetched. A port replays alternating train
+    # ops with one step function per train op.
+    train_ops: List[str] = field(default_factory=list)
 
 
 class GraphModel:
@@ -142,6 +150,19 @@ class GraphModel:
                 continue
             seen.add(variable.name)
             out.append((make_key("slot" if variable.name in slots else "var", variable.name), variable))
+        return out
+
+    def slot_roles(self) -> Dict[str, Dict[str, str]]:
+        """{slot name: {"var", "update", "arg"}}: each slot's variable, the update op's type and
+        the argument the slot is, so a replay pairs slots by what they are, not by their names
+        (an optimizer given its own name names its slots after it)."""
+        out: Dict[str, Dict[str, str]] = {}
+        for op in self.graph.get_operations():
+            if UPDATE_OP.match(op.type):
+                update = Update(op)
+                for slot, arg in update.roles.items():
+                    if update.var is not None:
+                        out.setdefault(slot, {"var": update.var, "update": op.type, "arg": arg})
         return out
 
     # ---- runs -------------------------------------------------------------------------------
@@ -188,7 +209,13 @@ class GraphModel:
             else:
                 self._warn("tap %r (%s) is not computed by the training step, so it is not recorded: "
                            "recording it would run ops the step does not run" % (name, tensor.name))
-        losses = _unique([t for t in intercepted["loss"] if t.op.name in names] or self._gradient_roots(ordered))
+        # The run's loss is what its gradients were taken of: an optimizer's loss whose gradient
+        # the run computes (its value may not be needed for that: fetched, it adds only pure ops),
+        # else one it computes, else the gradients' roots.
+        roots = self._gradient_roots(ordered)
+        rooted = {t.name for t in roots}
+        losses = _unique([t for t in intercepted["loss"] if t.name in rooted]
+                         or [t for t in intercepted["loss"] if t.op.name in names] or roots)
         for tensor in losses:
             add("loss", "loss" if len(losses) == 1 else tensor.name, tensor)
         regularization = []
@@ -207,7 +234,8 @@ class GraphModel:
             else:
                 add("grad", update.var + "/values", update.grad)
                 add("grad", update.var + "/indices", update.indices)
-        return StepPlan(True, fetch, global_step, regularization)
+        trained = sorted(op.name for op in train_ops) or sorted(op.name for op in fetch_ops)
+        return StepPlan(True, fetch, global_step, regularization, trained)
 
     def _global_step(self) -> Any:
         try:
@@ -218,11 +246,12 @@ class GraphModel:
     def _gradient_roots(self, ordered: List[Any]) -> List[Any]:
         """The `ys` of tf.gradients calls in the run: its seed is a Fill named "<scope>gradients/Fill"
         (TF 1.15) or "<scope>gradients/grad_ys_0" (TF 2), consumed by the gradient of ys's op,
-        "<scope>gradients/<op>_grad/..."."""
+        "<scope>gradients/<op>_grad/..." ("gradients_1" and on for later calls)."""
         roots = []
         for op in ordered:
             parts = op.name.split("/")
-            if op.type != "Fill" or len(parts) < 2 or parts[-2] != "gradients" or not GRAD_SEED.match(parts[-1]):
+            if op.type != "Fill" or len(parts) < 2 or not GRADIENTS_SCOPE.match(parts[-2]) or \
+                    not GRAD_SEED.match(parts[-1]):
                 continue
             scope = op.name[:-len(parts[-1])]
             for consumer in op.outputs[0].consumers():

@@ -72,6 +72,7 @@ class Recorder:
         self._global: List[Tuple[Any, str, Any]] = []
         self._graph: Any = None  # the graph whose steps are recorded
         self._variables: Optional[List[Tuple[str, Any]]] = None
+        self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
         self.steps = 0
         self.done = False
 
@@ -308,7 +309,7 @@ class Recorder:
         with self._writer.initial():
             for (key, _), value in zip(self._variables, values):
                 self._writer.add(*split_key(key), value=value, copy=False)
-        self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess)})
+        self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess), "slots": model.slot_roles()})
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]]) -> None:
@@ -319,7 +320,11 @@ class Recorder:
         if plan.global_step is not None:  # read after the step: its value in the same run is racy
             global_step = int(run(sess, plan.global_step))
         w = self._writer
-        w.begin_step(info={"global_step": global_step})
+        trained = "+".join(plan.train_ops)
+        if trained not in self._train_ops:  # a new kind of step: the metadata lists the kinds
+            self._train_ops.append(trained)
+            w.update_meta({"train_ops": list(self._train_ops)})
+        w.begin_step(info={"global_step": global_step, "train_ops": plan.train_ops})
         try:
             for name, value in feeds:
                 if name:

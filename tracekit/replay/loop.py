@@ -16,8 +16,12 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 
 import numpy as np
 
+from ..errors import ReplayError, UsageError
 from ..keys import make_key, split_key
 from ..store import Trace, create, open_trace
+
+# (step index, feeds, the golden step's info) -> what the port's step returned
+StepCall = Callable[[int, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]
 
 
 class Captured(Protocol):
@@ -38,14 +42,46 @@ class Runner(Protocol):
     def regularization(self) -> Optional[np.ndarray]:
         """The sum of the model's regularization losses, or None; asked before each step."""
 
-    def step(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> ContextManager[Captured]:
-        """Step `index` runs inside; `draws` are the golden's recorded random draws."""
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool) -> ContextManager[Captured]:
+        """Step `index` runs inside; `draws` are the golden's recorded random draws; `first`: the
+        first step of its kind (the train ops it runs), where a port may create variables."""
 
-    def check_tape(self, index: int) -> None:
-        """After the step: raise if it did not use the draws as it must."""
+    def check_step(self, index: int, updated: Sequence[str]) -> None:
+        """After the step: raise if it did not use the draws as it must, or left the golden's
+        optimizer state of `updated` (the variables the golden's step has gradients for) unpaired."""
 
 
-def replay_steps(golden: Trace, runner: Runner, call: Callable[[Dict[str, Any]], Dict[str, Any]],
+def step_for(steps: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", info: Mapping[str, Any], index: int,
+             golden: str) -> Callable[..., Any]:
+    """The port's step function for golden step `index`: `steps` itself, or, for a golden of
+    alternating train ops (a GAN's discriminator and generator steps), the function `steps`
+    maps that step's train op to (a key "a+b" for a run of both)."""
+    if callable(steps):
+        return steps
+    ran = info.get("train_ops")
+    if ran is None:
+        raise ReplayError("%s, step %d: the golden does not say which train op the step ran (recorded by an older "
+                          "tracekit); re-record it to replay with a step function per train op" % (golden, index))
+    chosen = steps.get("+".join(ran))
+    if chosen is None:
+        found = {id(steps[op]): steps[op] for op in ran if op in steps}
+        chosen = next(iter(found.values())) if len(found) == 1 else None
+    if chosen is None:
+        raise ReplayError("%s, step %d ran train op %s; the step functions given are for %s (tracekit show lists "
+                          "the golden's train_ops)" % (golden, index, "+".join(ran) or "(none)",
+                                                       ", ".join(sorted(steps)) or "nothing"))
+    return chosen
+
+
+def check_steps(steps: Any) -> None:
+    if callable(steps):
+        return
+    if not isinstance(steps, Mapping) or not steps or not all(callable(f) for f in steps.values()):
+        raise UsageError("the step must be a function, or a dict {train op name: function} for a golden of "
+                         "alternating train ops; got %r" % (steps,))
+
+
+def replay_steps(golden: Trace, runner: Runner, call: StepCall,
                  steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
                  progress: Optional[Callable[[int, int], None]] = None,
                  meta: Optional[Dict[str, Any]] = None) -> Trace:
@@ -67,21 +103,24 @@ def replay_steps(golden: Trace, runner: Runner, call: Callable[[Dict[str, Any]],
     return trace
 
 
-def _replay(golden: Trace, runner: Runner, call: Callable[[Dict[str, Any]], Dict[str, Any]], count: int, path: str,
+def _replay(golden: Trace, runner: Runner, call: StepCall, count: int, path: str,
             about: Optional[Dict[str, Any]], progress: Optional[Callable[[int, int], None]],
             meta: Optional[Dict[str, Any]], limited: bool) -> Trace:
     with create(path, meta=meta) as writer:
         with writer.initial():
             for key, value in runner.read_state():
                 writer.add(*split_key(key), value=value, copy=False)
+        kinds = set()  # the kinds of steps run so far
         for index in range(count):
             g_step = golden.step(index)
             feeds = {name: g_step["input", name] for name in g_step.names("input")}
             draws = [(name, g_step["random", name]) for name in g_step.names("random")]
             regularization = runner.regularization()  # before the update, as TF1 computed it
-            with runner.step(index, draws) as capture:
-                returned = call(feeds)
-            runner.check_tape(index)
+            kind = "+".join(g_step.info.get("train_ops") or [])
+            with runner.step(index, draws, kind not in kinds) as capture:
+                returned = call(index, feeds, g_step.info)
+            runner.check_step(index, g_step.names("grad"))
+            kinds.add(kind)
             with writer.step(info={"golden_step": index}):
                 for name, value in feeds.items():
                     writer.add("input", name, value, copy=False)

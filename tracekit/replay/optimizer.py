@@ -22,7 +22,7 @@ from ..keys import make_key
 from .capture import Capture, numpy
 from .conversions import Conversion
 from .tf_import import tf
-from .varmap import Mapping
+from .varmap import Mapping, Slot
 from .variables import cast_for, unwrap
 
 # Keras slot attributes (new optimizers; legacy ones name their slots by role) for each TF1 slot role.
@@ -53,10 +53,10 @@ def _is_v1(optimizer: Any) -> bool:
     return isinstance(optimizer, tf.compat.v1.train.Optimizer)
 
 
-def _convention(optimizer: Any, name: str, role: str) -> str:
-    if _is_v1(optimizer):
-        return role
-    return TF1_MOMENTUM if role == "momentum" and name.endswith("/Momentum:0") else role
+def _convention(optimizer: Any, slot: Slot) -> str:
+    """How the port's slot relates to the golden's: TF1_MOMENTUM where a Keras SGD ports TF1's
+    momentum accumulator, else the role (the same quantity)."""
+    return TF1_MOMENTUM if slot.tf1_momentum and not _is_v1(optimizer) else slot.role
 
 
 def _is_schedule(value: Any) -> bool:
@@ -138,13 +138,13 @@ class OptimizerBridge:
     any number of them, each over its own variables, each paired with the TF1 optimizer whose
     slots and learning rate match."""
 
-    def __init__(self, golden: Any, mapping: Mapping, slot_names: List[Tuple[str, str, str]],
+    def __init__(self, golden: Any, mapping: Mapping, slot_names: List[Slot],
                  iterations: List[str], keys: Dict[str, str], capture: Capture, load_initial: bool,
                  conversions: Sequence[Conversion] = ()) -> None:
         self.golden = golden
         self.capture = capture
         self._mapping = mapping
-        self._slot_names = slot_names  # (golden slot name, golden variable name, role)
+        self._slot_names = slot_names
         self._iterations = iterations  # golden names of the step counter
         self._keys = keys  # golden state name -> "var/..." or "slot/..."
         self._load_initial = load_initial
@@ -293,15 +293,19 @@ class OptimizerBridge:
         return {self._keys[name]: "no step counter: pass global_step= to the TF1 optimizer's apply_gradients "
                                   "or minimize to compare it" for name in self._iterations}
 
-    def check_complete(self) -> None:
-        """After the first step: every golden slot found its optimizer."""
+    def check_complete(self, index: int, updated: Sequence[str]) -> None:
+        """After step `index`: every golden slot of a variable the golden's step updated
+        (`updated`, the golden's gradients) found its optimizer."""
         paired = {name for name, _, _, _ in self._slots}
         paired.update(name for _, names, _, _, _ in self._converted_slots for name in names)
-        left = [(name, var_name) for name, var_name, _ in self._slot_names if name not in paired]
+        wanted = set(updated)
+        left = [(s.name, s.var) for s in self._slot_names if s.name not in paired and s.var in wanted]
         if left and self._optimizers:
-            raise ReplayError("no TF2 optimizer updated the variables of %d of the golden's optimizer slots in the "
-                              "first step:\n%s\nupdate them with an optimizer (one per TF1 optimizer is fine)"
-                              % (len(left), "\n".join("  only in the golden: %s (of %s)" % pair for pair in left)))
+            raise ReplayError("step %d: the golden's step updated the variables of %d optimizer slots that no TF2 "
+                              "optimizer has updated yet:\n%s\nupdate them with an optimizer in this step (one per TF1 "
+                              "optimizer is fine; with a step function per train op, check which one ran)"
+                              % (index, len(left), "\n".join("  only in the golden: %s (of %s)" % pair
+                                                              for pair in left)))
 
     def _map_slots(self, optimizer: Any, updated: Set[Optional[str]]) -> Tuple[list, list]:
         """Pair the golden's slots of the variables this optimizer updates (`updated`: golden
@@ -309,13 +313,14 @@ class OptimizerBridge:
         slot it lacks stops the replay before its first update, listed like the variables."""
         tf2_of = {name: cand.obj for name, cand in self._mapping.pairs.items()}
         converted = {name: (i, k) for i, conv in enumerate(self._conversions) for k, name in enumerate(conv.golden)}
-        by_role: Dict[Tuple[int, str], Dict[int, str]] = {}  # (conversion, role) -> golden var index -> slot name
+        by_role: Dict[Tuple[int, str], Dict[int, Slot]] = {}  # (conversion, role) -> golden var index -> slot
         plain, converted_slots, missing = [], [], []
-        for name, var_name, role in self._slot_names:
+        for golden_slot in self._slot_names:
+            name, var_name, role = golden_slot.name, golden_slot.var, golden_slot.role
             if var_name in converted:
                 i, k = converted[var_name]
                 if _port_grad(i, 0) in updated:
-                    by_role.setdefault((i, role), {})[k] = name
+                    by_role.setdefault((i, role), {})[k] = golden_slot
                 continue
             if var_name not in updated:
                 continue  # another optimizer's
@@ -324,8 +329,9 @@ class OptimizerBridge:
             if slot is None:
                 missing.append("  only in the golden: %s (%s of %s)" % (name, role, var_name))
             else:
-                plain.append((name, slot, _convention(optimizer, name, role)))
-        for (i, role), names in by_role.items():
+                plain.append((name, slot, _convention(optimizer, golden_slot)))
+        for (i, role), slots_of in by_role.items():
+            names = {k: golden_slot.name for k, golden_slot in slots_of.items()}
             conv = self._conversions[i]
             slots = [_keras_slot(optimizer, variable, role) for variable in conv.port]
             if len(names) != len(conv.golden) or any(slot is None for slot in slots):
@@ -333,7 +339,7 @@ class OptimizerBridge:
                                for k, n in sorted(names.items()))
             else:
                 ordered = [names[k] for k in range(len(conv.golden))]
-                converted_slots.append((conv, ordered, slots, _convention(optimizer, ordered[0], role)))
+                converted_slots.append((conv, ordered, slots, _convention(optimizer, slots_of[0])))
         if missing:
             raise ReplayError(
                 "the TF2 optimizer (%s) has no slot for %d of the golden's optimizer slots of the variables it "

@@ -42,7 +42,9 @@ class TF2Runner:
         self._model = model
         keys = {n: make_key("var", n) for n in golden.names("var")}
         keys.update((n, make_key("slot", n)) for n in golden.names("slot"))  # golden state name -> key
-        model_names, slot_names, iterations, orphans = varmap.split_state(list(keys))
+        recorded = golden.meta.get("slots")
+        model_names, slot_names, iterations, orphans = varmap.split_state(
+            list(keys), recorded if isinstance(recorded, dict) else None)
         for name in orphans:
             self.not_replayed[keys[name]] = "TF1 optimizer state with no Keras counterpart"
         if model is None and "regularization" in golden.names("loss"):
@@ -88,7 +90,7 @@ class TF2Runner:
     # ---- a step -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def step(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> Iterator[Capture]:
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool) -> Iterator[Capture]:
         self.capture.reset()
         self.tape.start(index, draws)
         self._created = []
@@ -108,16 +110,16 @@ class TF2Runner:
             self.capture.live = False
         self.optimizer.convert_gradients(self.capture.values)
         if index == 0:
-            self.optimizer.check_complete()
             self.not_replayed.update(self.optimizer.counted())
         if self.capture.stale():
             raise ReplayError(self.capture.stale())
-        if index > 0 and self._created:
+        if not first and self._created:
             raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
-                              "or in its first step" % (index, ", ".join(self._created[:5])))
+                              "or in its first step (of each train op)" % (index, ", ".join(self._created[:5])))
 
-    def check_tape(self, index: int) -> None:
+    def check_step(self, index: int, updated: Sequence[str]) -> None:
         self.tape.check(index)
+        self.optimizer.check_complete(index, updated)
 
     def _creator(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         variable = next_creator(**kwargs)

@@ -206,19 +206,55 @@ def _explicit(explicit: Any, name: str) -> Any:
     return None
 
 
-def split_state(names: Sequence[str]) -> Tuple[List[str], List[Tuple[str, str, str]], List[str], List[str]]:
-    """Golden var/slot names -> (model variables, slots as (name, variable, role), the
-    iterations counter, optimizer state without a TF2 counterpart)."""
+@dataclass(frozen=True)
+class Slot:
+    """A golden optimizer slot: its variable, its role in Keras terms ("m", "v", "momentum",
+    "rms", "accumulator", ...), and whether it holds TF1 MomentumOptimizer's accumulator (the
+    sum of gradients, where Keras SGD keeps the sum of steps)."""
+
+    name: str
+    var: str
+    role: str
+    tf1_momentum: bool = False
+
+
+# TF1 update ops' slot arguments -> Keras roles ("accum" is a momentum in Momentum updates).
+_ARG_ROLES = {"m": "m", "v": "v", "vhat": "vhat", "ms": "rms", "mom": "momentum", "mg": "mg"}
+_TF1_MOMENTUM_UPDATES = re.compile(r"^(Resource)?(Sparse)?ApplyMomentum$")
+
+
+def _recorded_slot(name: str, recorded: Dict[str, Any]) -> Optional[Slot]:
+    """A slot as the recorder saw it: the update op that used it, and as which argument."""
+    var, update, arg = recorded.get("var"), str(recorded.get("update", "")), recorded.get("arg")
+    if not isinstance(var, str) or not isinstance(arg, str):
+        return None
+    if arg == "accum":
+        role = "momentum" if "Momentum" in update else "accumulator"
+    else:
+        role = _ARG_ROLES.get(arg, arg)
+    return Slot(name, var, role, role == "momentum" and bool(_TF1_MOMENTUM_UPDATES.match(update)))
+
+
+def split_state(names: Sequence[str], recorded: Optional[Dict[str, Any]] = None
+                ) -> Tuple[List[str], List[Slot], List[str], List[str]]:
+    """Golden var/slot names -> (model variables, slots, the iterations counter, optimizer
+    state without a TF2 counterpart). `recorded`: the golden's meta["slots"], what each slot
+    was to its update op; goldens without it are read by slot names (v/Adam, v/Momentum, ...)."""
     model: List[str] = []
-    slots: List[Tuple[str, str, str]] = []
+    slots: List[Slot] = []
     iterations: List[str] = []
     orphans: List[str] = []
     for name in names:
-        slot = parse_slot(name)
+        entry = (recorded or {}).get(name)
+        found = _recorded_slot(name, entry) if isinstance(entry, dict) else None
+        if found is None:
+            parsed = parse_slot(name)
+            found = None if parsed is None else Slot(name, parsed[0], parsed[1],
+                                                     parsed[1] == "momentum" and name.endswith("/Momentum:0"))
         if name in ITERATIONS or re.match(r"^training/[^/]+/iter(ations)?:0$", name):
             iterations.append(name)
-        elif slot is not None:
-            slots.append((name, slot[0], slot[1]))
+        elif found is not None:
+            slots.append(found)
         elif NO_COUNTERPART.match(name):
             orphans.append(name)
         else:
