@@ -19,6 +19,8 @@ EXPECTED = {  # case -> first divergence, None for a port that must pass
     "lr schedule one step off": [0, "lr/learning_rate"],
     "Adam epsilon 1e-7": [0, "var/hidden/kernel:0"],
     "dropout left to TF2": [0, "random/dropout/dropout/random_uniform/RandomUniform:0"],
+    "keras_fit": None,
+    "keras_fit batch-norm momentum 0.9": [0, "var/bn/moving_mean:0"],
 }
 
 
