@@ -37,6 +37,8 @@ class Conversion:
     to_port: Callable[[Arrays], List[np.ndarray]]  # a rearrangement: golden layout -> port layout
     to_golden: Callable[[Arrays], List[np.ndarray]]  # its inverse
     port_offset: Tuple[Optional[np.ndarray], ...] = ()  # per port variable, added to values only
+    # Golden variables the port cannot express, with why: their presence refuses the conversion.
+    refused: Tuple[Tuple[str, str], ...] = ()
 
     def values_to_port(self, golden: Arrays) -> List[np.ndarray]:
         out = self.to_port(golden)
@@ -72,7 +74,8 @@ def lstm(golden_scope: str, port_layer: Any, forget_bias: float = 1.0) -> Conver
     """TF1 `LSTMCell`/`BasicLSTMCell` variables under `golden_scope` ("rnn/lstm_cell":
     kernel and bias) <-> a Keras `LSTM` layer or `LSTMCell` (kernel, recurrent_kernel,
     bias). `forget_bias` is the TF1 cell's (1.0 by default); the Keras layer must use a
-    bias, sigmoid gates and tanh activations, as TF1's cell does."""
+    bias, sigmoid gates and tanh activations, as TF1's cell does. A cell with peepholes or
+    a projection is refused: Keras LSTM has neither."""
     cell = getattr(port_layer, "cell", port_layer)
     kernel, recurrent, bias = (getattr(cell, a, None) for a in ("kernel", "recurrent_kernel", "bias"))
     if kernel is None or recurrent is None:
@@ -96,9 +99,13 @@ def lstm(golden_scope: str, port_layer: Any, forget_bias: float = 1.0) -> Conver
         p_kernel, p_recurrent, p_bias = port
         return [_gates(np.concatenate([p_kernel, p_recurrent], axis=0), _TO_TF1), _gates(p_bias, _TO_TF1)]
 
+    peephole = "the TF1 cell has peephole connections (use_peepholes=True), which Keras LSTM lacks"
+    projection = "the TF1 cell projects its output (num_proj), which Keras LSTM cannot"
+    refused = tuple((scope + "/%s:0" % v, peephole) for v in ("w_f_diag", "w_i_diag", "w_o_diag")) + \
+        ((scope + "/projection/kernel:0", projection),)
     return Conversion("TF1 LSTMCell %s -> Keras LSTM %s" % (scope, getattr(port_layer, "name", "?")),
                       (scope + "/kernel:0", scope + "/bias:0"), (kernel, recurrent, bias), to_port, to_golden,
-                      (None, None, offset))
+                      (None, None, offset), refused)
 
 
 def gru(golden_scope: str, port_layer: Any) -> Conversion:
@@ -167,6 +174,10 @@ def bind(conversions: Sequence[Conversion], golden_shapes: Dict[str, Tuple[int, 
     """Check each conversion against the golden and the port before anything is loaded: every
     golden variable exists, and converting the golden's shapes gives the port's."""
     for conv in conversions:
+        for name, why in conv.refused:
+            if name in golden_shapes:
+                raise ReplayError("conversion %s: %s (the golden has %s). Port the cell as a custom layer "
+                                  "holding the golden's variables, mapped with var_map=" % (conv.describe, why, name))
         missing = [name for name in conv.golden if name not in golden_shapes]
         if missing:
             raise ReplayError("conversion %s: the golden has no %s (it has: %s)"
