@@ -70,16 +70,16 @@ def model_fn(features, labels, mode, params):
     return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def record_estimator(doc, model_fn, input_fn, seed, steps, meta):
+    """Train an Estimator for --steps steps from a fresh model directory (no checkpoints or
+    summaries), recording into the golden named on the command line."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("out")
-    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=steps)
     args = parser.parse_args()
     model_dir = tempfile.mkdtemp(prefix="tracekit-estimator-")
-    meta = {"example": "estimator", "description": "Estimator model_fn: tf.data input_fn, dense + L2, batch "
-                                                   "norm, dropout, Adam with exponential decay"}
     try:
-        config = tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=3, save_checkpoints_steps=None,
+        config = tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=seed, save_checkpoints_steps=None,
                                         save_checkpoints_secs=None, save_summary_steps=None, log_step_count_steps=None)
         estimator = tf.estimator.Estimator(model_fn, config=config)
         with tracekit.tf1.record(args.out, meta=meta) as rec:
@@ -87,6 +87,12 @@ def main():
         print("recorded %d steps into %s" % (rec.steps, args.out))
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
+
+
+def main():
+    record_estimator(__doc__, model_fn, input_fn, seed=3, steps=50,
+                     meta={"example": "estimator", "description": "Estimator model_fn: tf.data input_fn, dense + L2, "
+                                                                  "batch norm, dropout, Adam with exponential decay"})
 
 
 if __name__ == "__main__":

@@ -12,18 +12,15 @@ hidden layer and logits are tapped. Run in the legacy environment:
 
 from __future__ import print_function
 
-import argparse
 import os
-import shutil
-import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
 import tracekit  # noqa: E402
-import tracekit.tf1  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from estimator_model import record_estimator  # noqa: E402  # this directory: the same Estimator run
 
 FEATURES, CLASSES, BATCH = 6, 4, 16
 
@@ -47,22 +44,10 @@ def model_fn(features, labels, mode, params):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out")
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args()
-    model_dir = tempfile.mkdtemp(prefix="tracekit-momentum-")
-    meta = {"example": "momentum", "description": "Estimator model_fn: two dense layers, MomentumOptimizer with a "
-                                                  "learning rate halving every 5 steps"}
-    try:
-        config = tf.estimator.RunConfig(model_dir=model_dir, tf_random_seed=5, save_checkpoints_steps=None,
-                                        save_checkpoints_secs=None, save_summary_steps=None, log_step_count_steps=None)
-        estimator = tf.estimator.Estimator(model_fn, config=config)
-        with tracekit.tf1.record(args.out, meta=meta) as rec:
-            estimator.train(input_fn, steps=args.steps, hooks=[rec.hook()])
-        print("recorded %d steps into %s" % (rec.steps, args.out))
-    finally:
-        shutil.rmtree(model_dir, ignore_errors=True)
+    record_estimator(__doc__, model_fn, input_fn, seed=5, steps=20,
+                     meta={"example": "momentum", "description": "Estimator model_fn: two dense layers, "
+                                                                 "MomentumOptimizer with a learning rate halving every "
+                                                                 "5 steps"})
 
 
 if __name__ == "__main__":

@@ -138,13 +138,13 @@ class OptimizerBridge:
     any number of them, each over its own variables, each paired with the TF1 optimizer whose
     slots and learning rate match."""
 
-    def __init__(self, golden: Any, mapping: Mapping, slot_names: List[Slot],
+    def __init__(self, golden: Any, mapping: Mapping, golden_slots: List[Slot],
                  iterations: List[str], keys: Dict[str, str], capture: Capture, load_initial: bool,
                  conversions: Sequence[Conversion] = ()) -> None:
         self.golden = golden
         self.capture = capture
         self._mapping = mapping
-        self._slot_names = slot_names
+        self._golden_slots = golden_slots
         self._iterations = iterations  # golden names of the step counter
         self._keys = keys  # golden state name -> "var/..." or "slot/..."
         self._load_initial = load_initial
@@ -299,7 +299,7 @@ class OptimizerBridge:
         paired = {name for name, _, _, _ in self._slots}
         paired.update(name for _, names, _, _, _ in self._converted_slots for name in names)
         wanted = set(updated)
-        left = [(s.name, s.var) for s in self._slot_names if s.name not in paired and s.var in wanted]
+        left = [(s.name, s.var) for s in self._golden_slots if s.name not in paired and s.var in wanted]
         if left and self._optimizers:
             raise ReplayError("step %d: the golden's step updated the variables of %d optimizer slots that no TF2 "
                               "optimizer has updated yet:\n%s\nupdate them with an optimizer in this step (one per TF1 "
@@ -315,7 +315,7 @@ class OptimizerBridge:
         converted = {name: (i, k) for i, conv in enumerate(self._conversions) for k, name in enumerate(conv.golden)}
         by_role: Dict[Tuple[int, str], Dict[int, Slot]] = {}  # (conversion, role) -> golden var index -> slot
         plain, converted_slots, missing = [], [], []
-        for golden_slot in self._slot_names:
+        for golden_slot in self._golden_slots:
             name, var_name, role = golden_slot.name, golden_slot.var, golden_slot.role
             if var_name in converted:
                 i, k = converted[var_name]

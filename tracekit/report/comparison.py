@@ -104,8 +104,9 @@ def convention(hint: ConventionHint) -> str:
 
 
 def _status(t: TensorResult) -> str:
-    if t.failed_steps:
-        return "FAIL (noise)" if any(step in t.noise for step, s in t.by_step.items() if not s.ok) else "FAIL"
+    if t.failed_steps:  # "(noise)": every failing step is explained, and not accepted
+        unexplained = any(not s.ok and step not in t.noise for step, s in t.by_step.items())
+        return "FAIL" if unexplained else "FAIL (noise)"
     return "noise ok" if t.accepted_steps else "ok"
 
 
