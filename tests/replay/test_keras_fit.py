@@ -18,8 +18,12 @@ def test_a_compiled_keras_model_replays_a_fit_golden(tf2):
     # The dense bias before batch norm has a round-off gradient that Adam amplifies: the
     # default tolerance fails on it and says why; the training preset accepts it, listed.
     strict = tracekit.compare(golden("keras_fit"), actual)
+    # The golden's bias gradient is round-off and the port's is within twice its floor, on any
+    # machine; at which step the amplified noise first exceeds the tolerance is the machine's
+    # (step 0 where the golden was recorded).
+    assert strict.tensor("var", "hidden/bias:0").driven_by_noise, strict.report()
     first = strict.first_divergence
-    assert not strict.ok and (first.step, first.key, first.noise.link) == (0, "var/hidden/bias:0", "driven")
+    assert not strict.ok and (first.key, first.noise.link) == ("var/hidden/bias:0", "driven"), strict.report()
     assert "not a porting error" in strict.report()
     result = tracekit.compare(golden("keras_fit"), actual, tracekit.Tolerance.training())
     assert result.ok and result.steps == 16, result.report()

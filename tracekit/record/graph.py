@@ -138,9 +138,8 @@ class GraphModel:
     def variables(self) -> List[Tuple[str, Any]]:
         """("var/<name>" or "slot/<name>", variable) for every global variable, in creation order."""
         slots: Set[str] = set()
-        for op in self.graph.get_operations():
-            if UPDATE_OP.match(op.type):
-                slots.update(Update(op).slots)
+        for update in self._updates():
+            slots.update(update.slots)
         for variable in _intercepted_for(self.graph)["slot"]:
             slots.add(variable.name)
         out = []
@@ -157,13 +156,15 @@ class GraphModel:
         the argument the slot is, so a replay pairs slots by what they are, not by their names
         (an optimizer given its own name names its slots after it)."""
         out: Dict[str, Dict[str, str]] = {}
-        for op in self.graph.get_operations():
-            if UPDATE_OP.match(op.type):
-                update = Update(op)
+        for update in self._updates():
+            if update.var is not None:
                 for slot, arg in update.roles.items():
-                    if update.var is not None:
-                        out.setdefault(slot, {"var": update.var, "update": op.type, "arg": arg})
+                    out.setdefault(slot, {"var": update.var, "update": update.op.type, "arg": arg})
         return out
+
+    def _updates(self) -> List[Update]:
+        """Every optimizer update op in the graph."""
+        return [Update(op) for op in self.graph.get_operations() if UPDATE_OP.match(op.type)]
 
     # ---- runs -------------------------------------------------------------------------------
 

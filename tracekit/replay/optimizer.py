@@ -296,6 +296,9 @@ class OptimizerBridge:
     def check_complete(self, index: int, updated: Sequence[str]) -> None:
         """After step `index`: every golden slot of a variable the golden's step updated
         (`updated`, the golden's gradients) found its optimizer."""
+        count = len(self._slots) + sum(len(names) for _, names, _, _, _ in self._converted_slots)
+        if count == len(self._golden_slots):  # all paired: every step after the first few
+            return
         paired = {name for name, _, _, _ in self._slots}
         paired.update(name for _, names, _, _, _ in self._converted_slots for name in names)
         wanted = set(updated)
