@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import tracekit
+from tracekit import Tolerance
 from tracekit.comparison.envdiff import environment_diff
 
 from ..support import FOREIGN_GOLDENS as FOREIGN
@@ -42,17 +44,26 @@ def same_tensors(a_path, b_path, racy=()):
                     assert repr(va) == repr(vb), (sa.index, key)
 
 
-def reproduces(golden_path, out, racy=()):
+def reproduces(golden_path, out, racy=(), noise_from=None):
     """`out` reproduces the golden: bit for bit where the fingerprints say the kernels are the
-    same, else within the round-off bound. Returns the comparison."""
+    same, else within the round-off bound. Returns the comparison.
+
+    noise_from: a gradient at the noise floor by design (a bias right before batch norm). On
+    other kernels its round-off differs, and Adam amplifies it past any round-off bound in the
+    variables it drives: there the comparison accepts explained noise, all of it rooted there."""
     with tracekit.open(golden_path) as golden, tracekit.open(out) as actual:
         assert [t.key for t in golden.catalog] == [t.key for t in actual.catalog] and len(golden) == len(actual)
         diff = environment_diff(golden.meta, actual.meta)
         result = tracekit.compare(golden, actual)  # the environments choose the tolerance
+        if not diff.same_kernels and noise_from is not None:
+            assert result.profile.name == "round-off", result.report()
+            result = tracekit.compare(golden, actual, replace(Tolerance.roundoff(), accept_noise=True))
+            assert all(n.key == noise_from or n.source in (noise_from, "var/" + noise_from.split("/", 1)[1])
+                       for n in result.noise), result.report()
     if diff.same_kernels:
         assert result.profile.name == "exact", result.report()
         same_tensors(golden_path, out, racy)
-    else:
+    elif noise_from is None:
         assert result.profile.name == "round-off", result.report()
     assert result.ok, result.report()
     return result
@@ -93,7 +104,7 @@ def test_keras_fit_golden_reproduces(tmp_path):
     out = str(tmp_path / "keras_fit.h5")
     run_python(sys.executable, ["-m", "tracekit", "record", "-o", out, "--",
                                 os.path.join(ROOT, "tools", "goldens", "keras_fit.py")], env={"PYTHONHASHSEED": "0"})
-    reproduces(golden("keras_fit"), out)
+    reproduces(golden("keras_fit"), out, noise_from="grad/hidden/bias:0")
 
 
 def test_zero_code_golden_reproduces(tmp_path):
