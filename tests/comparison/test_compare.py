@@ -153,7 +153,6 @@ def test_diff_command(golden, tmp_path, capsys):
     assert "no trace at" in capsys.readouterr().err
 
 
-@pytest.mark.modern  # TOML files need tomllib
 def test_diff_with_tolerance_file(golden, tmp_path, capsys):
     other = write(str(tmp_path / "other.h5"), change=lambda k, key, v: v * 2 if key == "loss/loss" else v)
     policy = tmp_path / "tol.toml"

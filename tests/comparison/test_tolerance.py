@@ -57,7 +57,6 @@ def test_bad_rules(kwargs, message):
     assert message in str(err.value)
 
 
-@pytest.mark.modern  # tomllib: Python >= 3.11
 def test_toml_file(tmp_path):
     path = tmp_path / "tol.toml"
     path.write_text('atol = 1e-4\nequal_nan = true\n[[rule]]\nkind = "loss"\nsteps = [10, 100]\nrtol = 0.05\n'

@@ -214,11 +214,14 @@ class Tolerance:
 
     @classmethod
     def load(cls, path: str) -> "Tolerance":
-        """Read a TOML tolerance file (Python >= 3.11: tomllib)."""
+        """Read a TOML tolerance file (tomllib; tomli before Python 3.11, the legacy side)."""
         try:
             import tomllib
-        except ImportError:  # pragma: no cover - the modern environment has it
-            raise UsageError("reading %s needs Python >= 3.11 (tomllib)" % path) from None
+        except ImportError:  # Python < 3.11: tomli is tomllib's original, a dependency there
+            try:
+                import tomli as tomllib
+            except ImportError:
+                raise UsageError("reading %s needs tomli before Python 3.11: pip install tomli" % path) from None
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
