@@ -1,5 +1,6 @@
-"""The package's layering, enforced: record -> store -> replay -> comparison -> report, with the
-vocabulary and errors at the bottom and the entry points on top. A module imports only from
+"""The package's layering, enforced: record -> store -> replay -> comparison -> lifecycle -> report,
+with the vocabulary and errors at the bottom and the entry points (the CLI, tracekit.tf1/tf2, the
+pytest plugin) on top. A module imports only from
 its own part or the parts below it (lazy imports inside functions count too)."""
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ RANKS = {
     "store": 3,
     "record": 4, "replay": 4,
     "comparison": 5,
-    "report": 6,
-    "cli": 7, "tf1": 7, "tf2": 7, "__init__": 7, "__main__": 7,
+    "lifecycle": 6,
+    "report": 7,
+    "cli": 8, "tf1": 8, "tf2": 8, "plugin": 8, "__init__": 8, "__main__": 8,
 }
 
 
-ENTRY = 7  # the entry points may use each other
+ENTRY = 8  # the entry points may use each other
 
 
 def _part(module: str) -> str:

@@ -9,11 +9,15 @@ import argparse
 import os
 import sys
 import time
-from typing import Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 from ._version import __version__
 from .comparison.envdiff import PROFILES as TOLERANCE_PROFILES
 from .errors import CorruptTrace, TracekitError, UsageError
+
+if TYPE_CHECKING:
+    from .lifecycle.update import Written
+    from .lifecycle.workspace import Workspace
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -135,6 +139,93 @@ def _record(args: argparse.Namespace) -> int:
     return code
 
 
+def _workspace(args: argparse.Namespace) -> "Workspace":
+    from .lifecycle.workspace import Workspace
+
+    return Workspace(os.path.abspath(args.workspace)) if args.workspace else Workspace.find()
+
+
+def _pending(args: argparse.Namespace) -> int:
+    from .lifecycle import pending
+    from .report.lifecycle import pending_lines
+
+    workspace = _workspace(args)
+    print("\n".join(pending_lines(pending.entries(workspace))))
+    return EXIT_OK
+
+
+def _accepted(written: "Written", name: str) -> str:
+    kept = "; the replaced golden is kept at %s" % written.kept if written.kept else ""
+    return "accepted %s: %s %s%s" % (name, "created" if written.created else "rewrote", written.path, kept)
+
+
+def _accept(args: argparse.Namespace) -> int:
+    from .lifecycle import pending
+
+    workspace = _workspace(args)
+    if args.all == bool(args.name):
+        raise UsageError("name the pending actuals to accept (tracekit pending lists them), or give --all")
+    chosen = pending.entries(workspace) if args.all else [pending.find(workspace, name) for name in args.name]
+    if not chosen:
+        print("no pending actuals in %s" % workspace.pending)
+    for entry in chosen:
+        written = pending.accept(workspace, entry, reason=args.reason, keep_replaced=not args.no_keep)
+        print(_accepted(written, entry.name))
+    return EXIT_OK
+
+
+def _reject(args: argparse.Namespace) -> int:
+    from .lifecycle import pending
+
+    workspace = _workspace(args)
+    if args.all == bool(args.name):
+        raise UsageError("name the pending actuals to reject (tracekit pending lists them), or give --all")
+    for entry in pending.entries(workspace) if args.all else [pending.find(workspace, name) for name in args.name]:
+        pending.reject(entry)
+        print("rejected %s: %s stays as it is" % (entry.name, entry.golden))
+    return EXIT_OK
+
+
+def _review(args: argparse.Namespace) -> int:
+    from .lifecycle import pending
+    from .report.lifecycle import entry_lines
+
+    workspace = _workspace(args)
+    entries = pending.entries(workspace)
+    if not entries:
+        print("no pending actuals in %s" % workspace.pending)
+        return EXIT_OK
+    for number, entry in enumerate(entries, 1):
+        print("\n".join(["", "[%d/%d]" % (number, len(entries))] + entry_lines(entry)))
+        while True:
+            print("accept, reject, skip or quit? [a/r/s/q] ", end="", flush=True)
+            answer = sys.stdin.readline()
+            choice = answer.strip().lower()[:1]
+            if not answer or choice == "q":  # end of input: stop, leaving the rest pending
+                print("" if answer else "(end of input)")
+                return EXIT_OK
+            if choice in ("a", "r", "s"):
+                break
+        if choice == "a":
+            print(_accepted(pending.accept(workspace, entry, reason=args.reason, keep_replaced=not args.no_keep),
+                            entry.name))
+        elif choice == "r":
+            pending.reject(entry)
+            print("rejected %s" % entry.name)
+        else:
+            print("skipped %s: still pending" % entry.name)
+    return EXIT_OK
+
+
+def _log(args: argparse.Namespace) -> int:
+    from .report.lifecycle import log_lines
+    from .store import open_trace, provenance
+
+    with open_trace(args.golden) as trace:
+        print("\n".join(log_lines(trace.path, provenance.read(trace.meta, trace.created))))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tracekit",
@@ -196,6 +287,37 @@ def build_parser() -> argparse.ArgumentParser:
                                    "NUL bytes of bytes items), bfloat16 as raw bits named in __dtypes__.")
     p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")
     p.add_argument("--npz", required=True, metavar="OUT", help="the .npz file to write")
+
+    def lifecycle(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = command(name, func, help)
+        p.add_argument("--workspace", metavar="DIR",
+                       help="the project root holding .tracekit/ (default: the nearest one from here upwards)")
+        return p
+
+    def choosing(p: argparse.ArgumentParser, verb: str) -> None:
+        p.add_argument("name", nargs="*", metavar="NAME|PATH", help="pending actuals to %s: a name `tracekit "
+                                                                    "pending` lists, or the path of its file" % verb)
+        p.add_argument("--all", action="store_true", help="%s every pending actual" % verb)
+
+    def replacing(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--reason", metavar="TEXT", help="why: stored in the golden's history (tracekit log)")
+        p.add_argument("--no-keep", action="store_true",
+                       help="do not keep the replaced golden under .tracekit/history (it is kept by default)")
+
+    lifecycle("pending", _pending, "List the actual traces kept by replay tests that differed from their golden "
+                                   "(or would create a missing one), with their verdicts.")
+    p = lifecycle("accept", _accept, "Make pending actuals their goldens (atomically; the replaced golden is kept "
+                                     "under .tracekit/history and the golden's history records the update).")
+    choosing(p, "accept")
+    replacing(p)
+    p = lifecycle("reject", _reject, "Drop pending actuals; their goldens stay as they are.")
+    choosing(p, "reject")
+    p = lifecycle("review", _review, "Walk the pending actuals one by one: show each report, then accept, reject "
+                                     "or skip it (answers are read from standard input).")
+    replacing(p)
+    p = command("log", _log, "Print a golden's provenance: its legacy recording (date, command, machine) and every "
+                             "update since (date, reason, machine, and how far the data moved).")
+    p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")
 
     p = command("recover", _recover, "Turn an unfinished trace (its recorder was killed) into a golden of "
                                      "the steps it completed, in place.")

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
-from ..store import Trace, open_trace
+from ..store import Trace, open_trace, provenance
+from ..store.provenance import Provenance
 from ..keys import INITIAL_STEP, make_key, split_key
 from .conventions import ConventionHint, convention_hints
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
@@ -142,6 +143,8 @@ class Comparison:
     not_compared: Dict[str, str] = field(default_factory=dict)  # key -> why
     notes: List[str] = field(default_factory=list)
     short: Optional[str] = None  # why the replay has fewer steps than it should
+    # Where the golden's data came from: a derived golden (a TF2 run's data) is flagged in reports.
+    golden_provenance: Optional[Provenance] = None
 
     def __post_init__(self) -> None:
         self.tolerance = self.profile.tolerance
@@ -221,6 +224,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
              result_type: Type[Comparison]) -> Comparison:
     tolerance = profile.tolerance
     result = result_type(golden.path, actual.path, profile, diff)
+    result.golden_provenance = provenance.read(golden.meta, golden.created)
     result.golden_steps, result.actual_steps = len(golden), len(actual)
     result.steps = min(len(golden), len(actual))
     replay = actual.meta.get("replay", {})

@@ -13,6 +13,7 @@ sessions.py reads the calls (fetches, feeds, the session inside a MonitoredSessi
 from __future__ import annotations
 
 import collections
+import datetime
 import functools
 import os
 import sys
@@ -25,7 +26,7 @@ import numpy as np
 from ..environment import program_identity, tensorflow_environment
 from ..errors import RecordError, UsageError
 from ..keys import split_key
-from ..store import create
+from ..store import create, provenance
 from . import optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
@@ -86,7 +87,9 @@ class Recorder:
         self._base_run = tf.compat.v1.Session.__mro__[1].__dict__["run"]
         meta = {"user": self._user_meta, "recording": {"every": self.every, "steps_limit": self.steps_limit},
                 "program": program_identity(os.path.basename(self.program) if self.program else "<interactive>",
-                                            [self.program] if self.program else [])}
+                                            [self.program] if self.program else []),
+                provenance.META_KEY: provenance.recording_meta(
+                    datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))}
         self._writer = create(self.path, meta=meta, **self._writer_options)
         optimizer.install(tf)
         if self.seed_mode is not None:

@@ -14,6 +14,7 @@ from ..errors import Mismatch
 from ..keys import step_label
 from ..store import Trace
 from .environment import changes, diff_lines, summary
+from .lifecycle import origin_line
 from .text import table
 
 STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "fetches", "loss": "loss",
@@ -125,9 +126,26 @@ def verdict(result: Comparison) -> str:
     return "MATCH"
 
 
+def headline(result: Comparison) -> str:
+    """The verdict in one line: where the replay first departs, and by how much."""
+    first = result.first_divergence
+    if first is not None:
+        stats = first.stats
+        size = stats.problem if stats.problem else "max abs %.2g (%d of %d elements differ)" % (
+            stats.max_abs, stats.mismatched, stats.total)
+        return "%s, %s: %s" % (step_label(first.step), first.key, size)
+    if result.missing:
+        return "missing from the replay: %s" % ", ".join(result.missing[:3]) + (" ..." if len(result.missing) > 3 else "")
+    if result.short is not None:
+        return "the replay is short: %s" % result.short
+    return verdict(result)
+
+
 def render(result: Comparison) -> str:
     lines = ["%s  %s vs golden %s: %d steps compared, %d tensors" % (
         verdict(result), result.actual, result.golden, result.steps, len(result.tensors))]
+    if result.golden_provenance is not None and result.golden_provenance.derived:
+        lines.append("golden is " + origin_line(result.golden_provenance, result.golden))
     lines += diff_lines(result.environment_diff)
     lines.append("tolerance: %s (%s)" % (result.profile.name, result.profile.reason))
     lines += ["note: " + note for note in result.notes]

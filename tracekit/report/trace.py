@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..comparison.envdiff import numerics
-from ..store import RecoverResult, Trace, VerifyResult
+from ..store import RecoverResult, Trace, VerifyResult, provenance
 from .environment import summary
+from .lifecycle import origin_line
 from .text import nested_lines, size, table
 
 
@@ -14,6 +15,7 @@ def show(trace: Trace) -> str:
         "format    %d, written by %s" % (trace.format_version, trace.producer),
         "created   %s" % trace.created,
         "machine   %s" % summary(numerics(trace.meta)),
+        "origin    %s" % origin_line(provenance.read(trace.meta, trace.created), trace.path),
     ]
     if trace.complete:
         state = "complete" + (" (recovered from an unfinished recording)" if trace.recovered else "")
@@ -21,9 +23,10 @@ def show(trace: Trace) -> str:
         state = "UNFINISHED: %s; run `tracekit recover %s`" % (trace.problem, trace.path)
     lines.append("state     %s" % state)
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
-    if trace.meta:
+    described = {k: v for k, v in trace.meta.items() if k != provenance.META_KEY}  # `tracekit log` shows it
+    if described:
         lines.append("metadata")
-        nested_lines("", trace.meta, lines)
+        nested_lines("", described, lines)
     rows = []
     raw_total = stored_total = 0
     for t in trace.catalog:

@@ -6,7 +6,7 @@ Runs on Python 3.7 / h5py 2.10 (the legacy recorder writes through it) and on
 Python 3.11 / h5py 3.
 
 The public modules are writer, reader, catalog, values (what can be stored),
-verify, recover and export; modules named with a leading underscore (the file
+verify, recover, export and provenance (where a golden's data came from); modules named with a leading underscore (the file
 layout, the journal and its records, the codec, the HDF5 writing, the two
 reading backends) are the store's own and may change without notice.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..keys import Kind
 from .catalog import TensorInfo
-from ._format import FORMAT_VERSION
+from ._format import FORMAT_VERSION, journal_path
 from .reader import Series, Step, Trace, open_trace
 from .recover import RecoverResult, recover
 from .verify import VerifyResult, verify
@@ -32,6 +32,7 @@ __all__ = [
     "TraceWriter",
     "VerifyResult",
     "create",
+    "journal_path",
     "open_trace",
     "recover",
     "verify",

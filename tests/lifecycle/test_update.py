@@ -1,0 +1,146 @@
+"""Writing a golden from a TF2 run: the data, the description it keeps, its provenance and
+drift, the replaced file kept, and nothing written in place. Both environments."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tracekit
+from tracekit.errors import UsageError
+from tracekit.lifecycle import update
+from tracekit.lifecycle.update import retire, write_golden
+from tracekit.lifecycle.workspace import Workspace
+from tracekit.store import provenance
+
+from ..support.lifecycle import LEGACY_META, bump, legacy_golden, replayed
+
+
+@pytest.fixture
+def project(tmp_path):
+    goldens = tmp_path / "goldens"
+    goldens.mkdir()
+    return Workspace(str(tmp_path)), str(goldens / "toy.h5")
+
+
+def values(path):
+    with tracekit.open(path) as trace:
+        return [{key: np.asarray(step[key]).tobytes() for key in step} for step in [trace.initial] + list(trace)]
+
+
+def test_a_new_golden_is_the_runs_data_and_derived(project, tmp_path):
+    workspace, golden = project
+    actual = replayed(str(tmp_path / "actual.h5"))
+    written = write_golden(actual, golden, workspace, by="pytest --tracekit-update=new", reason="first port",
+                           test="tests/test_port.py::test_toy")
+    assert written.created and written.kept is None and written.drift == []
+    assert values(golden) == values(actual)
+    with tracekit.open(golden) as trace:
+        assert "replay" not in trace.meta and trace.meta["environment"]["cpu"] == "Modern CPU"
+        assert [trace.step(k).info for k in range(len(trace))] == [{}] * 4  # no replay bookkeeping
+        prov = provenance.read(trace.meta, trace.created)
+    assert prov.derived and prov.recording is None and prov.owners == ["tests/test_port.py::test_toy"]
+    [entry] = prov.updates
+    assert entry.created and entry.reason == "first port" and entry.by == "pytest --tracekit-update=new"
+    assert entry.tensorflow == "2.21.0" and entry.environment["cpu"] == "Modern CPU" and entry.steps == 4
+
+
+def test_an_update_keeps_the_recording_its_description_and_the_replaced_file(project, tmp_path):
+    workspace, golden = project
+    legacy_golden(golden)
+    before = open(golden, "rb").read()
+    actual = replayed(str(tmp_path / "actual.h5"), change=bump(2, "loss/loss", 0.25))
+    written = write_golden(actual, golden, workspace, by="tracekit accept", reason="new loss",
+                           test="tests/test_port.py::test_toy")
+    assert not written.created and open(written.kept, "rb").read() == before
+    assert written.kept.startswith(os.path.join(workspace.history, "goldens", "toy."))
+    assert values(golden) == values(actual)
+    with tracekit.open(golden) as trace:
+        for key in ("user", "train_ops", "slots"):  # what the legacy code was, kept
+            assert trace.meta[key] == LEGACY_META[key]
+        assert trace.meta["program"]["entry"] == "port.py"  # what computed the data: the TF2 run
+        assert "recording" not in trace.meta and "replay" not in trace.meta
+        assert trace.step(1).info == {"global_step": 2, "train_ops": ["GradientDescent"]}
+        prov = provenance.read(trace.meta, trace.created)
+    assert prov.derived and prov.stored
+    assert prov.recording.environment["cpu"] == "Legacy CPU" and prov.recording.tensorflow == {"version": "1.15.5"}
+    assert prov.recording.command == "train.py"  # inferred from the older recording's program
+    [entry] = prov.updates
+    assert entry.replaced == written.kept and entry.replaced_origin == provenance.RECORDED
+    drift = {d.kind: d for d in entry.drift}
+    assert drift["loss"].changed == 1 and drift["loss"].first_step == 2 and drift["loss"].max_abs == pytest.approx(0.25)
+    assert drift["grad"].changed == 0 and drift["grad"].first_step is None and drift["var"].tensors == 1
+
+
+def test_two_updates_append_to_the_history(project, tmp_path):
+    workspace, golden = project
+    legacy_golden(golden)
+    write_golden(replayed(str(tmp_path / "a.h5"), change=bump(1, "grad/w:0")), golden, workspace, by="one",
+                 reason="first", test="t::a")
+    write_golden(replayed(str(tmp_path / "b.h5"), change=bump(3, "var/w:0")), golden, workspace, by="two",
+                 reason="second", test="t::b")
+    with tracekit.open(golden) as trace:
+        prov = provenance.read(trace.meta, trace.created)
+    assert [u.reason for u in prov.updates] == ["first", "second"] and prov.owners == ["t::a", "t::b"]
+    assert prov.recording.environment["cpu"] == "Legacy CPU"  # still the recording's, not the first update's
+    first, second = prov.updates
+    assert first.replaced_origin == provenance.RECORDED and second.replaced_origin == provenance.DERIVED
+    # The second drift is against the first update's data: its grad change is undone, var moved at step 3.
+    drift = {d.kind: d for d in second.drift}
+    assert drift["grad"].first_step == 1 and drift["var"].first_step == 3
+    assert len(os.listdir(os.path.join(workspace.history, "goldens"))) == 2
+
+
+def test_keep_false_keeps_nothing(project, tmp_path):
+    workspace, golden = project
+    legacy_golden(golden)
+    written = write_golden(replayed(str(tmp_path / "a.h5")), golden, workspace, by="x", keep=False)
+    assert written.kept is None and not os.path.exists(workspace.history)
+
+
+@pytest.mark.parametrize("case", ["limited", "recording", "unfinished"])
+def test_what_cannot_become_a_golden_is_refused_and_changes_nothing(project, tmp_path, case):
+    workspace, golden = project
+    legacy_golden(golden)
+    before = open(golden, "rb").read()
+    if case == "limited":
+        source, message = replayed(str(tmp_path / "a.h5"), steps=2, limited=True), "would drop the golden's last 2"
+    elif case == "recording":
+        source, message = legacy_golden(str(tmp_path / "a.h5")), "not a TF2 run's trace"
+    else:
+        source = replayed(str(tmp_path / "a.h5"))
+        w = tracekit.create(str(tmp_path / "b.h5"), meta={"replay": {}})
+        with w.step():
+            w.add("loss", "loss", np.float32(1))
+        w._sink.journal.close()  # a writer that died: the trace stays unfinished
+        source, message = str(tmp_path / "b.h5"), "unfinished"
+    with pytest.raises(UsageError, match=message):
+        write_golden(source, golden, workspace, by="x")
+    assert open(golden, "rb").read() == before and not os.path.exists(workspace.history)
+
+
+def test_a_failed_write_leaves_the_golden_whole_and_no_temporary_file(project, tmp_path, monkeypatch):
+    workspace, golden = project
+    legacy_golden(golden)
+    before = open(golden, "rb").read()
+    actual = replayed(str(tmp_path / "a.h5"), change=bump(0, "loss/loss"))
+
+    def broken(source, path, meta, infos):
+        with open(path, "wb") as fh:
+            fh.write(b"half a golden")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(update, "_copy", broken)
+    with pytest.raises(OSError):
+        write_golden(actual, golden, workspace, by="x", keep=False)
+    assert open(golden, "rb").read() == before
+    assert os.listdir(os.path.dirname(golden)) == ["toy.h5"]
+
+
+def test_retire_moves_a_golden_to_the_history(project):
+    workspace, golden = project
+    legacy_golden(golden)
+    before = open(golden, "rb").read()
+    moved = retire(golden, workspace, "unused")
+    assert not os.path.exists(golden) and open(moved, "rb").read() == before and moved.endswith(".unused.h5")
