@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import shutil
+import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from .environment import program_identity, tensorflow_environment
+from .errors import UsageError
 from .replay.conversions import Conversion, gru, lstm, transpose
+from .replay.capture import numpy
 from .replay.loop import check_steps, replay_steps, step_for
+from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
+from .replay.variables import model_variables, name_of
 from .store import Trace, open_trace
 
-__all__ = ["Conversion", "gru", "keras_train_step", "lstm", "replay", "seeded", "transpose"]
+__all__ = ["Conversion", "gru", "keras_train_step", "lstm", "record", "replay", "seeded", "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
@@ -51,13 +58,45 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
     trace = golden if isinstance(golden, Trace) else open_trace(golden)
+    return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
+                {"golden": trace.path})
+
+
+def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
+           variables: Any = None, inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None,
+           progress: Optional[Callable[[int, int], None]] = None) -> Trace:
+    """Run `step_fn` on `data` from the port's own current state, recording it as a replay
+    records: inputs, random draws, taps, loss, learning rate, gradients, variables and slots
+    under the port's own variable names. This is what a golden is made of when no legacy
+    recording exists (a *derived* golden: the pytest plugin's --tracekit-update=new with
+    data=). `data` holds one {input name: array} per step, as the step function receives it;
+    the rest is as for replay(), whose trace this returns (random draws are TF2's own)."""
+    check_steps(step_fn)
+    tf_vars = list(variables) if variables is not None else model_variables(model)
+    if not tf_vars:
+        raise UsageError("no TF2 variables to record: build the model first (call it on a batch), or pass "
+                         "variables=[...]")
+    directory = tempfile.mkdtemp(prefix="tracekit-source-")
+    try:
+        source = os.path.join(directory, "source.h5")
+        write_source(source, [(name_of(v), numpy(v)) for v in tf_vars], data)
+        with open_trace(source) as trace:
+            return _run(trace, step_fn, model, tf_vars, "auto", "golden", "none", None, inputs, out, (), progress,
+                        {"golden": None, "source": "data"})
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
+         steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
+         progress: Optional[Callable[[int, int], None]], about: Dict[str, Any]) -> Trace:
     runner = TF2Runner(trace, model, variables, var_map, init, random, convert)
     if init == "golden":
         runner.load_initial()
-    about = {"golden": trace.path, "init": init, "random": random,
-             "mapping": {name: cand.name for name, cand in runner.mapping.pairs.items()},
-             "matched_by": dict(runner.mapping.how),
-             "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
+    about = dict(about, init=init, random=random,
+                 mapping={name: cand.name for name, cand in runner.mapping.pairs.items()},
+                 matched_by=dict(runner.mapping.how),
+                 converted={name: conv.describe for conv in runner.conversions for name in conv.golden})
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
     with scope:
         def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:

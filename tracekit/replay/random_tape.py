@@ -2,7 +2,8 @@
 
 The random functions behind dropout and friends (`tf.random.*`, stateful and
 stateless) are replaced for the length of a step. With random="tape" each draw is
-the golden's next recorded draw; otherwise TF2's own draw is kept and recorded.
+the golden's next recorded draw; otherwise TF2's own draw is kept and recorded, in the
+form the golden holds (the random op's output, before minval/maxval or mean/stddev).
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ RANDOM_FUNCTIONS = [
     (stateless_random_ops, "stateless_random_uniform"), (stateless_random_ops, "stateless_random_normal"),
     (stateless_random_ops, "stateless_truncated_normal"),
 ]
+
+# The arguments that make each function return its random op's output unchanged.
+STANDARD = {name: ({"minval": 0, "maxval": None} if "uniform" in name else {"mean": 0.0, "stddev": 1.0})
+            for _, name in RANDOM_FUNCTIONS}
 
 _ALIASES: Dict[Tuple[str, str], List[Tuple[Any, str]]] = {}
 
@@ -53,6 +58,10 @@ def _affine(fname: str, call: Dict[str, Any], dtype: Any, raw: Any) -> Any:
         low, high = tf.cast(call["minval"], dtype), tf.cast(maxval, dtype)
         return tf.add(raw * (high - low), low)
     return tf.add(raw * tf.cast(call["stddev"], dtype), tf.cast(call["mean"], dtype))
+
+
+def _same(value: np.ndarray) -> np.ndarray:
+    return value
 
 
 def _static_shape(shape: Any) -> Any:
@@ -104,22 +113,31 @@ class RandomTape:
         signature = inspect.signature(original)
 
         def draw(*args: Any, **kwargs: Any) -> Any:
-            if not tape.inject:
-                value = original(*args, **kwargs)
-                tape.capture.draw(value)
-                return value
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             call = bound.arguments
             dtype = tf.as_dtype(call["dtype"])
+            if not tape.inject and not dtype.is_floating:
+                value = original(*args, **kwargs)  # an integer draw comes out of its op final
+                tape.capture.draw(value)
+                return value
             shape = tf.cast(call["shape"], tf.int64)
 
             def next_draw(want: np.ndarray) -> np.ndarray:
                 return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype)
-            if tf.executing_eagerly():
+            if tape.inject and tf.executing_eagerly():
                 raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
-            else:
+            elif tape.inject:
                 raw = tf.numpy_function(next_draw, [shape], dtype, name="tracekit_tape")
+            else:
+                # TF2's own draw, in the form the golden holds (uniform in [0, 1) or standard normal).
+                # In a graph it passes through a numpy function as a taped draw would, so that the
+                # ops after it are the same graph a replay injecting this draw builds: TF fuses and
+                # picks kernels by the graph, and a golden made from this run must replay bit for bit.
+                raw = original(**dict(call, **STANDARD[fname]))
+                if not tf.executing_eagerly():
+                    raw = tf.numpy_function(_same, [raw], dtype, name="tracekit_tape")
+            if not tf.executing_eagerly():
                 raw.set_shape(_static_shape(call["shape"]))
             tape.capture.draw(raw)
             return _affine(fname, call, dtype, raw)
