@@ -13,6 +13,8 @@ import pytest  # noqa: E402
 
 from .support import LEGACY_PYTHON  # noqa: E402
 
+pytest_plugins = ["pytester"]  # the plugin's tests run pytest itself (tests/plugin)
+
 
 @pytest.fixture(scope="session")
 def legacy_python():

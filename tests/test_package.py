@@ -13,7 +13,7 @@ from .support import run_python
 
 
 def test_import_does_not_load_tensorflow():
-    code = ("import sys, tracekit, tracekit.cli, tracekit.store, tracekit.report.trace\n"
+    code = ("import sys, tracekit, tracekit.cli, tracekit.store, tracekit.report.trace, tracekit.plugin\n"
             "loaded = [m for m in ('tensorflow', 'keras', 'tf_keras') if m in sys.modules]\n"
             "assert not loaded, loaded\n")
     run_python(sys.executable, code)
@@ -36,6 +36,7 @@ def test_exception_tree():
     assert issubclass(errors.UnsupportedValue, TypeError)
     assert issubclass(errors.TraceWriteError, OSError)
     assert issubclass(errors.SeedReuseError, errors.UsageError)
+    assert issubclass(errors.MissingDependency, ImportError)
 
 
 # Exception classes defined outside errors.py on purpose, and why.
@@ -102,3 +103,27 @@ def test_no_name_of_the_package_hides_a_subpackage():
     code = "import tracekit, tracekit.comparison.tolerance as t, tracekit.store.reader as r; print(t.__name__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "tracekit.comparison.tolerance", done.stderr
+
+
+def test_a_missing_tensorflow_is_one_line_naming_the_extra(tmp_path):
+    # The replay side: importing tracekit.tf2 without TensorFlow.
+    code = ("import sys\nsys.modules['tensorflow'] = None  # as if not installed\n"
+            "try:\n    import tracekit.tf2\nexcept ImportError as exc:\n    print(type(exc).__name__, exc)\n")
+    out = run_python(sys.executable, code).stdout
+    assert out.startswith("MissingDependency tracekit.tf2 replays on TensorFlow 2") and "tracekit[tf2]" in out
+    # The recording side, through the CLI: one line on stderr, exit 2.
+    script = tmp_path / "train.py"
+    script.write_text("print('never runs')\n")
+    code = ("import sys\nsys.modules['tensorflow'] = None\nfrom tracekit.cli import main\n"
+            "sys.exit(main(['record', '-o', %r, '--', %r]))\n" % (str(tmp_path / "out.h5"), str(script)))
+    done = run_python(sys.executable, code, check=False)
+    assert done.returncode == 2 and "never runs" not in done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1 and "pip install 'tracekit[legacy]'" in done.stderr
+
+
+@pytest.mark.modern
+def test_a_missing_tf_keras_is_named_before_a_model_touches_it():
+    code = ("import os, sys\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nsys.modules['tf_keras'] = None\n"
+            "try:\n    import tracekit.tf2\nexcept ImportError as exc:\n    print(type(exc).__name__, exc)\n")
+    out = run_python(sys.executable, code).stdout
+    assert out.startswith("MissingDependency TF_USE_LEGACY_KERAS=1 selects Keras 2, but tf-keras is not installed")

@@ -10,6 +10,7 @@
     ├── RecordError             (also RuntimeError)       a recording went wrong (no training step seen)
     ├── ReplayError             (also RuntimeError)       a replay cannot go on (unmatched variables, ...)
     ├── Mismatch                (also AssertionError)     a replay differs from its golden (carries the report)
+    ├── MissingDependency       (also ImportError)        TensorFlow (or tf-keras) is not installed: names the extra
     ├── UnsupportedValue        (also TypeError)          a value that is not data (object arrays, ...)
     └── UsageError              (also ValueError)         the API called in a way that cannot work
         └── SeedReuseError                                 seed control: an operation seed used twice
@@ -24,6 +25,7 @@ __all__ = [
     "CorruptTrace",
     "GoldenNotFound",
     "Mismatch",
+    "MissingDependency",
     "NewerFormat",
     "NotATrace",
     "RecordError",
@@ -75,6 +77,10 @@ class ReplayError(TracekitError, RuntimeError):
 
 class Mismatch(TracekitError, AssertionError):
     """A replayed trace differs from its golden beyond tolerance; the message is the report."""
+
+
+class MissingDependency(TracekitError, ImportError):
+    """What a command or API needs is not installed; the message names the pip extra to install."""
 
 
 class UnsupportedValue(TracekitError, TypeError):

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
-from ..errors import RecordError, UsageError
+from ..errors import MissingDependency, RecordError, UsageError
 from ..keys import split_key
 from ..store import create, provenance
 from . import optimizer
@@ -80,7 +80,12 @@ class Recorder:
     # ---- the context --------------------------------------------------------------------------
 
     def __enter__(self) -> "Recorder":
-        import tensorflow as tf
+        try:
+            import tensorflow as tf
+        except ImportError as exc:
+            raise MissingDependency(
+                "recording needs the TensorFlow the legacy code runs on, which does not import here (%s): on "
+                "Python 3.7, pip install 'tracekit[legacy]' (TensorFlow 1.15.5, protobuf < 3.21)" % exc) from None
 
         self._tf = tf
         # The session's own run, for the recorder's reads (captured before any patching).

@@ -1,0 +1,124 @@
+"""The tracekit_replay fixture: a replay test in a few lines, passing or failing with the first
+divergence on its first line and the traceback at the test; goldens by parameter; the
+test's tolerance from its argument, its marker or the ini file."""
+
+from __future__ import annotations
+
+import pytest
+
+PASSING = """
+from port import make
+
+def test_seed_port(tracekit_replay):
+    model, step = make()
+    result = tracekit_replay("seed_example", step, model=model)
+    assert result.ok and result.steps == 10
+"""
+
+
+def test_a_correct_port_passes(project):
+    project.makepyfile(test_seed=PASSING)
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*tracekit: goldens goldens, update none, unused warn*",
+                                 "*= tracekit =*", "replays: 1 passed, 0 failed, 0 missing, 0 created, 0 updated; "
+                                 "0 pending, 0 unused"])
+    assert not (project.path / ".tracekit" / "pending").exists()
+
+
+FAILING = """
+from port import make
+
+def test_relu_port(tracekit_replay):
+    model, step = make(activation="relu")
+    tracekit_replay("seed_example", step, model=model, steps=3)
+"""
+
+
+def test_a_wrong_port_fails_with_the_first_divergence_first(project):
+    project.makepyfile(test_seed=FAILING)
+    result = project.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    # pytest -q's short summary line names the golden, the step, the tensor and the error.
+    result.stdout.fnmatch_lines(["FAILED test_seed.py::test_relu_port - tracekit.errors.Mismatch: golden "
+                                 "goldens/seed_example.h5: step 0, tap/layer1: max abs * (2 of 4 elements differ)"])
+    # The traceback stops at the test: the plugin's own frames are hidden.
+    out = result.stdout.str()
+    assert ">       tracekit_replay(\"seed_example\", step, model=model, steps=3)" in out
+    assert "test_seed.py:5: Mismatch" in out and "tracekit/plugin" not in out
+    assert "first divergence: step 0, tap/layer1 (taps)" in out  # the report follows
+    assert "the actual trace is kept as pending seed_example" in out
+
+
+def test_one_golden_per_parameter(project):
+    # The same port against its derived goldens: each parameter its own golden, created by the first
+    # run with --tracekit-update=new, replayed by the second.
+    project.makepyfile(test_seeds="""
+import pytest
+from port import DATA, make
+
+@pytest.mark.parametrize("lr", [1e-3, 1e-2])
+def test_port(tracekit_replay, lr):
+    model, step = make(lr=lr)
+    tracekit_replay("derived_%g" % lr, step, model=model, data=DATA)
+""")
+    project.runpytest("-p", "no:cacheprovider", "--tracekit-update=new").assert_outcomes(passed=2)
+    assert sorted(p.name for p in (project.path / "goldens").iterdir()) == [
+        "derived_0.001.h5", "derived_0.01.h5", "seed_example.h5"]
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["replays: 2 passed, 0 failed*"])
+
+
+TOLERANT = """
+import pytest
+import tracekit
+from port import make
+
+def port():
+    return make(lr=1.0001e-3)  # the rate 0.01% off: fails the learning rate's rtol=1e-6 at step 0
+
+def test_default(tracekit_replay):
+    model, step = port()
+    tracekit_replay("seed_example", step, model=model, steps=2)
+
+@pytest.mark.tracekit(tolerance=tracekit.Tolerance().rule(kind="lr", rtol=1e-3))
+def test_marker(tracekit_replay):
+    model, step = port()
+    tracekit_replay("seed_example", step, model=model, steps=2)
+
+def test_argument(tracekit_replay):
+    model, step = port()
+    tracekit_replay("seed_example", step, model=model, steps=2, tolerance="lr.toml")
+"""
+
+
+def test_the_tolerance_comes_from_the_argument_the_marker_or_the_ini(project):
+    project.makepyfile(test_tol=TOLERANT)
+    (project.path / "lr.toml").write_text('[[rule]]\nkind = "lr"\nrtol = 1e-3\n[[rule]]\nkind = "var"\nrtol = 1e-3\n'
+                                          '[[rule]]\nkind = "slot"\nrtol = 1e-3\n')
+    result = project.runpytest("-p", "no:cacheprovider", "-rA")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_tol.py::test_default - *: step 0, lr/learning_rate: *"])
+    # The project's default for every replay test, from the ini file.
+    project.makeini("[pytest]\ntracekit_tolerance = lr.toml\n")
+    project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=3)
+    project.makeini("[pytest]\ntracekit_tolerance = nonsense\n")
+    result = project.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*tracekit_tolerance in *tox.ini: tolerance 'nonsense': give a Tolerance, a TOML "
+                                 "file, or one of auto, default, exact, round-off, training"])
+
+
+@pytest.mark.parametrize("spelling", ['"seed_example"', '"goldens/seed_example.h5"',
+                                      'pathlib.Path("goldens") / "seed_example.h5"'])
+def test_a_golden_is_a_name_or_a_path(project, spelling):
+    project.makepyfile(test_seed="""
+import pathlib
+from port import make
+
+def test_port(tracekit_replay):
+    model, step = make()
+    assert tracekit_replay(%s, step, model=model, steps=2).ok
+""" % spelling)
+    project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)

@@ -1,0 +1,236 @@
+"""The `tracekit_replay` fixture: replay a TF2 port against a golden in a test, compare, and
+handle what follows (a pending actual, a created or rewritten golden) as the run's options
+say. TensorFlow is imported when a replay runs, not before."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, List, Mapping, Optional, Sequence
+
+import pytest
+
+from ..comparison import Tolerance
+from ..comparison.envdiff import PROFILES
+from ..errors import Mismatch, MissingDependency, UsageError
+from ..lifecycle import pending
+from ..lifecycle.run import CREATED, FAILED, MISSING, PASSED, UPDATED, Use
+from ..lifecycle.update import write_golden
+from ..lifecycle.workspace import Workspace, in_ci
+from ..report.comparison import Reported, compare, headline
+
+UPDATE_MODES = ("none", "new", "all")
+UNUSED_MODES = ("fail", "warn", "delete")
+
+
+@dataclass
+class Settings:
+    """One test run's tracekit options, resolved."""
+
+    root: str  # the project root: pytest's rootdir, where .tracekit lives
+    goldens: str  # absolute
+    update: str  # as asked; `writes` says whether anything may be written
+    reason: Optional[str]
+    unused: str
+    keep: bool
+    tolerance: str  # the ini default: a profile name or a TOML file
+    ci: bool
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    invocation: str = ""
+    args: Sequence[str] = ()
+
+    @property
+    def writes(self) -> bool:
+        return not self.ci and self.update != "none"
+
+    @property
+    def workspace(self) -> Workspace:
+        return Workspace(self.root)
+
+    def resolve(self, golden: Any) -> str:
+        """A name ("seed_example", "ports/mlp") is a golden under the goldens directory; a
+        path (a PathLike, or a str ending in .h5) is taken relative to the project root."""
+        __tracebackhide__ = True
+        if isinstance(golden, os.PathLike) or (isinstance(golden, str) and golden.endswith(".h5")):
+            path = os.fspath(golden)
+            return path if os.path.isabs(path) else os.path.normpath(os.path.join(self.root, path))
+        if not isinstance(golden, str) or not golden:
+            raise UsageError("a golden is a name under the goldens directory or a path to an .h5 file, got %r"
+                             % (golden,))
+        return os.path.normpath(os.path.join(self.goldens, golden + ".h5"))
+
+    def name_of(self, path: str) -> str:
+        """The pending entry's name: the golden's path under the goldens directory, without .h5."""
+        rel = os.path.relpath(path, self.goldens)
+        if rel.startswith(os.pardir):
+            rel = os.path.basename(path)
+        return (rel[:-3] if rel.endswith(".h5") else rel).replace(os.sep, "/")
+
+    def asked(self, item: Any) -> bool:
+        """The test was named on the command line by its node id (path::name), not just selected."""
+        for arg in self.args:
+            path, sep, rest = str(arg).partition("::")
+            if sep and rest == item.nodeid.partition("::")[2] and \
+                    os.path.abspath(os.path.join(self.invocation, path)) == os.path.abspath(str(item.fspath)):
+                return True
+        return False
+
+    def tolerance_for(self, given: Any, item: Any) -> "Tolerance | str | None":
+        """The test's tolerance: the argument, else the `tracekit` marker's, else the ini default."""
+        __tracebackhide__ = True
+        if given is None:
+            marker = item.get_closest_marker("tracekit")
+            given = marker.kwargs.get("tolerance") if marker is not None else None
+        if given is None:
+            given = self.tolerance
+        if isinstance(given, Tolerance):
+            return given
+        if isinstance(given, str) and given.endswith(".toml"):
+            return Tolerance.load(given if os.path.isabs(given) else os.path.join(self.root, given))
+        if given == "auto":
+            return None
+        if given in PROFILES:
+            return given
+        raise UsageError(tolerance_problem(given))
+
+
+def _tf2() -> Any:
+    try:
+        import tracekit.tf2 as tf2
+    except MissingDependency as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return tf2
+
+
+class GoldenReplay:
+    """tracekit_replay(golden, step, model=..., tolerance=..., data=..., **replay options)."""
+
+    def __init__(self, request: Any, settings: Settings) -> None:
+        self._item = request.node
+        self._settings = settings
+
+    def __call__(self, golden: Any, step: Any, *, model: Any = None, variables: Any = None, tolerance: Any = None,
+                 data: Optional[Sequence[Mapping[str, Any]]] = None, **options: Any) -> Optional[Reported]:
+        """Replay `step` (and `model`/`variables`) against `golden` and compare with the test's
+        tolerance; fail with the first divergence, keeping the actual trace as a pending
+        entry. Returns the comparison (None when this run created the golden).
+
+        golden: a name under the goldens directory, or a path to an .h5 file.
+        tolerance: a Tolerance, a profile name or a TOML file; default: the `tracekit` marker's,
+          else the tracekit_tolerance ini value ("auto": chosen from the two traces).
+        data: one {input name: array} per step, used only when the golden does not exist: the
+          TF2 run on it makes a derived golden (--tracekit-update=new) or a pending one.
+        options: passed to tracekit.tf2.replay (var_map, init, random, steps, inputs, convert).
+        """
+        __tracebackhide__ = True
+        settings = self._settings
+        path = settings.resolve(golden)
+        rel = settings.workspace.relative(path)
+        tol = settings.tolerance_for(tolerance, self._item)
+        tf2 = _tf2()
+        pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)  # superseded now
+        if not os.path.exists(path):
+            message = self._missing(tf2, path, rel, step, model, variables, data, options)
+            if message is None:
+                return None
+            pytest.fail(message, pytrace=False)
+        actual = tf2.replay(path, step, model=model, variables=variables, **options)
+        try:
+            result = compare(path, actual, tol)
+            rewrite = settings.writes and settings.update == "all" and (not result.ok or settings.asked(self._item))
+            if rewrite:
+                self._write(actual, path, rel, UPDATED, headline(result))
+                return result
+            if result.ok:
+                self._use(rel, PASSED)
+                return result
+            line = headline(result)
+            entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path,
+                                 kind=pending.MISMATCH, headline=line, report=result.report(),
+                                 test=self._item.nodeid, run=settings.run, tolerance=result.profile.name)
+        finally:
+            actual.close()
+        self._use(rel, FAILED, entry.name, line)
+        raise Mismatch("golden %s: %s\n\n%s\n\n%s" % (rel, line, result.report(), self._what_now(entry)))
+
+    def _missing(self, tf2: Any, path: str, rel: str, step: Any, model: Any, variables: Any,
+                 data: Optional[Sequence[Mapping[str, Any]]], options: Mapping[str, Any]) -> Optional[str]:
+        """No golden: make one from the TF2 run on `data` when allowed, else say how (None: made)."""
+        settings = self._settings
+        ways = ("golden %s does not exist. Create it either way:\n"
+                "  1. record it on the legacy environment: tracekit record -o %s -- YOUR_TF1_SCRIPT.py [ARGS]\n"
+                "  2. or make a derived golden from this TF2 run: pass data=[{input name: array}, ...] (one per step) "
+                "to tracekit_replay and run pytest --tracekit-update=new" % (rel, path))
+        if settings.ci:
+            ways += "\nCI is set (CI=%s): goldens are never created in CI, whatever --tracekit-update says; create it " \
+                    "locally and commit it" % os.environ.get("CI")
+        if data is None:
+            self._use(rel, MISSING, headline="no golden")
+            return ways
+        inputs = {"inputs": options["inputs"]} if "inputs" in options else {}
+        actual = tf2.record(step, data, model=model, variables=variables, **inputs)
+        try:
+            if settings.writes:
+                self._write(actual, path, rel, CREATED, "created from %d steps of data" % len(actual))
+                return None
+            entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path,
+                                 kind=pending.NEW, headline="a new golden: %d steps" % len(actual),
+                                 report="no golden at %s: this TF2 run on the test's data would create it"
+                                        % rel, test=self._item.nodeid, run=settings.run)
+        finally:
+            actual.close()
+        self._use(rel, MISSING, entry.name, "no golden")
+        return "%s\nThis run on data= is kept as pending %s: accept it with tracekit accept %s" % (
+            ways, entry.name, entry.name)
+
+    def _write(self, actual: Any, path: str, rel: str, outcome: str, line: str) -> None:
+        settings = self._settings
+        write_golden(actual, path, settings.workspace, by="pytest --tracekit-update=%s" % settings.update,
+                     reason=settings.reason, test=self._item.nodeid, keep=settings.keep)
+        self._use(rel, outcome, headline=line)
+
+    def _use(self, rel: str, outcome: str, entry: Optional[str] = None, headline: str = "") -> None:
+        # Reported through the test report's user properties: under pytest-xdist they reach the
+        # controller, which alone sees every test's use of every golden.
+        self._item.user_properties.append(("tracekit", Use(self._item.nodeid, rel, outcome, entry, headline).to_wire()))
+
+    def _what_now(self, entry: pending.Pending) -> str:
+        settings = self._settings
+        kept = "the actual trace is kept as pending %s (%s)" % (entry.name, os.path.relpath(entry.trace, settings.root))
+        if settings.ci:
+            return ("%s. CI is set (CI=%s): goldens are never rewritten in CI, whatever --tracekit-update says; keep "
+                    "%s as a build artifact and review it locally (tracekit review)"
+                    % (kept, os.environ.get("CI"), os.path.relpath(settings.workspace.pending, settings.root)))
+        return ("%s. If the change is intended: tracekit accept %s --reason '...' (or tracekit review), or rerun with "
+                "--tracekit-update=all" % (kept, entry.name))
+
+
+def tolerance_problem(value: Any) -> str:
+    return "tolerance %r: give a Tolerance, a TOML file, or one of auto, %s" % (value, ", ".join(sorted(PROFILES)))
+
+
+def settings_from(config: Any, run: Optional[str]) -> Settings:
+    goldens = config.getoption("tracekit_goldens") or config.getini("tracekit_goldens") or "goldens"
+    root = str(config.rootpath)
+    ci = in_ci()
+    unused = config.getoption("tracekit_unused") or ("fail" if ci else "warn")
+    tolerance = config.getini("tracekit_tolerance") or "auto"
+    if tolerance != "auto" and tolerance not in PROFILES and not tolerance.endswith(".toml"):
+        raise pytest.UsageError("tracekit_tolerance in %s: %s" % (config.inipath, tolerance_problem(tolerance)))
+    settings = Settings(root=root, goldens=os.path.normpath(os.path.join(root, goldens)),
+                        update=config.getoption("tracekit_update"), reason=config.getoption("tracekit_reason"),
+                        unused=unused, keep=not config.getoption("tracekit_no_keep"),
+                        tolerance=tolerance, ci=ci,
+                        invocation=str(config.invocation_params.dir), args=list(config.invocation_params.args))
+    if run:
+        settings.run = run
+    return settings
+
+
+def header(settings: Settings) -> List[str]:
+    line = "tracekit: goldens %s, update %s, unused %s" % (
+        os.path.relpath(settings.goldens, settings.root), settings.update, settings.unused)
+    if settings.ci:
+        line += " (CI is set: no golden is created, rewritten or deleted)"
+    return [line]
