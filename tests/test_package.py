@@ -127,3 +127,27 @@ def test_a_missing_tf_keras_is_named_before_a_model_touches_it():
             "try:\n    import tracekit.tf2\nexcept ImportError as exc:\n    print(type(exc).__name__, exc)\n")
     out = run_python(sys.executable, code).stdout
     assert out.startswith("MissingDependency TF_USE_LEGACY_KERAS=1 selects Keras 2, but tf-keras is not installed")
+
+
+def test_what_pip_installs():
+    """The extras keep TensorFlow and tf-keras in step, name the legacy stack, and register the plugin."""
+    import os
+
+    from .support import ROOT
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.7
+        import tomli as tomllib
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        project = tomllib.load(fh)["project"]
+    extras = project["optional-dependencies"]
+    tf2 = {req.split(">=")[0]: req for req in extras["tf2"]}
+    assert set(tf2) == {"tensorflow", "tf-keras"}
+    bounds = {name: req.split(",")[1] for name, req in tf2.items()}  # the same upper bound, both
+    assert len(set(bounds.values())) == 1 and next(iter(bounds.values())).startswith("<")
+    assert any(r.startswith("tensorflow==1.15.5") for r in extras["legacy"])
+    assert any(r.startswith("protobuf<3.21") for r in extras["legacy"])
+    assert any(r.startswith("pytest-xdist") for r in extras["test"])
+    assert project["entry-points"]["pytest11"] == {"tracekit": "tracekit.plugin"}
+    assert any(r.startswith("tomli") and "python_version < '3.11'" in r for r in project["dependencies"])

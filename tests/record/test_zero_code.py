@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tracekit
+from tracekit.store import provenance
 
 from ..support import ROOT
 from ..support.recording import record_cli
@@ -36,6 +37,16 @@ def test_plain_loop(tmp_path):
         assert trace.meta["user"]["zero_code"]["argv"][1:] == ["--steps", "6"]
         losses = [float(line.split()[-1]) for line in proc.stdout.splitlines() if "loss" in line]
         assert np.allclose([s["loss/loss"] for s in trace], losses, atol=1e-5)
+        # Its provenance: a recording, with the command that made it as it was typed (the launcher
+        # rewrites sys.argv for the script), where and on what.
+        prov = provenance.read(trace.meta, trace.created)
+        environment = trace.meta["environment"]
+    assert not prov.derived and prov.stored and prov.updates == [] and prov.owners == []
+    command = prov.recording.command
+    assert command.split()[1:6] == ["-m", "tracekit", "record", "-o", str(out)]
+    assert command.endswith("plain_loop.py --steps 6")
+    assert prov.recording.cwd == ROOT and prov.recording.date[:2] == "20"
+    assert prov.recording.environment == environment
 
 
 def test_recording_twice_is_bit_identical(tmp_path):
