@@ -16,7 +16,6 @@ from tracekit.lifecycle import pending
 from tracekit.lifecycle.workspace import Workspace, in_ci
 from tracekit.store import provenance
 
-from ..support import run_python
 from ..support.lifecycle import bump, legacy_golden, replayed
 
 

@@ -16,10 +16,10 @@ from ..support import golden
 GOLDEN = golden("momentum_model")
 
 
-def test_tf1_momentum_in_tf2_matches_through_every_learning_rate_change(tf2):
+def test_tf1_momentum_in_tf2_matches_through_every_learning_rate_change(tracekit_replay):
     model, step = momentum_model.make()
-    result = tracekit.compare(GOLDEN, tf2.replay(GOLDEN, step, model=model))  # the default tolerance
-    assert result.ok and result.steps == 20, result.report()
+    result = tracekit_replay("momentum_model", step, model=model)  # the default tolerance
+    assert result.profile.name == "default" and result.steps == 20
     compared = {t.key for t in result.tensors}
     assert {"lr/learning_rate", "grad/hidden/kernel:0", "slot/hidden/kernel/Momentum:0", "var/global_step:0"} <= compared
     assert not result.conventions

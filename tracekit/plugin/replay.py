@@ -109,12 +109,26 @@ class GoldenReplay:
     def __init__(self, request: Any, settings: Settings) -> None:
         self._item = request.node
         self._settings = settings
+        self._traces: List[Any] = []
+        request.addfinalizer(self._close)
+
+    @property
+    def actual(self) -> Any:
+        """The last replay's actual trace (a tracekit.Trace), open until the test ends."""
+        if not self._traces:
+            raise UsageError("tracekit_replay.actual: nothing was replayed yet in this test")
+        return self._traces[-1]
+
+    def _close(self) -> None:
+        for trace in self._traces:
+            trace.close()  # a temporary trace: its file goes with it
 
     def __call__(self, golden: Any, step: Any, *, model: Any = None, variables: Any = None, tolerance: Any = None,
                  data: Optional[Sequence[Mapping[str, Any]]] = None, **options: Any) -> Optional[Reported]:
         """Replay `step` (and `model`/`variables`) against `golden` and compare with the test's
         tolerance; fail with the first divergence, keeping the actual trace as a pending
-        entry. Returns the comparison (None when this run created the golden).
+        entry. Returns the comparison (None when this run created the golden); the actual trace
+        is `tracekit_replay.actual` until the test ends.
 
         golden: a name under the goldens directory, or a path to an .h5 file.
         tolerance: a Tolerance, a profile name or a TOML file; default: the `tracekit` marker's,
@@ -136,21 +150,18 @@ class GoldenReplay:
                 return None
             pytest.fail(message, pytrace=False)
         actual = tf2.replay(path, step, model=model, variables=variables, **options)
-        try:
-            result = compare(path, actual, tol)
-            rewrite = settings.writes and settings.update == "all" and (not result.ok or settings.asked(self._item))
-            if rewrite:
-                self._write(actual, path, rel, UPDATED, headline(result))
-                return result
-            if result.ok:
-                self._use(rel, PASSED)
-                return result
-            line = headline(result)
-            entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path,
-                                 kind=pending.MISMATCH, headline=line, report=result.report(),
-                                 test=self._item.nodeid, run=settings.run, tolerance=result.profile.name)
-        finally:
-            actual.close()
+        self._traces.append(actual)
+        result = compare(path, actual, tol)
+        if settings.writes and settings.update == "all" and (not result.ok or settings.asked(self._item)):
+            self._write(actual, path, rel, UPDATED, headline(result))
+            return result
+        if result.ok:
+            self._use(rel, PASSED)
+            return result
+        line = headline(result)
+        entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path,
+                             kind=pending.MISMATCH, headline=line, report=result.report(), test=self._item.nodeid,
+                             run=settings.run, tolerance=result.profile.name)
         self._use(rel, FAILED, entry.name, line)
         raise Mismatch("golden %s: %s\n\n%s\n\n%s" % (rel, line, result.report(), self._what_now(entry)))
 
@@ -170,16 +181,14 @@ class GoldenReplay:
             return ways
         inputs = {"inputs": options["inputs"]} if "inputs" in options else {}
         actual = tf2.record(step, data, model=model, variables=variables, **inputs)
-        try:
-            if settings.writes:
-                self._write(actual, path, rel, CREATED, "created from %d steps of data" % len(actual))
-                return None
-            entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path,
-                                 kind=pending.NEW, headline="a new golden: %d steps" % len(actual),
-                                 report="no golden at %s: this TF2 run on the test's data would create it"
-                                        % rel, test=self._item.nodeid, run=settings.run)
-        finally:
-            actual.close()
+        self._traces.append(actual)
+        if settings.writes:
+            self._write(actual, path, rel, CREATED, "created from %d steps of data" % len(actual))
+            return None
+        entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path, kind=pending.NEW,
+                             headline="a new golden: %d steps" % len(actual),
+                             report="no golden at %s: this TF2 run on the test's data would create it" % rel,
+                             test=self._item.nodeid, run=settings.run)
         self._use(rel, MISSING, entry.name, "no golden")
         return "%s\nThis run on data= is kept as pending %s: accept it with tracekit accept %s" % (
             ways, entry.name, entry.name)
