@@ -50,7 +50,11 @@ def test_all_rewrites_a_failing_golden_twice_and_log_shows_both(project, capsys)
     project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
     # A second intentional change.
     project.makepyfile(test_port=WRONG % "tanh")
-    project.runpytest("-p", "no:cacheprovider").assert_outcomes(failed=1)
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E       golden is DERIVED: its data comes from a TF2 run (updated *: relu on purpose), "
+                                 "not from the legacy code; the legacy recording it replaced is in its history "
+                                 "(tracekit log *seed_example.h5)"])
     project.runpytest("-p", "no:cacheprovider", "--tracekit-update=all", "--tracekit-reason",
                       "tanh now").assert_outcomes(passed=1)
     prov = history(project)

@@ -72,7 +72,7 @@ class Settings:
         for arg in self.args:
             path, sep, rest = str(arg).partition("::")
             if sep and rest == item.nodeid.partition("::")[2] and \
-                    os.path.abspath(os.path.join(self.invocation, path)) == os.path.abspath(str(item.fspath)):
+                    os.path.abspath(os.path.join(self.invocation, path)) == os.path.abspath(str(item.path)):
                 return True
         return False
 
