@@ -11,48 +11,15 @@ import sys
 
 import pytest
 
-from ..support import golden
+from ..support import ROOT, golden
 
 collect_ignore_glob = ["test_*.py"] if sys.version_info < (3, 8) else []
 
-# The seed example's TF2 port, as a user's project would hold it; wrong ports through make()'s
-# arguments. DATA is what a test without a legacy golden gives to create a derived one.
+# The user's project imports the shipped seed example's TF2 port (tools/ports; wrong ports
+# through make()'s arguments). DATA is what a test without a legacy golden gives to create one.
 PORT = '''
 import numpy as np
-import tensorflow as tf
-import tracekit
-
-
-class SeedModel(tf.keras.Model):
-    def __init__(self, activation=None):
-        super().__init__(name="seed")
-        self.dense = tf.keras.layers.Dense(2, activation=activation, name="dense")
-        self.dense_1 = tf.keras.layers.Dense(2, activation=activation, name="dense_1")
-        self.dense_2 = tf.keras.layers.Dense(3, name="dense_2")
-
-    def call(self, x):
-        h1 = tracekit.tap("layer1", self.dense(x))
-        h2 = tracekit.tap("layer2", self.dense_1(h1))
-        return tracekit.tap("logits", self.dense_2(h2))
-
-
-def make(activation=None, lr=1e-3):
-    tf.keras.utils.set_random_seed(0)
-    model = SeedModel(activation)
-    model(tf.ones((2, 3)))
-    schedule = tf.keras.optimizers.schedules.PolynomialDecay(lr, 1000, end_learning_rate=0.0, power=1.0)
-    optimizer = tf.keras.optimizers.SGD(schedule)
-    loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
-
-    @tf.function
-    def step(inputs):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(inputs["y:0"], model(inputs["x:0"]))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return {"loss": loss}
-    return model, step
-
+from tools.ports.seed_example import make
 
 rng = np.random.RandomState(0)
 DATA = [{"x:0": rng.randn(2, 3).astype(np.float32), "y:0": np.eye(3, dtype=np.float32)[[k % 3, (k + 1) % 3]]}
@@ -109,4 +76,6 @@ def project(warm, seed_golden, pytester, monkeypatch):
     shutil.copyfile(seed_golden, str(pytester.path / "goldens" / "seed_example.h5"))
     pytester.makepyfile(port=PORT)
     pytester.syspathinsert()
+    pytester.syspathinsert(ROOT)  # tools.ports, in-process
+    monkeypatch.setenv("PYTHONPATH", ROOT)  # and in pytest subprocesses and xdist workers
     return pytester

@@ -34,10 +34,10 @@ class ShiftedSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         return self.schedule(step + self.shift)
 
 
-def make(activation=None, lr_shift=0, reduction="sum_over_batch_size", eager=False):
+def make(activation=None, lr_shift=0, reduction="sum_over_batch_size", eager=False, lr=1e-3):
     model = SeedModel(activation)
     model(tf.ones((2, 3)))  # build: replay loads the golden's initial weights into existing variables
-    schedule = tf.keras.optimizers.schedules.PolynomialDecay(1e-3, 1000, end_learning_rate=0.0, power=1.0)
+    schedule = tf.keras.optimizers.schedules.PolynomialDecay(lr, 1000, end_learning_rate=0.0, power=1.0)
     if lr_shift:
         schedule = ShiftedSchedule(schedule, lr_shift)
     optimizer = tf.keras.optimizers.SGD(schedule)
