@@ -57,9 +57,12 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     """
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
-    trace = golden if isinstance(golden, Trace) else open_trace(golden)
-    return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
-                {"golden": trace.path})
+    if isinstance(golden, Trace):
+        return _run(golden, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
+                    {"golden": golden.path})
+    with open_trace(golden) as trace:
+        return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
+                    {"golden": trace.path})
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -82,15 +85,15 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
         write_source(source, [(name_of(v), numpy(v)) for v in tf_vars], data)
         with open_trace(source) as trace:
             return _run(trace, step_fn, model, tf_vars, "auto", "golden", "none", None, inputs, out, (), progress,
-                        {"golden": None, "source": "data"})
+                        {"golden": None, "source": "data"}, pass_through=True)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
 def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
          steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
-         progress: Optional[Callable[[int, int], None]], about: Dict[str, Any]) -> Trace:
-    runner = TF2Runner(trace, model, variables, var_map, init, random, convert)
+         progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False) -> Trace:
+    runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through)
     if init == "golden":
         runner.load_initial()
     about = dict(about, init=init, random=random,

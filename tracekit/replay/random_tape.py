@@ -74,9 +74,12 @@ def _static_shape(shape: Any) -> Any:
 class RandomTape:
     """One replay's random draws: `inject` is True for random="tape"."""
 
-    def __init__(self, capture: Capture, inject: bool) -> None:
+    def __init__(self, capture: Capture, inject: bool, pass_through: bool = False) -> None:
         self.capture = capture
         self.inject = inject
+        # TF2's own draws pass through a numpy function, as a taped draw would (see draw()): for
+        # a run that a golden is made of (tracekit.tf2.record), never for a replay.
+        self.pass_through = pass_through and not inject
         self._tape: List[Tuple[str, np.ndarray]] = []
         self._pos = 0
         self._step = 0
@@ -121,24 +124,24 @@ class RandomTape:
                 value = original(*args, **kwargs)  # an integer draw comes out of its op final
                 tape.capture.draw(value)
                 return value
-            shape = tf.cast(call["shape"], tf.int64)
+            if tape.inject:
+                shape = tf.cast(call["shape"], tf.int64)
 
-            def next_draw(want: np.ndarray) -> np.ndarray:
-                return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype)
-            if tape.inject and tf.executing_eagerly():
-                raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
-            elif tape.inject:
-                raw = tf.numpy_function(next_draw, [shape], dtype, name="tracekit_tape")
-            else:
-                # TF2's own draw, in the form the golden holds (uniform in [0, 1) or standard normal).
-                # In a graph it passes through a numpy function as a taped draw would, so that the
-                # ops after it are the same graph a replay injecting this draw builds: TF fuses and
-                # picks kernels by the graph, and a golden made from this run must replay bit for bit.
+                def next_draw(want: np.ndarray) -> np.ndarray:
+                    return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype)
+                if tf.executing_eagerly():
+                    raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
+                else:
+                    raw = tf.numpy_function(next_draw, [shape], dtype, name="tracekit_tape")
+                    raw.set_shape(_static_shape(call["shape"]))
+            else:  # TF2's own draw, in the form the golden holds (uniform in [0, 1) or standard normal)
                 raw = original(**dict(call, **STANDARD[fname]))
-                if not tf.executing_eagerly():
+                if tape.pass_through and not tf.executing_eagerly():
+                    # The ops after it then form the graph a replay injecting this draw builds: TF
+                    # fuses and picks kernels by the graph, and a golden made of this run must
+                    # replay bit for bit (it differed by an ulp without).
                     raw = tf.numpy_function(_same, [raw], dtype, name="tracekit_tape")
-            if not tf.executing_eagerly():
-                raw.set_shape(_static_shape(call["shape"]))
+                    raw.set_shape(_static_shape(call["shape"]))
             tape.capture.draw(raw)
             return _affine(fname, call, dtype, raw)
         return draw

@@ -34,7 +34,7 @@ class TF2Runner:
     """The TF2 side of one replay: maps variables, loads state, runs steps, reads state."""
 
     def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
-                 convert: Sequence[Conversion] = ()) -> None:
+                 convert: Sequence[Conversion] = (), pass_through: bool = False) -> None:
         check_usage(init, random)
         self.golden = golden
         self.capture = Capture()
@@ -57,7 +57,7 @@ class TF2Runner:
         ported = {id(v) for conv in self.conversions for v in conv.port}
         self.mapping = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
                                      [v for v in tf_vars if id(v) not in ported], var_map)
-        self.tape = RandomTape(self.capture, inject=random == "tape")
+        self.tape = RandomTape(self.capture, inject=random == "tape", pass_through=pass_through)
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
                                          load_initial=init == "golden", conversions=self.conversions)
         self._created: List[str] = []
