@@ -16,6 +16,7 @@ from .comparison.envdiff import PROFILES as TOLERANCE_PROFILES
 from .errors import CorruptTrace, TracekitError, UsageError
 
 if TYPE_CHECKING:
+    from .lifecycle.pending import Pending
     from .lifecycle.update import Written
     from .lifecycle.workspace import Workspace
 
@@ -159,31 +160,48 @@ def _accepted(written: "Written", name: str) -> str:
     return "accepted %s: %s %s%s" % (name, "created" if written.created else "rewrote", written.path, kept)
 
 
-def _accept(args: argparse.Namespace) -> int:
+def _chosen(args: argparse.Namespace, verb: str) -> "List[Pending]":
     from .lifecycle import pending
 
-    workspace = _workspace(args)
     if args.all == bool(args.name):
-        raise UsageError("name the pending actuals to accept (tracekit pending lists them), or give --all")
+        raise UsageError("name the pending actuals to %s (tracekit pending lists them), or give --all" % verb)
+    workspace = _workspace(args)
     chosen = pending.entries(workspace) if args.all else [pending.find(workspace, name) for name in args.name]
     if not chosen:
         print("no pending actuals in %s" % workspace.pending)
+    return chosen
+
+
+def _each(chosen: "List[Pending]", act: Callable[["Pending"], str]) -> int:
+    """act on every entry, going on after one that cannot be done (said on stderr): exit 1 if any."""
+    code = EXIT_OK
     for entry in chosen:
-        written = pending.accept(workspace, entry, reason=args.reason, keep_replaced=not args.no_keep)
-        print(_accepted(written, entry.name))
-    return EXIT_OK
+        try:
+            print(act(entry))
+        except TracekitError as exc:
+            print("tracekit: %s: %s" % (entry.name, exc), file=sys.stderr)
+            code = EXIT_FAIL
+    return code
+
+
+def _accept(args: argparse.Namespace) -> int:
+    from .lifecycle import pending
+
+    workspace, chosen = _workspace(args), _chosen(args, "accept")
+    pending.one_per_golden(chosen)
+    return _each(chosen, lambda entry: _accepted(
+        pending.accept(workspace, entry, reason=args.reason, keep_replaced=not args.no_keep), entry.name))
 
 
 def _reject(args: argparse.Namespace) -> int:
     from .lifecycle import pending
 
     workspace = _workspace(args)
-    if args.all == bool(args.name):
-        raise UsageError("name the pending actuals to reject (tracekit pending lists them), or give --all")
-    for entry in pending.entries(workspace) if args.all else [pending.find(workspace, name) for name in args.name]:
-        pending.reject(entry)
-        print("rejected %s: %s stays as it is" % (entry.name, entry.golden))
-    return EXIT_OK
+
+    def reject(entry: "Pending") -> str:
+        pending.reject(workspace, entry)
+        return "rejected %s: %s stays as it is" % (entry.name, entry.golden)
+    return _each(_chosen(args, "reject"), reject)
 
 
 def _review(args: argparse.Namespace) -> int:
@@ -195,6 +213,7 @@ def _review(args: argparse.Namespace) -> int:
     if not entries:
         print("no pending actuals in %s" % workspace.pending)
         return EXIT_OK
+    code = EXIT_OK
     for number, entry in enumerate(entries, 1):
         print("\n".join(["", "[%d/%d]" % (number, len(entries))] + entry_lines(entry)))
         while True:
@@ -203,22 +222,22 @@ def _review(args: argparse.Namespace) -> int:
             choice = answer.strip().lower()[:1]
             if not answer or choice == "q":  # end of input: stop, leaving the rest pending
                 print("" if answer else "(end of input)")
-                return EXIT_OK
+                return code
             if choice in ("a", "r", "s"):
                 break
         if choice == "a":
-            print(_accepted(pending.accept(workspace, entry, reason=args.reason, keep_replaced=not args.no_keep),
-                            entry.name))
+            code = max(code, _each([entry], lambda e: _accepted(
+                pending.accept(workspace, e, reason=args.reason, keep_replaced=not args.no_keep), e.name)))
         elif choice == "r":
-            pending.reject(entry)
+            pending.reject(workspace, entry)
             print("rejected %s" % entry.name)
         else:
             print("skipped %s: still pending" % entry.name)
-    return EXIT_OK
+    return code
 
 
 def _log(args: argparse.Namespace) -> int:
-    from .report.lifecycle import log_lines
+    from .report.provenance import log_lines
     from .store import open_trace, provenance
 
     with open_trace(args.golden) as trace:
@@ -342,6 +361,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except BrokenPipeError:  # the reader went away (`tracekit show G | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
         return 128 + 13  # as a process killed by SIGPIPE
+    except OSError as exc:  # permissions, a full disk, a file system without locks: one line, not a traceback
+        if args.command == "record":
+            raise  # the recorded script's own error: its traceback is what its author needs
+        print("tracekit %s: error: %s" % (args.command, exc), file=sys.stderr)
+        return EXIT_FAIL
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,13 +15,15 @@ from tracekit.lifecycle import pending
 from tracekit.lifecycle.workspace import Workspace
 from tracekit.store import provenance
 
+from ..support import ROOT
 from ..support.lifecycle import bump, legacy_golden, replayed
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path, monkeypatch):
     """A project with a legacy golden and two pending actuals: `toy` (loss moved from step 2)
     and `other` (a new golden)."""
+    monkeypatch.delenv("CI", raising=False)  # accepting writes goldens: never in CI (tested below)
     (tmp_path / "goldens").mkdir()
     golden = legacy_golden(str(tmp_path / "goldens" / "toy.h5"))
     workspace = Workspace(str(tmp_path))
@@ -37,7 +39,8 @@ def project(tmp_path):
 def cli(workspace, *args, stdin=None):
     """The tracekit command in a child process, run from the project root."""
     done = subprocess.run([sys.executable, "-m", "tracekit"] + list(args), cwd=workspace.root, input=stdin,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
     return done.returncode, done.stdout, done.stderr
 
 
@@ -81,6 +84,21 @@ def test_accept_by_path_without_keeping_and_all(project):
     assert code == 0 and out.startswith("accepted other: created "), err
     assert history(os.path.join(workspace.root, "goldens", "other.h5")).updates[0].created
     assert cli(workspace, "accept", "--all")[1].startswith("no pending actuals")
+
+
+def test_accept_refuses_in_ci_and_two_entries_for_one_golden(project, tmp_path, monkeypatch):
+    workspace, golden = project
+    before = open(golden, "rb").read()
+    monkeypatch.setenv("CI", "1")
+    code, _, err = cli(workspace, "accept", "toy")
+    assert code == 1 and "CI is set (CI=1): tracekit does not write" in err and open(golden, "rb").read() == before
+    monkeypatch.delenv("CI")
+    pending.keep(workspace, "toy", replayed(str(tmp_path / "c.h5")), golden=golden, kind=pending.MISMATCH,
+                 headline="h", report="r", test="tests/test_ports.py::test_shim", run="r")
+    code, _, err = cli(workspace, "accept", "--all")
+    assert code == 2 and "several pending actuals for one golden: goldens/toy.h5 (toy, toy~2)" in err
+    code, out, err = cli(workspace, "accept", "toy~2", "goldens/other.h5")  # by name, and by its golden's path
+    assert code == 0 and "accepted toy~2" in out and "accepted other: created" in out, err
 
 
 def test_reject_and_usage_errors(project):

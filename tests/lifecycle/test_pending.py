@@ -16,6 +16,7 @@ from tracekit.lifecycle import pending
 from tracekit.lifecycle.workspace import Workspace, in_ci
 from tracekit.store import provenance
 
+from ..support import ROOT
 from ..support.lifecycle import bump, legacy_golden, replayed
 
 
@@ -84,10 +85,34 @@ def test_reject_keeps_the_golden(project, tmp_path):
     workspace, golden = project
     before = open(golden, "rb").read()
     entry = keep(workspace, golden, replayed(str(tmp_path / "a.h5"), change=bump(0, "loss/loss")))
-    pending.reject(entry)
+    pending.reject(workspace, entry)
     assert pending.entries(workspace) == [] and open(golden, "rb").read() == before
     with pytest.raises(UsageError, match="gone"):
-        pending.reject(entry)
+        pending.reject(workspace, entry)
+
+
+def test_an_entry_replaced_by_a_newer_run_is_not_accepted_unseen(project, tmp_path):
+    workspace, golden = project
+    listed = keep(workspace, golden, replayed(str(tmp_path / "a.h5"), change=bump(1, "loss/loss")), run="run1")
+    # A test run replaces it (same test, same golden, same name) while someone reviews the old one.
+    pending.clear_stale(workspace, golden, listed.test, "run2")
+    newer = keep(workspace, golden, replayed(str(tmp_path / "b.h5"), change=bump(2, "loss/loss")), run="run2")
+    assert newer.name == listed.name
+    with pytest.raises(UsageError, match="replaced by a newer test run since it was listed"):
+        pending.accept(workspace, listed)
+    pending.accept(workspace, newer)
+
+
+def test_a_golden_path_finds_its_one_entry_and_all_refuses_two(project, tmp_path):
+    workspace, golden = project
+    first = keep(workspace, golden, replayed(str(tmp_path / "a.h5")), test="t::a")
+    assert pending.find(workspace, golden) == first
+    second = keep(workspace, golden, replayed(str(tmp_path / "b.h5")), test="t::b")
+    with pytest.raises(UsageError, match=r"2 pending actuals for .*toy.h5 \(toy, toy~2\): name the one"):
+        pending.find(workspace, golden)
+    with pytest.raises(UsageError, match=r"several pending actuals for one golden: goldens/toy.h5 \(toy, toy~2\)"):
+        pending.one_per_golden([first, second])
+    pending.one_per_golden([first])
 
 
 ACCEPT = """
@@ -119,7 +144,7 @@ def test_processes_accepting_at_once_take_turns(project, tmp_path):
     with open(script, "w") as fh:
         fh.write(ACCEPT)
     start = str(time.time() + 2.0)
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    env = dict(os.environ, PYTHONPATH=ROOT)
     # Three processes: two accept the same entry (one must be refused), one the other entry.
     procs = [subprocess.Popen([sys.executable, script, workspace.root, name, start], stdout=subprocess.PIPE,
                               universal_newlines=True, env=env) for name in ("toy", "toy", "toy~2")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.lifecycle.run import find_unused, golden_files, owners
+from tracekit.lifecycle.run import Selection, find_unused, golden_files, owners
 from tracekit.lifecycle.update import write_golden
 from tracekit.lifecycle.workspace import Workspace
 
@@ -34,3 +34,17 @@ def test_owners_come_from_the_goldens_provenance(tmp_path):
     assert files == [str(goldens / "junk.h5"), legacy, derived]
     found, unreadable = owners(files)
     assert found == {legacy: [], derived: ["t::x"]} and unreadable == [str(goldens / "junk.h5")]
+
+
+def test_a_selection_says_which_replay_tests_did_not_run_to_the_end():
+    selection = Selection(["t::a", "t::b", "t::c"])
+    assert selection.not_run({"t::a", "t::b", "t::c"}) == []
+    assert selection.not_run({"t::a"}) == ["2 replay tests skipped or failed before replaying"]
+    # pytest-xdist: each worker collected the same tests; one that says nothing makes it incomplete.
+    selection.merge(Selection.from_wire(Selection(["t::a", "t::d"], deselected=1).to_wire()))
+    assert selection.requesting == ["t::a", "t::b", "t::c", "t::d"]
+    assert selection.not_run({"t::a", "t::b", "t::c", "t::d"}) == ["1 replay test deselected"]
+    selection.merge(None)
+    selection.collection_errors = 2
+    assert selection.not_run({"t::a", "t::b", "t::c", "t::d"}) == [
+        "1 replay test deselected", "2 modules failed to collect", "a pytest-xdist worker ended without reporting"]

@@ -56,6 +56,7 @@ def test_an_update_keeps_the_recording_its_description_and_the_replaced_file(pro
                            test="tests/test_port.py::test_toy")
     assert not written.created and open(written.kept, "rb").read() == before
     assert written.kept.startswith(os.path.join(workspace.history, "goldens", "toy."))
+    assert os.listdir(os.path.dirname(golden)) == ["toy.h5"]  # no temporary file left
     assert values(golden) == values(actual)
     with tracekit.open(golden) as trace:
         for key in ("user", "train_ops", "slots"):  # what the legacy code was, kept
@@ -68,7 +69,8 @@ def test_an_update_keeps_the_recording_its_description_and_the_replaced_file(pro
     assert prov.recording.environment["cpu"] == "Legacy CPU" and prov.recording.tensorflow == {"version": "1.15.5"}
     assert prov.recording.command == "train.py"  # inferred from the older recording's program
     [entry] = prov.updates
-    assert entry.replaced == written.kept and entry.replaced_origin == provenance.RECORDED
+    assert entry.replaced == os.path.relpath(written.kept, workspace.root)  # the same in every checkout
+    assert entry.replaced_origin == provenance.RECORDED
     drift = {d.kind: d for d in entry.drift}
     assert drift["loss"].changed == 1 and drift["loss"].first_step == 2 and drift["loss"].max_abs == pytest.approx(0.25)
     assert drift["grad"].changed == 0 and drift["grad"].first_step is None and drift["var"].tensors == 1
@@ -121,21 +123,40 @@ def test_what_cannot_become_a_golden_is_refused_and_changes_nothing(project, tmp
     assert open(golden, "rb").read() == before and not os.path.exists(workspace.history)
 
 
-def test_a_failed_write_leaves_the_golden_whole_and_no_temporary_file(project, tmp_path, monkeypatch):
+@pytest.mark.parametrize("failing", ["the write", "the rename"])
+def test_a_failed_write_leaves_the_golden_whole_and_nothing_else(project, tmp_path, monkeypatch, failing):
     workspace, golden = project
     legacy_golden(golden)
     before = open(golden, "rb").read()
     actual = replayed(str(tmp_path / "a.h5"), change=bump(0, "loss/loss"))
 
-    def broken(source, path, meta, infos):
+    def broken_write(source, path, meta, infos):
         with open(path, "wb") as fh:
             fh.write(b"half a golden")
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(update, "_copy", broken)
+
+    def broken_rename(temporary, path):
+        raise OSError(18, "Invalid cross-device link")
+    if failing == "the write":
+        monkeypatch.setattr(update, "_copy", broken_write)
+    else:
+        monkeypatch.setattr(update.atomic, "publish", broken_rename)
     with pytest.raises(OSError):
-        write_golden(actual, golden, workspace, by="x", keep=False)
+        write_golden(actual, golden, workspace, by="x")
     assert open(golden, "rb").read() == before
     assert os.listdir(os.path.dirname(golden)) == ["toy.h5"]
+    assert not os.path.exists(workspace.history) or not any(files for _, _, files in os.walk(workspace.history))
+
+
+def test_nothing_is_written_or_moved_in_ci(project, tmp_path, monkeypatch):
+    workspace, golden = project
+    legacy_golden(golden)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(UsageError, match=r"CI is set \(CI=true\): tracekit does not write .* in CI"):
+        write_golden(replayed(str(tmp_path / "a.h5")), golden, workspace, by="x")
+    with pytest.raises(UsageError, match="does not move"):
+        retire(golden, workspace, "unused")
+    assert os.path.exists(golden)
 
 
 def test_retire_moves_a_golden_to_the_history(project):

@@ -1,6 +1,8 @@
 """--tracekit-unused=fail|warn|delete: a golden is unused only when the tests that own it were
-selected, ran and passed without using it. Goldens of deselected (-k, node ids), skipped,
-failing or uncollectable tests are kept; a legacy recording nobody owns is never unused."""
+selected, ran and passed without using it, and every replay test ran to the end. Goldens of
+deselected (-k, node ids), skipped, failing or uncollectable tests are kept, and so is a golden
+another replay test may read while that test did not run; a legacy recording nobody owns is
+never unused."""
 
 from __future__ import annotations
 
@@ -102,8 +104,29 @@ def test_goldens_of_tests_that_did_not_pass_are_kept(owned, how):
         later(owned, decorator="@pytest.mark.skip(reason='later')")
     elif how == "failed":
         later(owned, body="assert False, 'fails before it replays'")
-    else:
-        owned.makepyfile(test_goldens="import nonexistent_module\n" + OWNERS)
+    else:  # a module that may hold b's readers does not import: nothing can be judged
+        later(owned)
+        owned.makepyfile(test_broken="import nonexistent_module\n")
+        args += ["--continue-on-collection-errors"]
     result = owned.runpytest(*args)
     assert "unused   goldens/b.h5" not in result.stdout.str()
     assert goldens(owned) == ["a.h5", "b.h5", "seed_example.h5"]
+    if how == "uncollectable":
+        result.stdout.fnmatch_lines(["  not judged: goldens/b.h5 may be unused, but not every replay test ran to the "
+                                     "end (1 module failed to collect)"])
+
+
+def test_a_golden_another_replay_test_reads_is_kept_while_that_test_does_not_run(owned):
+    # test_c only reads b (b's owner is test_b). test_b stops using b.
+    owned.makepyfile(test_goldens=LATER % ("", "pass") + """
+def test_c(tracekit_replay):
+    model, step = make(lr=1e-2)
+    tracekit_replay("b", step, model=model)
+""")
+    for args in (["-k", "not test_c"], ["-k", "test_b"]):  # test_c deselected: b is kept, not judged
+        result = owned.runpytest("-p", "no:cacheprovider", "--tracekit-unused=delete", *args)
+        assert result.ret == 0 and goldens(owned) == ["a.h5", "b.h5", "seed_example.h5"]
+        result.stdout.fnmatch_lines(["  not judged: goldens/b.h5 may be unused*(* deselected)"])
+    result = owned.runpytest("-p", "no:cacheprovider", "--tracekit-unused=delete")
+    result.assert_outcomes(passed=3)
+    assert "unused" not in result.stdout.str().split("= tracekit =")[1].replace("0 unused", "")

@@ -53,8 +53,8 @@ def test_all_rewrites_a_failing_golden_twice_and_log_shows_both(project, capsys)
     result = project.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["E       golden is DERIVED: its data comes from a TF2 run (updated *: relu on purpose), "
-                                 "not from the legacy code; the legacy recording it replaced is in its history "
-                                 "(tracekit log *seed_example.h5)"])
+                                 "not from the legacy code; the legacy recording it replaced is kept at "
+                                 ".tracekit/history/goldens/seed_example.*.h5 (tracekit log *seed_example.h5)"])
     project.runpytest("-p", "no:cacheprovider", "--tracekit-update=all", "--tracekit-reason",
                       "tanh now").assert_outcomes(passed=1)
     prov = history(project)
@@ -96,6 +96,7 @@ def test_port(tracekit_replay):
     before = golden_bytes(project)
     result = project.runpytest("-p", "no:cacheprovider", "--tracekit-update=all")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*replayed 3 of the 10 steps of * (steps=3): writing it would drop the golden's "
-                                 "last 7 steps; replay every step to update it"])
+    result.stdout.fnmatch_lines(["E       tracekit.errors.Mismatch: golden goldens/seed_example.h5: step 0, tap/layer1: *",
+                                 "E       not rewritten: *replayed 3 of the 10 steps of * (steps=3): writing it would "
+                                 "drop the golden's last 7 steps; replay every step to update it"])
     assert golden_bytes(project) == before

@@ -58,7 +58,8 @@ def publish(temporary: str, path: str) -> None:
     """Flush `temporary` to disk and rename it to `path`, replacing what was there."""
     _fsync(temporary)
     os.replace(temporary, path)
-    _fsync(os.path.dirname(os.path.abspath(path)), directory=True)
+    if os.name == "posix":  # the rename itself, durable; elsewhere a directory cannot be opened to flush
+        _fsync(os.path.dirname(os.path.abspath(path)), directory=True)
 
 
 def copy(source: str, path: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from ..comparison.engine import compare
-from ..keys import KIND_ORDER, split_key
+from ..keys import INITIAL_STEP, KIND_ORDER, split_key
 from ..store import Trace
 from ..store.provenance import KindDrift
 
@@ -22,16 +22,21 @@ def drift(replaced: Trace, new: Trace) -> List[KindDrift]:
         if tensor.ok:
             continue
         row[1] += 1
-        row[2] = max(row[2], max(s.max_abs for s in tensor.by_step.values()))
-        row[3] = max(row[3], max(s.max_rel for s in tensor.by_step.values()))
+        row[2] = _largest([row[2]] + [s.max_abs for s in tensor.by_step.values()])
+        row[3] = _largest([row[3]] + [s.max_rel for s in tensor.by_step.values()])
         row[4] = _earliest(row[4], tensor.first_failed)
     for key in result.missing:
         row = rows.setdefault(split_key(key)[0], [0, 0, 0.0, 0.0, None])
         row[0] += 1
         row[1] += 1
-        row[4] = _earliest(row[4], 0)
+        row[4] = _earliest(row[4], INITIAL_STEP if key in replaced.initial else 0)
     return [KindDrift(kind, n, changed, abs_err, rel_err, first)
             for kind, (n, changed, abs_err, rel_err, first) in sorted(rows.items(), key=lambda kv: KIND_ORDER[kv[0]])]
+
+
+def _largest(values: List[float]) -> float:
+    """The largest of the errors, a NaN (a value that became NaN) counting as infinite."""
+    return max(float("inf") if v != v else v for v in values)
 
 
 def _earliest(a, b):

@@ -17,7 +17,8 @@ from typing import List, Optional
 
 from ..errors import UsageError
 from . import atomic
-from .update import Written, now, write_locked
+from ..store.provenance import utc_now
+from .update import Written, write_locked
 from .workspace import Workspace
 
 MISMATCH = "mismatch"  # the golden exists and the replay differs from it
@@ -58,9 +59,9 @@ class Pending:
 
 def keep(workspace: Workspace, name: str, actual: str, *, golden: str, kind: str, headline: str, report: str,
          test: Optional[str] = None, run: Optional[str] = None, tolerance: Optional[str] = None) -> Pending:
-    """Keep the trace at `actual` as pending NAME (NAME~2, ... when this run kept NAME already)."""
+    """Keep the trace at `actual` as pending NAME (NAME~2, ... while NAME is taken)."""
     directory = workspace.ensure("pending")
-    entry = Pending(name, workspace.relative(golden), kind, headline, test, now(), run, tolerance, directory)
+    entry = Pending(name, workspace.relative(golden), kind, headline, test, utc_now(), run, tolerance, directory)
     entry = _claim(entry)
     with open(entry.report_path, "w", encoding="utf-8") as fh:
         fh.write(report.rstrip("\n") + "\n")
@@ -69,7 +70,7 @@ def keep(workspace: Workspace, name: str, actual: str, *, golden: str, kind: str
 
 
 def _claim(entry: Pending) -> Pending:
-    """Create NAME.json exclusively, trying NAME~2, NAME~3, ... after this run's own entries."""
+    """Create NAME.json exclusively, trying NAME~2, NAME~3, ... while the name is taken."""
     base, n = entry.name, 1
     while True:
         name = base if n == 1 else "%s~%d" % (base, n)
@@ -96,8 +97,10 @@ def clear_stale(workspace: Workspace, golden: str, test: Optional[str], run: Opt
     supersedes them); returns how many."""
     target = workspace.relative(golden)
     stale = [e for e in entries(workspace, complete=False) if e.golden == target and e.test == test and e.run != run]
-    for entry in stale:
-        remove(entry)
+    if stale:
+        with atomic.locked(os.path.dirname(workspace.resolve(target))):  # not while one is being accepted
+            for entry in stale:
+                remove(entry)
     return len(stale)
 
 
@@ -131,36 +134,63 @@ def _load(path: str, directory: str) -> Optional[Pending]:
 
 
 def find(workspace: Workspace, what: str) -> Pending:
-    """The entry named `what`, or whose trace, report or metadata file is at the path `what`."""
+    """The entry named `what`, or whose trace, report or metadata file is at the path `what`, or
+    the one entry for the golden at the path `what`."""
     every = entries(workspace)
     absolute = os.path.abspath(what)
     for entry in every:
         if what == entry.name or absolute in (entry.trace, entry.meta_path, entry.report_path):
             return entry
+    for_golden = [e for e in every if workspace.resolve(e.golden) == absolute]
+    if len(for_golden) == 1:
+        return for_golden[0]
+    if for_golden:
+        raise UsageError("%d pending actuals for %s (%s): name the one to take"
+                         % (len(for_golden), what, ", ".join(e.name for e in for_golden)))
     names = ", ".join(e.name for e in every) or "none"
     raise UsageError("no pending actual %s in %s (pending: %s); tracekit pending lists them"
                      % (what, workspace.pending, names))
 
 
+def one_per_golden(chosen: List[Pending]) -> None:
+    """Refuse to accept several entries for one golden at once: the last would silently win."""
+    by_golden: dict = {}
+    for entry in chosen:
+        by_golden.setdefault(entry.golden, []).append(entry.name)
+    twice = ["%s (%s)" % (golden, ", ".join(names)) for golden, names in sorted(by_golden.items()) if len(names) > 1]
+    if twice:
+        raise UsageError("several pending actuals for one golden: %s; accept one of each by name (tracekit review "
+                         "shows them), reject the others" % "; ".join(twice))
+
+
 def accept(workspace: Workspace, entry: Pending, reason: Optional[str] = None, keep_replaced: bool = True,
            by: str = "tracekit accept") -> Written:
     """Make the entry's trace its golden (update.write_golden), then drop the entry; one
-    process at a time per goldens directory, and an entry is accepted once."""
+    process at a time per goldens directory, and an entry is accepted once, as it was listed."""
     golden = workspace.resolve(entry.golden)
     with atomic.locked(os.path.dirname(golden)):
-        if not os.path.exists(entry.meta_path) or not os.path.exists(entry.trace):
-            raise UsageError("pending %s is gone: another process accepted or rejected it" % entry.name)
+        _still(entry)
         written = write_locked(entry.trace, golden, workspace, by=by, reason=reason, test=entry.test,
                                keep=keep_replaced)
         remove(entry)
     return written
 
 
-def reject(entry: Pending) -> None:
+def reject(workspace: Workspace, entry: Pending) -> None:
     """Drop the entry: its golden stays as it is."""
-    if not os.path.exists(entry.meta_path):
+    with atomic.locked(os.path.dirname(workspace.resolve(entry.golden))):
+        _still(entry)
+        remove(entry)
+
+
+def _still(entry: Pending) -> None:
+    """The entry is still there, as it was when listed (a test run may have replaced it since)."""
+    now = _load(entry.meta_path, entry.directory) if os.path.exists(entry.meta_path) else None
+    if now is None or not os.path.exists(entry.trace):
         raise UsageError("pending %s is gone: another process accepted or rejected it" % entry.name)
-    remove(entry)
+    if (now.run, now.date, now.test) != (entry.run, entry.date, entry.test):
+        raise UsageError("pending %s was replaced by a newer test run since it was listed; look at it again "
+                         "(tracekit review)" % entry.name)
 
 
 def remove(entry: Pending) -> None:

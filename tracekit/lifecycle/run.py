@@ -2,9 +2,11 @@
 and the pending entry it left), and the goldens it left unused.
 
 A golden is *unused* only when every test that owns it (the tests that wrote it, in its
-provenance) was selected, ran and passed without using it. A golden whose owner was
-deselected, skipped, failed, or failed to collect is kept: that test may still use it.
-Goldens nobody owns (a legacy recording no test has rewritten) are never called unused.
+provenance) was selected, ran and passed without using it, and every other replay test of
+the run ran to the end: any test that requests the fixture may read any golden, so while one
+was deselected, skipped, failed before replaying, or sat in a module that failed to collect,
+no golden is judged. Goldens nobody owns (a legacy recording no test has rewritten) are
+never called unused: tests outside the plugin may read them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ FAILED = "failed"  # it did not: the actual is pending
 MISSING = "missing"  # no golden: nothing was compared
 CREATED = "created"  # no golden: this run wrote a derived one
 UPDATED = "updated"  # this run rewrote the golden
-OUTCOMES = (PASSED, FAILED, MISSING, CREATED, UPDATED)
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Use:
 
     test: str  # pytest node id
     golden: str  # relative to the project root
-    outcome: str  # one of OUTCOMES
+    outcome: str  # PASSED, FAILED, MISSING, CREATED or UPDATED
     pending: Optional[str] = None  # the pending entry it left
     headline: str = ""  # what the comparison said, in a line
 
@@ -51,14 +52,58 @@ class Unused:
 
 
 @dataclass
+class Selection:
+    """Which replay tests (tests that request the fixture) a run selected, and whether any was
+    left out before it ran: what decides whether unused goldens can be judged at all."""
+
+    requesting: List[str] = field(default_factory=list)  # node ids of the selected ones
+    deselected: int = 0  # deselected by -k, -m or node ids
+    collection_errors: int = 0  # modules that failed to collect (their tests are unknown)
+    incomplete: bool = False  # a pytest-xdist worker ended without saying what it collected
+
+    def to_wire(self) -> Dict[str, object]:
+        return {"requesting": list(self.requesting), "deselected": self.deselected,
+                "collection_errors": self.collection_errors}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, object]) -> "Selection":
+        return cls(list(data.get("requesting") or []), int(data.get("deselected") or 0),  # type: ignore[call-overload]
+                   int(data.get("collection_errors") or 0))  # type: ignore[call-overload]
+
+    def merge(self, other: Optional["Selection"]) -> None:
+        """Add a pytest-xdist worker's (None: it reported nothing). Every worker collects every
+        test, so their selections are the same: the union guards against one that differs."""
+        if other is None:
+            self.incomplete = True
+            return
+        self.requesting = sorted(set(self.requesting) | set(other.requesting))
+        self.deselected = max(self.deselected, other.deselected)
+        self.collection_errors = max(self.collection_errors, other.collection_errors)
+
+    def not_run(self, accounted: Set[str]) -> List[str]:
+        """Why replay tests did not all run to the end (none: they did). `accounted`: the tests
+        that passed or reached a replay."""
+        left = [test for test in self.requesting if test not in accounted]
+        reasons = ["%d replay test%s deselected" % (self.deselected, "s" * (self.deselected != 1))] * bool(self.deselected)
+        if self.collection_errors:
+            reasons.append("%d module%s failed to collect" % (self.collection_errors, "s" * (self.collection_errors != 1)))
+        if left:
+            reasons.append("%d replay test%s skipped or failed before replaying" % (len(left), "s" * (len(left) != 1)))
+        if self.incomplete:
+            reasons.append("a pytest-xdist worker ended without reporting")
+        return reasons
+
+
+@dataclass
 class RunSummary:
     """The run's goldens, for the summary block at its end."""
 
     uses: List[Use] = field(default_factory=list)
     unused: List[Unused] = field(default_factory=list)
     unreadable: List[str] = field(default_factory=list)  # goldens whose owners could not be read
-    update: str = "none"  # the effective update mode
-    unused_mode: str = "warn"
+    possibly_unused: List[str] = field(default_factory=list)  # unused but for the tests that did not run
+    unjudged: List[str] = field(default_factory=list)  # why unused goldens were not judged (Selection.not_run)
+    problems: List[str] = field(default_factory=list)  # what could not be done (a golden that did not move)
     ci: bool = False
     pending_dir: str = ".tracekit/pending"
 
@@ -72,7 +117,7 @@ class RunSummary:
     @property
     def active(self) -> bool:
         """Anything to report: a replay ran, or a golden is unused."""
-        return bool(self.uses or self.unused or self.unreadable)
+        return bool(self.uses or self.unused or self.unreadable or self.possibly_unused or self.problems)
 
 
 def golden_files(directory: str) -> List[str]:
@@ -98,6 +143,7 @@ def owners(paths: Iterable[str]) -> Tuple[Dict[str, List[str]], List[str]]:
 
 
 def find_unused(owned: Mapping[str, Sequence[str]], used: Set[str], passed: Set[str]) -> List[Tuple[str, Tuple[str, ...]]]:
-    """(golden, owners) of each golden nobody used whose owners all passed: the rule above."""
+    """(golden, owners) of each golden nobody used whose owners all passed: the owners' half of
+    the rule above (Selection.not_run is the other)."""
     return [(golden, tuple(tests)) for golden, tests in sorted(owned.items())
             if golden not in used and tests and all(test in passed for test in tests)]

@@ -11,7 +11,6 @@ place: see atomic.py.
 
 from __future__ import annotations
 
-import datetime
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional
@@ -20,10 +19,10 @@ from .._version import __version__
 from ..errors import UsageError
 from ..keys import split_key
 from ..store import Trace, create, journal_path, open_trace, provenance
-from ..store.provenance import DERIVED, KindDrift, Provenance, Update
+from ..store.provenance import DERIVED, KindDrift, Provenance, Update, utc_now
 from . import atomic
 from .drift import drift
-from .workspace import Workspace
+from .workspace import Workspace, in_ci
 
 # Metadata that describes the run which computed the data: the new data's run replaces it.
 RUN_KEYS = ("environment", "tensorflow", "program")
@@ -42,10 +41,6 @@ class Written:
     drift: List[KindDrift]
 
 
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
 def write_golden(actual: "Trace | str", golden: str, workspace: Workspace, *, by: str, reason: Optional[str] = None,
                  test: Optional[str] = None, keep: bool = True) -> Written:
     """Make `actual` (a TF2 run's trace) the golden at `golden`, atomically, holding the lock
@@ -58,7 +53,9 @@ def write_golden(actual: "Trace | str", golden: str, workspace: Workspace, *, by
 def write_locked(actual: "Trace | str", golden: str, workspace: Workspace, *, by: str, reason: Optional[str] = None,
                  test: Optional[str] = None, keep: bool = True) -> Written:
     """write_golden for a caller that holds the directory's lock already."""
+    refuse_in_ci("write %s" % golden)
     source = actual if isinstance(actual, Trace) else open_trace(actual)
+    temporary, kept = atomic.temporary_beside(golden), None
     try:
         _check_source(source)
         base = open_trace(golden) if os.path.exists(golden) else None
@@ -67,24 +64,33 @@ def write_locked(actual: "Trace | str", golden: str, workspace: Workspace, *, by
                 _check_length(source, base)
             changes = drift(base, source) if base is not None else []
             history = provenance.read(base.meta, base.created) if base is not None else None
-            kept = _keep(golden, workspace) if base is not None and keep else None
-            record = _provenance(history, base, source, changes, kept, by=by, reason=reason, test=test)
-            meta = _meta(base, source, record)
+            kept = _history_path(golden, workspace, "") if base is not None and keep else None
+            record = _provenance(history, base, source, changes, kept and workspace.relative(kept), by=by,
+                                 reason=reason, test=test)
             infos = [base.step(i).info for i in range(min(len(base), len(source)))] if base is not None else []
-            temporary = atomic.temporary_beside(golden)
-            try:
-                _copy(source, temporary, meta, infos)
-            except BaseException:
-                _discard_trace(temporary)
-                raise
+            _copy(source, temporary, _meta(base, source, record), infos)
         finally:
             if base is not None:
                 base.close()
+        if kept is not None:  # only once the new golden is written: a failed write keeps no copy
+            atomic.copy(golden, kept)
         atomic.publish(temporary, golden)
+    except BaseException:
+        _discard_trace(temporary)
+        if kept is not None:
+            atomic.discard(kept)  # the golden was not replaced: nothing to keep
+        raise
     finally:
         if source is not actual:
             source.close()
     return Written(golden, base is None, kept, record, changes)
+
+
+def refuse_in_ci(what: str) -> None:
+    """Goldens are never written in CI, whatever asks (the plugin's flags, tracekit accept)."""
+    if in_ci():
+        raise UsageError("CI is set (CI=%s): tracekit does not %s in CI; review the pending actuals locally "
+                         "(unset CI to write goldens deliberately)" % (os.environ.get("CI"), what))
 
 
 def _check_source(trace: Trace) -> None:
@@ -103,16 +109,10 @@ def _check_length(source: Trace, base: Trace) -> None:
                          % (source.path, len(source), len(base), base.path, len(source), len(base) - len(source)))
 
 
-def _keep(golden: str, workspace: Workspace) -> str:
-    """Copy the golden about to be replaced to .tracekit/history/<its path>.<time>.h5."""
-    path = _history_path(golden, workspace, "")
-    atomic.copy(golden, path)
-    return path
-
-
 def retire(golden: str, workspace: Workspace, label: str) -> str:
     """Move a golden out of the goldens (an unused one) to .tracekit/history/<its path>.<time>.<label>.h5;
     returns where it went."""
+    refuse_in_ci("move %s" % golden)
     with atomic.locked(os.path.dirname(os.path.abspath(golden))):
         path = _history_path(golden, workspace, "." + label)
         atomic.copy(golden, path)
@@ -121,7 +121,7 @@ def retire(golden: str, workspace: Workspace, label: str) -> str:
 
 
 def _history_path(golden: str, workspace: Workspace, label: str) -> str:
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = utc_now().replace("-", "").replace(":", "")[:15] + "Z"  # 20261124T231125Z
     rel = workspace.relative(golden)
     rel = os.path.basename(rel) if os.path.isabs(rel) else rel
     stem = os.path.join(workspace.ensure("history"), rel[:-3] if rel.endswith(".h5") else rel)
@@ -135,7 +135,7 @@ def _history_path(golden: str, workspace: Workspace, label: str) -> str:
 def _provenance(history: Optional[Provenance], base: Optional[Trace], source: Trace, changes: List[KindDrift],
                 kept: Optional[str], *, by: str, reason: Optional[str], test: Optional[str]) -> Provenance:
     tensorflow = source.meta.get("tensorflow")
-    update = Update(date=now(), by=by, reason=reason, test=test, tracekit=__version__,
+    update = Update(date=utc_now(), by=by, reason=reason, test=test, tracekit=__version__,
                     tensorflow=tensorflow.get("version") if isinstance(tensorflow, dict) else None,
                     environment=dict(source.meta.get("environment") or {}), created=base is None,
                     replaced=kept, replaced_origin=None if history is None else history.origin, drift=changes,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import pytest
 
@@ -33,6 +33,7 @@ class Settings:
     update: str  # as asked; `writes` says whether anything may be written
     reason: Optional[str]
     unused: str
+    unused_given: bool  # --tracekit-unused was on the command line
     keep: bool
     tolerance: str  # the ini default: a profile name or a TOML file
     ci: bool
@@ -68,10 +69,12 @@ class Settings:
         return (rel[:-3] if rel.endswith(".h5") else rel).replace(os.sep, "/")
 
     def asked(self, item: Any) -> bool:
-        """The test was named on the command line by its node id (path::name), not just selected."""
+        """The test was named on the command line by its node id (path::name, path::Class, or a
+        test without its parameters), not just selected by its file, -k or -m."""
+        own = item.nodeid.partition("::")[2]
         for arg in self.args:
             path, sep, rest = str(arg).partition("::")
-            if sep and rest == item.nodeid.partition("::")[2] and \
+            if sep and (own == rest or own.startswith((rest + "::", rest + "["))) and \
                     os.path.abspath(os.path.join(self.invocation, path)) == os.path.abspath(str(item.path)):
                 return True
         return False
@@ -143,7 +146,6 @@ class GoldenReplay:
         rel = settings.workspace.relative(path)
         tol = settings.tolerance_for(tolerance, self._item)
         tf2 = _tf2()
-        pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)  # superseded now
         if not os.path.exists(path):
             message = self._missing(tf2, path, rel, step, model, variables, data, options)
             if message is None:
@@ -152,18 +154,24 @@ class GoldenReplay:
         actual = tf2.replay(path, step, model=model, variables=variables, **options)
         self._traces.append(actual)
         result = compare(path, actual, tol)
+        pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)  # superseded now
+        refused = ""
         if settings.writes and settings.update == "all" and (not result.ok or settings.asked(self._item)):
-            self._write(actual, path, rel, UPDATED, headline(result))
-            return result
-        if result.ok:
+            try:
+                self._write(actual, path, rel, UPDATED, headline(result))
+            except UsageError as exc:  # a replay that cannot become the golden (fewer steps): say why
+                refused = "\n\nnot rewritten: %s" % exc
+            else:
+                return compare(path, actual, tol)  # against the golden it is now
+        if result.ok and not refused:
             self._use(rel, PASSED)
             return result
-        line = headline(result)
+        line = headline(result) if not result.ok else "matches, but cannot replace it"
         entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path,
                              kind=pending.MISMATCH, headline=line, report=result.report(), test=self._item.nodeid,
                              run=settings.run, tolerance=result.profile.name)
         self._use(rel, FAILED, entry.name, line)
-        raise Mismatch("golden %s: %s\n\n%s\n\n%s" % (rel, line, result.report(), self._what_now(entry)))
+        raise Mismatch("golden %s: %s%s\n\n%s\n\n%s" % (rel, line, refused, result.report(), self._what_now(entry)))
 
     def _missing(self, tf2: Any, path: str, rel: str, step: Any, model: Any, variables: Any,
                  data: Optional[Sequence[Mapping[str, Any]]], options: Mapping[str, Any]) -> Optional[str]:
@@ -182,6 +190,7 @@ class GoldenReplay:
         inputs = {"inputs": options["inputs"]} if "inputs" in options else {}
         actual = tf2.record(step, data, model=model, variables=variables, **inputs)
         self._traces.append(actual)
+        pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)
         if settings.writes:
             self._write(actual, path, rel, CREATED, "created from %d steps of data" % len(actual))
             return None
@@ -219,7 +228,9 @@ def tolerance_problem(value: Any) -> str:
     return "tolerance %r: give a Tolerance, a TOML file, or one of auto, %s" % (value, ", ".join(sorted(PROFILES)))
 
 
-def settings_from(config: Any, run: Optional[str]) -> Settings:
+def settings_from(config: Any, controller: Optional[Mapping[str, Any]] = None) -> Settings:
+    """The run's settings; `controller`: under pytest-xdist, what the controller told this worker
+    (its run id, its command line and directory, which decide what a node id asks for)."""
     goldens = config.getoption("tracekit_goldens") or config.getini("tracekit_goldens") or "goldens"
     root = str(config.rootpath)
     ci = in_ci()
@@ -229,12 +240,17 @@ def settings_from(config: Any, run: Optional[str]) -> Settings:
         raise pytest.UsageError("tracekit_tolerance in %s: %s" % (config.inipath, tolerance_problem(tolerance)))
     settings = Settings(root=root, goldens=os.path.normpath(os.path.join(root, goldens)),
                         update=config.getoption("tracekit_update"), reason=config.getoption("tracekit_reason"),
-                        unused=unused, keep=not config.getoption("tracekit_no_keep"),
+                        unused=unused, unused_given=config.getoption("tracekit_unused") is not None,
+                        keep=not config.getoption("tracekit_no_keep"),
                         tolerance=tolerance, ci=ci,
                         invocation=str(config.invocation_params.dir), args=list(config.invocation_params.args))
-    if run:
-        settings.run = run
+    if controller:
+        settings.run, settings.invocation, settings.args = controller["run"], controller["dir"], controller["args"]
     return settings
+
+
+def for_workers(settings: Settings) -> Dict[str, Any]:
+    return {"run": settings.run, "dir": settings.invocation, "args": list(settings.args)}
 
 
 def header(settings: Settings) -> List[str]:

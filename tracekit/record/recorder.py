@@ -13,7 +13,6 @@ sessions.py reads the calls (fetches, feeds, the session inside a MonitoredSessi
 from __future__ import annotations
 
 import collections
-import datetime
 import functools
 import os
 import sys
@@ -93,8 +92,7 @@ class Recorder:
         meta = {"user": self._user_meta, "recording": {"every": self.every, "steps_limit": self.steps_limit},
                 "program": program_identity(os.path.basename(self.program) if self.program else "<interactive>",
                                             [self.program] if self.program else []),
-                provenance.META_KEY: provenance.recording_meta(
-                    datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))}
+                provenance.META_KEY: provenance.recording_meta()}
         self._writer = create(self.path, meta=meta, **self._writer_options)
         optimizer.install(tf)
         if self.seed_mode is not None:

@@ -14,7 +14,7 @@ from ..errors import Mismatch
 from ..keys import step_label
 from ..store import Trace
 from .environment import changes, diff_lines, summary
-from .lifecycle import origin_line
+from .provenance import origin_line
 from .text import table
 
 STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "fetches", "loss": "loss",

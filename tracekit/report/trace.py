@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..comparison.envdiff import numerics
 from ..store import RecoverResult, Trace, VerifyResult, provenance
 from .environment import summary
-from .lifecycle import origin_line
+from .provenance import origin_line
 from .text import nested_lines, size, table
 
 

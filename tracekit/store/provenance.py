@@ -19,6 +19,7 @@ created. Plain data only; runs on Python 3.7 (the recorder writes `recording_met
 
 from __future__ import annotations
 
+import datetime
 import os
 import shlex
 import sys
@@ -94,6 +95,11 @@ class Provenance:
                 "updates": [asdict(u) for u in self.updates], "owners": list(self.owners)}
 
 
+def utc_now() -> str:
+    """Dates in provenance: ISO 8601, UTC, to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def command_line() -> str:
     """This process's command line, as typed: /proc/self/cmdline where there is one (it keeps
     `tracekit record ... -- script.py` though the launcher rewrites sys.argv), else sys.argv."""
@@ -108,10 +114,10 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-def recording_meta(date: str) -> Dict[str, Any]:
+def recording_meta() -> Dict[str, Any]:
     """What the legacy recorder stores at the start of a recording (its environment is the
     trace's own meta["environment"] and meta["tensorflow"], copied here on the first update)."""
-    return {"origin": RECORDED, "recording": {"date": date, "command": command_line(), "cwd": os.getcwd()},
+    return {"origin": RECORDED, "recording": {"date": utc_now(), "command": command_line(), "cwd": os.getcwd()},
             "updates": [], "owners": []}
 
 
