@@ -151,3 +151,10 @@ def test_what_pip_installs():
     assert any(r.startswith("pytest-xdist") for r in extras["test"])
     assert project["entry-points"]["pytest11"] == {"tracekit": "tracekit.plugin"}
     assert any(r.startswith("tomli") and "python_version < '3.11'" in r for r in project["dependencies"])
+
+
+def test_the_plugin_stays_out_of_the_way_under_an_old_pytest():
+    # Legacy projects may pin a pytest older than 7; the entry point loads there too.
+    code = ("import pytest\npytest.__version__ = '6.2.5'\nimport tracekit.plugin as plugin\n"
+            "print(sorted(name for name in vars(plugin) if name.startswith(('pytest_', 'tracekit_'))))\n")
+    assert run_python(sys.executable, code).stdout.strip() == "[]"
