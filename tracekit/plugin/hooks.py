@@ -48,10 +48,10 @@ def pytest_configure(config: Any) -> None:
     controller = getattr(config, "workerinput", {}).get("tracekit")
     settings = settings_from(config, controller)
     config.stash[SETTINGS] = settings
-    selection = Observer(config)
-    config.pluginmanager.register(selection, "tracekit-selection")
+    observer = Observer(config)
+    config.pluginmanager.register(observer, "tracekit-observer")
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist) keeps the books
-        config.pluginmanager.register(Bookkeeper(settings, selection), "tracekit-bookkeeper")
+        config.pluginmanager.register(Bookkeeper(settings, observer), "tracekit-bookkeeper")
 
 
 @pytest.hookimpl(optionalhook=True)
