@@ -184,13 +184,22 @@ def _each(chosen: "List[Pending]", act: Callable[["Pending"], str]) -> int:
     return code
 
 
+def _accepting(args: argparse.Namespace, workspace: "Workspace") -> Callable[["Pending"], str]:
+    """Accept an entry with the command's --reason and --no-keep; the line saying so."""
+    from .lifecycle import pending
+
+    def accept(entry: "Pending") -> str:
+        return _accepted(pending.accept(workspace, entry, reason=args.reason, keep_replaced=not args.no_keep),
+                         entry.name)
+    return accept
+
+
 def _accept(args: argparse.Namespace) -> int:
     from .lifecycle import pending
 
     workspace, chosen = _workspace(args), _chosen(args, "accept")
     pending.one_per_golden(chosen)
-    return _each(chosen, lambda entry: _accepted(
-        pending.accept(workspace, entry, reason=args.reason, keep_replaced=not args.no_keep), entry.name))
+    return _each(chosen, _accepting(args, workspace))
 
 
 def _reject(args: argparse.Namespace) -> int:
@@ -226,8 +235,7 @@ def _review(args: argparse.Namespace) -> int:
             if choice in ("a", "r", "s"):
                 break
         if choice == "a":
-            code = max(code, _each([entry], lambda e: _accepted(
-                pending.accept(workspace, e, reason=args.reason, keep_replaced=not args.no_keep), e.name)))
+            code = max(code, _each([entry], _accepting(args, workspace)))
         elif choice == "r":
             pending.reject(workspace, entry)
             print("rejected %s" % entry.name)

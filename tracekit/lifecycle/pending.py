@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import List, Optional
 
 from ..errors import UsageError
-from . import atomic
 from ..store.provenance import utc_now
+from . import atomic
 from .update import Written, write_locked
 from .workspace import Workspace
 

@@ -12,7 +12,7 @@ never called unused: tests outside the plugin may read them.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import TracekitError
@@ -41,7 +41,7 @@ class Use:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, object]) -> "Use":
-        return cls(**{k: data.get(k) for k in ("test", "golden", "outcome", "pending", "headline")})  # type: ignore[arg-type]
+        return cls(**{f.name: data.get(f.name, f.default) for f in fields(cls)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ def write_locked(actual: "Trace | str", golden: str, workspace: Workspace, *, by
             changes = drift(base, source) if base is not None else []
             history = provenance.read(base.meta, base.created) if base is not None else None
             kept = _history_path(golden, workspace, "") if base is not None and keep else None
-            record = _provenance(history, base, source, changes, kept and workspace.relative(kept), by=by,
-                                 reason=reason, test=test)
+            record = _provenance(history, source, changes, kept and workspace.relative(kept), by=by, reason=reason,
+                                 test=test)
             infos = [base.step(i).info for i in range(min(len(base), len(source)))] if base is not None else []
             _copy(source, temporary, _meta(base, source, record), infos)
         finally:
@@ -115,8 +115,11 @@ def retire(golden: str, workspace: Workspace, label: str) -> str:
     refuse_in_ci("move %s" % golden)
     with atomic.locked(os.path.dirname(os.path.abspath(golden))):
         path = _history_path(golden, workspace, "." + label)
-        atomic.copy(golden, path)
-        os.remove(golden)
+        try:
+            os.replace(golden, path)  # a rename where .tracekit shares the goldens' file system
+        except OSError:
+            atomic.copy(golden, path)
+            os.remove(golden)
     return path
 
 
@@ -132,12 +135,13 @@ def _history_path(golden: str, workspace: Workspace, label: str) -> str:
     return path
 
 
-def _provenance(history: Optional[Provenance], base: Optional[Trace], source: Trace, changes: List[KindDrift],
-                kept: Optional[str], *, by: str, reason: Optional[str], test: Optional[str]) -> Provenance:
+def _provenance(history: Optional[Provenance], source: Trace, changes: List[KindDrift], kept: Optional[str], *,
+                by: str, reason: Optional[str], test: Optional[str]) -> Provenance:
+    """The new golden's provenance: `history` is the replaced golden's (None: there was none)."""
     tensorflow = source.meta.get("tensorflow")
     update = Update(date=utc_now(), by=by, reason=reason, test=test, tracekit=__version__,
                     tensorflow=tensorflow.get("version") if isinstance(tensorflow, dict) else None,
-                    environment=dict(source.meta.get("environment") or {}), created=base is None,
+                    environment=dict(source.meta.get("environment") or {}), created=history is None,
                     replaced=kept, replaced_origin=None if history is None else history.origin, drift=changes,
                     steps=len(source))
     if history is None:

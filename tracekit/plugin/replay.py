@@ -167,9 +167,7 @@ class GoldenReplay:
             self._use(rel, PASSED)
             return result
         line = headline(result) if not result.ok else "matches, but cannot replace it"
-        entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path,
-                             kind=pending.MISMATCH, headline=line, report=result.report(), test=self._item.nodeid,
-                             run=settings.run, tolerance=result.profile.name)
+        entry = self._keep(actual, path, pending.MISMATCH, line, result.report(), result.profile.name)
         self._use(rel, FAILED, entry.name, line)
         raise Mismatch("golden %s: %s%s\n\n%s\n\n%s" % (rel, line, refused, result.report(), self._what_now(entry)))
 
@@ -194,13 +192,18 @@ class GoldenReplay:
         if settings.writes:
             self._write(actual, path, rel, CREATED, "created from %d steps of data" % len(actual))
             return None
-        entry = pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path, kind=pending.NEW,
-                             headline="a new golden: %d steps" % len(actual),
-                             report="no golden at %s: this TF2 run on the test's data would create it" % rel,
-                             test=self._item.nodeid, run=settings.run)
+        entry = self._keep(actual, path, pending.NEW, "a new golden: %d steps" % len(actual),
+                           "no golden at %s: this TF2 run on the test's data would create it" % rel)
         self._use(rel, MISSING, entry.name, "no golden")
         return "%s\nThis run on data= is kept as pending %s: accept it with tracekit accept %s" % (
             ways, entry.name, entry.name)
+
+    def _keep(self, actual: Any, path: str, kind: str, line: str, report: str,
+              tolerance: Optional[str] = None) -> pending.Pending:
+        settings = self._settings
+        return pending.keep(settings.workspace, settings.name_of(path), actual.path, golden=path, kind=kind,
+                            headline=line, report=report, test=self._item.nodeid, run=settings.run,
+                            tolerance=tolerance)
 
     def _write(self, actual: Any, path: str, rel: str, outcome: str, line: str) -> None:
         settings = self._settings

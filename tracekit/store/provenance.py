@@ -125,12 +125,11 @@ def read(meta: Mapping[str, Any], created: str) -> Provenance:
     """The provenance of a trace from its metadata; inferred for goldens that predate it
     (a TF2 replay's trace, which carries meta["replay"], counts as derived)."""
     stored = meta.get(META_KEY)
-    if not isinstance(stored, Mapping):
+    inferred = not isinstance(stored, Mapping)
+    if inferred:  # older than provenance: a recording made when the file was, named by its program
         derived = "replay" in meta
-        recording = None if derived else Recording(
-            date=created, command=_program_entry(meta), environment=_dict(meta.get("environment")),
-            tensorflow=_dict(meta.get("tensorflow")))
-        return Provenance(DERIVED if derived else RECORDED, recording, stored=False)
+        stored = {"origin": DERIVED if derived else RECORDED,
+                  "recording": None if derived else {"date": created, "command": _program_entry(meta)}}
     rec = stored.get("recording")
     recording = None
     if isinstance(rec, Mapping):
@@ -142,7 +141,7 @@ def read(meta: Mapping[str, Any], created: str) -> Provenance:
     updates = [_update(u) for u in stored.get("updates") or [] if isinstance(u, Mapping)]
     origin = stored.get("origin") if stored.get("origin") in (RECORDED, DERIVED) else RECORDED
     owners = [str(o) for o in stored.get("owners") or []]
-    return Provenance(origin, recording, updates, owners)
+    return Provenance(origin, recording, updates, owners, stored=not inferred)
 
 
 def _update(data: Mapping[str, Any]) -> Update:
