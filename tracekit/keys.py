@@ -80,6 +80,20 @@ def check_name(name: object) -> str:
     return name
 
 
+# A value one replica of a tf.distribute replay computed, beside the cross-replica value: "<name>@replica<id>".
+REPLICA = "@replica"
+
+
+def replica_name(name: str, replica: int) -> str:
+    return "%s%s%d" % (name, REPLICA, replica)
+
+
+def replica_base(name: str) -> str:
+    """The cross-replica name a per-replica name belongs to (itself if it is none)."""
+    base, sep, rid = name.rpartition(REPLICA)
+    return base if sep and rid.isdigit() else name
+
+
 def step_label(step: int) -> str:
     """How messages and reports name a step."""
     return "initial state" if step == INITIAL_STEP else "step %d" % step

@@ -16,21 +16,27 @@ from .environment import program_identity, tensorflow_environment
 from .errors import UsageError
 from .replay.conversions import Conversion, gru, lstm, transpose
 from .replay.capture import numpy
+from .replay.distribute import Distribution, batch_size, logical_cpus, mirrored
 from .replay.loop import check_steps, replay_steps, step_for
+from .replay.settings import numerics
 from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .replay.variables import model_variables, name_of
 from .store import Trace, open_trace
 
-__all__ = ["Conversion", "gru", "keras_train_step", "lstm", "record", "replay", "seeded", "transpose"]
+__all__ = ["Conversion", "gru", "keras_train_step", "logical_cpus", "lstm", "mirrored", "record", "replay", "seeded",
+           "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
            model: Any = None, variables: Any = None,
            var_map: Any = "auto", init: str = "golden", random: str = "tape", steps: Optional[int] = None,
            inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None, convert: Sequence[Conversion] = (),
-           progress: Optional[Callable[[int, int], None]] = None) -> Trace:
+           progress: Optional[Callable[[int, int], None]] = None, strategy: Any = None,
+           input_api: str = "dataset", global_batch_size: Optional[int] = None,
+           determinism: Optional[bool] = None, tf32: Optional[bool] = None,
+           grappler: "Mapping[str, bool] | bool | None" = None) -> Trace:
     """Drive `step_fn` through the golden's steps and return the actual trace.
 
     step_fn(inputs): the TF2 training step (eager or tf.function), called once per
@@ -52,17 +58,33 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     steps: replay only the first N steps. out: where to write the actual trace; by default
       a temporary file, removed when the returned trace is closed or dropped, or the
       process exits (`.save(path)` keeps a copy).
+    strategy: a tf.distribute strategy the model was built under; step_fn is then the
+      port's distributed step: it receives the inputs as the strategy hands them out
+      (batched ones as per-replica values, split by input_api: "dataset" as
+      strategy.experimental_distribute_dataset splits a batch of global_batch_size rows,
+      "function" as distribute_datasets_from_function with consecutive per-replica slices;
+      global_batch_size defaults to the golden's first batch), calls strategy.run itself
+      and returns cross-replica values (strategy.reduce(SUM, ...) of a loss scaled by the
+      global batch). Gradients are captured all-reduced, as the optimizer applies them.
+    determinism / tf32 / grappler: switch op determinism, TensorFloat-32 matmuls and
+      Grappler passes (False: those that change float results; or a dict of options) for
+      the replay; None leaves them. Recorded in the actual trace's environment.
     Gradients and the learning rate are captured from the Keras optimizer, taps from
     tracekit.tap(); the variables and slots are read after each step.
     """
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
-    if isinstance(golden, Trace):
-        return _run(golden, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
-                    {"golden": golden.path})
-    with open_trace(golden) as trace:
+    with numerics(determinism, tf32, grappler), \
+            (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
+        distribution = None
+        if strategy is not None:
+            if len(trace) == 0:
+                raise UsageError("%s has no steps to replay under a strategy" % trace.path)
+            first = trace.step(0)
+            size = global_batch_size or batch_size({n: first["input", n] for n in first.names("input")})
+            distribution = Distribution(strategy, input_api, size)
         return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
-                    {"golden": trace.path})
+                    {"golden": trace.path}, distribution=distribution)
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -92,8 +114,9 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
 
 def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
          steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
-         progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False) -> Trace:
-    runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through)
+         progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
+         distribution: Optional[Distribution] = None) -> Trace:
+    runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
     if init == "golden":
         runner.load_initial()
     about = dict(about, init=init, random=random,
@@ -103,7 +126,9 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
     with scope:
         def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
-            return call_step(step_for(step_fn, info, index, trace.path), feeds, inputs)
+            tensors = distribution.distribute(feeds) if distribution is not None else \
+                {name: tf.constant(value) for name, value in feeds.items()}
+            return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
         return replay_steps(trace, runner, call, steps, out, about, progress,
                             meta={"tensorflow": tensorflow_environment(tf), "program": _program(step_fn, model)})
 

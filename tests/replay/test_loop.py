@@ -52,6 +52,9 @@ class NumpyRunner:
     def check_step(self, index, updated):
         pass
 
+    def meta(self):
+        return {"runner": "numpy"}
+
     def call(self, index, feeds, info):
         x = feeds["x:0"]
         loss = np.float32((self.w * x).sum())
@@ -65,6 +68,7 @@ def test_a_numpy_runner_replays_through_the_engine(tmp_path):
         runner = NumpyRunner(golden, LR)
         actual = replay_steps(golden, runner, runner.call)
         assert tracekit.compare(golden, actual).ok
+        assert actual.meta["replay"]["runner"] == "numpy"  # what the runner says of the replay is kept
         wrong = NumpyRunner(golden, np.float32(0.2))
         result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call))
         assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")

@@ -14,3 +14,45 @@ def supervised_step(model, optimizer, loss_fn, jit=True):
         return {"loss": loss}
 
     return tf.function(step) if jit else step
+
+
+# The distribution slips a port under tf.distribute can make (distributed_step's `slip`).
+SLIPS = ("loss averaged per replica", "regularization not scaled", "gradients all-reduced twice",
+         "gradients not all-reduced")
+
+
+def distributed_step(strategy, model, optimizer, per_example_loss, global_batch_size, x="x:0", y="y:0",
+                     regularization=False, jit=True, slip=None):
+    """A custom training loop's distributed step, as the TF2 distribution guide writes it: each
+    replica averages its per-example losses over the global batch (tf.nn.compute_average_loss),
+    adds its share of the regularization loss (tf.nn.scale_regularization_loss), and the optimizer
+    all-reduces the gradients; the step returns the loss summed over replicas. `slip` names one
+    of SLIPS, for the deliberately wrong ports the tests must catch."""
+    import tensorflow as tf
+
+    if slip is not None and slip not in SLIPS:
+        raise ValueError("unknown slip %r" % (slip,))
+
+    def replica_step(inputs):
+        with tf.GradientTape() as tape:
+            losses = per_example_loss(inputs[y], model(inputs[x], training=True))
+            if slip == "loss averaged per replica":
+                loss = tf.reduce_mean(losses)
+            else:
+                loss = tf.nn.compute_average_loss(losses, global_batch_size=global_batch_size)
+            if regularization:
+                penalty = tf.add_n(model.losses)
+                loss += penalty if slip == "regularization not scaled" else tf.nn.scale_regularization_loss(penalty)
+        grads = tape.gradient(loss, model.trainable_variables)
+        context = tf.distribute.get_replica_context()
+        if slip == "gradients all-reduced twice":
+            grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        aggregate = {"experimental_aggregate_gradients": False} if slip == "gradients not all-reduced" else {}
+        optimizer.apply_gradients(zip(grads, model.trainable_variables), **aggregate)
+        return loss
+
+    def step(inputs):
+        losses = strategy.run(replica_step, args=(inputs,))
+        return {"loss": strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)}
+
+    return tf.function(step) if jit else step

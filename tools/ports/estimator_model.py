@@ -8,6 +8,7 @@ the tests must catch (they default to the right port).
 import tensorflow as tf
 
 import tracekit
+from tools.ports import distributed_step
 
 # TF1 weight decay was 1e-3 * tf.nn.l2_loss(w) = 1e-3 * sum(w**2) / 2; Keras l2(c) is c * sum(w**2).
 L2 = 0.5e-3
@@ -47,3 +48,18 @@ def make(epsilon=1e-8, bn_momentum=0.9, regularization=True):
         return {"loss": loss}
 
     return model, step
+
+
+def make_distributed(strategy, slip=None, synchronized=True, epsilon=1e-8):
+    """The port as a custom training loop under `strategy` (tools.ports.distributed_step): batch
+    norm over the global batch, as TF1 computed it (synchronized=True); `slip` names a
+    distribution slip (tools.ports.SLIPS) for the wrong ports the tests must catch."""
+    with strategy.scope():
+        model = EstimatorModel()
+        model.bn = tf.keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-3, name="bn", synchronized=synchronized)
+        model(tf.zeros((16, 8)))
+        schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=10, decay_rate=0.9)
+        optimizer = tf.keras.optimizers.Adam(schedule, epsilon=epsilon)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    return model, distributed_step(strategy, model, optimizer, loss_fn, 16, x="IteratorGetNext:0",
+                                   y="IteratorGetNext:1", regularization=True, slip=slip)

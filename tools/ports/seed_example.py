@@ -8,7 +8,7 @@ the tests must catch (they default to the right port).
 import tensorflow as tf
 
 import tracekit
-from tools.ports import supervised_step
+from tools.ports import distributed_step, supervised_step
 
 
 class SeedModel(tf.keras.Model):
@@ -44,3 +44,15 @@ def make(activation=None, lr_shift=0, reduction="sum_over_batch_size", eager=Fal
     loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True, reduction=reduction)
 
     return model, supervised_step(model, optimizer, loss_fn, jit=not eager)
+
+
+def make_distributed(strategy, slip=None, jit=True):
+    """The port as a custom training loop under `strategy` (tools.ports.distributed_step); `slip`
+    names a distribution slip (tools.ports.SLIPS) for the wrong ports the tests must catch."""
+    with strategy.scope():
+        model = SeedModel()
+        model(tf.ones((2, 3)))
+        schedule = tf.keras.optimizers.schedules.PolynomialDecay(1e-3, 1000, end_learning_rate=0.0, power=1.0)
+        optimizer = tf.keras.optimizers.SGD(schedule)
+    loss_fn = tf.keras.losses.CategoricalCrossentropy(from_logits=True, reduction="none")
+    return model, distributed_step(strategy, model, optimizer, loss_fn, 2, jit=jit, slip=slip)

@@ -9,8 +9,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 from ..store import Trace, open_trace, provenance
 from ..store.provenance import Provenance
-from ..keys import INITIAL_STEP, make_key, split_key
+from ..keys import INITIAL_STEP, REPLICA, STATE_KINDS, make_key, replica_base, split_key
 from .conventions import ConventionHint, convention_hints
+from .distribution import DistributionHint, distribution_hints, layout
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .noise import Noise, NoiseTracker
 from .stats import Stats, compare_values, dtype_name
@@ -131,6 +132,10 @@ class Comparison:
     tolerance: Tolerance = field(init=False)  # the profile's
     likely_cause: Optional[RoundoffCause] = None
     conventions: List[ConventionHint] = field(default_factory=list)  # known TF1/Keras differences it looks like
+    # A replay under a tf.distribute strategy: where it ran (replicas, devices, reduction, input
+    # split), and the distribution slips the first divergence looks like.
+    distribution: Optional[Dict[str, Any]] = None
+    distribution_hints: List[DistributionHint] = field(default_factory=list)
     # Tensors whose failures amplified round-off explains (comparison/noise.py): the first such
     # step of each, in order; accepted (not failures) when the tolerance says accept_noise.
     noise: List[Noise] = field(default_factory=list)
@@ -246,6 +251,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
         a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
         # (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order
         compared: List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]] = []
+        copies = _replica_copies(a_step)
         for key in g_step:
             kind, name = split_key(key)
             if kind in NOT_REPLAYED or key in reasons:
@@ -260,13 +266,15 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
             if tol.ignore:
                 result.not_compared.setdefault(key, "ignored by a tolerance rule")
                 continue
-            a_value = a_step[key]
-            stats = compare_values(g_value, a_value, tol)
-            tensor = by_key.get(key)
-            if tensor is None:
-                tensor = by_key[key] = TensorResult(kind, name)
-                result.tensors.append(tensor)
-            compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
+            # A mirrored variable's replicas must agree: a copy that went apart is compared too.
+            for a_key in [key] + copies.get(key, []):
+                a_value = a_step[a_key]
+                stats = compare_values(g_value, a_value, tol)
+                tensor = by_key.get(a_key)
+                if tensor is None:
+                    tensor = by_key[a_key] = TensorResult(*split_key(a_key))
+                    result.tensors.append(tensor)
+                compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
         noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
                         [s for t, s, _ in compared if t.kind == "loss"])
         for tensor, stats, values in compared:
@@ -290,10 +298,24 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
     result.missing = sorted(absent - seen)
     result.likely_cause = _roundoff_cause(result, code)
     first = result.first_divergence
+    result.distribution = layout(actual.meta)
     if first is not None:
         result.conventions = convention_hints(golden, first.step, first.kind, first.key,
                                               lambda kinds: _agreed(result, first.step, kinds))
+        result.distribution_hints = distribution_hints(golden, actual, first.step, first.kind, first.key)
     return result
+
+
+def _replica_copies(step: Any) -> Dict[str, List[str]]:
+    """The state keys of a replay under a strategy whose replicas disagreed -> the keys of the
+    copies that differ ("var/w:0" -> ["var/w:0@replica1"]); the replayer writes only those."""
+    out: Dict[str, List[str]] = {}
+    for key in step:
+        if REPLICA in key:
+            kind, name = split_key(key)
+            if kind in STATE_KINDS:
+                out.setdefault(make_key(kind, replica_base(name)), []).append(key)
+    return out
 
 
 def _agreed(result: Comparison, step: int, kinds: Sequence[str]) -> bool:

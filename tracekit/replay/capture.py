@@ -8,11 +8,12 @@ runs them in program order.
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 
 from ..errors import ReplayError
+from .distribute import replica_id
 from .tf_import import tf
 
 # Set when a capture op of an earlier replay ran: its tf.function was traced then, and
@@ -41,23 +42,36 @@ def when_run(tensor: Any, callback: Callable[[np.ndarray], None]) -> None:
 
 class Capture:
     """What one step produced. One object for the whole replay, reset per step: a traced
-    function keeps the capture ops it was traced with."""
+    function keeps the capture ops it was traced with. Inside a strategy's replica function
+    a value is kept per replica (`replicas`, `replica_draws`), until the runner joins them."""
 
     def __init__(self) -> None:
         self.values: "collections.OrderedDict[str, np.ndarray]" = collections.OrderedDict()
         self.draws: List[np.ndarray] = []
+        self.replicas: "collections.OrderedDict[str, Dict[int, np.ndarray]]" = collections.OrderedDict()
+        self.replica_draws: Dict[int, List[np.ndarray]] = {}
         self.live = False  # during a step of this capture's own replay
 
     def reset(self) -> None:
         self.values = collections.OrderedDict()
         self.draws = []
+        self.replicas = collections.OrderedDict()
+        self.replica_draws = {}
         del _stale[:]
 
     def put(self, key: str, tensor: Any) -> None:
-        when_run(tensor, self._keep(lambda value: self.values.__setitem__(key, value)))
+        replica = replica_id()  # the replica tracing or running this code, fixed in the traced function
+        if replica is None:
+            when_run(tensor, self._keep(lambda value: self.values.__setitem__(key, value)))
+        else:
+            when_run(tensor, self._keep(lambda value: self.replicas.setdefault(key, {}).__setitem__(replica, value)))
 
     def draw(self, tensor: Any) -> None:
-        when_run(tensor, self._keep(lambda value: self.draws.append(value)))  # this step's list, not the first's
+        replica = replica_id()
+        if replica is None:
+            when_run(tensor, self._keep(lambda value: self.draws.append(value)))  # this step's list, not the first's
+        else:
+            when_run(tensor, self._keep(lambda value: self.replica_draws.setdefault(replica, []).append(value)))
 
     def check_live(self) -> None:
         """Raise (and remember) that a stale tf.function runs, if this capture is not live."""

@@ -50,6 +50,10 @@ class Runner(Protocol):
         """After the step: raise if it did not use the draws as it must, or left the golden's
         optimizer state of `updated` (the variables the golden's step has gradients for) unpaired."""
 
+    def meta(self) -> Dict[str, Any]:
+        """What the replay learned on the way (the strategy it ran under, ...), for the trace's
+        replay metadata; asked after the last step."""
+
 
 def step_for(steps: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", info: Mapping[str, Any], index: int,
              golden: str) -> Callable[..., Any]:
@@ -141,5 +145,5 @@ def _replay(golden: Trace, runner: Runner, call: StepCall, count: int, path: str
         for name in golden.meta.get("regularization_losses") or []:
             not_replayed[make_key("loss", name)] = "TF1 regularization term, compared as their sum loss/regularization"
         writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count,
-                                           limited=limited)})
+                                           limited=limited, **runner.meta())})
     return open_trace(path)

@@ -12,6 +12,7 @@ counter is the global_step they are given.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -21,6 +22,7 @@ from ..errors import ReplayError
 from ..keys import make_key
 from .capture import Capture, numpy
 from .conversions import Conversion
+from .distribute import disagreeing_copies, replica_id
 from .tf_import import tf
 from .varmap import Mapping, Slot
 from .variables import cast_for, unwrap
@@ -46,6 +48,33 @@ def slot_to_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
 def _port_grad(conversion: int, variable: int) -> str:
     """The capture's name for a converted port variable's gradient, until it is converted."""
     return "#conversion%d/%d" % (conversion, variable)
+
+
+def passed_key(key: str) -> str:
+    """The capture's name for the gradient a replica passed, beside the all-reduced one under `key`."""
+    kind, _, name = key.partition("/")
+    return "%s/#passed:%s" % (kind, name)
+
+
+def _aggregates(optimizer: Any, original: Callable[..., Any], args: Any, kwargs: Any) -> bool:
+    """Whether this apply_gradients call all-reduces the gradients over the replicas: Keras'
+    unless told not to (experimental_aggregate_gradients=False, skip_gradients_aggregation=True);
+    tf.compat.v1.train's and Keras 3's always."""
+    if _is_v1(optimizer):
+        return True
+    try:
+        bound = inspect.signature(original).bind(optimizer, None, *args, **kwargs).arguments
+    except TypeError:
+        return True
+    extra = bound.get("kwargs") or {}
+    aggregate = bound.get("experimental_aggregate_gradients", extra.get("experimental_aggregate_gradients", True))
+    return bool(aggregate) and not bool(bound.get("skip_gradients_aggregation", False))
+
+
+def _delegates(optimizer: Any) -> bool:
+    """A wrapper (mixed precision's LossScaleOptimizer) whose inner optimizer does the update:
+    the inner one reports."""
+    return getattr(optimizer, "inner_optimizer", None) is not None
 
 
 def _is_v1(optimizer: Any) -> bool:
@@ -140,8 +169,9 @@ class OptimizerBridge:
 
     def __init__(self, golden: Any, mapping: Mapping, golden_slots: List[Slot],
                  iterations: List[str], keys: Dict[str, str], capture: Capture, load_initial: bool,
-                 conversions: Sequence[Conversion] = ()) -> None:
+                 conversions: Sequence[Conversion] = (), replicas: Sequence[int] = ()) -> None:
         self.golden = golden
+        self._replicas = list(replicas)  # under a strategy: this worker's replica ids
         self.capture = capture
         self._mapping = mapping
         self._golden_slots = golden_slots
@@ -159,13 +189,18 @@ class OptimizerBridge:
         self._lr_names: Dict[int, str] = {}  # id(optimizer) -> the golden's name of its learning rate
         self._iteration_var: Any = None  # the first optimizer's: every optimizer counts the same steps
         self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
+        self.aggregated: Dict[str, bool] = {}  # grad key -> whether its optimizer all-reduced it over replicas
 
     def read(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped slot and the step counter, in TF1 terms."""
         def lr(name: str) -> float:  # the rate of the update just made (TF1 momentum slots need it)
             return float(self.capture.values.get(make_key("lr", name), 1.0))
-        out = [(make_key("slot", name), slot_to_tf1(var.numpy(), role, lr(rate)))
-               for name, var, role, rate in self._slots]
+        out = []
+        for name, var, role, rate in self._slots:
+            out.append((make_key("slot", name), slot_to_tf1(var.numpy(), role, lr(rate))))
+            if self._replicas:
+                out.extend(disagreeing_copies(make_key("slot", name), var, self._replicas,
+                                              lambda v, role=role, rate=rate: slot_to_tf1(v, role, lr(rate))))
         for conv, names, slots, role, rate in self._converted_slots:
             values = conv.deltas_to_golden([slot_to_tf1(var.numpy(), role, lr(rate)) for var in slots])
             out.extend((make_key("slot", name), value) for name, value in zip(names, values))
@@ -200,20 +235,36 @@ class OptimizerBridge:
         bridge = self
 
         def apply_gradients(optimizer: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+            if _delegates(optimizer):
+                return original(optimizer, grads_and_vars, *args, **kwargs)
             pairs = list(grads_and_vars)
             # TF1's optimizers count steps in the global_step they are given (Keras': iterations).
             counter = kwargs.get("global_step", args[0] if args else None) if _is_v1(optimizer) else \
                 optimizer.iterations
             try:
-                bridge._prepare(optimizer, [v for _, v in pairs], counter)
+                bridge._prepare_once(optimizer, [v for _, v in pairs], counter)
             except ReplayError as exc:  # kept: tf.function wraps it in its own error while tracing
                 bridge.error = exc
                 raise
             bridge.capture.put(make_key("lr", bridge._lr_names[id(optimizer)]), learning_rate(optimizer))
+            named = []
             for grad, var in pairs:
                 name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or _port_grad
                 if grad is not None and name is not None:
-                    bridge.capture.put(make_key("grad", name), tf.convert_to_tensor(grad))
+                    named.append((make_key("grad", name), tf.convert_to_tensor(grad)))
+            aggregated = _aggregates(optimizer, original, args, kwargs)
+            bridge.aggregated.update((key, aggregated) for key, _ in named)
+            if named and aggregated and replica_id() is not None:
+                # Under a strategy the optimizer all-reduces what each replica passed: capture that
+                # sum (the same collective), and what was passed, to tell a sum summed twice.
+                context = tf.distribute.get_replica_context()
+                reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grad for _, grad in named])
+                for (key, grad), total in zip(named, reduced):
+                    bridge.capture.put(key, total)
+                    bridge.capture.put(passed_key(key), grad)
+            else:
+                for key, grad in named:
+                    bridge.capture.put(key, grad)
             return original(optimizer, pairs, *args, **kwargs)
         return apply_gradients
 
@@ -232,6 +283,15 @@ class OptimizerBridge:
                 capture.put("loss/loss", loss)
             return original(optimizer, loss, *args, **kwargs)
         return minimize
+
+    def _prepare_once(self, optimizer: Any, var_list: List[Any], counter: Any) -> None:
+        if any(known is optimizer for known in self._optimizers):
+            return
+        if replica_id() is None:
+            self._prepare(optimizer, var_list, counter)
+        else:  # once, in cross-replica context, where a strategy creates and assigns its variables
+            prepare = tf.autograph.experimental.do_not_convert(lambda _: self._prepare(optimizer, var_list, counter))
+            tf.distribute.get_replica_context().merge_call(prepare)
 
     def _prepare(self, optimizer: Any, var_list: List[Any], counter: Any) -> None:
         """An optimizer's first update: build its slots, pair them with the golden's slots of

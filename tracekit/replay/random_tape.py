@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ReplayError
 from .capture import Capture
+from .distribute import Distribution, replica_id
 from .tf_import import tf
 from tensorflow.python.ops import random_ops, stateless_random_ops  # noqa: E402  (after tf_import)
 
@@ -72,29 +73,38 @@ def _static_shape(shape: Any) -> Any:
 
 
 class RandomTape:
-    """One replay's random draws: `inject` is True for random="tape"."""
+    """One replay's random draws: `inject` is True for random="tape". Under a strategy each
+    replica draws the whole tape in order, each draw sliced to the rows the replica got."""
 
-    def __init__(self, capture: Capture, inject: bool, pass_through: bool = False) -> None:
+    def __init__(self, capture: Capture, inject: bool, pass_through: bool = False,
+                 distribution: Optional[Distribution] = None) -> None:
         self.capture = capture
         self.inject = inject
         # TF2's own draws pass through a numpy function, as a taped draw would (see draw()): for
         # a run that a golden is made of (tracekit.tf2.record), never for a replay.
         self.pass_through = pass_through and not inject
+        self.distribution = distribution
         self._tape: List[Tuple[str, np.ndarray]] = []
-        self._pos = 0
+        self._pos: Dict[Optional[int], int] = {}  # replica id (None: no strategy) -> draws taken
         self._step = 0
         self.error: Optional[ReplayError] = None  # raised inside a tf.function's numpy op
 
     def start(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> None:
         """Step `index` begins; `draws` are the golden's, in recording order."""
-        self._tape, self._pos, self.error, self._step = draws, 0, None, index
+        self._tape, self._pos, self.error, self._step = draws, {}, None, index
 
     def check(self, index: int) -> None:
-        """After the step: with the tape, the port must have drawn every recorded draw."""
-        if self.inject and self._pos != len(self._tape):
-            raise ReplayError("step %d: the TF2 step drew %d random tensors, the golden recorded %d (%s); the "
-                              "random tape injects them in order, so the port must draw as often"
-                              % (index, self._pos, len(self._tape), ", ".join(n for n, _ in self._tape)))
+        """After the step: with the tape, the port (each replica) must have drawn every recorded draw."""
+        if not self.inject or not self._tape:
+            return  # a draw beyond the tape fails as it is made
+        replicas = [None] if self.distribution is None else self.distribution.local_ids
+        for replica in replicas:
+            taken = self._pos.get(replica, 0)
+            if taken != len(self._tape):
+                who = "the TF2 step" if replica is None else "replica %d of the TF2 step" % replica
+                raise ReplayError("step %d: %s drew %d random tensors, the golden recorded %d (%s); the random "
+                                  "tape injects them in order, so the port must draw as often"
+                                  % (index, who, taken, len(self._tape), ", ".join(n for n, _ in self._tape)))
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -120,6 +130,7 @@ class RandomTape:
             bound.apply_defaults()
             call = bound.arguments
             dtype = tf.as_dtype(call["dtype"])
+            replica = replica_id()  # fixed when traced: each replica traces its own draws
             if not tape.inject and not dtype.is_floating:
                 value = original(*args, **kwargs)  # an integer draw comes out of its op final
                 tape.capture.draw(value)
@@ -128,7 +139,7 @@ class RandomTape:
                 shape = tf.cast(call["shape"], tf.int64)
 
                 def next_draw(want: np.ndarray) -> np.ndarray:
-                    return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype)
+                    return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype, replica)
                 if tf.executing_eagerly():
                     raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
                 else:
@@ -146,18 +157,24 @@ class RandomTape:
             return _affine(fname, call, dtype, raw)
         return draw
 
-    def _next(self, fname: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+    def _next(self, fname: str, shape: Tuple[int, ...], dtype: Any, replica: Optional[int] = None) -> np.ndarray:
         self.capture.check_live()
-        where = "step %d, random draw %d (%s)" % (self._step, self._pos, fname)
-        if self._pos >= len(self._tape):
+        position = self._pos.get(replica, 0)
+        where = "step %d, random draw %d (%s)%s" % (self._step, position, fname,
+                                                    "" if replica is None else " of replica %d" % replica)
+        if position >= len(self._tape):
             self._failure("%s: the TF2 step draws more random tensors than the golden recorded (%d); use "
                           "random='seed' or 'none' if the port's randomness differs" % (where, len(self._tape)))
-        name, value = self._tape[self._pos]
-        if tuple(value.shape) != shape or value.dtype.kind != np.dtype(dtype.as_numpy_dtype).kind:
+        name, value = self._tape[position]
+        recorded = tuple(value.shape)
+        if replica is not None and self.distribution is not None:
+            value = self.distribution.slice_draw(value, shape, replica)
+        if value is None or tuple(value.shape) != shape or value.dtype.kind != np.dtype(dtype.as_numpy_dtype).kind:
             self._failure("%s: the golden recorded %s %s from %s, the TF2 step asks for %s %s; the random tape "
-                          "injects draws in order, so the port must draw the same shapes in the same order"
-                          % (where, value.dtype, tuple(value.shape), name, dtype.name, shape))
-        self._pos += 1
+                          "injects draws in order, so the port must draw the same shapes in the same order%s"
+                          % (where, self._tape[position][1].dtype, recorded, name, dtype.name, shape,
+                             "" if replica is None else " (a replica draws its rows of the global batch's draw)"))
+        self._pos[replica] = position + 1
         return value.astype(dtype.as_numpy_dtype, copy=False)
 
     def _failure(self, message: str) -> None:

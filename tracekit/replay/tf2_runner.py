@@ -17,16 +17,20 @@ import numpy as np
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import make_key
+from ..keys import make_key, replica_name
 from . import varmap
 from .capture import Capture, numpy
 from .conversions import Conversion, bind
-from .optimizer import OptimizerBridge
+from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
+from .optimizer import OptimizerBridge, passed_key
 from .random_tape import RandomTape
 from .tf_import import tf
 from .variables import cast_for, map_variables, model_variables, shape_of
 
 INIT_MODES = ("golden", "seed")
+# Why a replay under a strategy has no cross-replica value of a tap or random draw.
+_PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
+_OTHER_WORKERS = "per replica only (other workers hold the rest of the global batch): see <name>@replica<id>"
 RANDOM_MODES = ("tape", "seed", "none")
 
 
@@ -34,9 +38,12 @@ class TF2Runner:
     """The TF2 side of one replay: maps variables, loads state, runs steps, reads state."""
 
     def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
-                 convert: Sequence[Conversion] = (), pass_through: bool = False) -> None:
+                 convert: Sequence[Conversion] = (), pass_through: bool = False,
+                 distribution: Optional[Distribution] = None) -> None:
         check_usage(init, random)
         self.golden = golden
+        self.distribution = distribution
+        self._slips: Dict[str, Dict[str, Any]] = {}  # StepFacts field -> {"step": first seen, "tensors": [...]}
         self.capture = Capture()
         self.not_replayed: Dict[str, str] = {}
         self._model = model
@@ -57,9 +64,11 @@ class TF2Runner:
         ported = {id(v) for conv in self.conversions for v in conv.port}
         self.mapping = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
                                      [v for v in tf_vars if id(v) not in ported], var_map)
-        self.tape = RandomTape(self.capture, inject=random == "tape", pass_through=pass_through)
+        self.tape = RandomTape(self.capture, inject=random == "tape", pass_through=pass_through,
+                               distribution=distribution)
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
-                                         load_initial=init == "golden", conversions=self.conversions)
+                                         load_initial=init == "golden", conversions=self.conversions,
+                                         replicas=distribution.local_ids if distribution is not None else ())
         self._created: List[str] = []
 
     # ---- state --------------------------------------------------------------------------------
@@ -75,7 +84,11 @@ class TF2Runner:
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
-        out = [(make_key("var", name), cand.obj.numpy()) for name, cand in self.mapping.pairs.items()]
+        out = []
+        for name, cand in self.mapping.pairs.items():
+            out.append((make_key("var", name), cand.obj.numpy()))
+            if self.distribution is not None:
+                out.extend(disagreeing_copies(make_key("var", name), cand.obj, self.distribution.local_ids))
         for conv in self.conversions:
             values = conv.values_to_golden([numpy(v) for v in conv.port])
             out.extend((make_key("var", name), value) for name, value in zip(conv.golden, values))
@@ -108,6 +121,8 @@ class TF2Runner:
             raise
         finally:
             self.capture.live = False
+        if self.distribution is not None:
+            self._join(index, draws)
         self.optimizer.convert_gradients(self.capture.values)
         if index == 0:
             self.not_replayed.update(self.optimizer.counted())
@@ -116,6 +131,54 @@ class TF2Runner:
         if not first and self._created:
             raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
                               "or in its first step (of each train op)" % (index, ", ".join(self._created[:5])))
+
+    def _join(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> None:
+        """The replicas' values -> the cross-replica values the golden holds: gradients as the
+        optimizer applied them, the loss summed (each replica's share of the global batch's),
+        batch-shaped taps put back in row order; per-replica taps and losses kept beside them as
+        "<name>@replica<id>"."""
+        distribution, capture, facts = self.distribution, self.capture, StepFacts()
+        assert distribution is not None
+        for key, per in capture.replicas.items():
+            kind, name = key.split("/", 1)
+            if name.startswith("#passed:"):
+                continue
+            lowest = per[min(per)]
+            if kind == "grad":
+                capture.values[key] = distribution.join_gradient(key, per, capture.replicas.get(passed_key(key), {}),
+                                                                 self.optimizer.aggregated.get(key, True), facts)
+                continue
+            if kind == "loss":
+                capture.values[key] = np.sum([per[r] for r in sorted(per)], axis=0, dtype=lowest.dtype)
+            elif kind == "tap":
+                joined = distribution.join_batch(per)
+                if joined is not None:
+                    capture.values[key] = joined
+                else:
+                    self.not_replayed[key] = _PER_REPLICA if distribution.complete else _OTHER_WORKERS
+            else:  # the learning rate and the like: the same on every replica
+                capture.values[key] = lowest
+            if kind in ("tap", "loss"):
+                capture.values.update((make_key(kind, replica_name(name, r)), v) for r, v in sorted(per.items()))
+        if capture.replica_draws and distribution.complete:
+            capture.draws = distribution.join_draws([value.shape for _, value in draws], capture.replica_draws)
+        elif capture.replica_draws:  # another worker drew the rest: this one's draws, per replica
+            for rid, taken in sorted(capture.replica_draws.items()):
+                for (name, _), value in zip(draws, taken):
+                    capture.values[make_key("random", replica_name(name, rid))] = value
+            self.not_replayed.update((make_key("random", name), _OTHER_WORKERS) for name, _ in draws)
+        for slip, tensors in vars(facts).items():
+            if tensors and slip not in self._slips:
+                self._slips[slip] = {"step": index, "tensors": tensors}
+
+    def meta(self) -> Dict[str, Any]:
+        """What the replay learned, for the actual trace's replay metadata."""
+        if self.distribution is None:
+            return {}
+        out = self.distribution.layout.to_meta()
+        out["unsynchronized_batch_norm"] = unsynchronized_batch_norm(self._model)
+        out["slips"] = dict(self._slips)
+        return {"distribution": out}
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         self.tape.check(index)
@@ -131,13 +194,13 @@ class TF2Runner:
         return tensor
 
 
-def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Optional[Dict[str, str]]) -> Dict[str, np.ndarray]:
-    """Call the user's step with this step's inputs; its result as {"kind/name": array}.
+def call_step(step_fn: Callable[..., Any], tensors: Dict[str, Any], inputs: Optional[Dict[str, str]]) -> Dict[str, np.ndarray]:
+    """Call the user's step with this step's inputs (tensors, or a strategy's distributed
+    values); its result as {"kind/name": array}.
 
     inputs=None passes one dict {golden input name: tensor}; a dict {golden input name:
     keyword} passes keywords. The step may return nothing, its loss, or a dict whose keys
     are "loss", "lr"/"learning_rate", "kind/name", or other names (kept as fetch/<name>)."""
-    tensors = {name: tf.constant(value) for name, value in feeds.items()}
     if inputs is None:
         result = step_fn(tensors)
     else:
@@ -149,9 +212,13 @@ def call_step(step_fn: Callable[..., Any], feeds: Dict[str, Any], inputs: Option
     if result is None:
         return {}
     if not isinstance(result, dict):
-        return {"loss/loss": numpy(result)}
+        result = {"loss": result}
     out = {}
     for key, value in result.items():
+        if isinstance(value, tf.distribute.DistributedValues):
+            raise UsageError("the step returned per-replica values for %r: return the cross-replica value, "
+                             "strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None) for a loss scaled by "
+                             "the global batch (tf.nn.compute_average_loss)" % (key,))
         if "/" in key:
             pass
         elif key == "loss":

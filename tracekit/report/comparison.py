@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, ConventionHint
+from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED, REDUCED_TWICE,
+                                       REGULARIZATION_UNSCALED, DistributionHint)
 from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.engine import compare as compare_data
@@ -104,6 +106,45 @@ def convention(hint: ConventionHint) -> str:
     return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
 
 
+INPUT_APIS = {"dataset": "strategy.experimental_distribute_dataset", "function": "strategy.distribute_datasets_from_function"}
+
+
+def distribution_line(where: dict) -> str:
+    """Where a replay under a strategy ran, in one line."""
+    devices = [str(d).rpartition("/device:")[2] or str(d) for d in where.get("devices") or []]
+    workers = int(where.get("workers") or 1)
+    return ("replicas: %s (%s%s on %s; all-reduce: %s; inputs split as %s, global batch %s)"
+            % (where.get("replicas"), where.get("strategy"),
+               ", %d workers, this one worker %s" % (workers, where.get("worker")) if workers > 1 else "",
+               ", ".join(devices) or "?", where.get("reduction"), INPUT_APIS.get(where.get("input"), where.get("input")),
+               where.get("global_batch_size")))
+
+
+def distribution_hint(hint: DistributionHint) -> str:
+    n, at = hint.replicas, "%s, %s" % (step_label(hint.step), hint.key)
+    if hint.code == LOSS_PER_REPLICA:
+        return ("hint (distribution): at %s the replay is %.3gx the golden with %d replicas: each replica averaged "
+                "its loss over its own batch. Average over the global batch: tf.nn.compute_average_loss("
+                "per_example_loss, global_batch_size=...), and return strategy.reduce(SUM, ...)" % (at, hint.factor, n))
+    if hint.code == REGULARIZATION_UNSCALED:
+        return ("hint (distribution): at %s the loss exceeds the golden's by %d times its regularization loss: every "
+                "replica added the whole of it. Scale it: tf.nn.scale_regularization_loss(tf.add_n(model.losses))"
+                % (at, n - 1))
+    if hint.code == REDUCED_TWICE:
+        return ("hint (distribution): from %s every replica passed apply_gradients gradients that were already "
+                "summed over the %d replicas, and the optimizer all-reduces them again. All-reduce once: drop the "
+                "step's own all_reduce, or pass experimental_aggregate_gradients=False" % (at, n))
+    if hint.code == NOT_REDUCED:
+        return ("hint (distribution): from %s each replica applied its own gradients (they were not all-reduced), "
+                "so the mirrored variables went apart. Let the optimizer all-reduce (the default), or all-reduce "
+                "them in the step before apply_gradients(..., experimental_aggregate_gradients=False)" % at)
+    if hint.code == BATCH_NORM:
+        return ("hint (distribution): batch normalization (%s) computes statistics over each replica's batch, the "
+                "golden over the global batch of %d replicas' worth. Use BatchNormalization(synchronized=True), or "
+                "a tolerance for the difference (docs/DISTRIBUTE.md)" % (", ".join(hint.layers), n))
+    return "hint (distribution): %s at %s" % (hint.code, at)
+
+
 def _status(t: TensorResult) -> str:
     if t.failed_steps:  # "(noise)": every failing step is explained, and not accepted
         unexplained = any(not s.ok and step not in t.noise for step, s in t.by_step.items())
@@ -148,6 +189,8 @@ def render(result: Comparison) -> str:
         lines.append("golden is " + origin_line(result.golden_provenance, result.golden))
     lines += diff_lines(result.environment_diff)
     lines.append("tolerance: %s (%s)" % (result.profile.name, result.profile.reason))
+    if result.distribution is not None:
+        lines.append(distribution_line(result.distribution))
     lines += ["note: " + note for note in result.notes]
     if result.short is not None:
         lines.append("the replay is short: %s; replay every step (or pass steps=N to replay fewer on purpose)"
@@ -158,6 +201,7 @@ def render(result: Comparison) -> str:
     if result.likely_cause is not None:
         lines += cause(result.likely_cause)
     lines += [convention(hint) for hint in result.conventions]
+    lines += [distribution_hint(hint) for hint in result.distribution_hints]
     shown = [n for n in result.noise if first is None or n.key != first.key]
     if shown:
         lines.append("accepted as explained noise (accept_noise): %d tensor(s) fail the tolerance only where "
