@@ -11,6 +11,14 @@ import pytest
 # The ports are TF 2 code: the legacy run (Python 3.7, TF 1.15) does not even import them.
 collect_ignore_glob = ["test_*.py"] if sys.version_info < (3, 8) else []
 
+# MirroredStrategy on this CPU-only machine needs logical CPU devices, and TensorFlow allows
+# them only before its runtime starts: here, at collection, before any test runs an op.
+REPLICA_DEVICES = 4
+if sys.version_info >= (3, 8):
+    import tracekit.tf2
+
+    tracekit.tf2.logical_cpus(REPLICA_DEVICES)
+
 
 def pytest_collection_modifyitems(items):
     for item in items:

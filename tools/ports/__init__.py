@@ -39,7 +39,11 @@ def distributed_step(strategy, model, optimizer, per_example_loss, global_batch_
             if slip == "loss averaged per replica":
                 loss = tf.reduce_mean(losses)
             else:
-                loss = tf.nn.compute_average_loss(losses, global_batch_size=global_batch_size)
+                size = global_batch_size
+                if size is None:  # the rows the replicas hold together: a partial last batch counts what it has
+                    rows = tf.cast(tf.shape(losses)[0], tf.int64)
+                    size = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, rows)
+                loss = tf.nn.compute_average_loss(losses, global_batch_size=size)
             if regularization:
                 penalty = tf.add_n(model.losses)
                 loss += penalty if slip == "regularization not scaled" else tf.nn.scale_regularization_loss(penalty)
