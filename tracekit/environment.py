@@ -206,6 +206,9 @@ def tensorflow_environment(tf: Any, session: Any = None) -> Dict[str, Any]:
         inter = _call(tf.config.threading.get_inter_op_parallelism_threads)
         jit = _call(tf.config.optimizer.get_jit)  # False/True on older TF 2, '' or a mode name later
         info["xla_jit"] = None if jit is None else ("off" if not jit else "on" if jit is True else str(jit))
+        options = _call(tf.config.optimizer.get_experimental_options)  # Grappler switches set by the program
+        info["grappler"] = None if options is None else {k: v for k, v in sorted(options.items()) if v is not None}
+        info["dtype_policy"] = _dtype_policy()
     cores = usable_cores()
     # 0 lets TensorFlow use every usable core; the count decides how Eigen splits its work.
     info["threads"] = {"intra_op": (intra or cores) if intra is not None else None,
@@ -217,6 +220,16 @@ def tensorflow_environment(tf: Any, session: Any = None) -> Dict[str, Any]:
     info["gpus"] = _gpus(tf, info.get("devices"))
     info["cuda"], info["cudnn"] = _cuda_versions()
     return info
+
+
+def _dtype_policy() -> Optional[str]:
+    """The Keras global dtype policy ("mixed_float16" under mixed precision), of the Keras in use."""
+    for name in ("tf_keras", "keras"):
+        keras = sys.modules.get(name)
+        policy = _call(lambda: keras.mixed_precision.global_policy()) if keras is not None else None
+        if policy is not None:
+            return str(getattr(policy, "name", policy))
+    return None
 
 
 def _call(func: Any) -> Any:

@@ -176,3 +176,38 @@ def test_unavailable_is_a_value_not_recorded_is_not():
     del b["environment"]["cpu_caches"]
     change = environment_diff(a, b).kernel_changes[0]
     assert (change.field, change.golden, change.unknown) == ("cpu caches", "unavailable", True)
+
+
+def test_a_port_on_a_gpu_gets_the_gpu_profile_tf32_included():
+    golden, actual = meta(), meta(tf="2.21.0", gpus=("NVIDIA H100",))
+    profile = default_profile(environment_diff(golden, actual), True)
+    assert profile.name == "gpu" and "TensorFloat-32" in profile.reason
+    tolerance = profile.tolerance
+    assert tolerance.resolve("grad", "w", 5, "float32").ulps == 16384  # TF32 at every step
+    actual["tensorflow"]["tf32"] = False
+    profile = default_profile(environment_diff(golden, actual), True)
+    assert "TensorFloat-32" not in profile.reason
+    assert profile.tolerance.resolve("tap", "t", 0, "float32").ulps == 64  # GPU round-off at step 0
+    assert default_profile(environment_diff(golden, meta(tf="2.21.0")), True).name == "default"
+
+
+def test_a_port_under_mixed_precision_gets_the_mixed_precision_profile():
+    golden, actual = meta(), meta(tf="2.21.0")
+    actual["tensorflow"]["dtype_policy"] = "mixed_float16"
+    profile = default_profile(environment_diff(golden, actual), True)
+    assert profile.name == "mixed-precision" and "mixed_float16" in profile.reason
+    tolerance = profile.tolerance
+    assert tolerance.resolve("var", "w", 0, "float32").ulps == 8192
+    assert tolerance.resolve("var", "w", 1, "float32").ignore and not tolerance.resolve("loss", "l", 1, "float32").ignore
+    assert tolerance.resolve("loss", "l", 1, "float32").rtol == 0.05
+    # The same code under the same policy is no port: the usual profiles apply.
+    assert default_profile(environment_diff(actual, copy.deepcopy(actual)), False).name == "exact"
+
+
+def test_grappler_switches_show_in_the_diff_from_either_tensorflow():
+    tf1 = meta()
+    tf1["tensorflow"]["session_config"] = {"graph_options": "rewrite_options {\n  arithmetic_optimization: OFF\n}"}
+    tf2 = meta(tf="2.21.0")
+    tf2["tensorflow"]["grappler"] = {"disable_meta_optimizer": False}
+    fields = {c.field: (c.golden, c.actual) for c in environment_diff(tf1, tf2).changes}
+    assert fields["Grappler options"] == ("arithmetic_optimization=off", "default")

@@ -63,3 +63,31 @@ def make_distributed(strategy, slip=None, synchronized=True, epsilon=1e-8):
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     return model, distributed_step(strategy, model, optimizer, loss_fn, 16, x="IteratorGetNext:0",
                                    y="IteratorGetNext:1", regularization=True, slip=slip)
+
+
+def make_mixed_precision(keep_float32=False, bn_momentum=0.9):
+    """The port under Keras mixed precision (call with the global policy mixed_float16 set):
+    float16 activations, float32 variables, a LossScaleOptimizer. keep_float32=True builds the
+    layers in float32 anyway (a port that forgot mixed precision somewhere)."""
+    model = EstimatorModel(bn_momentum)
+    if keep_float32:
+        for name in ("hidden", "bn", "dropout", "logits"):
+            layer = getattr(model, name)
+            config = dict(layer.get_config(), dtype="float32")
+            setattr(model, name, type(layer).from_config(config))
+    model(tf.zeros((16, 8)))
+    schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=10, decay_rate=0.9)
+    optimizer = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(schedule, epsilon=1e-8))
+    cross_entropy = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step(inputs):
+        x, y = inputs["IteratorGetNext:0"], inputs["IteratorGetNext:1"]
+        with tf.GradientTape() as tape:
+            loss = cross_entropy(y, tf.cast(model(x, training=True), tf.float32)) + tf.add_n(model.losses)
+            scaled = optimizer.get_scaled_loss(loss)
+        grads = optimizer.get_unscaled_gradients(tape.gradient(scaled, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return {"loss": loss}
+
+    return model, step

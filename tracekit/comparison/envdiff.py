@@ -14,6 +14,7 @@ Values are data (strings, numbers, tuples); report/environment.py renders them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Tuple
 
@@ -123,6 +124,22 @@ def _gpu_setting(read: Callable[[Dict[str, Any]], Any]) -> Callable[[Meta], Any]
     return get
 
 
+def _grappler(meta: Meta) -> Any:
+    """The Grappler passes a run switched on or off ("default": none): TF 2's options as set,
+    TF 1's from its session's rewrite_options."""
+    tf = _tf(meta)
+    if isinstance(tf.get("grappler"), dict):
+        # TF reports its two disable_* switches once any option is set: off is their default
+        options = {k: v for k, v in tf["grappler"].items() if not (k.startswith("disable_") and v is False)}
+        return ", ".join("%s=%s" % (k, "on" if v is True else "off" if v is False else v)
+                         for k, v in sorted(options.items())) or "default"
+    config = tf.get("session_config")
+    if isinstance(config, dict) and isinstance(config.get("graph_options"), str):
+        found = re.findall(r"(\w+): (ON|OFF|AGGRESSIVE)\b", config["graph_options"])
+        return ", ".join("%s=%s" % (k, v.lower()) for k, v in sorted(found)) or "default"
+    return None
+
+
 def _tf_field(name: str) -> Callable[[Meta], Any]:
     return lambda meta: _tf(meta).get(name)
 
@@ -143,17 +160,20 @@ FIELDS: List[Tuple[str, Callable[[Meta], Any], bool]] = [
     ("intra-op threads", _threads, True),
     ("XLA JIT", _tf_field("xla_jit"), True),
     ("op determinism", _tf_field("determinism"), True),
+    ("Grappler options", _grappler, True),
     ("TF32", _gpu_setting(lambda tf: tf.get("tf32")), True),  # an Ampere+ GPU matmul mode
     ("devices", _devices, True),
     ("GPUs", _gpus, True),
     ("CUDA, cuDNN", _gpu_setting(lambda tf: (tf.get("cuda"), tf.get("cudnn"))), True),
     ("numerics variables", _variables, True),
+    ("Keras dtype policy", _tf_field("dtype_policy"), False),  # mixed precision: the port's own computation
     ("cpu", _env_field("cpu"), False),
     ("python", _env_field("python"), False),
     ("keras", _env_field("keras"), False),
     ("numpy", _env_field("numpy"), False),
 ]
 FRAMEWORK = "tensorflow"
+RECORDED_LATER = frozenset(["Grappler options"])  # absent from traces recorded before it was: say nothing
 
 
 @dataclass(frozen=True)
@@ -219,6 +239,8 @@ def environment_diff(golden_meta: Meta, actual_meta: Meta) -> EnvironmentDiff:
             continue
         if not kernels and (g is None or a is None):
             continue  # informational, and a side did not record it: nothing to say
+        if g is None and a is None and label in RECORDED_LATER:
+            continue  # traces of an older tracekit, on both sides: as before
         changes.append(Change(label, g, a, kernels))
     return EnvironmentDiff(golden, actual, tuple(changes))
 
@@ -233,7 +255,8 @@ class Profile:
 
 
 PROFILES = {"exact": Tolerance.exact, "round-off": Tolerance.roundoff, "default": Tolerance,
-            "training": Tolerance.training}
+            "training": Tolerance.training, "mixed-precision": Tolerance.mixed_precision, "gpu": Tolerance.gpu}
+MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
 
 
 def default_profile(diff: EnvironmentDiff, other_code: bool, given: "Tolerance | str | None" = None) -> Profile:
@@ -250,6 +273,16 @@ def default_profile(diff: EnvironmentDiff, other_code: bool, given: "Tolerance |
         return Profile("given", given, "the tolerance passed to the comparison")
     golden, actual = diff.golden.get(FRAMEWORK), diff.actual.get(FRAMEWORK)
     if other_code:
+        policy = diff.actual.get("Keras dtype policy")
+        if policy in MIXED_POLICIES and diff.golden.get("Keras dtype policy") not in MIXED_POLICIES:
+            return Profile("mixed-precision", Tolerance.mixed_precision(),
+                           "a port under the Keras policy %s compared with a float32 golden: step 0 at float16 "
+                           "precision, later steps the loss only (rtol=0.05)" % policy)
+        if "GPU" in (diff.actual.get("devices") or ()) and "GPU" not in (diff.golden.get("devices") or ()):
+            tf32 = diff.actual.get("TF32") is True
+            return Profile("gpu", Tolerance.gpu(tf32), "a port on a GPU compared with a golden recorded without one: "
+                           "the training tolerance, GPU round-off at step 0%s" % (", TensorFloat-32 matmuls" if tf32
+                                                                                  else ""))
         return Profile("default", Tolerance(), "a port compared with its golden (TensorFlow %s vs %s): "
                        "the default tolerance" % (_version(golden), _version(actual)))
     if golden is None or actual is None:

@@ -55,6 +55,17 @@ ROUNDOFF_ULPS = {"tap": 64.0, "loss": 64.0, "lr": 64.0, "fetch": 64.0, "grad": 5
 # update chain each sharing one bound. Step 0 gets none: one step of a port matches at the
 # guide's tolerance, and most porting mistakes show there (docs/NUMERICS.md).
 TRAINING_ULPS = {"tap": 512.0, "loss": 512.0, "fetch": 512.0, "grad": 2048.0, "var": 2048.0, "slot": 2048.0}
+# A port under Keras mixed precision (mixed_float16: float16 activations and gradients, float32
+# variables) against a float32 golden, at step 0, in float32 eps * the tensor's scale: 4x the
+# largest error of the estimator example's port under mixed_float16 (random 2048 (half a
+# float16 ulp: a draw rounded to float16), taps 5.6e3, loss 3.2e3, gradients 1.5e4, variables
+# 1.8e3, Adam's slots 3.0e4), rounded up to a power of two. Later steps drift apart (a rounded
+# dropout draw can flip a mask element): only the loss is held, to the guide's long-run rtol=0.05.
+MIXED_PRECISION_ULPS = {"random": 4096.0, "tap": 32768.0, "loss": 32768.0, "fetch": 32768.0, "grad": 65536.0,
+                        "var": 8192.0, "slot": 131072.0}
+# TensorFloat-32 matmuls and convolutions round their inputs to 10 mantissa bits (2**-11
+# relative): 4x that, in float32 eps * the tensor's scale. Derived, not measured on a GPU here.
+TF32_ULPS = {"tap": 16384.0, "loss": 16384.0, "fetch": 16384.0, "grad": 16384.0, "var": 16384.0, "slot": 16384.0}
 # Per kind, before dtype defaults: inputs and random draws are fed as recorded; a learning
 # rate is small, so only a relative bound says anything about it.
 KIND_DEFAULTS = {"input": EXACT, "random": EXACT, "lr": (0.0, 1e-6)}
@@ -196,6 +207,30 @@ class Tolerance:
         tolerance = cls(accept_noise=accept_noise)
         for kind, ulps in sorted(TRAINING_ULPS.items()):
             tolerance = tolerance.rule(kind=kind, steps=(1, None), ulps=ulps)
+        return tolerance
+
+    @classmethod
+    def mixed_precision(cls) -> "Tolerance":
+        """A port under mixed_float16 against a float32 golden: step 0 at float16 precision
+        (MIXED_PRECISION_ULPS); later steps the loss only, at the guide's rtol=0.05. A port that
+        still computes in float32 passes too: this only widens."""
+        tolerance = cls()
+        for kind, ulps in sorted(MIXED_PRECISION_ULPS.items()):
+            tolerance = tolerance.rule(kind=kind, steps=(0, 1), ulps=ulps)
+        for kind in ("random", "tap", "fetch", "grad", "var", "slot"):
+            tolerance = tolerance.rule(kind=kind, steps=(1, None), ignore=True)
+        return tolerance.rule(kind="loss", steps=(1, None), atol=0, rtol=0.05)
+
+    @classmethod
+    def gpu(cls, tf32: bool = False) -> "Tolerance":
+        """A port on a GPU against a CPU golden: the training profile, plus at step 0 the
+        cross-machine round-off bound (GPU kernels sum in their own order); with TensorFloat-32
+        on, TF32_ULPS at every step."""
+        tolerance = cls.training()
+        for kind, ulps in sorted(ROUNDOFF_ULPS.items()):
+            tolerance = tolerance.rule(kind=kind, steps=(0, 1), ulps=ulps)
+        for kind, ulps in sorted(TF32_ULPS.items()) if tf32 else []:
+            tolerance = tolerance.rule(kind=kind, ulps=ulps)
         return tolerance
 
     @classmethod
