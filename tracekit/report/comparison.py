@@ -123,13 +123,13 @@ def distribution_line(where: dict) -> str:
 def distribution_hint(hint: DistributionHint) -> str:
     n, at = hint.replicas, "%s, %s" % (step_label(hint.step), hint.key)
     if hint.code == LOSS_PER_REPLICA:
-        return ("hint (distribution): at %s the replay is %.3gx the golden with %d replicas: each replica averaged "
-                "its loss over its own batch. Average over the global batch: tf.nn.compute_average_loss("
+        return ("hint (distribution): %s is %.3g times the golden's, with %d replicas: each replica averaged its "
+                "loss over its own batch. Average over the global batch: tf.nn.compute_average_loss("
                 "per_example_loss, global_batch_size=...), and return strategy.reduce(SUM, ...)" % (at, hint.factor, n))
     if hint.code == REGULARIZATION_UNSCALED:
-        return ("hint (distribution): at %s the loss exceeds the golden's by %d times its regularization loss: every "
-                "replica added the whole of it. Scale it: tf.nn.scale_regularization_loss(tf.add_n(model.losses))"
-                % (at, n - 1))
+        return ("hint (distribution): at %s the loss exceeds the golden's by its regularization loss times %d "
+                "(replicas - 1): each of the %d replicas added the whole of it. Scale it: "
+                "tf.nn.scale_regularization_loss(tf.add_n(model.losses))" % (at, n - 1, n))
     if hint.code == REDUCED_TWICE:
         return ("hint (distribution): from %s every replica passed apply_gradients gradients that were already "
                 "summed over the %d replicas, and the optimizer all-reduces them again. All-reduce once: drop the "
@@ -140,8 +140,8 @@ def distribution_hint(hint: DistributionHint) -> str:
                 "them in the step before apply_gradients(..., experimental_aggregate_gradients=False)" % at)
     if hint.code == BATCH_NORM:
         return ("hint (distribution): batch normalization (%s) computes statistics over each replica's batch, the "
-                "golden over the global batch of %d replicas' worth. Use BatchNormalization(synchronized=True), or "
-                "a tolerance for the difference (docs/DISTRIBUTE.md)" % (", ".join(hint.layers), n))
+                "golden over the whole global batch (%d replicas here). Use BatchNormalization(synchronized=True), "
+                "or a rule for the difference (docs/DISTRIBUTE.md)" % (", ".join(hint.layers), n))
     return "hint (distribution): %s at %s" % (hint.code, at)
 
 
