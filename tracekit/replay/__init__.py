@@ -5,6 +5,8 @@ tf2_runner.py  the TensorFlow 2 runner, built from:
   variables.py   finding, pairing (varmap.py: by name, no TensorFlow), loading variables
   optimizer.py   the Keras optimizer's gradients, learning rate, loss, slots in TF1 terms
   random_tape.py the golden's random draws injected into TF2's random ops
-  capture.py     values of a step, eager or inside a tf.function
+  capture.py     values of a step, eager or inside a tf.function (per replica under a strategy)
+  distribute.py  under a tf.distribute strategy: inputs split, replicas' values joined
+settings.py    numerics switches for a replay: op determinism, TF32, Grappler
 tf_import.py   TensorFlow, imported with tf-keras selected
 """

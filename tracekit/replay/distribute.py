@@ -12,6 +12,7 @@ in row order by them.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -90,7 +91,7 @@ class Layout:
     global_batch_size: int
 
     def to_meta(self) -> Dict[str, Any]:
-        return dict(self.__dict__)
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -272,7 +273,7 @@ def mirrored_values(variable: Any) -> Optional[List[np.ndarray]]:
     policy = getattr(variable, "_policy", None)
     if not isinstance(values, tuple) or len(values) < 2:
         return None
-    if policy is not None and "OnRead" in type(policy).__name__ or "SyncOnRead" in type(variable).__name__:
+    if (policy is not None and "OnRead" in type(policy).__name__) or "SyncOnRead" in type(variable).__name__:
         return None
     return [np.asarray(v.numpy()) for v in values]
 
