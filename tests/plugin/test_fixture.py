@@ -107,7 +107,7 @@ def test_the_tolerance_comes_from_the_argument_the_marker_or_the_ini(project):
     result = project.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*tracekit_tolerance in *tox.ini: tolerance 'nonsense': give a Tolerance, a TOML "
-                                 "file, or one of auto, default, exact, round-off, training"])
+                                 "file, or one of auto, default, exact, gpu, mixed-precision, round-off, training"])
 
 
 @pytest.mark.parametrize("spelling", ['"seed_example"', '"goldens/seed_example.h5"',
