@@ -187,7 +187,7 @@ def test_global_batch_size_must_split_for_the_function_api(tf, tf2, partial_gold
     with pytest.raises(UsageError, match="do not split over 2 replicas"):
         tf2.replay(partial_golden, lambda inputs: None, model=model, strategy=strategy, input_api="function",
                    global_batch_size=7)
-    with pytest.raises(UsageError, match="input must be 'dataset'"):
+    with pytest.raises(UsageError, match="input_api must be 'dataset'"):
         tf2.replay(partial_golden, lambda inputs: None, model=model, strategy=strategy, input_api="rows")
 
 

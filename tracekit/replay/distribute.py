@@ -107,15 +107,15 @@ class Distribution:
 
     def __init__(self, strategy: Any, api: str, global_batch_size: int) -> None:
         if api not in INPUT_APIS:
-            raise UsageError("input must be 'dataset' (strategy.experimental_distribute_dataset) or 'function' "
+            raise UsageError("input_api must be 'dataset' (strategy.experimental_distribute_dataset) or 'function' "
                              "(strategy.distribute_datasets_from_function), got %r" % (api,))
         self.strategy = strategy
         self.api = api
         self.global_batch_size = int(global_batch_size)
         replicas = strategy.num_replicas_in_sync
         if api == "function" and self.global_batch_size % replicas:
-            raise UsageError("input='function' gives each replica global_batch_size / replicas rows: %d rows do not "
-                             "split over %d replicas (pass global_batch_size=, or input='dataset')"
+            raise UsageError("input_api='function' gives each replica global_batch_size / replicas rows: %d rows do not "
+                             "split over %d replicas (pass global_batch_size=, or input_api='dataset')"
                              % (self.global_batch_size, replicas))
         ids = strategy.run(lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)
         self.local_ids = [int(v) for v in strategy.experimental_local_results(ids)]  # this worker's replicas
