@@ -62,6 +62,17 @@ def test_four_replicas_with_empty_ones_agree(tf2):
         assert result.ok, result.report()
 
 
+@pytest.mark.parametrize("kind", ["default", "one device"])
+def test_the_default_and_one_device_strategies_replay_as_without_one(tf, tf2, kind):
+    strategy = tf.distribute.get_strategy() if kind == "default" else tf.distribute.OneDeviceStrategy("/cpu:0")
+    model, step = estimator_model.make_distributed(strategy)  # dropout: the tape runs in or out of a replica
+    with tf2.replay(golden("estimator_model"), step, model=model, strategy=strategy, steps=3) as actual:
+        result = tracekit.compare(golden("estimator_model"), actual, TRAINING)
+        assert result.ok, result.report()
+        assert actual.meta["replay"]["distribution"]["replicas"] == 1
+        assert "random" in {e.kind for e in result.max_errors()}
+
+
 def test_a_wrong_port_diverges_at_the_same_place_on_one_and_two_replicas(tf2):
     firsts = []
     for replicas in (1, 2):

@@ -15,13 +15,18 @@ L2 = 0.5e-3
 
 
 class EstimatorModel(tf.keras.Model):
-    def __init__(self, bn_momentum=0.9):
+    """synchronized: batch norm over the global batch under a strategy; dtype: the layers' own
+    (None: the global policy's)."""
+
+    def __init__(self, bn_momentum=0.9, synchronized=False, dtype=None):
         super().__init__(name="estimator_model")
         self.hidden = tf.keras.layers.Dense(16, activation="relu", kernel_regularizer=tf.keras.regularizers.l2(L2),
-                                            name="hidden")
-        self.bn = tf.keras.layers.BatchNormalization(momentum=bn_momentum, epsilon=1e-3, name="bn")
-        self.dropout = tf.keras.layers.Dropout(0.25)
-        self.logits = tf.keras.layers.Dense(3, kernel_regularizer=tf.keras.regularizers.l2(L2), name="logits")
+                                            name="hidden", dtype=dtype)
+        self.bn = tf.keras.layers.BatchNormalization(momentum=bn_momentum, epsilon=1e-3, name="bn",
+                                                     synchronized=synchronized, dtype=dtype)
+        self.dropout = tf.keras.layers.Dropout(0.25, dtype=dtype)
+        self.logits = tf.keras.layers.Dense(3, kernel_regularizer=tf.keras.regularizers.l2(L2), name="logits",
+                                            dtype=dtype)
 
     def call(self, x, training=False):
         hidden = tracekit.tap("hidden", self.hidden(x))
@@ -29,11 +34,16 @@ class EstimatorModel(tf.keras.Model):
         return tracekit.tap("logits", self.logits(self.dropout(normed, training=training)))
 
 
+def _adam(epsilon=1e-8):
+    """The TF1 model's optimizer: Adam with exponential decay (TF1 AdamOptimizer's epsilon is 1e-8)."""
+    schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=10, decay_rate=0.9)
+    return tf.keras.optimizers.Adam(schedule, epsilon=epsilon)
+
+
 def make(epsilon=1e-8, bn_momentum=0.9, regularization=True):
     model = EstimatorModel(bn_momentum)
     model(tf.zeros((16, 8)))
-    schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=10, decay_rate=0.9)
-    optimizer = tf.keras.optimizers.Adam(schedule, epsilon=epsilon)  # TF1 AdamOptimizer's epsilon is 1e-8
+    optimizer = _adam(epsilon)
     cross_entropy = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function
@@ -55,11 +65,9 @@ def make_distributed(strategy, slip=None, synchronized=True, epsilon=1e-8):
     norm over the global batch, as TF1 computed it (synchronized=True); `slip` names a
     distribution slip (tools.ports.SLIPS) for the wrong ports the tests must catch."""
     with strategy.scope():
-        model = EstimatorModel()
-        model.bn = tf.keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-3, name="bn", synchronized=synchronized)
+        model = EstimatorModel(synchronized=synchronized)
         model(tf.zeros((16, 8)))
-        schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=10, decay_rate=0.9)
-        optimizer = tf.keras.optimizers.Adam(schedule, epsilon=epsilon)
+        optimizer = _adam(epsilon)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     return model, distributed_step(strategy, model, optimizer, loss_fn, 16, x="IteratorGetNext:0",
                                    y="IteratorGetNext:1", regularization=True, slip=slip)
@@ -69,15 +77,9 @@ def make_mixed_precision(keep_float32=False, bn_momentum=0.9):
     """The port under Keras mixed precision (call with the global policy mixed_float16 set):
     float16 activations, float32 variables, a LossScaleOptimizer. keep_float32=True builds the
     layers in float32 anyway (a port that forgot mixed precision somewhere)."""
-    model = EstimatorModel(bn_momentum)
-    if keep_float32:
-        for name in ("hidden", "bn", "dropout", "logits"):
-            layer = getattr(model, name)
-            config = dict(layer.get_config(), dtype="float32")
-            setattr(model, name, type(layer).from_config(config))
+    model = EstimatorModel(bn_momentum, dtype="float32" if keep_float32 else None)
     model(tf.zeros((16, 8)))
-    schedule = tf.keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=10, decay_rate=0.9)
-    optimizer = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(schedule, epsilon=1e-8))
+    optimizer = tf.keras.mixed_precision.LossScaleOptimizer(_adam())
     cross_entropy = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     @tf.function

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ..keys import REPLICA, make_key
+from ..keys import REPLICA
 from ..store import Trace
 
 LOSS_PER_REPLICA = "loss-per-replica"

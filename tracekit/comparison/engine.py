@@ -245,13 +245,14 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
     seen = set()  # keys the replay produced in some step
     steps = ([INITIAL_STEP] if golden.has_initial and actual.has_initial else []) + list(range(result.steps))
     noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
+    distributed = layout(actual.meta) is not None  # only then can a step hold replicas' copies
     explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
     for index in steps:
         g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
         a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
         # (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order
         compared: List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]] = []
-        copies = _replica_copies(a_step)
+        copies = _replica_copies(a_step) if distributed else {}
         for key in g_step:
             kind, name = split_key(key)
             if kind in NOT_REPLAYED or key in reasons:

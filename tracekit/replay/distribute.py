@@ -68,6 +68,14 @@ def replica_id() -> Optional[int]:
     return None if value is None else int(value)
 
 
+def _devices(strategy: Any) -> List[str]:
+    """This worker's devices; the default strategy has none of its own (TF places each op)."""
+    try:
+        return list(strategy.extended.worker_devices)
+    except RuntimeError:
+        return ["default placement"]
+
+
 def _reduction(strategy: Any) -> str:
     """How the strategy all-reduces: its cross-device ops' class (the default strategy: none)."""
     extended = strategy.extended
@@ -122,7 +130,7 @@ class Distribution:
         resolver = getattr(strategy, "cluster_resolver", None)
         worker = int(getattr(resolver, "task_id", 0) or 0) if resolver is not None else 0
         workers = max(1, replicas // max(1, len(self.local_ids)))
-        self.layout = Layout(type(strategy).__name__, replicas, workers, worker, list(strategy.extended.worker_devices),
+        self.layout = Layout(type(strategy).__name__, replicas, workers, worker, _devices(strategy),
                              _reduction(strategy), api, self.global_batch_size)
         self.rows: Dict[int, np.ndarray] = {}  # this step's: replica id -> row numbers of the global batch
         self.batch = 0  # this step's batch size

@@ -296,8 +296,6 @@ class OptimizerBridge:
     def _prepare(self, optimizer: Any, var_list: List[Any], counter: Any) -> None:
         """An optimizer's first update: build its slots, pair them with the golden's slots of
         the variables it updates, and load their initial state. `counter`: its step count."""
-        if any(known is optimizer for known in self._optimizers):
-            return
         self._optimizers.append(optimizer)
         updated = {self._by_var.get(id(v)) or self._by_var.get(id(unwrap(v))) for v in var_list}
         with tf.init_scope():  # runs once, eagerly, also while a tf.function is traced

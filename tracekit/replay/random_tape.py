@@ -97,7 +97,9 @@ class RandomTape:
         """After the step: with the tape, the port (each replica) must have drawn every recorded draw."""
         if not self.inject or not self._tape:
             return  # a draw beyond the tape fails as it is made
-        replicas = [None] if self.distribution is None else self.distribution.local_ids
+        # Under a strategy each replica draws; under the default one (or outside strategy.run) none is.
+        in_replicas = self.distribution is not None and any(r is not None for r in self._pos)
+        replicas = self.distribution.local_ids if in_replicas else [None]
         for replica in replicas:
             taken = self._pos.get(replica, 0)
             if taken != len(self._tape):

@@ -106,7 +106,7 @@ def convention(hint: ConventionHint) -> str:
     return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
 
 
-INPUT_APIS = {"dataset": "strategy.experimental_distribute_dataset", "function": "strategy.distribute_datasets_from_function"}
+SPLIT_BY = {"dataset": "strategy.experimental_distribute_dataset", "function": "strategy.distribute_datasets_from_function"}
 
 
 def distribution_line(where: dict) -> str:
@@ -116,7 +116,7 @@ def distribution_line(where: dict) -> str:
     return ("replicas: %s (%s%s on %s; all-reduce: %s; inputs split as %s, global batch %s)"
             % (where.get("replicas"), where.get("strategy"),
                ", %d workers, this one worker %s" % (workers, where.get("worker")) if workers > 1 else "",
-               ", ".join(devices) or "?", where.get("reduction"), INPUT_APIS.get(where.get("input"), where.get("input")),
+               ", ".join(devices) or "?", where.get("reduction"), SPLIT_BY.get(where.get("input"), where.get("input")),
                where.get("global_batch_size")))
 
 
