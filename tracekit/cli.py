@@ -294,7 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "default (float32 atol=1e-5, rtol=1e-6) for a replayed port or another TensorFlow; for "
                         "two runs of the same code, exact when nothing that selects kernels differs, else "
                         "round-off, the cross-machine bound (docs/NUMERICS.md). training: step 0 at the default, "
-                        "later steps also allowing a port's measured round-off growth (Tolerance.training())")
+                        "later steps also allowing a port's measured round-off growth (Tolerance.training()). "
+                        "auto also picks mixed-precision for a port under mixed_float16 and gpu for a port on a GPU "
+                        "(docs/DISTRIBUTE.md)")
     p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
 
     p = command("env", _env, "Print this machine's environment fingerprint, as a trace recorded here would "
