@@ -10,6 +10,7 @@ import tracekit
 
 from .support import FOREIGN_GOLDENS as FOREIGN
 from .support import GOLDENS
+from .support.stats_oracle import same_as_oracle
 
 
 @pytest.mark.parametrize("name", ["seed_example.h5", "estimator_model.h5", "slim_resnet.h5", "lstm_model.h5",
@@ -61,3 +62,5 @@ def test_goldens_from_two_machines_agree_within_roundoff_and_say_why_not_bit_for
     assert not exact.ok, "the fixture must come from a machine that computes other last bits than goldens/'s"
     assert exact.likely_cause is not None and not exact.likely_cause.port, exact.report()
     assert not exact.likely_cause.likely and "possible cause: machine round-off" in exact.report()
+    for tolerance in (None, tracekit.Tolerance.exact(), tracekit.Tolerance()):  # fast statistics = float64 ones
+        same_as_oracle(foreign, shipped, tolerance)

@@ -13,6 +13,7 @@ from tracekit.comparison.envdiff import environment_diff
 
 from ..support import ROOT, run_python
 from ..support import golden
+from ..support.stats_oracle import same_as_oracle
 
 CHILD = os.path.join(ROOT, "tests", "replay", "replay_child.py")
 ONEDNN_VARIABLES = ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
@@ -49,6 +50,8 @@ def test_another_instruction_set_is_explained_not_blamed(tmp_path):
     auto = tracekit.compare(widest, capped)
     assert auto.profile.name == "round-off" and auto.ok, auto.report()
     assert auto.report().startswith("MATCH (within round-off; golden recorded on TensorFlow 2.21")
+    for tolerance in (None, tracekit.Tolerance.exact()):  # the fast statistics are the float64 ones
+        same_as_oracle(widest, capped, tolerance)
     # The port holds the examples' tolerance against the TF 1.15 golden on either code path.
     for path in (widest, capped):
         against_golden = tracekit.compare(golden("estimator_model"), path, TRAINING)

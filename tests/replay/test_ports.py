@@ -9,6 +9,7 @@ import tracekit
 from tools.ports import estimator_model, estimator_shim, seed_example, slim_resnet
 
 from ..support import golden
+from ..support.stats_oracle import same_as_oracle
 
 # Step 0 must match at the guide's single-step tolerance (float32 round-off); later steps
 # accumulate round-off through the optimizer, so they get a training tolerance, still far
@@ -46,6 +47,7 @@ def test_port_replays_its_golden(tracekit_replay, port):
     assert actual.meta["replay"]["steps"] == len(actual)
     # Every variable matched by its name, none left to order (which can pair the wrong ones).
     assert "order" not in set(actual.meta["replay"]["matched_by"].values())
+    same_as_oracle(golden(name), actual, TRAINING)  # the fast statistics are the float64 ones
 
 
 WRONG = {
@@ -77,3 +79,5 @@ def test_wrong_port_is_caught_where_it_departs(tf2, case):
     assert "first divergence: step %d, %s/%s" % expected in result.report()
     # the known convention difference is named for the Adam epsilon port, and only for it
     assert ("possible cause: Adam's epsilon" in result.report()) == case.startswith("Keras Adam epsilon")
+    for tolerance in (TRAINING, None):  # the fast statistics are the float64 ones
+        same_as_oracle(golden(name), actual, tolerance)

@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from ..store.values import is_ml_dtype
+from .blockwise import Summary, float_stats
 from .tolerance import Resolved
 
 
@@ -69,6 +70,16 @@ def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
         stats = _finish(stats, diff, None, None)
         stats.ulps = 0.0 if stats.ok else float("inf")  # integers, booleans: no round-off to speak of
         return stats
+    if _narrow_real(g.dtype) and _narrow_real(a.dtype):
+        summary = _same_bits(g, a, tol.eps) or float_stats(g, a, tol.atol, tol.rtol, tol.ulps, tol.eps)
+        if summary is not None:
+            return _from_summary(stats, summary, g.shape)
+    return float64_stats(stats, g, a, tol)
+
+
+def float64_stats(stats: Stats, g: np.ndarray, a: np.ndarray, tol: Resolved) -> Stats:
+    """The definition of the statistics, in float64 over the whole tensor (NaN and Inf included);
+    blockwise.float_stats computes the same numbers faster for narrower floats."""
     g64 = g.astype(np.complex128 if "c" in (g.dtype.kind, a.dtype.kind) else np.float64)  # bfloat16 too
     a64 = a.astype(g64.dtype)
     finite_g, finite_a = np.isfinite(g64), np.isfinite(a64)
@@ -112,6 +123,44 @@ def _finish(stats: Stats, bad: np.ndarray, err: Optional[np.ndarray], nonfinite:
             flat = int(np.argmax(bad.reshape(-1)))
         stats.worst_index = tuple(int(i) for i in np.unravel_index(flat, bad.shape)) if bad.shape else ()
     return stats
+
+
+def _from_summary(stats: Stats, summary: Summary, shape: Tuple[int, ...]) -> Stats:
+    stats.mismatched = summary.mismatched
+    stats.ok = summary.mismatched == 0
+    stats.golden_scale = summary.golden_scale
+    stats.max_abs, stats.max_rel = summary.max_abs, summary.max_rel
+    stats.needed_atol, stats.needed_rtol = summary.needed_atol, summary.needed_rtol
+    unit = summary.unit
+    stats.ulps = stats.max_abs / unit if unit > 0 else (0.0 if stats.max_abs == 0 else float("inf"))
+    if summary.worst is not None:
+        stats.worst_index = tuple(int(i) for i in np.unravel_index(summary.worst, shape)) if shape else ()
+    return stats
+
+
+def _narrow_real(dtype: np.dtype) -> bool:
+    """float32 and narrower real floats: blockwise.float_stats computes their statistics."""
+    return dtype.itemsize <= 4 and (dtype.kind == "f" or _is_float_like(dtype))
+
+
+_PROBE = 1024
+
+
+def _same_bits(g: np.ndarray, a: np.ndarray, eps: float) -> Optional[Summary]:
+    """The statistics of identical finite tensors (inputs, replays on the same machine), read off
+    one comparison of their bits; None when they differ or hold NaN or Inf. A probe of the first
+    elements spares the full comparison for tensors that differ."""
+    if g.dtype != a.dtype:
+        return None
+    gb = g.reshape(-1).view("u%d" % g.dtype.itemsize)
+    ab = a.reshape(-1).view(gb.dtype)
+    if not np.array_equal(gb[:_PROBE], ab[:_PROBE]) or not np.array_equal(gb, ab):
+        return None
+    g32 = g.reshape(-1).astype(np.float32) if g.dtype != np.float32 else g.reshape(-1)
+    scale = max(float(g32.max()), -float(g32.min()))
+    if not np.isfinite(scale):
+        return None
+    return Summary(0, 0.0, 0.0, 0.0, 0.0, None, scale, eps * scale)
 
 
 def _as_array(value: Any) -> Optional[np.ndarray]:

@@ -1,0 +1,104 @@
+"""The blockwise float32 statistics are the float64 ones, bit for bit (tests/support/stats_oracle.py
+holds the float64 definition): on random tensors of every shape the pass meets (several blocks,
+golden zeros, ties, errors at the threshold, narrower dtypes) and on the edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracekit.comparison import blockwise
+from tracekit.comparison.stats import compare_values
+from tracekit.comparison.tolerance import EPSILON, Resolved
+
+from ..support import payloads
+from ..support.stats_oracle import oracle_values
+
+
+def tol(atol=1e-5, rtol=1e-6, ulps=0.0, eps=EPSILON["float32"]):
+    return Resolved(atol, rtol, False, False, False, ulps, eps)
+
+
+def same(g, a, t):
+    fast, slow = compare_values(g, a, t).to_dict(), oracle_values(g, a, t).to_dict()
+    assert fast == slow, {k: (fast[k], slow[k]) for k in fast if fast[k] != slow[k]}
+    return fast
+
+
+def random_case(rng):
+    n = int(rng.choice([1, 7, 1000, blockwise.BLOCK, blockwise.BLOCK + 1, 3 * blockwise.BLOCK - 5]))
+    g = (rng.randn(n) * 10.0 ** rng.randint(-8, 4)).astype(np.float32)
+    pattern = rng.randint(6)
+    if pattern == 0:
+        g[rng.rand(n) < 0.5] = 0  # ReLU outputs: golden zeros
+    elif pattern == 1:
+        g = np.round(g)  # ties everywhere
+    mask = rng.rand(n) < rng.choice([0.0, 0.001, 0.5, 1.0])
+    a = (g + rng.randn(n) * 10.0 ** rng.randint(-9, 0) * mask).astype(np.float32)
+    if pattern == 2:
+        a = (g + np.float32(1e-5) * np.sign(rng.randn(n))).astype(np.float32)  # errors at atol
+    elif pattern == 3:
+        a[rng.rand(n) < 0.01] = 0
+    elif pattern == 4:
+        a = (g * (1 + 1e-6)).astype(np.float32)  # errors at rtol
+    t = tol(float(rng.choice([0, 1e-8, 1e-5, 1.0])), float(rng.choice([0, 1e-6, 1e-3])),
+            float(rng.choice([0, 4, 1024])))
+    return g, a, t
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_tensors_equal_the_float64_statistics(seed):
+    rng = np.random.RandomState(seed)
+    for _ in range(60):
+        same(*random_case(rng))
+
+
+def test_narrower_and_mixed_dtypes():
+    rng = np.random.RandomState(7)
+    bfloat16 = payloads.bfloat16()
+    for _ in range(20):
+        g, a, t = random_case(rng)
+        same(g.astype(np.float16), a.astype(np.float16), t)
+        same(g.astype(bfloat16), a.astype(bfloat16), t)
+        same(g, a.astype(np.float16), t)  # a mixed-precision port against a float32 golden
+        same(g.reshape(1, -1), a.reshape(1, -1), t)
+
+
+def test_worst_index_is_the_first_of_equal_errors_across_blocks():
+    g = np.zeros(3 * blockwise.BLOCK, np.float32)
+    a = g.copy()
+    a[[5, blockwise.BLOCK + 3, 2 * blockwise.BLOCK + 1]] = 1.0  # three equal worst errors
+    s = same(g, a, tol())
+    assert s["worst_index"] == (5,) and s["mismatched"] == 3
+    a[2 * blockwise.BLOCK + 1] = 2.0
+    assert same(g, a, tol())["worst_index"] == (2 * blockwise.BLOCK + 1,)
+
+
+def test_what_float32_cannot_decide_goes_to_float64():
+    big = np.float32(3e38)
+    same(np.array([big, -big]), np.array([-big, big]), tol())  # differences overflow float32
+    same(np.array([1.0, np.nan], np.float32), np.array([1.0, np.nan], np.float32), tol())
+    same(np.array([1.0, np.inf], np.float32), np.array([1.0, 2.0], np.float32), tol())
+    same(np.array([1.0, 2.0], np.float32), np.array([1.0, 2.0], np.float32), tol(atol=1e300))
+    same(np.array([1e-45, 0.0], np.float32), np.array([0.0, 1e-45], np.float32), tol(atol=0, rtol=0))
+    assert blockwise.float_stats(np.array([np.nan], np.float32), np.array([1.0], np.float32), 0, 0, 0, 1) is None
+
+
+def test_identical_tensors_skip_the_pass():
+    g = np.random.RandomState(0).randn(1000).astype(np.float32)
+    s = same(g, g.copy(), tol(ulps=4))
+    assert s["ok"] and s["max_abs"] == 0 and s["golden_scale"] == float(np.abs(g).max())
+    nan = np.array([np.nan, 1.0], np.float32)
+    assert not same(nan, nan.copy(), tol())["ok"]  # NaN == NaN only with equal_nan: not a bit-equal pass
+
+
+def test_verdicts_within_float32_round_off_of_the_threshold():
+    # Thresholds a hair above or below an error: float32 alone would decide some of these wrongly.
+    rng = np.random.RandomState(3)
+    for _ in range(200):
+        g = rng.randn(4).astype(np.float32)
+        a = (g + rng.randn(4).astype(np.float32) * np.float32(1e-3)).astype(np.float32)
+        err = float(abs(np.float64(a[0]) - np.float64(g[0])))
+        hair = 1 + float(rng.choice([-1, 1])) * 2.0 ** -int(rng.randint(18, 40))
+        same(g, a, tol(atol=0, rtol=err / abs(float(g[0])) * hair))  # err against rtol * |golden|
+        same(g, a, tol(atol=err * hair, rtol=0))  # over = err - atol within a hair of zero
