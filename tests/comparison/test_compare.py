@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 
+import h5py
 import numpy as np
 import pytest
 
@@ -273,3 +274,25 @@ def test_max_errors_are_data_per_kind(tmp_path):
     assert list(errors) == ["var", "input", "random", "tap", "loss", "lr", "grad"]
     assert errors["loss"].tensors == 1 and errors["loss"].max_abs == pytest.approx(0.25)
     assert errors["loss"].max_ulps > 1e5 and errors["grad"].max_abs == 0 and errors["tap"].tensors == 2
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_values_read_ahead_match_and_fail_as_read_in_turn(golden, tmp_path, monkeypatch, workers):
+    # Reading ahead on threads gives the serial comparison's results; a damaged value stops it
+    # with the error that names the file, the step and the tensor, as a serial read would.
+    from tracekit.comparison import prefetch
+
+    monkeypatch.setattr(prefetch, "WORKERS", workers)
+    actual = write(str(tmp_path / "actual.h5"), change=lambda k, key, v: v * 1.5 if key == "tap/layer2" else v)
+    result = tracekit.compare(golden, actual)
+    assert (result.first_divergence.step, result.first_divergence.key) == (1, "tap/layer2")
+    assert [t.key for t in result.tensors][2:5] == ["input/x:0", "random/dropout/RandomUniform:0", "tap/layer1"]
+    with h5py.File(actual, "r") as f:
+        _, payload = f["steps/00000002/var/dense%2Fkernel:0"].id.read_direct_chunk((0, 0))
+    with open(actual, "rb") as fh:
+        where = fh.read().find(payload)
+    with open(actual, "r+b") as fh:  # flip bytes inside that chunk's payload
+        fh.seek(where + len(payload) // 2)
+        fh.write(b"\xff\x00\xff")
+    with pytest.raises(tracekit.CorruptTrace, match=r"actual.h5: step 2, var/dense/kernel:0"):
+        tracekit.compare(golden, actual)

@@ -4,6 +4,7 @@ order, loss, learning rate, gradients, updated variables and slots)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
@@ -14,6 +15,7 @@ from .conventions import ConventionHint, convention_hints
 from .distribution import DistributionHint, distribution_hints, layout
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .noise import Noise, NoiseTracker
+from .prefetch import Prefetch
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
@@ -247,50 +249,57 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
     noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
     distributed = layout(actual.meta) is not None  # only then can a step hold replicas' copies
     explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
-    for index in steps:
-        g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
-        a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
-        # (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order
-        compared: List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]] = []
-        copies = _replica_copies(a_step) if distributed else {}
-        for key in g_step:
-            kind, name = split_key(key)
-            if kind in NOT_REPLAYED or key in reasons:
-                result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
-                continue
-            if key not in a_step:
-                absent.add(key)
-                continue
-            seen.add(key)
-            g_value = g_step[key]
-            tol = tolerance.resolve(kind, name, index, dtype_name(g_value))
-            if tol.ignore:
-                result.not_compared.setdefault(key, "ignored by a tolerance rule")
-                continue
-            # A mirrored variable's replicas must agree: a copy that went apart is compared too.
-            for a_key in [key] + copies.get(key, []):
-                a_value = a_step[a_key]
-                stats = compare_values(g_value, a_value, tol)
-                tensor = by_key.get(a_key)
-                if tensor is None:
-                    tensor = by_key[a_key] = TensorResult(*split_key(a_key))
-                    result.tensors.append(tensor)
-                compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
-        noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
-                        [s for t, s, _ in compared if t.kind == "loss"])
-        for tensor, stats, values in compared:
-            explained = None if values is None else noise.explain(index, tensor.kind, tensor.name, *values)
-            tensor.add(index, stats, explained, tolerance.accept_noise)
-            if values is None:
-                continue
-            if explained is not None:
-                if len(tensor.noise) == 1:
-                    result.noise.append(explained)
-                if explained_first is None and not tolerance.accept_noise:
-                    explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
-            elif result.first_divergence is None:
-                result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
-        noise.end_step()
+    with Prefetch() as reads:
+        for index in steps:
+            g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
+            a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
+            # (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order
+            compared: List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]] = []
+            copies = _replica_copies(a_step) if distributed else {}
+            pairs = []  # (golden key, the replay's keys: the value and copies of it that went apart)
+            for key in g_step:
+                kind, name = split_key(key)
+                if kind in NOT_REPLAYED or key in reasons:
+                    result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
+                elif key not in a_step:
+                    absent.add(key)
+                else:
+                    seen.add(key)
+                    pairs.append((key, [key] + copies.get(key, [])))
+            # Both traces' values, read ahead on other threads while the ones before them are compared.
+            values = reads.map(functools.partial(step.__getitem__, k) for key, a_keys in pairs
+                               for step, k in [(g_step, key)] + [(a_step, a_key) for a_key in a_keys])
+            for key, a_keys in pairs:
+                kind, name = split_key(key)
+                g_value = next(values)
+                tol = tolerance.resolve(kind, name, index, dtype_name(g_value))
+                if tol.ignore:
+                    result.not_compared.setdefault(key, "ignored by a tolerance rule")
+                for a_key in a_keys:  # a mirrored variable's replicas must agree: a copy that went apart too
+                    a_value = next(values)
+                    if tol.ignore:
+                        continue
+                    stats = compare_values(g_value, a_value, tol)
+                    tensor = by_key.get(a_key)
+                    if tensor is None:
+                        tensor = by_key[a_key] = TensorResult(*split_key(a_key))
+                        result.tensors.append(tensor)
+                    compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
+            noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
+                            [s for t, s, _ in compared if t.kind == "loss"])
+            for tensor, stats, failed in compared:
+                explained = None if failed is None else noise.explain(index, tensor.kind, tensor.name, *failed)
+                tensor.add(index, stats, explained, tolerance.accept_noise)
+                if failed is None:
+                    continue
+                if explained is not None:
+                    if len(tensor.noise) == 1:
+                        result.noise.append(explained)
+                    if explained_first is None and not tolerance.accept_noise:
+                        explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
+                elif result.first_divergence is None:
+                    result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
+            noise.end_step()
     if result.first_divergence is None:  # an unexplained failure, however late, is the news
         result.first_divergence = explained_first
     for tensor in result.tensors:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import zlib
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -21,6 +22,13 @@ from ._format import CHUNK_BYTES, MASK_SKIP_SHUFFLE, MASK_SKIP_ZSTD
 Chunk = Tuple[Tuple[int, ...], int, bytes]  # (offset, filter mask, payload)
 
 _local = threading.local()
+
+
+def _decompressor() -> "zstandard.ZstdDecompressor":
+    found = getattr(_local, "decompressor", None)
+    if found is None:
+        found = _local.decompressor = zstandard.ZstdDecompressor()
+    return found
 
 
 def _compressor(level: Optional[int]) -> "zstandard.ZstdCompressor":
@@ -48,7 +56,10 @@ FAST_FLOATS = zstandard.ZstdCompressionParameters(
 
 
 def chunk_shape(shape: Sequence[int], itemsize: int, limit: int = CHUNK_BYTES) -> Tuple[int, ...]:
-    """Split leading axes until a chunk holds at most `limit` bytes."""
+    """Split leading axes until a chunk holds at most `limit` bytes. The axis that is split is
+    split evenly (a 1536-row kernel into 3 chunks of 512 rows, not 682 + 682 + 172 padded to
+    682), so no chunk is mostly padding. Every chunk is then one contiguous run of the array
+    (leading axes 1, trailing axes whole): decode_into writes it in place."""
     chunk = list(shape)
     for axis in range(len(chunk)):
         inner = itemsize
@@ -56,8 +67,29 @@ def chunk_shape(shape: Sequence[int], itemsize: int, limit: int = CHUNK_BYTES) -
             inner *= d
         if inner * chunk[axis] <= limit:
             break
-        chunk[axis] = max(1, limit // inner)
+        most = max(1, limit // inner)
+        pieces = -(-chunk[axis] // most)
+        chunk[axis] = -(-chunk[axis] // pieces)
     return tuple(chunk)
+
+
+def chunk_span(shape: Sequence[int], chunk: Sequence[int], offset: Sequence[int]) -> Optional[Tuple[int, int]]:
+    """(first element, element count) of the chunk at `offset` in the C-ordered array, when its
+    data is one contiguous run there and the leading part of the chunk (chunk_shape's chunks;
+    a file re-chunked by other tools may not be); else None."""
+    partial = [i for i, (c, n) in enumerate(zip(chunk, shape)) if c != n]
+    axis = partial[-1] if partial else -1  # the innermost axis the chunks split
+    if any(c != 1 for c in chunk[:max(axis, 0)]):
+        return None
+    start, stride = 0, 1
+    for o, s in zip(reversed(offset), reversed(shape)):
+        start += o * stride
+        stride *= s
+    inner = 1
+    for s in shape[axis + 1:]:
+        inner *= s
+    rows = min(chunk[axis], shape[axis] - offset[axis]) if axis >= 0 else 1
+    return start, rows * inner
 
 
 def chunk_offsets(shape: Sequence[int], chunk: Sequence[int]) -> Iterator[Tuple[int, ...]]:
@@ -103,8 +135,8 @@ def shuffle(raw: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def unshuffle(payload: bytes, itemsize: int) -> np.ndarray:
-    flat = np.frombuffer(payload, dtype=np.uint8)
+def unshuffle(payload: "bytes | np.ndarray", itemsize: int) -> np.ndarray:
+    flat = np.frombuffer(payload, dtype=np.uint8) if isinstance(payload, bytes) else payload
     if itemsize == 1:
         return flat
     planes = flat.reshape(itemsize, -1)
@@ -142,28 +174,62 @@ class ChunkError(ValueError):
 
 def decode_chunk(payload: bytes, mask: int, chunk: Sequence[int], dtype: np.dtype) -> np.ndarray:
     """The chunk-shaped raw array of one payload (before any XOR-delta is undone)."""
+    raw = _raw_bytes(payload, mask, chunk, dtype)
+    if not mask & MASK_SKIP_SHUFFLE:
+        raw = unshuffle(raw, dtype.itemsize)
+    return raw.view(dtype).reshape(tuple(chunk))
+
+
+def decode_into(dest: np.ndarray, payload: bytes, mask: int, chunk: Sequence[int],
+                base: Optional[np.ndarray] = None, crc: int = 0) -> int:
+    """Decode one chunk whose data is the leading `dest.size` elements of the chunk (chunk_span)
+    straight into `dest`, a contiguous 1-d run of the output array, undoing XOR-delta against
+    `base` (the same run of the base snapshot). Returns zlib.crc32 of the run, continued from
+    `crc`. Unshuffle, XOR and checksum go block by block, while a block is in the CPU's cache."""
+    raw = _raw_bytes(payload, mask, chunk, dest.dtype)
+    itemsize = dest.dtype.itemsize
+    out = dest.view(np.uint8).reshape(-1, itemsize)
+    shuffled = not mask & MASK_SKIP_SHUFFLE and itemsize > 1
+    planes = raw.reshape(itemsize, -1) if shuffled else raw.reshape(-1, itemsize)
+    bits_out, bits_base = bits(dest), None if base is None else bits(base)
+    for start in range(0, dest.size, UNSHUFFLE_BLOCK):
+        stop = min(start + UNSHUFFLE_BLOCK, dest.size)
+        if shuffled:
+            for i in range(itemsize):  # plane by plane: numpy's fastest transposing copy
+                out[start:stop, i] = planes[i, start:stop]
+        else:
+            out[start:stop] = planes[start:stop]
+        if bits_base is not None:
+            run = bits_out[start:stop]
+            np.bitwise_xor(run, bits_base[start:stop], out=run)
+        crc = zlib.crc32(out[start:stop], crc)
+    return crc & 0xFFFFFFFF
+
+
+# Elements a block of decode_into handles at a time: its output stays in the CPU's L2 cache
+# (2.3x faster than whole-chunk plane copies on 4 MB chunks, tools/bench_compare.py).
+UNSHUFFLE_BLOCK = 1 << 15
+
+
+def _raw_bytes(payload: bytes, mask: int, chunk: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """The chunk's bytes after zstd (still shuffled unless the mask says not), checked in size."""
     nbytes = dtype.itemsize
     for d in chunk:
         nbytes *= d
     if not mask & MASK_SKIP_ZSTD:
-        # A damaged header could claim any size; check before allocating.
         try:
-            size = zstandard.frame_content_size(payload)
+            size = zstandard.frame_content_size(payload)  # a damaged header could claim any size
         except zstandard.ZstdError as exc:
             raise ChunkError("not a zstd frame (%s)" % exc)
         if size != nbytes:
             raise ChunkError("zstd frame holds %d bytes, the chunk needs %d" % (size, nbytes))
         try:
-            payload = zstandard.ZstdDecompressor().decompress(payload)
+            payload = _decompressor().decompress(payload)
         except zstandard.ZstdError as exc:
             raise ChunkError("zstd frame does not decompress (%s)" % exc)
     if len(payload) != nbytes:
         raise ChunkError("chunk holds %d bytes, needs %d" % (len(payload), nbytes))
-    if mask & MASK_SKIP_SHUFFLE:
-        raw = np.frombuffer(payload, dtype=np.uint8)
-    else:
-        raw = unshuffle(payload, dtype.itemsize)
-    return raw.view(dtype).reshape(tuple(chunk))
+    return np.frombuffer(payload, dtype=np.uint8)
 
 
 def place(out: np.ndarray, offset: Sequence[int], region: np.ndarray,

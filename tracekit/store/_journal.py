@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -133,9 +134,16 @@ def _frames(fh: BinaryIO, pos: int, size: int, result: Scan) -> Iterator[Frame]:
         pos = start + head_len + payload_len
 
 
+_SEEK = threading.Lock()
+
+
 def read_payload(fh: BinaryIO, offset: int, size: int) -> bytes:
-    fh.seek(offset)
-    data = fh.read(size)
+    if hasattr(os, "pread"):  # no shared file position: readers on several threads (comparison/prefetch.py)
+        data = os.pread(fh.fileno(), size, offset)
+    else:
+        with _SEEK:
+            fh.seek(offset)
+            data = fh.read(size)
     if len(data) != size:
         raise ValueError("payload at byte %d is cut short" % offset)
     return data

@@ -146,8 +146,9 @@ class Backend(abc.ABC):
             return cached[1]
         label = where(self.path, step, make_key(kind, name))
         with reading(label):
-            data = self._decode(step, kind, name, leaf, ref)
-        crc = values.checksum(data)
+            data, crc = self._decode(step, kind, name, leaf, ref)
+        if crc is None:
+            crc = values.checksum(data)
         if crc != ref.desc.crc:
             raise CorruptTrace("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: "
                                "restore it or record it again" % (label, ref.desc.crc, crc))
@@ -155,10 +156,11 @@ class Backend(abc.ABC):
             self._cache[(kind, name, leaf)] = (step, data)
         return data
 
-    def _decode(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> np.ndarray:
+    def _decode(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> Tuple[np.ndarray, Optional[int]]:
+        """The leaf's storage array, and its checksum when decoding computed it on the way."""
         desc = ref.desc
         if desc.layout == values.PLAIN:
-            return self.plain(ref)
+            return self.plain(ref), None
         dtype = desc.numpy_dtype
         base = None
         if desc.delta_base is not None:
@@ -172,17 +174,29 @@ class Backend(abc.ABC):
         if whole is not None:
             if base is not None:
                 whole = np.bitwise_xor(_codec.bits(whole), _codec.bits(base)).view(dtype)
-            return whole
+            return whole, None
         assert desc.chunk is not None  # LeafDescriptor checks it for chunked leaves
         out = np.empty(desc.shape, dtype=dtype)
+        flat, base_flat = out.reshape(-1), None if base is None else base.reshape(-1)
         seen = 0
+        crc: Optional[int] = 0  # running over the runs while they come in order, else computed after
+        done = 0  # elements decoded in order so far
         for offset, mask, payload in self.chunks(ref):
-            region = _codec.decode_chunk(payload, mask, desc.chunk, dtype)
-            _codec.place(out, offset, region, base)
+            span = _codec.chunk_span(desc.shape, desc.chunk, offset)
+            if span is None:  # chunks other tools laid out: decode, then copy the region over
+                _codec.place(out, offset, _codec.decode_chunk(payload, mask, desc.chunk, dtype), base)
+                crc = None
+            else:
+                start, count = span
+                run = slice(start, start + count)
+                ran = _codec.decode_into(flat[run], payload, mask, desc.chunk,
+                                         None if base_flat is None else base_flat[run], crc or 0)
+                crc = ran if crc is not None and start == done else None
+                done = start + count
             seen += 1
         expected = 1
         for s, c in zip(desc.shape, desc.chunk):
             expected *= -(-s // c)
         if seen != expected:
             raise ValueError("%d of %d chunks present" % (seen, expected))
-        return out
+        return out, crc if done == out.size else None
