@@ -19,6 +19,9 @@ from .prefetch import Prefetch
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
+# Steps between Trace.refresh calls: memory stays flat however many steps are compared.
+REFRESH_STEPS = 16
+
 # Kinds a replay does not reproduce by default: TF1 fetch structures have no TF2 counterpart.
 NOT_REPLAYED = frozenset(["fetch"])
 
@@ -300,6 +303,9 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
                 elif result.first_divergence is None:
                     result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
             noise.end_step()
+            if (index + 1) % REFRESH_STEPS == 0:  # no read in flight between steps
+                golden.refresh()
+                actual.refresh()
     if result.first_divergence is None:  # an unexplained failure, however late, is the news
         result.first_divergence = explained_first
     for tensor in result.tensors:

@@ -24,6 +24,7 @@ ATTR_FORM = "form"
 ATTR_DELTA_BASE = "delta_base"
 ATTR_STRUCTURE = "structure"
 ATTR_INFO = "info"
+ATTR_INDEX = "index"  # per step: every value's descriptors, small leaves inline (docs/FORMAT.md)
 
 META_DATASET = "meta"
 STEPS_GROUP = "steps"

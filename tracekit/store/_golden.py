@@ -24,7 +24,7 @@ from h5py import h5a, h5d, h5p, h5s, h5t, h5z
 
 from ..errors import TracekitError
 from . import _metadata, values
-from ._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INFO,
+from ._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                      FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, escape_name, step_path, userblock,
                      value_path)
@@ -170,6 +170,7 @@ class GoldenFile:
         self._lcpl.set_char_encoding(h5t.CSET_UTF8)
         self._scalar = h5s.create(h5s.SCALAR)
         self._groups: Dict[Tuple[int, str], h5py.Group] = {}
+        self._index: List[list] = []  # the open step's values, for its index attribute
         self._file.attrs[ATTR_FORMAT] = FORMAT_VERSION
         self._file.attrs[ATTR_PRODUCER] = fixed(producer)
         self._file.attrs[ATTR_CREATED] = fixed(created)
@@ -183,11 +184,14 @@ class GoldenFile:
         parent = self._kind_group(step, kind)
         link = escape_name(name)
         if spec is None:
-            return [self._leaf(parent, link, leaves[0], lambda base: "/" + value_path(base, kind, name))]
-        sub = parent.create_group(link)
-        sub.attrs[ATTR_STRUCTURE] = np.void(_metadata.pack(spec))
-        return [self._leaf(sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
-                for i, leaf in enumerate(leaves)]
+            descs = [self._leaf(parent, link, leaves[0], lambda base: "/" + value_path(base, kind, name))]
+        else:
+            sub = parent.create_group(link)
+            sub.attrs[ATTR_STRUCTURE] = np.void(_metadata.pack(spec))
+            descs = [self._leaf(sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
+                     for i, leaf in enumerate(leaves)]
+        self._index.append(index_entry(kind, name, spec, descs, [data for _, data in leaves]))
+        return descs
 
     def _kind_group(self, step: int, kind: str) -> h5py.Group:
         """/steps/<step>/<kind>, created on first use and kept for the step's other values."""
@@ -252,13 +256,16 @@ class GoldenFile:
 
     @_hdf5_call
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
-        self._file.require_group(step_path(step)).attrs[ATTR_INFO] = np.void(_metadata.pack(info))
-        self._groups = {}  # the step is done
+        """The step is complete: its info, and the index of its values."""
+        group = self._file.require_group(step_path(step))
+        group.attrs[ATTR_INFO] = np.void(_metadata.pack(info))
+        group.attrs[ATTR_INDEX] = np.void(_metadata.pack(self._index))
+        self._groups, self._index = {}, []
 
     @_hdf5_call
     def drop_step(self, step: int) -> None:
         """Forget an aborted step attempt (its index is used again)."""
-        self._groups = {}
+        self._groups, self._index = {}, []
         if step_path(step) in self._file:
             del self._file[step_path(step)]
 
@@ -281,6 +288,19 @@ class GoldenFile:
             self._file.close()
         finally:
             self._spy.close()
+
+
+def index_entry(kind: str, name: str, spec: Optional[list], descs: Sequence[LeafDescriptor],
+                data: Sequence[Any]) -> list:
+    """One value in its step's index: a reader lists a step and learns how each leaf is stored
+    from one attribute, and takes small leaves from it, without opening their datasets."""
+    leaves = []
+    for desc, raw in zip(descs, data):
+        wire = replace(desc, chunks=()).to_wire()  # chunk addresses are the journal's business
+        if desc.layout == values.PLAIN:
+            wire["v"] = bytes(raw)
+        leaves.append(wire)
+    return [kind, name, spec, leaves]
 
 
 def fsync_dir(path: str) -> None:

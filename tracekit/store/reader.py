@@ -160,6 +160,11 @@ class Trace:
         the trace is closed or garbage-collected, or the process exits. save() keeps a copy."""
         self._cleanup = weakref.finalize(self, _remove, self._backend, directory or self.path)
 
+    def refresh(self) -> None:
+        """Free the memory the file library keeps for each tensor read so far: a long read (a
+        comparison of many steps) calls it between steps, when no value is being read."""
+        self._backend.refresh()
+
     def close(self) -> None:
         if self._cleanup is not None:
             self._cleanup()  # closes the backend first
@@ -184,6 +189,7 @@ class Step(Mapping):
         self._backend = backend
         self.index = index
         self._keys: Optional[List[str]] = None
+        self._key_set: "frozenset[str]" = frozenset()  # for membership: a step may hold thousands
 
     @property
     def info(self) -> Dict[str, Any]:
@@ -198,6 +204,7 @@ class Step(Mapping):
                 self._keys = []
             else:
                 self._keys = [make_key(k, n) for k, n in self._backend.keys(self.index)]
+            self._key_set = frozenset(self._keys)
         return self._keys
 
     def __iter__(self) -> Iterator[str]:
@@ -207,7 +214,8 @@ class Step(Mapping):
         return len(self._key_list())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._key_list()
+        self._key_list()
+        return key in self._key_set
 
     def __getitem__(self, key: "str | Tuple[str, str]") -> Any:
         """step["grad/dense/kernel:0"] or step["grad", "dense/kernel:0"]."""
@@ -215,7 +223,7 @@ class Step(Mapping):
         return self.get_value(kind, name)
 
     def has(self, kind: str, name: str) -> bool:
-        return make_key(kind, name) in self._key_list()
+        return make_key(kind, name) in self
 
     def names(self, kind: "str | Kind") -> List[str]:
         kind = Kind.parse(kind).value

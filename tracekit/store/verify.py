@@ -51,6 +51,10 @@ def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> 
             except (TracekitError, KeyError, ValueError, OSError) as exc:
                 result.problems.append("%s: step %d cannot be listed (%s)" % (path, index, exc))
                 continue
+            try:
+                result.problems.extend(trace._backend.cross_check(index))
+            except (TracekitError, KeyError, ValueError, OSError) as exc:
+                result.problems.append("%s: step %d cannot be checked (%s)" % (path, index, exc))
             for key in keys:
                 try:
                     step[key]

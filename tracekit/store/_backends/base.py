@@ -101,6 +101,13 @@ class Backend(abc.ABC):
         """A whole chunked leaf read another way (re-packed files), or None to decode chunks."""
         return None
 
+    def refresh(self) -> None:
+        """Let go of what the file library keeps per object read so far (see Trace.refresh)."""
+
+    def cross_check(self, step: int) -> List[str]:
+        """Disagreements between two records of the step the file keeps (verify), if it keeps two."""
+        return []
+
     def close(self) -> None:
         pass
 

@@ -3,6 +3,7 @@ the metadata; a value's chunks are read only when the value is asked for."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import h5py
@@ -12,16 +13,21 @@ from ...errors import CorruptTrace, NewerFormat, NotATrace
 from ...keys import INITIAL_STEP, KIND_ORDER, make_key
 from .. import _metadata, values
 from .._codec import chunk_offsets
-from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INFO, ATTR_LOGICAL,
+from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
+                       ATTR_LOGICAL,
                        ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
                        FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET, STEPS_GROUP, escape_name,
-                       step_path, unescape_name)
+                       step_path, unescape_name, value_path)
 from .._h5compat import phil
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
 from .base import Backend, LeafRef
 
 MAX_LEAVES = 1 << 20
+INDEXES_KEPT = 8  # steps whose index stays parsed: a step and the delta bases before it
+
+# A step's index: (kind, name) -> (structure spec, leaf descriptors, inline bytes of plain leaves)
+Index = Dict[Tuple[str, str], Tuple[Optional[list], List[LeafDescriptor], List[Optional[bytes]]]]
 
 
 def _text(value: Any) -> str:
@@ -41,6 +47,7 @@ def _step_of_path(path: str) -> int:
 class HDF5Backend(Backend):
     def __init__(self, path: str) -> None:
         super().__init__(path)
+        self._indexes: Dict[int, Optional[Index]] = {}
         try:
             self._file = h5py.File(path, "r")
         except OSError as exc:
@@ -97,11 +104,45 @@ class HDF5Backend(Backend):
     def _group(self, step: int) -> h5py.Group:
         return self._file[step_path(step)]
 
+    def _index(self, step: int) -> Optional[Index]:
+        """The step's index attribute, parsed (None in goldens written before tracekit kept one)."""
+        found = self._indexes.get(step)
+        if found is not None or step in self._indexes:
+            return found
+        raw = self._group(step).attrs.get(ATTR_INDEX)
+        index: Optional[Index] = None
+        if raw is not None:
+            index = {}
+            try:
+                entries = _metadata.unpack(raw.tobytes())
+            except Exception as exc:
+                raise ValueError("the step index does not decode (%s: %s)" % (type(exc).__name__, exc)) from None
+            if not isinstance(entries, list):
+                raise ValueError("step index is not a list")
+            for entry in entries:
+                if not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[3], list):
+                    raise ValueError(("step index entry %r is not [kind, name, structure, leaves]" % (entry,))[:300])
+                kind, name, spec, leaves = entry
+                if kind not in KIND_ORDER or not isinstance(name, str) or not (spec is None and len(leaves) == 1
+                                                                              or isinstance(spec, list)):
+                    raise ValueError("step index entry for %r/%r is malformed" % (kind, name))
+                inline = [leaf.get("v") if isinstance(leaf, dict) else None for leaf in leaves]
+                index[(kind, name)] = (spec, [LeafDescriptor.from_wire(leaf) for leaf in leaves], inline)
+        if len(self._indexes) >= INDEXES_KEPT:
+            self._indexes.pop(next(iter(self._indexes)))
+        self._indexes[step] = index
+        return index
+
     def _info(self, step: int) -> Dict[str, Any]:
         raw = self._group(step).attrs.get(ATTR_INFO)
         return {} if raw is None else _metadata.unpack(raw.tobytes())
 
     def _keys(self, step: int) -> List[Tuple[str, str]]:
+        index = self._index(step)
+        return list(index) if index is not None else self._listed(step)
+
+    def _listed(self, step: int) -> List[Tuple[str, str]]:
+        """The step's values as its groups and datasets list them."""
         group = self._group(step)
         out = []
         for kind in group.keys():
@@ -111,6 +152,9 @@ class HDF5Backend(Backend):
         return out
 
     def entry(self, step: int, kind: str, name: str) -> Tuple[Optional[list], List[LeafRef]]:
+        index = self._index(step)
+        if index is not None:
+            return self._indexed(step, kind, name, index)
         group = self._group(step)
         obj = group.get("%s/%s" % (kind, escape_name(name)))
         if obj is None:
@@ -121,6 +165,56 @@ class HDF5Backend(Backend):
         if len(obj) > MAX_LEAVES:
             raise ValueError("structure with %d leaves" % len(obj))
         return spec, [self._ref(obj[str(i)]) for i in range(len(obj))]
+
+    def _indexed(self, step: int, kind: str, name: str, index: Index) -> Tuple[Optional[list], List[LeafRef]]:
+        """Leaf references from the step's index: a plain leaf's bytes are in it, so its dataset is
+        never opened (the per-tensor cost of a step of thousands of scalars); a chunked leaf's
+        dataset is opened for its chunks anyway, and describes itself as in older goldens."""
+        found = index.get((kind, name))
+        if found is None:
+            raise KeyError(make_key(kind, name))
+        spec, descs, inline = found
+        refs = []
+        for i, (desc, data) in enumerate(zip(descs, inline)):
+            if desc.layout == values.PLAIN:
+                if not isinstance(data, bytes) or len(data) != desc.nbytes:
+                    raise ValueError("the step index holds %s bytes of a %d-byte leaf" % (
+                        len(data) if isinstance(data, bytes) else "no", desc.nbytes or 0))
+                refs.append(LeafRef(desc, data))
+            else:
+                refs.append(self._ref(self._file[value_path(step, kind, name) + ("" if spec is None else "/%d" % i)]))
+        return spec, refs
+
+    def cross_check(self, step: int) -> List[str]:
+        """Where the step's index and its datasets disagree (tracekit verify): the values listed,
+        and each plain leaf's descriptor and bytes, which reads take from the index alone."""
+        index = self._index(step)
+        if index is None:
+            return []
+        label = "%s: %s" % (self.path, "initial state" if step == INITIAL_STEP else "step %d" % step)
+        listed = self._listed(step)
+        problems = []
+        if sorted(listed) != sorted(index):
+            problems.append("%s: the step index lists other tensors than the file holds (%s)"
+                            % (label, ", ".join(sorted(make_key(*k) for k in set(listed) ^ set(index)))[:500]))
+        for (kind, name), (spec, descs, inline) in index.items():
+            if (kind, name) not in listed or all(d.layout != values.PLAIN for d in descs):
+                continue
+            obj = self._group(step)["%s/%s" % (kind, escape_name(name))]
+            datasets = [obj] if spec is None else [obj[str(i)] for i in range(len(descs))]
+            for desc, data, dataset in zip(descs, inline, datasets):
+                if desc.layout != values.PLAIN:
+                    continue  # reading it reads its dataset
+                ref = self._ref(dataset)
+                stored = self.plain(ref)
+                crc = values.checksum(stored)
+                where = "%s, %s" % (label, make_key(kind, name))
+                if crc != ref.desc.crc:
+                    problems.append("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: restore "
+                                    "it or record it again" % (where, ref.desc.crc, crc))
+                elif replace(ref.desc, nbytes=desc.nbytes) != desc or stored.tobytes() != data:
+                    problems.append("%s: the step index and the dataset disagree; the file is damaged" % where)
+        return problems
 
     def _ref(self, ds: h5py.Dataset) -> LeafRef:
         """A finished golden keeps a leaf's descriptor as HDF5 facts and attributes."""
@@ -159,10 +253,18 @@ class HDF5Backend(Backend):
         return out
 
     def plain(self, ref: LeafRef) -> np.ndarray:
+        if isinstance(ref.loc, bytes):  # from the step's index
+            return np.frombuffer(ref.loc, dtype=ref.desc.numpy_dtype).reshape(ref.desc.shape).copy()
         out = np.empty(ref.desc.shape, dtype=ref.desc.numpy_dtype)
         if out.size:
             ref.loc.read_direct(out)
         return out
+
+    def refresh(self) -> None:
+        # HDF5 keeps a few KB for every object opened until its file is closed (measured: 2.5 KB
+        # a dataset, so 25 MB for 10,000): closing and reopening the file returns them.
+        self._file.close()
+        self._file = h5py.File(self.path, "r")
 
     def close(self) -> None:
         self._file.close()
