@@ -38,6 +38,8 @@ class Kind(str, Enum):
 
 KIND_ORDER = {kind.value: i for i, kind in enumerate(Kind)}
 STATE_KINDS = frozenset({Kind.VAR.value, Kind.SLOT.value})  # the training state: variables and slots
+# What a recording or replay with every=K keeps on every step; the rest every K-th step only.
+LIGHT_KINDS = frozenset({Kind.INPUT.value, Kind.RANDOM.value, Kind.LOSS.value, Kind.LR.value})
 
 
 @dataclass(frozen=True)

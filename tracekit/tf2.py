@@ -17,7 +17,7 @@ from .errors import UsageError
 from .replay.conversions import Conversion, gru, lstm, transpose
 from .replay.capture import numpy
 from .replay.distribute import Distribution, batch_size, logical_cpus, mirrored
-from .replay.loop import check_steps, replay_steps, step_for
+from .replay.loop import check_every, check_steps, replay_steps, step_for
 from .replay.settings import numerics
 from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
@@ -36,7 +36,7 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
            progress: Optional[Callable[[int, int], None]] = None, strategy: Any = None,
            input_api: str = "dataset", global_batch_size: Optional[int] = None,
            determinism: Optional[bool] = None, tf32: Optional[bool] = None,
-           grappler: "Mapping[str, bool] | bool | None" = None) -> Trace:
+           grappler: "Mapping[str, bool] | bool | None" = None, every: int = 1) -> Trace:
     """Drive `step_fn` through the golden's steps and return the actual trace.
 
     step_fn(inputs): the TF2 training step (eager or tf.function), called once per
@@ -55,7 +55,9 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
       "seed" keeps the port's own (build it inside tracekit.tf2.seeded(golden)).
     random: "tape" injects the golden's recorded random draws into the port's random
       ops, in order; "seed" aligns seeds only; "none" leaves TF2 randomness alone.
-    steps: replay only the first N steps. out: where to write the actual trace; by default
+    steps: replay only the first N steps. every: capture gradients, taps, variables and slots
+      every K-th step only (steps 0, K, 2K, ...), as the recorder's every=K; inputs, random
+      draws, loss and learning rate are kept every step. out: where to write the actual trace; by default
       a temporary file, removed when the returned trace is closed or dropped, or the
       process exits (`.save(path)` keeps a copy).
     strategy: a tf.distribute strategy the model was built under; step_fn is then the
@@ -74,6 +76,7 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     """
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
+    check_every(every)
     with numerics(determinism, tf32, grappler), \
             (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         distribution = None
@@ -84,7 +87,7 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
             size = global_batch_size or batch_size({n: first["input", n] for n in first.names("input")})
             distribution = Distribution(strategy, input_api, size)
         return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
-                    {"golden": trace.path}, distribution=distribution)
+                    {"golden": trace.path}, distribution=distribution, every=every)
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -115,7 +118,7 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
 def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
          steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
          progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
-         distribution: Optional[Distribution] = None) -> Trace:
+         distribution: Optional[Distribution] = None, every: int = 1) -> Trace:
     runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
     if init == "golden":
         runner.load_initial()
@@ -130,7 +133,8 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
                 {name: tf.constant(value) for name, value in feeds.items()}
             return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
         return replay_steps(trace, runner, call, steps, out, about, progress,
-                            meta={"tensorflow": tensorflow_environment(tf), "program": _program(step_fn, model)})
+                            meta={"tensorflow": tensorflow_environment(tf), "program": _program(step_fn, model)},
+                            every=every)
 
 
 def _program(step_fn: Any, model: Any) -> Dict[str, Any]:

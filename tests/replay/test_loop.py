@@ -38,15 +38,19 @@ class NumpyRunner:
         self.w = golden.initial["var/w:0"].copy()
         self.lr = lr
         self.not_replayed = {}
+        self.full = []  # per step: captured in full
+        self.reads = 0
 
     def read_state(self):
+        self.reads += 1
         return [("var/w:0", self.w.copy())]
 
     def regularization(self):
         return None
 
     @contextlib.contextmanager
-    def step(self, index, draws, first):
+    def step(self, index, draws, first, full=True):
+        self.full.append(full)
         yield types.SimpleNamespace(values={}, draws=[])
 
     def check_step(self, index, updated):
@@ -119,3 +123,24 @@ def test_a_replay_with_out_is_kept(tmp_path):
         replay_steps(golden, runner, runner.call, out=out).close()
     with tracekit.open(out) as actual:
         assert actual.complete and len(actual) == 3
+
+
+def test_every_k_captures_light_kinds_every_step_and_the_rest_every_k(tmp_path):
+    path = _golden(str(tmp_path / "g.h5"), steps=7)
+    with tracekit.open(path) as golden:
+        runner = NumpyRunner(golden, LR)
+        actual = replay_steps(golden, runner, runner.call, every=3)
+        assert runner.full == [True, False, False, True, False, False, True]
+        assert runner.reads == 1 + 3  # the initial state, then steps 0, 3 and 6 only
+        for k in range(7):
+            kinds = {key.split("/")[0] for key in actual.step(k)}
+            assert kinds == ({"input", "loss", "grad", "var"} if k % 3 == 0 else {"input", "loss"}), k
+        assert actual.meta["replay"]["every"] == 3
+        result = tracekit.compare(golden, actual)
+        assert result.ok and result.tensor("grad", "w:0").steps == 3 and result.tensor("loss", "loss").steps == 7
+        wrong = NumpyRunner(golden, np.float32(0.2))
+        result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call, every=3))
+        assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(tracekit.UsageError, match="every must be an integer >= 1"):
+                replay_steps(golden, runner, runner.call, every=bad)

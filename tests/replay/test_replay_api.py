@@ -355,3 +355,19 @@ def test_regularization_is_compared_through_the_model(tf2):
     result = tracekit.compare(golden("estimator_model"), actual)
     assert result.ok, result.report()
     assert result.not_compared["loss/regularization"] == "pass model= to compare it with the sum of model.losses"
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_every_k_steps_captured_in_full(tf2, jit):
+    # Gradients, taps, variables and slots every 4th step; inputs, loss and learning rate every
+    # step. Inside a tf.function the capture ops run on every step and keep only what is asked.
+    model, step = seed_example.make(eager=not jit)
+    actual = tf2.replay(golden("seed_example"), step, model=model, steps=10, every=4)
+    for k in range(10):
+        kinds = {key.split("/")[0] for key in actual.step(k)}
+        assert kinds == ({"input", "tap", "loss", "lr", "grad", "var"} if k % 4 == 0 else {"input", "loss", "lr"}), k
+    result = tracekit.compare(golden("seed_example"), actual, tracekit.Tolerance.training())
+    assert result.ok, result.report()
+    assert result.tensor("grad", "dense/kernel:0").steps == 3 and result.tensor("loss", "loss").steps == 10
+    with pytest.raises(tracekit.UsageError, match="every must be an integer >= 1"):
+        tf2.replay(golden("seed_example"), step, model=model, every=0)

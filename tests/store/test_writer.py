@@ -245,3 +245,17 @@ def test_a_writer_dropped_without_close_is_finished_at_exit(tmp_path):
     run_python(sys.executable, ["-c", DROPPED_WRITER, path])
     with tracekit.open(path) as trace:
         assert trace.complete and len(trace) == 3 and trace.step(2)["loss/loss"] == 2.0
+
+
+def test_steps_in_flight_lets_encoding_lag_within_a_bound(tmp_path):
+    path = str(tmp_path / "lag.h5")
+    with tracekit.create(path, steps_in_flight=3) as w:
+        for k in range(8):
+            with w.step():
+                for key, value in payloads.step_values(k).items():
+                    w.add(*key.split("/", 1), value=value)
+            assert w._sink.commits_written >= k + 1 - 3  # at most 3 steps not yet committed
+    with tracekit.open(path) as trace:
+        assert len(trace) == 8 and trace.complete
+        for k, step in enumerate(trace):
+            assert all(payloads.same(v, step[key]) for key, v in payloads.step_values(k).items())

@@ -19,7 +19,7 @@ WORKERS = min(4, os.cpu_count() or 1)
 class Prefetch:
     """`with Prefetch() as reads: for value in reads.map(calls): ...`; serial with one worker."""
 
-    def __init__(self, workers: Optional[int] = None, ahead: int = 4) -> None:
+    def __init__(self, workers: Optional[int] = None, ahead: int = 8) -> None:
         self.ahead = max(1, ahead)
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         workers = WORKERS if workers is None else workers

@@ -139,7 +139,7 @@ class GoldenReplay:
         data: one {input name: array} per step, used only when the golden does not exist: the
           TF2 run on it makes a derived golden (--tracekit-update=new) or a pending one.
         options: passed to tracekit.tf2.replay (var_map, init, random, steps, inputs, convert, strategy,
-          input_api, global_batch_size, determinism, tf32, grappler).
+          input_api, global_batch_size, determinism, tf32, grappler, every).
         """
         __tracebackhide__ = True
         settings = self._settings

@@ -24,14 +24,13 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import split_key
+from ..keys import LIGHT_KINDS, split_key
 from ..store import create, provenance
 from . import optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
 from .sessions import as_op, element_name, flatten_fetches, make_hook, raw_session, storable
 
-LIGHT_KINDS = ("input", "random", "loss", "lr")  # recorded every step, whatever `every` says
 
 
 class StopRecording(BaseException):

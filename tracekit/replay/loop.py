@@ -17,8 +17,10 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 import numpy as np
 
 from ..errors import ReplayError, UsageError
-from ..keys import make_key, split_key
+from ..keys import LIGHT_KINDS, make_key, split_key
 from ..store import Trace, create, open_trace
+
+STEPS_IN_FLIGHT = 8
 
 # (step index, feeds, the golden step's info) -> what the port's step returned
 StepCall = Callable[[int, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]
@@ -42,9 +44,11 @@ class Runner(Protocol):
     def regularization(self) -> Optional[np.ndarray]:
         """The sum of the model's regularization losses, or None; asked before each step."""
 
-    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool) -> ContextManager[Captured]:
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool,
+             full: bool = True) -> ContextManager[Captured]:
         """Step `index` runs inside; `draws` are the golden's recorded random draws; `first`: the
-        first step of its kind (the train ops it runs), where a port may create variables."""
+        first step of its kind (the train ops it runs), where a port may create variables;
+        `full`: capture everything (else only the LIGHT_KINDS: loss, learning rate, draws)."""
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         """After the step: raise if it did not use the draws as it must, or left the golden's
@@ -88,18 +92,22 @@ def check_steps(steps: Any) -> None:
 def replay_steps(golden: Trace, runner: Runner, call: StepCall,
                  steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
                  progress: Optional[Callable[[int, int], None]] = None,
-                 meta: Optional[Dict[str, Any]] = None) -> Trace:
+                 meta: Optional[Dict[str, Any]] = None, every: int = 1) -> Trace:
     """Replay `steps` steps (all by default) of `golden`; returns the actual trace, opened.
     `about` describes the replay; it goes into the trace's metadata under "replay";
-    `meta` is more metadata (the framework's environment, under its own key)."""
+    `meta` is more metadata (the framework's environment, under its own key). With every=K
+    only every K-th step (0, K, 2K, ...) is captured in full, as the recorder's every=K: the
+    other steps keep their inputs, random draws, loss and learning rate."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
+    every = check_every(every)
     if out is not None:
-        return _replay(golden, runner, call, count, out, about, progress, meta, limited=steps is not None)
+        return _replay(golden, runner, call, count, out, about, progress, meta, limited=steps is not None,
+                       every=every)
     # No place given: a temporary trace, removed when the caller closes or drops it (or at exit).
     directory = tempfile.mkdtemp(prefix="tracekit-replay-")
     try:
         trace = _replay(golden, runner, call, count, os.path.join(directory, "actual.h5"), about, progress, meta,
-                        limited=steps is not None)
+                        limited=steps is not None, every=every)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
@@ -107,10 +115,17 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     return trace
 
 
+def check_every(every: Any) -> int:
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise UsageError("every must be an integer >= 1 (capture every K-th step in full), got %r" % (every,))
+    return every
+
+
 def _replay(golden: Trace, runner: Runner, call: StepCall, count: int, path: str,
             about: Optional[Dict[str, Any]], progress: Optional[Callable[[int, int], None]],
-            meta: Optional[Dict[str, Any]], limited: bool) -> Trace:
-    with create(path, meta=meta) as writer:
+            meta: Optional[Dict[str, Any]], limited: bool, every: int) -> Trace:
+    # A replay can be run again: its writer may lag a few steps behind (a crash loses those).
+    with create(path, meta=meta, steps_in_flight=STEPS_IN_FLIGHT) as writer:
         with writer.initial():
             for key, value in runner.read_state():
                 writer.add(*split_key(key), value=value, copy=False)
@@ -121,7 +136,8 @@ def _replay(golden: Trace, runner: Runner, call: StepCall, count: int, path: str
             draws = [(name, g_step["random", name]) for name in g_step.names("random")]
             regularization = runner.regularization()  # before the update, as TF1 computed it
             kind = "+".join(g_step.info.get("train_ops") or [])
-            with runner.step(index, draws, kind not in kinds) as capture:
+            full = index % every == 0
+            with runner.step(index, draws, kind not in kinds, full) as capture:
                 returned = call(index, feeds, g_step.info)
             runner.check_step(index, g_step.names("grad"))
             kinds.add(kind)
@@ -135,15 +151,17 @@ def _replay(golden: Trace, runner: Runner, call: StepCall, count: int, path: str
                 values.update(returned)  # what the step returns wins over what was intercepted
                 if regularization is not None and "loss/regularization" in g_step:
                     values.setdefault("loss/regularization", regularization)
-                for key, value in runner.read_state():
-                    values[key] = value
+                if full:
+                    values.update(runner.read_state())
                 for key, value in values.items():
-                    writer.add(*split_key(key), value=value, copy=False)
+                    kind_name = split_key(key)
+                    if full or kind_name[0] in LIGHT_KINDS:
+                        writer.add(*kind_name, value=value, copy=False)
             if progress is not None:
                 progress(index + 1, count)
         not_replayed = dict(runner.not_replayed)  # complete now: slots are mapped at the first update
         for name in golden.meta.get("regularization_losses") or []:
             not_replayed[make_key("loss", name)] = "TF1 regularization term, compared as their sum loss/regularization"
         writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count,
-                                           limited=limited, **runner.meta())})
+                                           limited=limited, every=every, **runner.meta())})
     return open_trace(path)

@@ -191,21 +191,28 @@ class OptimizerBridge:
         self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
         self.aggregated: Dict[str, bool] = {}  # grad key -> whether its optimizer all-reduced it over replicas
 
-    def read(self) -> List[Tuple[str, np.ndarray]]:
-        """("kind/golden name", value) of every mapped slot and the step counter, in TF1 terms."""
+    def state_variables(self) -> List[Any]:
+        """The variables `read` reads: the paired slots and the step counter."""
+        out = [var for _, var, _, _ in self._slots] + [var for _, _, slots, _, _ in self._converted_slots
+                                                        for var in slots]
+        return out + ([self._iteration_var] if self._iteration_var is not None else [])
+
+    def read(self, value_of: Callable[[Any], np.ndarray] = numpy) -> List[Tuple[str, np.ndarray]]:
+        """("kind/golden name", value) of every mapped slot and the step counter, in TF1 terms;
+        value_of(variable) is its value now (read one by one unless the caller read them at once)."""
         def lr(name: str) -> float:  # the rate of the update just made (TF1 momentum slots need it)
             return float(self.capture.values.get(make_key("lr", name), 1.0))
         out = []
         for name, var, role, rate in self._slots:
-            out.append((make_key("slot", name), slot_to_tf1(var.numpy(), role, lr(rate))))
+            out.append((make_key("slot", name), slot_to_tf1(value_of(var), role, lr(rate))))
             if self._replicas:
                 out.extend(disagreeing_copies(make_key("slot", name), var, self._replicas,
                                               lambda v, role=role, rate=rate: slot_to_tf1(v, role, lr(rate))))
         for conv, names, slots, role, rate in self._converted_slots:
-            values = conv.deltas_to_golden([slot_to_tf1(var.numpy(), role, lr(rate)) for var in slots])
+            values = conv.deltas_to_golden([slot_to_tf1(value_of(var), role, lr(rate)) for var in slots])
             out.extend((make_key("slot", name), value) for name, value in zip(names, values))
         if self._iteration_var is not None:
-            step = np.asarray(self._iteration_var.numpy(), dtype=np.int64)
+            step = np.asarray(value_of(self._iteration_var), dtype=np.int64)
             out.extend((self._keys[name], step) for name in self._iterations)
         return out
 
@@ -259,12 +266,10 @@ class OptimizerBridge:
                 # sum (the same collective), and what was passed, to tell a sum summed twice.
                 context = tf.distribute.get_replica_context()
                 reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grad for _, grad in named])
-                for (key, grad), total in zip(named, reduced):
-                    bridge.capture.put(key, total)
-                    bridge.capture.put(passed_key(key), grad)
+                bridge.capture.put_many([(key, total) for (key, _), total in zip(named, reduced)] +
+                                        [(passed_key(key), grad) for key, grad in named])
             else:
-                for key, grad in named:
-                    bridge.capture.put(key, grad)
+                bridge.capture.put_many(named)  # one side op for the step's gradients
             return original(optimizer, pairs, *args, **kwargs)
         return apply_gradients
 

@@ -19,7 +19,7 @@ from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import make_key, replica_name
 from . import varmap
-from .capture import Capture, numpy
+from .capture import Capture, VariableReader, numpy
 from .conversions import Conversion, bind
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge, passed_key
@@ -70,6 +70,7 @@ class TF2Runner:
                                          load_initial=init == "golden", conversions=self.conversions,
                                          replicas=distribution.local_ids if distribution is not None else ())
         self._created: List[str] = []
+        self._reader = VariableReader()
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -84,15 +85,18 @@ class TF2Runner:
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
+        variables = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
+        variables += self.optimizer.state_variables()
+        value_of = numpy if self.distribution is not None else self._reader.read(variables)
         out = []
         for name, cand in self.mapping.pairs.items():
-            out.append((make_key("var", name), cand.obj.numpy()))
+            out.append((make_key("var", name), value_of(cand.obj)))
             if self.distribution is not None:
                 out.extend(disagreeing_copies(make_key("var", name), cand.obj, self.distribution.local_ids))
         for conv in self.conversions:
-            values = conv.values_to_golden([numpy(v) for v in conv.port])
+            values = conv.values_to_golden([value_of(v) for v in conv.port])
             out.extend((make_key("var", name), value) for name, value in zip(conv.golden, values))
-        return out + self.optimizer.read()
+        return out + self.optimizer.read(value_of)
 
     def regularization(self) -> Optional[np.ndarray]:
         losses = getattr(self._model, "losses", None)
@@ -103,8 +107,10 @@ class TF2Runner:
     # ---- a step -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool) -> Iterator[Capture]:
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool,
+             full: bool = True) -> Iterator[Capture]:
         self.capture.reset()
+        self.capture.full = full
         self.tape.start(index, draws)
         self._created = []
         self.capture.live = True

@@ -86,3 +86,4 @@ def mismatch_lines(mapping: varmap.Mapping) -> List[str]:
     for cand in mapping.unmatched_tf2:
         out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
     return out
+

@@ -76,7 +76,8 @@ class TraceWriter:
 
     def __init__(self, path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None,
                  level: Optional[int] = DEFAULT_LEVEL, delta: bool = True, workers: Optional[int] = None,
-                 max_pending_bytes: int = DEFAULT_PENDING, producer: Optional[str] = None) -> None:
+                 max_pending_bytes: int = DEFAULT_PENDING, producer: Optional[str] = None,
+                 steps_in_flight: int = 1) -> None:
         if mode not in ("w", "w-", "x"):
             raise UsageError("mode must be 'w' (overwrite) or 'w-'/'x' (fail if it exists), got %r" % (mode,))
         self.path = os.fspath(path)
@@ -92,6 +93,10 @@ class TraceWriter:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="tracekit-encode")
         self._commits_sent = 0
+        # Steps handed over and not yet committed when end_step returns: 1 loses at most the step in
+        # flight to a crash (a recording); more lets encoding lag behind a fast caller (a replay,
+        # which can be run again), within max_pending_bytes.
+        self.steps_in_flight = max(1, int(steps_in_flight))
 
         self._attempt = 0  # attempt ids: an aborted step's records are never committed
         self._step: Optional[int] = None  # index of the open step
@@ -178,7 +183,8 @@ class TraceWriter:
         self._sink.put(Value(record, future, nbytes))
 
     def end_step(self, info: Optional[Mapping[str, Any]] = None) -> int:
-        """Commit the open step; returns its index. Blocks until the step before it is committed."""
+        """Commit the open step; returns its index. Blocks until the step before it is committed
+        (with steps_in_flight=N, the step N before it)."""
         self._check_open()
         if self._step is None:
             raise UsageError("%s: end_step() without begin_step()" % self.path)
@@ -193,7 +199,7 @@ class TraceWriter:
         else:
             self.steps += 1
         self._commits_sent += 1
-        self._wait(lambda: self._sink.commits_written >= self._commits_sent - 1)
+        self._wait(lambda: self._sink.commits_written >= self._commits_sent - self.steps_in_flight)
         return step
 
     def abort_step(self) -> None:

@@ -48,6 +48,7 @@ class HDF5Backend(Backend):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self._indexes: Dict[int, Optional[Index]] = {}
+        self._groups: Dict[int, h5py.Group] = {}
         try:
             self._file = h5py.File(path, "r")
         except OSError as exc:
@@ -102,7 +103,14 @@ class HDF5Backend(Backend):
                                % (self.path, header.nsteps, count))
 
     def _group(self, step: int) -> h5py.Group:
-        return self._file[step_path(step)]
+        # Kept for the step being read: finding it walks the link index of /steps each time.
+        found = self._groups.get(step)
+        if found is None:
+            found = self._file[step_path(step)]
+            if len(self._groups) >= INDEXES_KEPT:
+                self._groups.pop(next(iter(self._groups)))
+            self._groups[step] = found
+        return found
 
     def _index(self, step: int) -> Optional[Index]:
         """The step's index attribute, parsed (None in goldens written before tracekit kept one)."""
@@ -261,6 +269,7 @@ class HDF5Backend(Backend):
         return out
 
     def refresh(self) -> None:
+        self._groups = {}
         # HDF5 keeps a few KB for every object opened until its file is closed (measured: 2.5 KB
         # a dataset, so 25 MB for 10,000): closing and reopening the file returns them.
         self._file.close()
