@@ -19,6 +19,9 @@ from .prefetch import Prefetch
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
+# Values larger than this (on average over the golden's steps) are read ahead on other threads.
+READ_AHEAD_BYTES = 64 << 10
+
 # Steps between Trace.refresh calls: memory stays flat however many steps are compared.
 REFRESH_STEPS = 16
 
@@ -252,6 +255,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
     noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
     distributed = layout(actual.meta) is not None  # only then can a step hold replicas' copies
     explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
+    big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
     with Prefetch() as reads:
         for index in steps:
             g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
@@ -270,7 +274,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
                     seen.add(key)
                     pairs.append((key, [key] + copies.get(key, [])))
             # Both traces' values, read ahead on other threads while the ones before them are compared.
-            values = reads.map(functools.partial(step.__getitem__, k) for key, a_keys in pairs
+            values = reads.map((functools.partial(step.__getitem__, k), key in big) for key, a_keys in pairs
                                for step, k in [(g_step, key)] + [(a_step, a_key) for a_key in a_keys])
             for key, a_keys in pairs:
                 kind, name = split_key(key)

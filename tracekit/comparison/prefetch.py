@@ -11,9 +11,13 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import os
-from typing import Any, Callable, Deque, Iterable, Iterator, Optional
+from typing import Any, Callable, Deque, Iterable, Iterator, Optional, Tuple
 
 WORKERS = min(4, os.cpu_count() or 1)
+
+
+def _result(item: Any) -> Any:
+    return item.result() if isinstance(item, concurrent.futures.Future) else item()
 
 
 class Prefetch:
@@ -26,24 +30,25 @@ class Prefetch:
         if workers > 1:
             self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tracekit-read")
 
-    def map(self, calls: Iterable[Callable[[], Any]]) -> Iterator[Any]:
-        """call() of each call, in order."""
+    def map(self, calls: Iterable[Tuple[Callable[[], Any], bool]]) -> Iterator[Any]:
+        """call() of each (call, ahead) pair, in order; read ahead on a worker when `ahead` (a big
+        value), else when its turn comes (a small one: a thread hand-off would cost more)."""
         if self._pool is None:
-            for call in calls:
+            for call, _ in calls:
                 yield call()
             return
-        pending: Deque["concurrent.futures.Future[Any]"] = collections.deque()
-        calls = iter(calls)
+        pending: Deque[Any] = collections.deque()  # futures, and the calls left to the turn
         try:
-            for call in calls:
-                pending.append(self._pool.submit(call))
+            for call, ahead in calls:
+                pending.append(self._pool.submit(call) if ahead else call)
                 if len(pending) >= self.ahead:
-                    yield pending.popleft().result()
+                    yield _result(pending.popleft())
             while pending:
-                yield pending.popleft().result()
+                yield _result(pending.popleft())
         finally:
             for future in pending:  # the caller stopped early, or a read failed
-                future.cancel()
+                if isinstance(future, concurrent.futures.Future):
+                    future.cancel()
 
     def close(self) -> None:
         if self._pool is not None:
