@@ -5,13 +5,13 @@ Computing every statistic in float64 over the whole tensor (stats.float64_stats)
 dozen passes through float64 temporaries. Here each block of BLOCK elements is computed
 in float32, cache-resident, and yields for every statistic an upper bound on the block's
 float64 value (float32 round-off is a few parts in 2**24 of the values involved; the
-bounds allow 2**-20 and more). Then only the blocks whose bound can still reach the best
-value found are evaluated in float64 with the very formulas of float64_stats (branch and
-bound), so the results are the float64 ones: usually one block per statistic. A block
-where a verdict (error against threshold) is too close to call in float32 is evaluated
-in float64 too. Tensors with NaN or Inf, or whose differences overflow float32, are left
-to float64_stats (None).
-"""
+bounds allow 2**-20 and more). The elements whose verdict (error against threshold) is too
+close to call in float32 are decided in float64 on the spot. Then, for each maximum, the
+blocks are visited by decreasing bound until none can beat the best value found (branch
+and bound), and in each only the few elements near its float32 maximum are evaluated in
+float64 with the very formulas of float64_stats: the results are the float64 ones.
+Tensors with NaN or Inf, or whose differences overflow float32, are left to
+float64_stats (None)."""
 
 from __future__ import annotations
 

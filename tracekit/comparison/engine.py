@@ -19,6 +19,9 @@ from .prefetch import Prefetch
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
+# A step's (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order.
+Compared = List[Tuple["TensorResult", Stats, Optional[Tuple[Any, Any, Resolved]]]]
+
 # Values larger than this (on average over the golden's steps) are read ahead on other threads.
 READ_AHEAD_BYTES = 64 << 10
 
@@ -260,8 +263,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
         for index in steps:
             g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
             a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
-            # (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order
-            compared: List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]] = []
+            compared: Compared = []
             copies = _replica_copies(a_step) if distributed else {}
             pairs = []  # (golden key, the replay's keys: the value and copies of it that went apart)
             for key in g_step:
@@ -292,21 +294,7 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
                         tensor = by_key[a_key] = TensorResult(*split_key(a_key))
                         result.tensors.append(tensor)
                     compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
-            noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
-                            [s for t, s, _ in compared if t.kind == "loss"])
-            for tensor, stats, failed in compared:
-                explained = None if failed is None else noise.explain(index, tensor.kind, tensor.name, *failed)
-                tensor.add(index, stats, explained, tolerance.accept_noise)
-                if failed is None:
-                    continue
-                if explained is not None:
-                    if len(tensor.noise) == 1:
-                        result.noise.append(explained)
-                    if explained_first is None and not tolerance.accept_noise:
-                        explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
-                elif result.first_divergence is None:
-                    result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
-            noise.end_step()
+            explained_first = _judge(result, index, compared, noise, explained_first)
             if (index + 1) % REFRESH_STEPS == 0:  # no read in flight between steps
                 golden.refresh()
                 actual.refresh()
@@ -324,6 +312,29 @@ def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDi
                                               lambda kinds: _agreed(result, first.step, kinds))
         result.distribution_hints = distribution_hints(golden, actual, first.step, first.kind, first.key)
     return result
+
+
+def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTracker,
+           explained_first: Optional[Divergence]) -> Optional[Divergence]:
+    """Record a step's statistics, in data-flow order: which failures amplified round-off explains
+    and the first divergence; returns the first divergence that only explained failures make."""
+    tolerance = result.tolerance
+    noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
+                    [s for t, s, _ in compared if t.kind == "loss"])
+    for tensor, stats, failed in compared:
+        explained = None if failed is None else noise.explain(index, tensor.kind, tensor.name, *failed)
+        tensor.add(index, stats, explained, tolerance.accept_noise)
+        if failed is None:
+            continue
+        if explained is not None:
+            if len(tensor.noise) == 1:
+                result.noise.append(explained)
+            if explained_first is None and not tolerance.accept_noise:
+                explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
+        elif result.first_divergence is None:
+            result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
+    noise.end_step()
+    return explained_first
 
 
 def _replica_copies(step: Any) -> Dict[str, List[str]]:

@@ -32,7 +32,6 @@ from .seeds import SeedControl, SeedMode
 from .sessions import as_op, element_name, flatten_fetches, make_hook, raw_session, storable
 
 
-
 class StopRecording(BaseException):
     """Raised into a script recorded with a step limit once the limit is reached
     (a BaseException, so the script's own `except Exception` does not swallow it)."""

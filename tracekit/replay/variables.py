@@ -86,4 +86,3 @@ def mismatch_lines(mapping: varmap.Mapping) -> List[str]:
     for cand in mapping.unmatched_tf2:
         out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
     return out
-
