@@ -1,0 +1,120 @@
+"""Replay benchmark: tracekit.tf2.replay against the plain training loop and the floor, in one run.
+
+Data: the MLP goldens of tools/mlp_data.py (recorded on TF 1.15 in the legacy environment,
+made on the first run under --data, as tools/bench_compare.py does) and the TF2 port
+tools/ports/mlp.py, whose hand-written tf.function step every variant runs:
+
+    .venv/bin/python tools/bench_replay.py [--data build/bench/mlp] [--repeat 3]
+
+Variants, each in its own process, on the same golden (big: 20 steps of the 5.94M-parameter
+MLP; small: 400 steps of the 784-128-10 one, where the per-step fixed cost shows):
+
+    plain       the step alone on the golden's inputs (read and converted before timing)
+    floor       the step, then what any full capture must do: read the step's inputs from the
+                golden, copy out every variable, slot and gradient (.numpy()), write nothing
+    full        tracekit.tf2.replay, everything every step
+    every10     tracekit.tf2.replay(every=10)
+
+Prints seconds per step (the last steps, after tracing and warm-up), the ratios to the
+plain loop and to the floor, and the fixed cost per step on the small MLP (replay minus
+plain), best of --repeat with the spread. A benchmark, not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+from tools.bench_compare import HIDDEN, Runs, prepare  # noqa: E402
+
+VARIANTS = ("plain", "floor", "full", "every10")
+WARMUP = {"big": 3, "small": 50}  # steps left out of the timing: tracing, first allocations
+
+
+def child(data: str, name: str, variant: str) -> Dict[str, Any]:
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import numpy as np
+    import tensorflow as tf
+
+    import tracekit
+    import tracekit.tf2
+    from tools.ports import mlp
+
+    path = os.path.join(data, name + ".h5")
+    stamps: List[float] = []
+    with tracekit.open(path) as golden:
+        count = len(golden)
+        if variant in ("full", "every10"):
+            model, step = mlp.make(HIDDEN[name])
+            out = os.path.join(data, "bench-replay-%s.h5" % os.getpid())
+            try:
+                tracekit.tf2.replay(golden, step, model=model, out=out, every=10 if variant == "every10" else 1,
+                                    progress=lambda done, total: stamps.append(time.perf_counter())).close()
+            finally:
+                if os.path.exists(out):
+                    os.remove(out)
+        else:
+            feeds = [{n: golden.step(k)["input", n] for n in golden.step(k).names("input")} for k in range(count)]
+            _, step = mlp.make(HIDDEN[name])
+            model, optimizer, floor_step = mlp.make_floor(HIDDEN[name])
+            for k in range(count):
+                if variant == "plain":
+                    step({n: tf.constant(v) for n, v in feeds[k].items()})
+                else:  # floor: the golden's inputs read anew; the gradients, variables and slots copied out
+                    g_step = golden.step(k)
+                    _, grads = floor_step({n: tf.constant(g_step["input", n]) for n in g_step.names("input")})
+                    copied = [g.numpy() for g in grads] + [np.asarray(v.numpy()) for v in model.variables]
+                    copied += [np.asarray(v.numpy()) for v in optimizer.variables]
+                    del copied
+                stamps.append(time.perf_counter())
+    warm = WARMUP[name]
+    return {"seconds_per_step": (stamps[-1] - stamps[warm - 1]) / (count - warm), "steps": count}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=os.path.join(ROOT, "build", "bench", "mlp"))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return
+    os.makedirs(args.data, exist_ok=True)
+    prepare(args.data)
+    runs: Dict[str, Runs] = {}
+    for rep in range(args.repeat):  # interleaved, so drift hits every variant alike
+        for name in ("big", "small"):
+            for variant in VARIANTS:
+                print("round %d of %d: %s %s ..." % (rep + 1, args.repeat, name, variant), file=sys.stderr)
+                proc = subprocess.run([sys.executable, __file__, "--child", args.data, name, variant],
+                                      stdout=subprocess.PIPE, check=True, cwd=ROOT, universal_newlines=True,
+                                      env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+                out = json.loads(proc.stdout.strip().splitlines()[-1])
+                runs.setdefault("%s %s" % (name, variant), Runs()).add(out["seconds_per_step"])
+    best = {label: r.best(higher=False) for label, r in runs.items()}
+    print("\n| model | variant | ms/step | vs plain | vs floor | spread over %d runs |" % args.repeat)
+    print("|---|---|---|---|---|---|")
+    for name in ("big", "small"):
+        for variant in VARIANTS:
+            label = "%s %s" % (name, variant)
+            print("| %s | %s | %.2f | %.2fx | %.2fx | %.0f%% |" % (
+                name, variant, 1e3 * best[label], best[label] / best[name + " plain"],
+                best[label] / best[name + " floor"], 100 * runs[label].spread()))
+    print("\nfixed cost per step, small MLP: full %.1f ms, every10 %.1f ms (replay - plain)" % (
+        1e3 * (best["small full"] - best["small plain"]), 1e3 * (best["small every10"] - best["small plain"])))
+    print("targets: fixed cost < 2 ms; big every10 <= 1.2x plain; big full <= 1.15x floor (%d CPUs)"
+          % (os.cpu_count() or 0))
+
+
+if __name__ == "__main__":
+    main()
