@@ -26,8 +26,8 @@ from .base import Backend, LeafRef
 MAX_LEAVES = 1 << 20
 INDEXES_KEPT = 8  # steps whose index stays parsed: a step and the delta bases before it
 
-# A step's index: (kind, name) -> (structure spec, leaf descriptors, inline bytes of plain leaves)
-Index = Dict[Tuple[str, str], Tuple[Optional[list], List[LeafDescriptor], List[Optional[bytes]]]]
+# A step's index: (kind, name) -> (structure spec, the leaves' wire maps, parsed when read)
+Index = Dict[Tuple[str, str], Tuple[Optional[list], List[Dict[str, Any]]]]
 
 
 def _text(value: Any) -> str:
@@ -42,6 +42,16 @@ def _step_of_path(path: str) -> int:
     if parts[0] == STEPS_GROUP and len(parts) > 1:
         return int(parts[1])
     raise ValueError("delta base %r is not a step path" % (path,))
+
+
+def _plain_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
+    """A plain leaf's descriptor from the step index, whose bytes are in it under "v"."""
+    desc = LeafDescriptor.from_wire(wire)
+    data = wire.get("v")
+    if not isinstance(data, bytes) or len(data) != desc.nbytes:
+        raise ValueError("the step index holds %s bytes of a %d-byte leaf" % (
+            len(data) if isinstance(data, bytes) else "no", desc.nbytes or 0))
+    return desc
 
 
 class HDF5Backend(Backend):
@@ -134,8 +144,9 @@ class HDF5Backend(Backend):
                 if kind not in KIND_ORDER or not isinstance(name, str) or not (spec is None and len(leaves) == 1
                                                                               or isinstance(spec, list)):
                     raise ValueError("step index entry for %r/%r is malformed" % (kind, name))
-                inline = [leaf.get("v") if isinstance(leaf, dict) else None for leaf in leaves]
-                index[(kind, name)] = (spec, [LeafDescriptor.from_wire(leaf) for leaf in leaves], inline)
+                if not all(isinstance(leaf, dict) for leaf in leaves):
+                    raise ValueError("step index entry for %s/%s has a leaf that is not a map" % (kind, name))
+                index[(kind, name)] = (spec, leaves)
         if len(self._indexes) >= INDEXES_KEPT:
             self._indexes.pop(next(iter(self._indexes)))
         self._indexes[step] = index
@@ -181,14 +192,11 @@ class HDF5Backend(Backend):
         found = index.get((kind, name))
         if found is None:
             raise KeyError(make_key(kind, name))
-        spec, descs, inline = found
+        spec, leaves = found
         refs = []
-        for i, (desc, data) in enumerate(zip(descs, inline)):
-            if desc.layout == values.PLAIN:
-                if not isinstance(data, bytes) or len(data) != desc.nbytes:
-                    raise ValueError("the step index holds %s bytes of a %d-byte leaf" % (
-                        len(data) if isinstance(data, bytes) else "no", desc.nbytes or 0))
-                refs.append(LeafRef(desc, data))
+        for i, wire in enumerate(leaves):
+            if wire.get("l") == values.PLAIN:
+                refs.append(LeafRef(_plain_leaf(wire), wire["v"]))
             else:
                 refs.append(self._ref(self._file[value_path(step, kind, name) + ("" if spec is None else "/%d" % i)]))
         return spec, refs
@@ -205,14 +213,15 @@ class HDF5Backend(Backend):
         if sorted(listed) != sorted(index):
             problems.append("%s: the step index lists other tensors than the file holds (%s)"
                             % (label, ", ".join(sorted(make_key(*k) for k in set(listed) ^ set(index)))[:500]))
-        for (kind, name), (spec, descs, inline) in index.items():
-            if (kind, name) not in listed or all(d.layout != values.PLAIN for d in descs):
+        for (kind, name), (spec, leaves) in index.items():
+            if (kind, name) not in listed or all(wire.get("l") != values.PLAIN for wire in leaves):
                 continue
             obj = self._group(step)["%s/%s" % (kind, escape_name(name))]
-            datasets = [obj] if spec is None else [obj[str(i)] for i in range(len(descs))]
-            for desc, data, dataset in zip(descs, inline, datasets):
-                if desc.layout != values.PLAIN:
+            datasets = [obj] if spec is None else [obj[str(i)] for i in range(len(leaves))]
+            for wire, dataset in zip(leaves, datasets):
+                if wire.get("l") != values.PLAIN:
                     continue  # reading it reads its dataset
+                desc, data = _plain_leaf(wire), wire["v"]
                 ref = self._ref(dataset)
                 stored = self.plain(ref)
                 crc = values.checksum(stored)
