@@ -23,6 +23,7 @@ counterpart (Keras derives them from `iterations`).
 from __future__ import annotations
 
 import collections
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -50,22 +51,23 @@ def parse_slot(name: str) -> Optional[Tuple[str, str]]:
     return None
 
 
-def _parts(name: str) -> List[str]:
+@functools.lru_cache(maxsize=1 << 16)  # asked of every pair of names: a model may have thousands
+def _parts(name: str) -> Tuple[str, ...]:
     name = name[:-2] if name.endswith(":0") else name
     parts = [p for p in name.split("/") if p]
     if parts:
         parts[-1] = {"weights": "kernel", "biases": "bias"}.get(parts[-1], parts[-1])
-    return parts
+    return tuple(parts)
 
 
-def _deduplicated(parts: List[str]) -> List[str]:
+def _deduplicated(parts: Tuple[str, ...]) -> Tuple[str, ...]:
     """The port's name without the "_<n>" TF appends to a variable created again under a name
     in use (an EMA's shadow "w/ExponentialMovingAverage_1" in a process that made one before);
     tried only after the names as they are."""
-    return parts[:-1] + [re.sub(r"_\d+$", "", parts[-1])] if parts else parts
+    return parts[:-1] + (re.sub(r"_\d+$", "", parts[-1]),) if parts else parts
 
 
-def _suffix(a: List[str], b: List[str]) -> bool:
+def _suffix(a: Sequence[str], b: Sequence[str]) -> bool:
     """Is the shorter a suffix of the longer, by whole scopes or by whole flattened words?"""
     short, long = (a, b) if len(a) <= len(b) else (b, a)
     if long[len(long) - len(short):] == short:
@@ -116,8 +118,11 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
     by_obj = {id(c.obj): c for c in tf2}
     todo: List[Tuple[str, Tuple[int, ...]]] = []
 
+    taken: set = set()  # ids of the candidates paired so far
+
     def take(name: str, shape: Tuple[int, ...], cand: Candidate, how: str) -> None:
         left.remove(cand)
+        taken.add(id(cand))
         if tuple(shape) != cand.shape:
             result.shape_mismatch.append((name, tuple(shape), cand))
         else:
@@ -134,12 +139,18 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             result.unmatched_golden.append((name, tuple(shape)))
         else:
             take(name, shape, cand, "explicit")
-    for how, test in (("name", lambda g, c: _parts(g) == _parts(c.name)),
+    by_parts: Dict[Tuple[str, ...], List[Candidate]] = {}  # the "name" rule by lookup, not by a scan
+    for cand in left:
+        by_parts.setdefault(_parts(cand.name), []).append(cand)
+    for how, test in (("name", None),
                       ("suffix", lambda g, c: _suffix(_parts(g), _parts(c.name))),
                       ("suffix, uniquified", lambda g, c: _suffix(_parts(g), _deduplicated(_parts(c.name))))):
         rest = []
         for name, shape in todo:
-            found = [c for c in left if test(name, c)]
+            if test is None:
+                found = [c for c in by_parts.get(_parts(name), []) if id(c) not in taken]
+            else:
+                found = [c for c in left if test(name, c)]
             if len(found) == 1:
                 take(name, shape, found[0], how)
             else:
