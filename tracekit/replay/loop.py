@@ -20,6 +20,8 @@ from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, make_key, split_key
 from ..store import Trace, create, open_trace
 
+# Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
+# the port's steps; a replay can be run again, so a crash losing these costs nothing.
 STEPS_IN_FLIGHT = 8
 
 # (step index, feeds, the golden step's info) -> what the port's step returned
@@ -124,7 +126,6 @@ def check_every(every: Any) -> int:
 def _replay(golden: Trace, runner: Runner, call: StepCall, count: int, path: str,
             about: Optional[Dict[str, Any]], progress: Optional[Callable[[int, int], None]],
             meta: Optional[Dict[str, Any]], limited: bool, every: int) -> Trace:
-    # A replay can be run again: its writer may lag a few steps behind (a crash loses those).
     with create(path, meta=meta, steps_in_flight=STEPS_IN_FLIGHT) as writer:
         with writer.initial():
             for key, value in runner.read_state():
