@@ -100,3 +100,31 @@ def test_a_name_tf_uniquified_matches_after_the_names_as_they_are():
     assert result.ok and pairs == {"w/ExponentialMovingAverage:0": ("m/w/ExponentialMovingAverage_3:0",
                                                                     "suffix, uniquified"),
                                    "v/Adam_1:0": ("m/v/Adam_1:0", "suffix")}
+
+
+def test_lookups_find_every_candidate_the_rules_accept():
+    # The rules look candidates up instead of testing every one; none a rule accepts may be missed.
+    import random
+
+    from tracekit.replay import varmap
+
+    rng = random.Random(0)
+    words = ["a", "b", "dense", "kernel", "bias", "1", "x_y", "conv"]
+    names = ["/".join(rng.choice(words) for _ in range(rng.randint(1, 4))) + ":0" for _ in range(300)]
+    cands = [Candidate(name, (), i) for i, name in enumerate(names)]
+    for parts_of, accepts in ((lambda c: varmap._parts(c.name), varmap._suffix),
+                              (lambda c: varmap._deduplicated(varmap._parts(c.name)), varmap._suffix)):
+        lookup = varmap._Lookup(cands, parts_of)
+        for name in names[:100]:
+            wanted = {id(c) for c in cands if accepts(varmap._parts(name), parts_of(c))}
+            assert wanted <= {id(c) for c in lookup.near(varmap._parts(name))}, name
+    exact = varmap._Lookup(cands, lambda c: varmap._parts(c.name), exact=True)
+    for name in names[:100]:
+        assert {id(c) for c in exact.near(varmap._parts(name))} == {
+            id(c) for c in cands if varmap._parts(c.name) == varmap._parts(name)}
+
+
+def test_thousands_of_variables_map_by_lookup():
+    golden = [("scope/layer_%d/kernel:0" % i, (2,)) for i in range(3000)]
+    result, pairs = _match(golden, [("model/scope/layer_%d/kernel:0" % i, (2,)) for i in range(3000)])
+    assert result.ok and all(c == "model/" + g and how == "suffix" for g, (c, how) in pairs.items())

@@ -76,6 +76,37 @@ def _suffix(a: Sequence[str], b: Sequence[str]) -> bool:
     return flat_long == flat_short or flat_long.endswith("_" + flat_short)
 
 
+class _Lookup:
+    """Candidates by their names' flattened tails: those whose name may be a suffix of a given
+    one, or it of theirs (what _suffix accepts), without testing every candidate."""
+
+    def __init__(self, cands: Sequence[Candidate], parts: Any, exact: bool = False) -> None:
+        self._exact = exact
+        self._by_flat: Dict[str, List[Candidate]] = collections.defaultdict(list)
+        self._by_tail: Dict[str, List[Candidate]] = collections.defaultdict(list)
+        for cand in cands:
+            flat = "_".join(parts(cand))
+            self._by_flat[flat].append(cand)
+            if not exact:
+                for tail in _tails(flat):
+                    self._by_tail[tail].append(cand)
+
+    def near(self, parts: Sequence[str]) -> List[Candidate]:
+        flat = "_".join(parts)
+        if self._exact:
+            return list(self._by_flat.get(flat, ()))
+        found = list(self._by_tail.get(flat, ()))  # names it is a tail of
+        for tail in _tails(flat):  # names that are a tail of it
+            found.extend(self._by_flat.get(tail, ()))
+        return list({id(c): c for c in found}.values())
+
+
+def _tails(flat: str) -> List[str]:
+    """A flattened name and its tails after each "_": what a name it ends ends with."""
+    words = flat.split("_")
+    return ["_".join(words[i:]) for i in range(len(words))]
+
+
 def _words(parts: List[str]) -> List[str]:
     return [w for p in parts for w in p.split("_") if w]
 
@@ -139,18 +170,15 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             result.unmatched_golden.append((name, tuple(shape)))
         else:
             take(name, shape, cand, "explicit")
-    by_parts: Dict[Tuple[str, ...], List[Candidate]] = {}  # the "name" rule by lookup, not by a scan
-    for cand in left:
-        by_parts.setdefault(_parts(cand.name), []).append(cand)
-    for how, test in (("name", None),
-                      ("suffix", lambda g, c: _suffix(_parts(g), _parts(c.name))),
-                      ("suffix, uniquified", lambda g, c: _suffix(_parts(g), _deduplicated(_parts(c.name))))):
+    # Each rule looks its candidates up (a port may have thousands of variables), then tests them.
+    rules = (("name", _Lookup(left, lambda c: _parts(c.name), exact=True), lambda g, c: _parts(g) == _parts(c.name)),
+             ("suffix", _Lookup(left, lambda c: _parts(c.name)), lambda g, c: _suffix(_parts(g), _parts(c.name))),
+             ("suffix, uniquified", _Lookup(left, lambda c: _deduplicated(_parts(c.name))),
+              lambda g, c: _suffix(_parts(g), _deduplicated(_parts(c.name)))))
+    for how, lookup, test in rules:
         rest = []
         for name, shape in todo:
-            if test is None:
-                found = [c for c in by_parts.get(_parts(name), []) if id(c) not in taken]
-            else:
-                found = [c for c in left if test(name, c)]
+            found = [c for c in lookup.near(_parts(name)) if id(c) not in taken and test(name, c)]
             if len(found) == 1:
                 take(name, shape, found[0], how)
             else:
