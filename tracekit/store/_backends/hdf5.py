@@ -3,6 +3,7 @@ the metadata; a value's chunks are read only when the value is asked for."""
 
 from __future__ import annotations
 
+import collections
 from dataclasses import replace
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -14,8 +15,8 @@ from ...keys import INITIAL_STEP, KIND_ORDER, make_key
 from .. import _metadata, values
 from .._codec import chunk_offsets
 from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
-                       ATTR_LOGICAL,
-                       ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
+                       ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
+                       FILTER_SHUFFLE,
                        FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET, STEPS_GROUP, escape_name,
                        step_path, unescape_name, value_path)
 from .._h5compat import phil
@@ -44,6 +45,16 @@ def _step_of_path(path: str) -> int:
     raise ValueError("delta base %r is not a step path" % (path,))
 
 
+def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any) -> None:
+    """Remember a step's value, forgetting the oldest beyond INDEXES_KEPT (safe across threads)."""
+    cache[step] = value
+    while len(cache) > INDEXES_KEPT:
+        try:
+            cache.popitem(last=False)
+        except KeyError:  # another thread emptied it meanwhile
+            break
+
+
 def _plain_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
     """A plain leaf's descriptor from the step index, whose bytes are in it under "v"."""
     desc = LeafDescriptor.from_wire(wire)
@@ -57,8 +68,10 @@ def _plain_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
 class HDF5Backend(Backend):
     def __init__(self, path: str) -> None:
         super().__init__(path)
-        self._indexes: Dict[int, Optional[Index]] = {}
-        self._groups: Dict[int, h5py.Group] = {}
+        # The last few steps' index and group, shared by reader threads: OrderedDict's popitem
+        # evicts in one call, where iterating a dict another thread grows would raise.
+        self._indexes: "collections.OrderedDict[int, Optional[Index]]" = collections.OrderedDict()
+        self._groups: "collections.OrderedDict[int, h5py.Group]" = collections.OrderedDict()
         try:
             self._file = h5py.File(path, "r")
         except OSError as exc:
@@ -117,9 +130,7 @@ class HDF5Backend(Backend):
         found = self._groups.get(step)
         if found is None:
             found = self._file[step_path(step)]
-            if len(self._groups) >= INDEXES_KEPT:
-                self._groups.pop(next(iter(self._groups)))
-            self._groups[step] = found
+            _keep(self._groups, step, found)
         return found
 
     def _index(self, step: int) -> Optional[Index]:
@@ -147,9 +158,7 @@ class HDF5Backend(Backend):
                 if not all(isinstance(leaf, dict) for leaf in leaves):
                     raise ValueError("step index entry for %s/%s has a leaf that is not a map" % (kind, name))
                 index[(kind, name)] = (spec, leaves)
-        if len(self._indexes) >= INDEXES_KEPT:
-            self._indexes.pop(next(iter(self._indexes)))
-        self._indexes[step] = index
+        _keep(self._indexes, step, index)
         return index
 
     def _info(self, step: int) -> Dict[str, Any]:
@@ -278,7 +287,7 @@ class HDF5Backend(Backend):
         return out
 
     def refresh(self) -> None:
-        self._groups = {}
+        self._groups = collections.OrderedDict()
         # HDF5 keeps a few KB for every object opened until its file is closed (measured: 2.5 KB
         # a dataset, so 25 MB for 10,000): closing and reopening the file returns them.
         self._file.close()
