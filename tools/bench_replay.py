@@ -64,8 +64,10 @@ def child(data: str, name: str, variant: str) -> Dict[str, Any]:
                     os.remove(out)
         else:
             feeds = [{n: golden.step(k)["input", n] for n in golden.step(k).names("input")} for k in range(count)]
-            _, step = mlp.make(HIDDEN[name])
-            model, optimizer, floor_step = mlp.make_floor(HIDDEN[name])
+            if variant == "plain":
+                _, step = mlp.make(HIDDEN[name])
+            else:
+                model, optimizer, floor_step = mlp.make_floor(HIDDEN[name])
             for k in range(count):
                 if variant == "plain":
                     step({n: tf.constant(v) for n, v in feeds[k].items()})

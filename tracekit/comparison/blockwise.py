@@ -92,7 +92,8 @@ class _Scan:
         self.ub_need: List[Optional[float]] = []
         self.ub_worst: List[Optional[float]] = []
         n = min(BLOCK, g.size)
-        self._e, self._s, self._t, self._u = (np.empty(n, np.float32) for _ in range(4))
+        self._e, self._s, self._t, self._u, self._w = (np.empty(n, np.float32) for _ in range(5))
+        self._last: Optional[Tuple[int, Tuple[np.ndarray, ...]]] = None  # _float32's last block
         self._m1, self._m2 = np.empty(n, bool), np.empty(n, bool)
 
     def block(self, b: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -169,9 +170,9 @@ class _Scan:
         # within CANCEL of zero, float32 cannot bound it: those elements are computed in float64.
         np.subtract(e, self.c32, out=t)
         np.abs(t, out=u)
-        np.add(e, self.c32, out=s)  # the golden's |g| is not needed any more: s is scratch now
-        s *= np.float32(CANCEL)
-        np.less_equal(u, s, out=maybe)
+        w = np.add(e, self.c32, out=self._w[:n])
+        w *= np.float32(CANCEL)
+        np.less_equal(u, w, out=maybe)
         close = np.flatnonzero(maybe)
         exact_need = 0.0
         if close.size:
@@ -180,7 +181,6 @@ class _Scan:
             with np.errstate(divide="ignore", invalid="ignore"):
                 exact_need = float(np.where(over <= 0, 0.0, over / scale).max())
             t[close] = 0
-        np.abs(g, out=s)
         np.divide(t, s, out=u)  # inf at a golden zero with over > 0, as in float64
         need = float(np.fmax.reduce(u))
         if need == np.inf and np.count_nonzero(np.less_equal(s, 0, out=maybe) & (t > 0)):
@@ -202,10 +202,13 @@ class _Scan:
     # An element's float32 value is within a block's slack of its float64 one, so the maximum
     # is among the elements within twice the slack of the block's float32 maximum.
 
-    def _float32(self, b: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The block's golden, actual, |a - g| and |g| (float32, fresh arrays)."""
-        g, a = self.block(b)
-        return g, a, np.abs(a - g), np.abs(g)
+    def _float32(self, b: int) -> Tuple[np.ndarray, ...]:
+        """The block's golden, actual, |a - g| and |g| (float32; kept for the next statistic, which
+        often refines the same block)."""
+        if self._last is None or self._last[0] != b:
+            g, a = self.block(b)
+            self._last = (b, (g, a, np.abs(a - g), np.abs(g)))
+        return self._last[1]
 
     def _exact_abs(self, b: int) -> float:
         g, a, e, _ = self._float32(b)

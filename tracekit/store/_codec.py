@@ -135,17 +135,6 @@ def shuffle(raw: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def unshuffle(payload: "bytes | np.ndarray", itemsize: int) -> np.ndarray:
-    flat = np.frombuffer(payload, dtype=np.uint8) if isinstance(payload, bytes) else payload
-    if itemsize == 1:
-        return flat
-    planes = flat.reshape(itemsize, -1)
-    out = np.empty((planes.shape[1], itemsize), dtype=np.uint8)
-    for i in range(itemsize):  # plane by plane: 5x faster than one transposing copy
-        out[:, i] = planes[i]
-    return out.reshape(-1)
-
-
 def encode_chunk(region: np.ndarray, level: Optional[int], base: Optional[np.ndarray] = None) -> Tuple[int, bytes]:
     """(filter mask, payload) of one chunk-shaped region."""
     if base is not None:
@@ -174,10 +163,9 @@ class ChunkError(ValueError):
 
 def decode_chunk(payload: bytes, mask: int, chunk: Sequence[int], dtype: np.dtype) -> np.ndarray:
     """The chunk-shaped raw array of one payload (before any XOR-delta is undone)."""
-    raw = _raw_bytes(payload, mask, chunk, dtype)
-    if not mask & MASK_SKIP_SHUFFLE:
-        raw = unshuffle(raw, dtype.itemsize)
-    return raw.view(dtype).reshape(tuple(chunk))
+    out = np.empty(tuple(chunk), dtype=dtype)
+    decode_into(out.reshape(-1), payload, mask, chunk)
+    return out
 
 
 def decode_into(dest: np.ndarray, payload: bytes, mask: int, chunk: Sequence[int],
