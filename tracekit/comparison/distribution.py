@@ -52,9 +52,10 @@ def layout(actual_meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return found if isinstance(found, dict) else None
 
 
-def distribution_hints(golden: Trace, actual: Trace, step: int, kind: str, key: str) -> List[DistributionHint]:
-    """The slips the first divergence (`step`, `kind`, `key`) looks like."""
-    where = layout(actual.meta)
+def distribution_hints(golden: Trace, where: Optional[Dict[str, Any]], step: int, kind: str, key: str,
+                       g: Any, a: Any) -> List[DistributionHint]:
+    """The slips the first divergence (`step`, `kind`, `key`, where golden and actual hold `g`
+    and `a`) looks like; `where`: the replay's layout(), None when it ran under no strategy."""
     if where is None or step < 0:
         return []
     replicas = int(where.get("replicas") or 1)
@@ -66,7 +67,6 @@ def distribution_hints(golden: Trace, actual: Trace, step: int, kind: str, key: 
     if REPLICA in key and not any(h.code == NOT_REDUCED for h in hints):
         hints.append(DistributionHint(NOT_REDUCED, step, key, replicas))
     if replicas > 1 and not hints and kind in ("loss", "grad"):
-        g, a = golden.step(step)[key], actual.step(step)[key]
         factor = _factor(g, a)
         if factor is not None and abs(factor - replicas) <= 0.01 * replicas:
             hints.append(DistributionHint(LOSS_PER_REPLICA, step, key, replicas, factor))

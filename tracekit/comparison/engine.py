@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from ..store import Trace, open_trace, provenance
 from ..store.provenance import Provenance
@@ -238,80 +238,128 @@ def same_code(golden_meta: Dict, actual_meta: Dict) -> Optional[bool]:
 
 def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
              result_type: Type[Comparison]) -> Comparison:
-    tolerance = profile.tolerance
-    result = result_type(golden.path, actual.path, profile, diff)
-    result.golden_provenance = provenance.read(golden.meta, golden.created)
-    result.golden_steps, result.actual_steps = len(golden), len(actual)
-    result.steps = min(len(golden), len(actual))
-    replay = actual.meta.get("replay", {})
-    if len(actual) < len(golden) and not replay.get("limited"):
-        # Not asked for (replay(steps=N) says so): the replay stopped early, or is not one.
-        result.short = "the golden has %d steps, the replay only %d" % (len(golden), len(actual))
-    elif len(golden) != len(actual):
-        result.notes.append("the golden has %d steps, the replay %d: %d compared"
-                            % (len(golden), len(actual), result.steps))
-    reasons = replay.get("not_replayed", {})  # key -> why, from the replayer
-    by_key: Dict[str, TensorResult] = {}
-    absent = set()  # golden keys a step of the replay lacked
-    seen = set()  # keys the replay produced in some step
-    steps = ([INITIAL_STEP] if golden.has_initial and actual.has_initial else []) + list(range(result.steps))
-    noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
-    distributed = layout(actual.meta) is not None  # only then can a step hold replicas' copies
-    explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
-    big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
-    with Prefetch() as reads:
-        for index in steps:
-            g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
-            a_step = actual.initial if index == INITIAL_STEP else actual.step(index)
-            compared: Compared = []
-            copies = _replica_copies(a_step) if distributed else {}
-            pairs = []  # (golden key, the replay's keys: the value and copies of it that went apart)
-            for key in g_step:
-                kind, name = split_key(key)
-                if kind in NOT_REPLAYED or key in reasons:
-                    result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
-                elif key not in a_step:
-                    absent.add(key)
-                else:
-                    seen.add(key)
-                    pairs.append((key, [key] + copies.get(key, [])))
-            # Both traces' values, read ahead on other threads while the ones before them are compared.
-            values = reads.map((functools.partial(step.__getitem__, k), key in big) for key, a_keys in pairs
-                               for step, k in [(g_step, key)] + [(a_step, a_key) for a_key in a_keys])
-            for key, a_keys in pairs:
-                kind, name = split_key(key)
-                g_value = next(values)
-                tol = tolerance.resolve(kind, name, index, dtype_name(g_value))
-                if tol.ignore:
-                    result.not_compared.setdefault(key, "ignored by a tolerance rule")
-                for a_key in a_keys:  # a mirrored variable's replicas must agree: a copy that went apart too
-                    a_value = next(values)
-                    if tol.ignore:
-                        continue
-                    stats = compare_values(g_value, a_value, tol)
-                    tensor = by_key.get(a_key)
-                    if tensor is None:
-                        tensor = by_key[a_key] = TensorResult(*split_key(a_key))
-                        result.tensors.append(tensor)
-                    compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
-            explained_first = _judge(result, index, compared, noise, explained_first)
+    reasons = actual.meta.get("replay", {}).get("not_replayed", {})  # key -> why, from the replayer
+    count = min(len(golden), len(actual))
+    with Comparer(golden, actual.path, profile, diff, code, result_type) as comparer:
+        if golden.has_initial and actual.has_initial:
+            comparer.step(INITIAL_STEP, actual.initial, reasons)
+        for index in range(count):
+            comparer.step(index, actual.step(index), reasons)
             if (index + 1) % REFRESH_STEPS == 0:  # no read in flight between steps
-                golden.refresh()
                 actual.refresh()
-    if result.first_divergence is None:  # an unexplained failure, however late, is the news
-        result.first_divergence = explained_first
-    for tensor in result.tensors:
-        tensor.driven_by_noise = bool(tensor.noise) or noise.driven(tensor.kind, tensor.name)
-    # A tensor may be absent from some steps (slots before the first update): missing means never.
-    result.missing = sorted(absent - seen)
-    result.likely_cause = _roundoff_cause(result, code)
-    first = result.first_divergence
-    result.distribution = layout(actual.meta)
-    if first is not None:
-        result.conventions = convention_hints(golden, first.step, first.kind, first.key,
-                                              lambda kinds: _agreed(result, first.step, kinds))
-        result.distribution_hints = distribution_hints(golden, actual, first.step, first.kind, first.key)
-    return result
+        return comparer.finish(actual.meta, len(actual))
+
+
+class Comparer:
+    """A comparison fed one step at a time: `compare` feeds it a written trace's steps, a replay
+    (tracekit.tf2.check) each step's values as the port produces them, so nothing is written.
+    `step` returns once the step is judged; `finish` makes the result."""
+
+    def __init__(self, golden: Trace, actual: str, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
+                 result_type: Type[Comparison] = Comparison) -> None:
+        self.golden = golden
+        self.code = code
+        self.result = result = result_type(golden.path, actual, profile, diff)
+        result.golden_provenance = provenance.read(golden.meta, golden.created)
+        self._by_key: Dict[str, TensorResult] = {}
+        self._absent: Set[str] = set()  # golden keys a step of the replay lacked
+        self._seen: Set[str] = set()  # keys the replay produced in some step
+        self._noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
+        self._explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
+        self._values: Dict[Tuple[int, str], Tuple[Any, Any]] = {}  # (step, key) of a divergence -> its two values
+        self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
+        self._reads = Prefetch()
+
+    def step(self, index: int, a_step: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
+        """Compare the golden's step `index` (INITIAL_STEP: the initial state) with `a_step`, the
+        replay's values by key; `reasons`: the keys the replay does not produce -> why."""
+        result, golden = self.result, self.golden
+        g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
+        result.steps += index != INITIAL_STEP
+        compared: Compared = []
+        copies = _replica_copies(a_step)
+        pairs = []  # (golden key, the replay's keys: the value and copies of it that went apart)
+        for key in g_step:
+            kind, name = split_key(key)
+            if kind in NOT_REPLAYED or key in reasons:
+                result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
+            elif key not in a_step:
+                self._absent.add(key)
+            else:
+                self._seen.add(key)
+                pairs.append((key, [key] + copies.get(key, [])))
+        # Both sides' values, read ahead on other threads while the ones before them are compared.
+        values = self._reads.map((functools.partial(step.__getitem__, k), key in self._big) for key, a_keys in pairs
+                                 for step, k in [(g_step, key)] + [(a_step, a_key) for a_key in a_keys])
+        tolerance = result.tolerance
+        for key, a_keys in pairs:
+            kind, name = split_key(key)
+            g_value = next(values)
+            tol = tolerance.resolve(kind, name, index, dtype_name(g_value))
+            if tol.ignore:
+                result.not_compared.setdefault(key, "ignored by a tolerance rule")
+            for a_key in a_keys:  # a mirrored variable's replicas must agree: a copy that went apart too
+                a_value = next(values)
+                if tol.ignore:
+                    continue
+                stats = compare_values(g_value, a_value, tol)
+                tensor = self._by_key.get(a_key)
+                if tensor is None:
+                    tensor = self._by_key[a_key] = TensorResult(*split_key(a_key))
+                    result.tensors.append(tensor)
+                compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
+        before = result.first_divergence, self._explained_first
+        self._explained_first = _judge(result, index, compared, self._noise, self._explained_first)
+        for found, was in zip((result.first_divergence, self._explained_first), before):
+            if found is not None and found is not was:  # kept for the hints, which look at both values there
+                self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
+                                    if failed is not None and t.key == found.key)
+        if index != INITIAL_STEP and (index + 1) % REFRESH_STEPS == 0:
+            golden.refresh()
+
+    @property
+    def diverged(self) -> bool:
+        """A failure no tolerance accepts and no round-off explains has been seen."""
+        return self.result.first_divergence is not None
+
+    def finish(self, actual_meta: Mapping[str, Any], actual_steps: int) -> Comparison:
+        """The result, once every step is compared; `actual_meta` is the replay's metadata,
+        `actual_steps` how many steps it ran."""
+        self.close()
+        result, golden = self.result, self.golden
+        result.golden_steps, result.actual_steps = len(golden), actual_steps
+        replay = actual_meta.get("replay", {})
+        if actual_steps < len(golden) and not replay.get("limited"):
+            # Not asked for (replay(steps=N) says so): the replay stopped early, or is not one.
+            result.short = "the golden has %d steps, the replay only %d" % (len(golden), actual_steps)
+        elif len(golden) != actual_steps:
+            result.notes.append("the golden has %d steps, the replay %d: %d compared"
+                                % (len(golden), actual_steps, result.steps))
+        if result.first_divergence is None:  # an unexplained failure, however late, is the news
+            result.first_divergence = self._explained_first
+        for tensor in result.tensors:
+            tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
+        # A tensor may be absent from some steps (slots before the first update): missing means never.
+        result.missing = sorted(self._absent - self._seen)
+        result.likely_cause = _roundoff_cause(result, self.code)
+        result.distribution = layout(actual_meta)
+        first = result.first_divergence
+        if first is not None:
+            result.conventions = convention_hints(golden, first.step, first.kind, first.key,
+                                                  lambda kinds: _agreed(result, first.step, kinds))
+            g_value, a_value = self._values[first.step, first.key]
+            result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
+                                                           first.key, g_value, a_value)
+        return result
+
+    def close(self) -> None:
+        self._reads.close()
+
+    def __enter__(self) -> "Comparer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTracker,
