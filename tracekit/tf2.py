@@ -12,20 +12,23 @@ import shutil
 import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from .environment import program_identity, tensorflow_environment
+from .comparison.engine import Comparer, comparer
+from .comparison.tolerance import Tolerance
+from .environment import fingerprint, program_identity, tensorflow_environment
 from .errors import UsageError
 from .replay.conversions import Conversion, gru, lstm, transpose
 from .replay.capture import numpy
 from .replay.distribute import Distribution, batch_size, logical_cpus, mirrored
-from .replay.loop import check_every, check_steps, replay_steps, step_for
+from .replay.loop import Replayed, Sink, check_every, check_steps, replay_steps, step_for
 from .replay.settings import numerics
 from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .replay.variables import model_variables, name_of
+from .report.comparison import Reported
 from .store import Trace, open_trace
 
-__all__ = ["Conversion", "gru", "keras_train_step", "logical_cpus", "lstm", "mirrored", "record", "replay", "seeded",
+__all__ = ["Conversion", "check", "gru", "keras_train_step", "logical_cpus", "lstm", "mirrored", "record", "replay", "seeded",
            "transpose"]
 
 
@@ -74,6 +77,64 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     Gradients and the learning rate are captured from the Keras optimizer, taps from
     tracekit.tap(); the variables and slots are read after each step.
     """
+    trace = _replay(golden, step_fn, model=model, variables=variables, var_map=var_map, init=init, random=random,
+                    steps=steps, inputs=inputs, out=out, convert=convert, progress=progress, strategy=strategy,
+                    input_api=input_api, global_batch_size=global_batch_size, determinism=determinism, tf32=tf32,
+                    grappler=grappler, every=every).trace
+    assert trace is not None  # written: replay() always writes
+    return trace
+
+
+def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
+          tolerance: "Tolerance | str | None" = None, fail_fast: bool = False, out: Optional[str] = None,
+          **options: Any) -> Reported:
+    """Replay and compare as the steps run: what tracekit.compare(golden, replay(golden, step_fn,
+    ...), tolerance) returns, without writing the actual trace unless `out` is given (each
+    step's values are compared and dropped, so the replay runs at nearly the port's own
+    speed). fail_fast=True stops at the first divergence no tolerance accepts (the steps
+    after it are not run: the result says so). `options` are replay()'s: model, variables,
+    var_map, init, random, steps, inputs, convert, progress, strategy, ...; tolerance as
+    for tracekit.compare. To keep the actual trace of a failing check for review, replay
+    again with out= (the replay is deterministic for a given golden and port)."""
+    if not isinstance(fail_fast, bool):
+        raise UsageError("fail_fast must be True or False, got %r" % (fail_fast,))
+    unknown = sorted(set(options) - _REPLAY_OPTIONS)
+    if unknown:
+        raise UsageError("tracekit.tf2.check got unknown options %s; it takes replay()'s: %s"
+                         % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
+    with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
+        watch: Dict[str, Any] = {}
+
+        def start(meta: Dict[str, Any]) -> Comparer:
+            label = out if out is not None else "replay of %s (not written)" % meta["program"]["entry"]
+            watch["comparer"] = comparer(trace, label, meta, tolerance, result_type=Reported)
+            return watch["comparer"]
+
+        try:
+            replayed = _replay(trace, step_fn, out=out, write=out is not None, watch=start,
+                               stop=(lambda: watch["comparer"].diverged) if fail_fast else None, **options)
+        finally:
+            if "comparer" in watch:
+                watch["comparer"].close()  # its reading threads, also when the replay failed
+        if replayed.trace is not None:
+            replayed.trace.close()
+        result = watch["comparer"].finish(replayed.meta, replayed.steps)
+        if replayed.meta["replay"]["stopped"]:
+            result.notes.append("fail_fast: stopped after step %d, the first divergence" % (replayed.steps - 1))
+        return result  # type: ignore[return-value]
+
+
+_REPLAY_OPTIONS = frozenset(inspect.signature(replay).parameters) - {"golden", "step_fn", "out"}
+
+
+def _replay(golden: "str | Trace", step_fn: Any, *, model: Any = None, variables: Any = None, var_map: Any = "auto",
+            init: str = "golden", random: str = "tape", steps: Optional[int] = None,
+            inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None, convert: Sequence[Conversion] = (),
+            progress: Optional[Callable[[int, int], None]] = None, strategy: Any = None, input_api: str = "dataset",
+            global_batch_size: Optional[int] = None, determinism: Optional[bool] = None, tf32: Optional[bool] = None,
+            grappler: "Mapping[str, bool] | bool | None" = None, every: int = 1, write: bool = True,
+            watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
+            stop: Optional[Callable[[], bool]] = None) -> Replayed:
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
     check_every(every)
@@ -87,7 +148,8 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
             size = global_batch_size or batch_size({n: first["input", n] for n in first.names("input")})
             distribution = Distribution(strategy, input_api, size)
         return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
-                    {"golden": trace.path}, distribution=distribution, every=every)
+                    {"golden": trace.path}, distribution=distribution, every=every, write=write, watch=watch,
+                    stop=stop)
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -109,8 +171,10 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
         source = os.path.join(directory, "source.h5")
         write_source(source, [(name_of(v), numpy(v)) for v in tf_vars], data)
         with open_trace(source) as trace:
-            return _run(trace, step_fn, model, tf_vars, "auto", "golden", "none", None, inputs, out, (), progress,
-                        {"golden": None, "source": "data"}, pass_through=True)
+            written = _run(trace, step_fn, model, tf_vars, "auto", "golden", "none", None, inputs, out, (), progress,
+                           {"golden": None, "source": "data"}, pass_through=True).trace
+            assert written is not None
+            return written
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
@@ -118,7 +182,8 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
 def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
          steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
          progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
-         distribution: Optional[Distribution] = None, every: int = 1) -> Trace:
+         distribution: Optional[Distribution] = None, every: int = 1, write: bool = True,
+         watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None) -> Replayed:
     runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
     if init == "golden":
         runner.load_initial()
@@ -132,9 +197,10 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
             tensors = distribution.distribute(feeds) if distribution is not None else \
                 {name: tf.constant(value) for name, value in feeds.items()}
             return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
-        return replay_steps(trace, runner, call, steps, out, about, progress,
-                            meta={"tensorflow": tensorflow_environment(tf), "program": _program(step_fn, model)},
-                            every=every)
+        meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
+                "program": _program(step_fn, model)}
+        return replay_steps(trace, runner, call, steps, out, about, progress, meta=meta, every=every, write=write,
+                            sink=watch(meta) if watch is not None else None, stop=stop)
 
 
 def _program(step_fn: Any, model: Any) -> Dict[str, Any]:

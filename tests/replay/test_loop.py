@@ -70,11 +70,11 @@ def test_a_numpy_runner_replays_through_the_engine(tmp_path):
     path = _golden(str(tmp_path / "g.h5"))
     with tracekit.open(path) as golden:
         runner = NumpyRunner(golden, LR)
-        actual = replay_steps(golden, runner, runner.call)
+        actual = replay_steps(golden, runner, runner.call).trace
         assert tracekit.compare(golden, actual).ok
         assert actual.meta["replay"]["runner"] == "numpy"  # what the runner says of the replay is kept
         wrong = NumpyRunner(golden, np.float32(0.2))
-        result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call))
+        result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call).trace)
         assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")
 
 
@@ -91,14 +91,14 @@ def test_a_replay_without_out_leaves_nothing_behind(tmp_path, monkeypatch):
     path = _golden(str(tmp_path / "g.h5"))
     with tracekit.open(path) as golden:
         runner = NumpyRunner(golden, LR)
-        actual = replay_steps(golden, runner, runner.call)
+        actual = replay_steps(golden, runner, runner.call).trace
         assert _replay_dirs(tmp_path / "tmp") and tracekit.compare(golden, actual).ok
         kept = actual.save(str(tmp_path / "kept.h5"))
         actual.close()  # closing removes it
         assert _replay_dirs(tmp_path / "tmp") == [] and tracekit.open(kept).complete
 
         runner = NumpyRunner(golden, LR)
-        actual = replay_steps(golden, runner, runner.call)
+        actual = replay_steps(golden, runner, runner.call).trace
         assert len(_replay_dirs(tmp_path / "tmp")) == 1
         del actual  # dropping it removes it too
         gc.collect()
@@ -120,7 +120,7 @@ def test_a_replay_with_out_is_kept(tmp_path):
     with tracekit.open(path) as golden:
         runner = NumpyRunner(golden, LR)
         out = str(tmp_path / "actual.h5")
-        replay_steps(golden, runner, runner.call, out=out).close()
+        replay_steps(golden, runner, runner.call, out=out).trace.close()
     with tracekit.open(out) as actual:
         assert actual.complete and len(actual) == 3
 
@@ -129,7 +129,7 @@ def test_every_k_captures_light_kinds_every_step_and_the_rest_every_k(tmp_path):
     path = _golden(str(tmp_path / "g.h5"), steps=7)
     with tracekit.open(path) as golden:
         runner = NumpyRunner(golden, LR)
-        actual = replay_steps(golden, runner, runner.call, every=3)
+        actual = replay_steps(golden, runner, runner.call, every=3).trace
         assert runner.full == [True, False, False, True, False, False, True]
         assert runner.reads == 1 + 3  # the initial state, then steps 0, 3 and 6 only
         for k in range(7):
@@ -139,8 +139,39 @@ def test_every_k_captures_light_kinds_every_step_and_the_rest_every_k(tmp_path):
         result = tracekit.compare(golden, actual)
         assert result.ok and result.tensor("grad", "w:0").steps == 3 and result.tensor("loss", "loss").steps == 7
         wrong = NumpyRunner(golden, np.float32(0.2))
-        result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call, every=3))
+        result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call, every=3).trace)
         assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")
         for bad in (0, -1, 1.5, True):
             with pytest.raises(tracekit.UsageError, match="every must be an integer >= 1"):
                 replay_steps(golden, runner, runner.call, every=bad)
+
+
+def test_a_comparer_fed_as_the_steps_run_finds_what_compare_finds(tmp_path):
+    # The loop hands each step's values to a sink; a Comparer so fed, with nothing written,
+    # gives compare()'s result, and stop() ends the replay after the step that diverged.
+    from tracekit.comparison.engine import comparer
+
+    path = _golden(str(tmp_path / "g.h5"), steps=7)
+    with tracekit.open(path) as golden:
+        for lr, every in ((LR, 1), (np.float32(0.2), 1), (np.float32(0.2), 3)):
+            runner = NumpyRunner(golden, lr)
+            actual = replay_steps(golden, runner, runner.call, every=every).trace
+            expected = tracekit.compare(golden, actual)
+            runner = NumpyRunner(golden, lr)
+            sink = comparer(golden, "streamed", actual.meta)
+            replayed = replay_steps(golden, runner, runner.call, every=every, write=False, sink=sink)
+            result = sink.finish(replayed.meta, replayed.steps)
+            assert replayed.trace is None and replayed.steps == 7 and result.actual == "streamed"
+            assert result.ok == expected.ok == (lr == LR)
+            assert [(t.key, sorted(t.by_step), t.failed_steps) for t in result.tensors] == \
+                [(t.key, sorted(t.by_step), t.failed_steps) for t in expected.tensors]
+            for got, want in zip(result.tensors, expected.tensors):
+                assert all(got.by_step[k].max_abs == want.by_step[k].max_abs for k in got.by_step)
+            first = result.first_divergence
+            assert (first and (first.step, first.key)) == (expected.first_divergence and (0, "var/w:0"))
+        runner = NumpyRunner(golden, np.float32(0.2))
+        sink = comparer(golden, "streamed", actual.meta)
+        replayed = replay_steps(golden, runner, runner.call, write=False, sink=sink, stop=lambda: sink.diverged)
+        result = sink.finish(replayed.meta, replayed.steps)
+        assert replayed.steps == 1 and replayed.meta["replay"]["stopped"] and replayed.meta["replay"]["limited"]
+        assert result.short is None and result.steps == 1 and not result.ok

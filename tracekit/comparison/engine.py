@@ -216,15 +216,13 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance 
         actual = open_trace(actual)
         own.append(actual)
     try:
-        diff = environment_diff(golden.meta, actual.meta)
-        code = same_code(golden.meta, actual.meta)
-        return _compare(golden, actual, default_profile(diff, code is False, tolerance), diff, code, result_type)
+        return _compare(golden, actual, comparer(golden, actual.path, actual.meta, tolerance, result_type))
     finally:
         for trace in own:
             trace.close()
 
 
-def same_code(golden_meta: Dict, actual_meta: Dict) -> Optional[bool]:
+def same_code(golden_meta: Mapping[str, Any], actual_meta: Mapping[str, Any]) -> Optional[bool]:
     """Whether the same program computed both traces: their meta["program"] (entry point and
     source hash) agree. Without it (traces from an older tracekit), a replay compared with a
     recording is a port (False) and two recordings or two replays may be the same code (None)."""
@@ -236,14 +234,21 @@ def same_code(golden_meta: Dict, actual_meta: Dict) -> Optional[bool]:
     return None
 
 
-def _compare(golden: Trace, actual: Trace, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
-             result_type: Type[Comparison]) -> Comparison:
+def comparer(golden: Trace, actual: str, actual_meta: Mapping[str, Any], tolerance: "Tolerance | str | None" = None,
+             result_type: Type[Comparison] = Comparison) -> "Comparer":
+    """A Comparer of `golden` with the replay `actual` (a path, or what names a replay not
+    written), whose metadata (environment, program) is `actual_meta`; the tolerance as for compare."""
+    diff = environment_diff(golden.meta, actual_meta)
+    code = same_code(golden.meta, actual_meta)
+    return Comparer(golden, actual, default_profile(diff, code is False, tolerance), diff, code, result_type)
+
+
+def _compare(golden: Trace, actual: Trace, comparer: "Comparer") -> Comparison:
     reasons = actual.meta.get("replay", {}).get("not_replayed", {})  # key -> why, from the replayer
-    count = min(len(golden), len(actual))
-    with Comparer(golden, actual.path, profile, diff, code, result_type) as comparer:
+    with comparer:
         if golden.has_initial and actual.has_initial:
-            comparer.step(INITIAL_STEP, actual.initial, reasons)
-        for index in range(count):
+            comparer.initial(actual.initial, reasons)
+        for index in range(min(len(golden), len(actual))):
             comparer.step(index, actual.step(index), reasons)
             if (index + 1) % REFRESH_STEPS == 0:  # no read in flight between steps
                 actual.refresh()
@@ -270,9 +275,15 @@ class Comparer:
         self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
         self._reads = Prefetch()
 
+    def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
+        """Compare the initial states, when the golden has one."""
+        if self.golden.has_initial:
+            self.step(INITIAL_STEP, a_step, reasons or {})
+
     def step(self, index: int, a_step: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
         """Compare the golden's step `index` (INITIAL_STEP: the initial state) with `a_step`, the
-        replay's values by key; `reasons`: the keys the replay does not produce -> why."""
+        replay's values by key; `reasons`: the keys the replay does not produce -> why (those
+        known so far: finish() takes the replay's final word)."""
         result, golden = self.result, self.golden
         g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
         result.steps += index != INITIAL_STEP
@@ -340,7 +351,12 @@ class Comparer:
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         # A tensor may be absent from some steps (slots before the first update): missing means never.
-        result.missing = sorted(self._absent - self._seen)
+        reasons = replay.get("not_replayed", {})
+        for key in sorted(self._absent - self._seen):
+            if key in reasons:  # learnt after the step that lacked it
+                result.not_compared.setdefault(key, reasons[key])
+            else:
+                result.missing.append(key)
         result.likely_cause = _roundoff_cause(result, self.code)
         result.distribution = layout(actual_meta)
         first = result.first_divergence

@@ -9,16 +9,19 @@ does the bookkeeping around it.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, make_key, split_key
-from ..store import Trace, create, open_trace
+from ..environment import fingerprint
+from ..store import Trace, TraceWriter, create, open_trace
 
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
 # the port's steps; a replay can be run again, so a crash losing these costs nothing.
@@ -91,30 +94,62 @@ def check_steps(steps: Any) -> None:
                          "alternating train ops; got %r" % (steps,))
 
 
+class Sink(Protocol):
+    """What a replay hands each step's values to, as the port produces them: the actual
+    trace's writer, or a comparison fed as it goes (comparison.engine.Comparer)."""
+
+    def initial(self, values: Mapping[str, Any]) -> None:
+        """The state before the first step, "kind/name" -> value."""
+
+    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
+        """Golden step `index` replayed: its values; `reasons`, what the replay cannot produce -> why."""
+
+
+@dataclass
+class Replayed:
+    """What a replay ran: the actual trace's metadata (environment, framework, "replay") and steps."""
+
+    meta: Dict[str, Any]
+    steps: int
+    trace: Optional[Trace] = None  # the actual trace, opened, when one was written
+
+
 def replay_steps(golden: Trace, runner: Runner, call: StepCall,
                  steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
                  progress: Optional[Callable[[int, int], None]] = None,
-                 meta: Optional[Dict[str, Any]] = None, every: int = 1) -> Trace:
-    """Replay `steps` steps (all by default) of `golden`; returns the actual trace, opened.
-    `about` describes the replay; it goes into the trace's metadata under "replay";
-    `meta` is more metadata (the framework's environment, under its own key). With every=K
-    only every K-th step (0, K, 2K, ...) is captured in full, as the recorder's every=K: the
-    other steps keep their inputs, random draws, loss and learning rate."""
+                 meta: Optional[Dict[str, Any]] = None, every: int = 1, write: bool = True,
+                 sink: Optional[Sink] = None, stop: Optional[Callable[[], bool]] = None) -> Replayed:
+    """Replay `steps` steps (all by default) of `golden`. `about` describes the replay; it goes into
+    the actual trace's metadata under "replay"; `meta` is more metadata (the framework's
+    environment, under its own key). With every=K only every K-th step (0, K, 2K, ...) is
+    captured in full, as the recorder's every=K: the other steps keep their inputs, random draws,
+    loss and learning rate. The actual trace is written at `out` (by default a temporary
+    file, removed when the caller closes or drops it) unless write=False; `sink` also gets
+    every step's values; `stop()`, asked after each step, ends the replay early."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     every = check_every(every)
-    if out is not None:
-        return _replay(golden, runner, call, count, out, about, progress, meta, limited=steps is not None,
-                       every=every)
-    # No place given: a temporary trace, removed when the caller closes or drops it (or at exit).
-    directory = tempfile.mkdtemp(prefix="tracekit-replay-")
+    meta = dict(meta or {})
+    meta.setdefault("environment", fingerprint())
+    drive = functools.partial(_drive, golden, runner, call, count, every, progress=progress, stop=stop)
+    if not write:
+        ran = drive([sink] if sink is not None else [])
+        return Replayed(dict(meta, **_replay_meta(golden, runner, about, ran, count, steps is not None, every)), ran)
+    directory = None
+    if out is None:  # no place given: a temporary trace, removed when the caller closes or drops it (or at exit)
+        directory = tempfile.mkdtemp(prefix="tracekit-replay-")
+        out = os.path.join(directory, "actual.h5")
     try:
-        trace = _replay(golden, runner, call, count, os.path.join(directory, "actual.h5"), about, progress, meta,
-                        limited=steps is not None, every=every)
+        with create(out, meta=meta, steps_in_flight=STEPS_IN_FLIGHT) as writer:
+            ran = drive([_Writing(writer)] + ([sink] if sink is not None else []))
+            writer.update_meta(_replay_meta(golden, runner, about, ran, count, steps is not None, every))
+        trace = open_trace(out)
     except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
         raise
-    trace.delete_when_closed(directory)
-    return trace
+    if directory is not None:
+        trace.delete_when_closed(directory)
+    return Replayed(trace.meta, ran, trace)
 
 
 def check_every(every: Any) -> int:
@@ -123,46 +158,73 @@ def check_every(every: Any) -> int:
     return every
 
 
-def _replay(golden: Trace, runner: Runner, call: StepCall, count: int, path: str,
-            about: Optional[Dict[str, Any]], progress: Optional[Callable[[int, int], None]],
-            meta: Optional[Dict[str, Any]], limited: bool, every: int) -> Trace:
-    with create(path, meta=meta, steps_in_flight=STEPS_IN_FLIGHT) as writer:
-        with writer.initial():
-            for key, value in runner.read_state():
-                writer.add(*split_key(key), value=value, copy=False)
-        kinds = set()  # the kinds of steps run so far
-        for index in range(count):
-            g_step = golden.step(index)
-            feeds = {name: g_step["input", name] for name in g_step.names("input")}
-            draws = [(name, g_step["random", name]) for name in g_step.names("random")]
-            regularization = runner.regularization()  # before the update, as TF1 computed it
-            kind = "+".join(g_step.info.get("train_ops") or [])
-            full = index % every == 0
-            with runner.step(index, draws, kind not in kinds, full) as capture:
-                returned = call(index, feeds, g_step.info)
-            runner.check_step(index, g_step.names("grad"))
-            kinds.add(kind)
-            with writer.step(info={"golden_step": index}):
-                for name, value in feeds.items():
-                    writer.add("input", name, value, copy=False)
-                names = [name for name, _ in draws]
-                for i, value in enumerate(capture.draws):
-                    writer.add("random", names[i] if i < len(names) else "tf2-draw-%d" % i, value, copy=False)
-                values = dict(capture.values)
-                values.update(returned)  # what the step returns wins over what was intercepted
-                if regularization is not None and "loss/regularization" in g_step:
-                    values.setdefault("loss/regularization", regularization)
-                if full:
-                    values.update(runner.read_state())
-                for key, value in values.items():
-                    kind_name = split_key(key)
-                    if full or kind_name[0] in LIGHT_KINDS:
-                        writer.add(*kind_name, value=value, copy=False)
-            if progress is not None:
-                progress(index + 1, count)
-        not_replayed = dict(runner.not_replayed)  # complete now: slots are mapped at the first update
-        for name in golden.meta.get("regularization_losses") or []:
-            not_replayed[make_key("loss", name)] = "TF1 regularization term, compared as their sum loss/regularization"
-        writer.update_meta({"replay": dict(about or {}, not_replayed=not_replayed, steps=count,
-                                           limited=limited, every=every, **runner.meta())})
-    return open_trace(path)
+def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int, sinks: Sequence[Sink],
+           progress: Optional[Callable[[int, int], None]], stop: Optional[Callable[[], bool]]) -> int:
+    """Run the steps, handing each one's values to the sinks; returns how many ran."""
+    initial = dict(runner.read_state())
+    for sink in sinks:
+        sink.initial(initial)
+    kinds = set()  # the kinds of steps run so far
+    for index in range(count):
+        g_step = golden.step(index)
+        feeds = {name: g_step["input", name] for name in g_step.names("input")}
+        draws = [(name, g_step["random", name]) for name in g_step.names("random")]
+        regularization = runner.regularization()  # before the update, as TF1 computed it
+        kind = "+".join(g_step.info.get("train_ops") or [])
+        full = index % every == 0
+        with runner.step(index, draws, kind not in kinds, full) as capture:
+            returned = call(index, feeds, g_step.info)
+        runner.check_step(index, g_step.names("grad"))
+        kinds.add(kind)
+        values = {make_key("input", name): value for name, value in feeds.items()}
+        names = [name for name, _ in draws]
+        for i, value in enumerate(capture.draws):
+            values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
+        produced = dict(capture.values)
+        produced.update(returned)  # what the step returns wins over what was intercepted
+        if regularization is not None and "loss/regularization" in g_step:
+            produced.setdefault("loss/regularization", regularization)
+        if full:
+            produced.update(runner.read_state())
+        values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
+        reasons = _not_replayed(golden, runner)
+        for sink in sinks:
+            sink.step(index, values, reasons)
+        if progress is not None:
+            progress(index + 1, count)
+        if stop is not None and stop():
+            return index + 1
+    return count
+
+
+def _not_replayed(golden: Trace, runner: Runner) -> Dict[str, str]:
+    out = dict(runner.not_replayed)  # complete after the first step: slots are mapped at the first update
+    for name in golden.meta.get("regularization_losses") or []:
+        out[make_key("loss", name)] = "TF1 regularization term, compared as their sum loss/regularization"
+    return out
+
+
+def _replay_meta(golden: Trace, runner: Runner, about: Optional[Dict[str, Any]], ran: int, count: int,
+                 limited: bool, every: int) -> Dict[str, Any]:
+    # limited: fewer steps asked for (steps=N) or stopped as asked (stop()): not a replay cut short
+    return {"replay": dict(about or {}, not_replayed=_not_replayed(golden, runner), steps=ran,
+                           limited=limited or ran < count, stopped=ran < count, every=every, **runner.meta())}
+
+
+class _Writing:
+    """The sink writing the actual trace, with the golden's kinds and names."""
+
+    def __init__(self, writer: TraceWriter) -> None:
+        self.writer = writer
+
+    def initial(self, values: Mapping[str, Any]) -> None:
+        with self.writer.initial():
+            self._add(values)
+
+    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
+        with self.writer.step(info={"golden_step": index}):
+            self._add(values)
+
+    def _add(self, values: Mapping[str, Any]) -> None:
+        for key, value in values.items():
+            self.writer.add(*split_key(key), value=value, copy=False)
