@@ -14,6 +14,9 @@ MLP; small: 400 steps of the 784-128-10 one, where the per-step fixed cost shows
                 golden, copy out every variable, slot and gradient (.numpy()), write nothing
     full        tracekit.tf2.replay, everything every step
     every10     tracekit.tf2.replay(every=10)
+    check       tracekit.tf2.check: the replay compared with the golden as it runs, nothing written
+                (its ms/step include the comparison, which a replay leaves to compare())
+    check10     tracekit.tf2.check(every=10)
 
 Prints seconds per step (the last steps, after tracing and warm-up), the ratios to the
 plain loop and to the floor, and the fixed cost per step on the small MLP (replay minus
@@ -36,7 +39,7 @@ sys.path.insert(0, ROOT)
 
 from tools.bench_compare import HIDDEN, Runs, prepare  # noqa: E402
 
-VARIANTS = ("plain", "floor", "full", "every10")
+VARIANTS = ("plain", "floor", "full", "every10", "check", "check10")
 WARMUP = {"big": 3, "small": 50}  # steps left out of the timing: tracing, first allocations
 
 
@@ -62,6 +65,11 @@ def child(data: str, name: str, variant: str) -> Dict[str, Any]:
             finally:
                 if os.path.exists(out):
                     os.remove(out)
+        elif variant in ("check", "check10"):
+            model, step = mlp.make(HIDDEN[name])
+            tracekit.tf2.check(golden, step, model=model, every=10 if variant == "check10" else 1,
+                               tolerance=tracekit.Tolerance.training(),
+                               progress=lambda done, total: stamps.append(time.perf_counter()))
         else:
             feeds = [{n: golden.step(k)["input", n] for n in golden.step(k).names("input")} for k in range(count)]
             if variant == "plain":
@@ -112,8 +120,8 @@ def main() -> None:
             print("| %s | %s | %.2f | %.2fx | %.2fx | %.0f%% |" % (
                 name, variant, 1e3 * best[label], best[label] / best[name + " plain"],
                 best[label] / best[name + " floor"], 100 * runs[label].spread()))
-    print("\nfixed cost per step, small MLP: full %.1f ms, every10 %.1f ms (replay - plain)" % (
-        1e3 * (best["small full"] - best["small plain"]), 1e3 * (best["small every10"] - best["small plain"])))
+    print("\nfixed cost per step, small MLP (replay - plain): %s" % ", ".join(
+        "%s %.1f ms" % (v, 1e3 * (best["small " + v] - best["small plain"])) for v in VARIANTS[2:]))
     print("targets: fixed cost < 2 ms; big every10 <= 1.2x plain; big full <= 1.15x floor (%d CPUs)"
           % (os.cpu_count() or 0))
 

@@ -168,26 +168,58 @@ def test_bad_root(tmp_path, edit, error, message, capsys):
     assert ("damaged" if code == 1 else "error") in capsys.readouterr().err
 
 
-def test_checksum_mismatch_names_step_and_tensor(tmp_path):
+def _edit_leaf(f, step, key, where, attr, value, wire=None):
+    """Edit what describes a leaf: the attribute `attr` of its dataset in a golden without the
+    step index (an older golden: reads take the attributes), or the index's field `wire`."""
+    kind, name = key.split("/", 1)
+    group = f[step_path(step)]
+    if where == "dataset":
+        del group.attrs["index"]
+        f[value_path(step, kind, name)].attrs[attr] = value
+        return
+    entries = metadata.unpack(group.attrs["index"].tobytes())
+    for entry in entries:
+        if entry[:2] == [kind, name]:
+            entry[3][0][wire] = value.decode() if isinstance(value, bytes) else value
+    group.attrs["index"] = np.void(metadata.pack(entries))
+
+
+@pytest.mark.parametrize("where", ["dataset", "index"])
+def test_checksum_mismatch_names_step_and_tensor(tmp_path, where):
     path = write_steps(str(tmp_path / "g.h5"), 3)
-    _edit(path, lambda f: f["steps/00000001/grad/dense%2Fkernel:0"].attrs.__setitem__("crc32", np.uint32(1)))
+    _edit(path, lambda f: _edit_leaf(f, 1, "grad/dense/kernel:0", where, "crc32", np.uint32(1), "crc"))
     result = tracekit.verify(path)
     assert not result.ok and result.complete
-    assert len(result.problems) == 1
-    assert "step 1, grad/dense/kernel:0: checksum mismatch" in result.problems[0]
+    assert any("step 1, grad/dense/kernel:0: checksum mismatch" in problem for problem in result.problems)
     with tracekit.open(path) as trace:
         with pytest.raises(tracekit.CorruptTrace, match="step 1, grad/dense/kernel:0: checksum mismatch"):
             trace.step(1)["grad/dense/kernel:0"]
         assert trace.step(2)["grad/dense/kernel:0"].shape == (3, 60)
 
 
-def test_bad_delta_base(tmp_path):
+@pytest.mark.parametrize("where", ["dataset", "index"])
+def test_bad_delta_base(tmp_path, where):
     path = write_steps(str(tmp_path / "g.h5"), 3)
-    _edit(path, lambda f: f["steps/00000001/var/dense%2Fkernel:0"].attrs.__setitem__(
-        "delta_base", "/steps/00000002/var/dense%2Fkernel:0"))
+    _edit(path, lambda f: _edit_leaf(f, 1, "var/dense/kernel:0", where, "delta_base",
+                                     "/steps/00000002/var/dense%2Fkernel:0", "b") if where == "dataset" else
+          _edit_leaf(f, 1, "var/dense/kernel:0", where, None, 2, "b"))
     with tracekit.open(path) as trace:
         with pytest.raises(tracekit.CorruptTrace, match="step 1, var/dense/kernel:0: .*delta base step 2"):
             trace.step(1)["var/dense/kernel:0"]
+
+
+def test_dataset_attributes_that_disagree_with_the_index_fail_verify(tmp_path):
+    # Reads take a chunked leaf's descriptor from the step index; verify holds the dataset's
+    # attributes to it, so damage to either is found.
+    path = write_steps(str(tmp_path / "g.h5"), 3)
+    with tracekit.open(path) as trace:
+        expected = trace.step(1)["grad/dense/kernel:0"]
+    _edit(path, lambda f: f[value_path(1, "grad", "dense/kernel:0")].attrs.__setitem__("crc32", np.uint32(1)))
+    result = tracekit.verify(path)
+    assert result.problems == ["%s: step 1, grad/dense/kernel:0: the step index and the dataset disagree; the file "
+                               "is damaged" % path]
+    with tracekit.open(path) as trace:
+        np.testing.assert_array_equal(trace.step(1)["grad/dense/kernel:0"], expected)
 
 
 def _leaf_trace(path):
@@ -199,6 +231,10 @@ def _leaf_trace(path):
     return path
 
 
+WIRE = {"logical_shape": "ls", "logical_dtype": "lg", "form": "f"}
+
+
+@pytest.mark.parametrize("where", ["dataset", "index"])
 @pytest.mark.parametrize("key, attr, value, message", [
     ("fetch/names", "logical_shape", np.array([99], dtype=np.int64), "string blob shorter"),
     ("fetch/names", "logical_dtype", np.bytes_(b"<U9x"), "cannot be read"),
@@ -208,17 +244,20 @@ def _leaf_trace(path):
     ("tap/times", "logical_dtype", np.bytes_(b"weird"), "unknown dtype 'weird'"),
     ("tap/times", "logical_dtype", np.bytes_(b"<M8[ms]"), None),  # fits: a wrong unit the checksum cannot see
 ])
-def test_edited_leaf_attributes(tmp_path, key, attr, value, message):
-    # The checksum covers a tensor's bytes; what the attributes say about them is checked too.
+def test_edited_leaf_attributes(tmp_path, key, attr, value, message, where):
+    # The checksum covers a tensor's bytes; what the descriptor says about them is checked too,
+    # in the step index (which reads use) and in a dataset's attributes (older goldens).
     path = _leaf_trace(str(tmp_path / "g.h5"))
-    kind, name = key.split("/", 1)
-    _edit(path, lambda f: f[value_path(0, kind, name)].attrs.__setitem__(attr, value))
+    wire = [int(d) for d in value] if attr == "logical_shape" else value
+    _edit(path, lambda f: _edit_leaf(f, 0, key, where, attr, value if where == "dataset" else wire, WIRE[attr]))
     result = tracekit.verify(path)
     with tracekit.open(path) as trace:
         if message is None:
-            assert result.ok and trace.step(0)[key].dtype == np.dtype("<M8[ms]")
+            assert trace.step(0)[key].dtype == np.dtype("<M8[ms]")
+            # with an index, verify sees the dataset's attributes say otherwise
+            assert result.ok == (where == "dataset") and len(result.problems) == (where == "index")
             return
-        assert not result.ok and len(result.problems) == 1 and message in result.problems[0]
+        assert not result.ok and any(message in problem for problem in result.problems)
         with pytest.raises(tracekit.CorruptTrace, match="step 0, %s: .*%s" % (key, re.escape(message))) as err:
             trace.step(0)[key]
         assert path in str(err.value)

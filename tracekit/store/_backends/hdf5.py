@@ -65,6 +65,14 @@ def _plain_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
     return desc
 
 
+def _chunked_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
+    """A chunked leaf's descriptor from the step index, as its dataset's attributes hold it."""
+    desc = LeafDescriptor.from_wire(wire)
+    if desc.layout != values.CHUNKED or not desc.chunk:
+        raise ValueError("the step index describes a chunked leaf without its chunk shape")
+    return replace(desc, level=None)
+
+
 class HDF5Backend(Backend):
     def __init__(self, path: str) -> None:
         super().__init__(path)
@@ -206,8 +214,9 @@ class HDF5Backend(Backend):
         for i, wire in enumerate(leaves):
             if wire.get("l") == values.PLAIN:
                 refs.append(LeafRef(_plain_leaf(wire), wire["v"]))
-            else:
-                refs.append(self._ref(self._file[value_path(step, kind, name) + ("" if spec is None else "/%d" % i)]))
+            else:  # the dataset only for its chunks: its attributes are read by verify, not here
+                dataset = self._file[value_path(step, kind, name) + ("" if spec is None else "/%d" % i)]
+                refs.append(LeafRef(_chunked_leaf(wire), dataset))
         return spec, refs
 
     def cross_check(self, step: int) -> List[str]:
@@ -223,18 +232,20 @@ class HDF5Backend(Backend):
             problems.append("%s: the step index lists other tensors than the file holds (%s)"
                             % (label, ", ".join(sorted(make_key(*k) for k in set(listed) ^ set(index)))[:500]))
         for (kind, name), (spec, leaves) in index.items():
-            if (kind, name) not in listed or all(wire.get("l") != values.PLAIN for wire in leaves):
+            if (kind, name) not in listed:
                 continue
             obj = self._group(step)["%s/%s" % (kind, escape_name(name))]
             datasets = [obj] if spec is None else [obj[str(i)] for i in range(len(leaves))]
             for wire, dataset in zip(leaves, datasets):
-                if wire.get("l") != values.PLAIN:
-                    continue  # reading it reads its dataset
-                desc, data = _plain_leaf(wire), wire["v"]
+                where = "%s, %s" % (label, make_key(kind, name))
                 ref = self._ref(dataset)
+                if wire.get("l") != values.PLAIN:  # read as the index says: the dataset must say the same
+                    if _chunked_leaf(wire) != ref.desc:
+                        problems.append("%s: the step index and the dataset disagree; the file is damaged" % where)
+                    continue
+                desc, data = _plain_leaf(wire), wire["v"]
                 stored = self.plain(ref)
                 crc = values.checksum(stored)
-                where = "%s, %s" % (label, make_key(kind, name))
                 if crc != ref.desc.crc:
                     problems.append("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: restore "
                                     "it or record it again" % (where, ref.desc.crc, crc))
