@@ -12,14 +12,14 @@ import shutil
 import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from .comparison.engine import Comparer, comparer
+from .comparison.engine import REFRESH_STEPS, comparer
 from .comparison.tolerance import Tolerance
 from .environment import fingerprint, program_identity, tensorflow_environment
 from .errors import UsageError
 from .replay.conversions import Conversion, gru, lstm, transpose
 from .replay.capture import numpy
 from .replay.distribute import Distribution, batch_size, logical_cpus, mirrored
-from .replay.loop import Replayed, Sink, check_every, check_steps, replay_steps, step_for
+from .replay.loop import Behind, Replayed, Sink, check_every, check_steps, replay_steps, step_for
 from .replay.settings import numerics
 from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
@@ -105,22 +105,32 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         watch: Dict[str, Any] = {}
 
-        def start(meta: Dict[str, Any]) -> Comparer:
+        def start(meta: Dict[str, Any]) -> Behind:
             label = out if out is not None else "replay of %s (not written)" % meta["program"]["entry"]
             watch["comparer"] = comparer(trace, label, meta, tolerance, result_type=Reported)
-            return watch["comparer"]
+            # compared on another thread while the port runs its next steps
+            watch["behind"] = Behind(watch["comparer"], sync=trace.refresh, sync_every=REFRESH_STEPS)
+            return watch["behind"]
 
         try:
             replayed = _replay(trace, step_fn, out=out, write=out is not None, watch=start,
                                stop=(lambda: watch["comparer"].diverged) if fail_fast else None, **options)
+        except BaseException:
+            if "behind" in watch:
+                watch["behind"].close(quiet=True)  # the replay's error is the news
+                watch["comparer"].close()
+            raise
+        try:
+            watch["behind"].close()  # the steps handed over, compared: a comparison's error surfaces here
         finally:
-            if "comparer" in watch:
-                watch["comparer"].close()  # its reading threads, also when the replay failed
+            watch["comparer"].close()  # its reading threads
         if replayed.trace is not None:
             replayed.trace.close()
         result = watch["comparer"].finish(replayed.meta, replayed.steps)
-        if replayed.meta["replay"]["stopped"]:
-            result.notes.append("fail_fast: stopped after step %d, the first divergence" % (replayed.steps - 1))
+        first = result.first_divergence
+        if replayed.meta["replay"]["stopped"] and first is not None:
+            result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
+                                % (replayed.steps - 1, first.step))
         return result  # type: ignore[return-value]
 
 

@@ -251,6 +251,7 @@ def _compare(golden: Trace, actual: Trace, comparer: "Comparer") -> Comparison:
         for index in range(min(len(golden), len(actual))):
             comparer.step(index, actual.step(index), reasons)
             if (index + 1) % REFRESH_STEPS == 0:  # no read in flight between steps
+                golden.refresh()
                 actual.refresh()
         return comparer.finish(actual.meta, len(actual))
 
@@ -258,7 +259,8 @@ def _compare(golden: Trace, actual: Trace, comparer: "Comparer") -> Comparison:
 class Comparer:
     """A comparison fed one step at a time: `compare` feeds it a written trace's steps, a replay
     (tracekit.tf2.check) each step's values as the port produces them, so nothing is written.
-    `step` returns once the step is judged; `finish` makes the result."""
+    `step` returns once the step is judged; `finish` makes the result. The feeder refreshes the
+    golden (Trace.refresh) now and then, between steps: only it knows when no read is in flight."""
 
     def __init__(self, golden: Trace, actual: str, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
                  result_type: Type[Comparison] = Comparison) -> None:
@@ -325,8 +327,6 @@ class Comparer:
             if found is not None and found is not was:  # kept for the hints, which look at both values there
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
                                     if failed is not None and t.key == found.key)
-        if index != INITIAL_STEP and (index + 1) % REFRESH_STEPS == 0:
-            golden.refresh()
 
     @property
     def diverged(self) -> bool:
