@@ -28,8 +28,8 @@ from .replay.variables import model_variables, name_of
 from .report.comparison import Reported
 from .store import Trace, open_trace
 
-__all__ = ["Conversion", "check", "gru", "keras_train_step", "logical_cpus", "lstm", "mirrored", "record", "replay", "seeded",
-           "transpose"]
+__all__ = ["Conversion", "check", "gru", "keras_train_step", "logical_cpus", "lstm", "mirrored", "record", "replay",
+           "seeded", "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
@@ -90,9 +90,9 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
           **options: Any) -> Reported:
     """Replay and compare as the steps run: what tracekit.compare(golden, replay(golden, step_fn,
     ...), tolerance) returns, without writing the actual trace unless `out` is given (each
-    step's values are compared and dropped, so the replay runs at nearly the port's own
-    speed). fail_fast=True stops at the first divergence no tolerance accepts (the steps
-    after it are not run: the result says so). `options` are replay()'s: model, variables,
+    step's values are compared on another thread while the port runs its next steps, then
+    dropped). fail_fast=True stops the replay within a few steps of the first divergence no
+    tolerance accepts (the result says where). `options` are replay()'s: model, variables,
     var_map, init, random, steps, inputs, convert, progress, strategy, ...; tolerance as
     for tracekit.compare. To keep the actual trace of a failing check for review, replay
     again with out= (the replay is deterministic for a given golden and port)."""

@@ -175,3 +175,40 @@ def test_a_comparer_fed_as_the_steps_run_finds_what_compare_finds(tmp_path):
         result = sink.finish(replayed.meta, replayed.steps)
         assert replayed.steps == 1 and replayed.meta["replay"]["stopped"] and replayed.meta["replay"]["limited"]
         assert result.short is None and result.steps == 1 and not result.ok
+
+
+class FailingSink:
+    def __init__(self):
+        self.seen = []
+
+    def initial(self, values):
+        pass
+
+    def step(self, index, values, reasons):
+        self.seen.append(index)
+        if index == 1:
+            raise tracekit.CorruptTrace("g.h5: step 1 unreadable")
+
+
+def test_a_sink_behind_the_replay_hands_its_error_to_the_replay(tmp_path):
+    from tracekit.replay.loop import Behind
+
+    path = _golden(str(tmp_path / "g.h5"), steps=7)
+    with tracekit.open(path) as golden:
+        sink = FailingSink()
+        behind = Behind(sink)
+        runner = NumpyRunner(golden, LR)
+        with pytest.raises(tracekit.CorruptTrace, match="step 1 unreadable"):
+            replay_steps(golden, runner, runner.call, write=False, sink=behind)
+            behind.close()
+        assert sink.seen == [0, 1]  # the steps queued after the failure are dropped
+    for quiet in (False, True):  # quiet: the replay failed itself, and its error is the news
+        sink = FailingSink()
+        behind = Behind(sink)
+        behind.step(0, {}, {})
+        behind.step(1, {}, {})
+        if quiet:
+            behind.close(quiet=True)
+        else:
+            with pytest.raises(tracekit.CorruptTrace, match="step 1 unreadable"):
+                behind.close()

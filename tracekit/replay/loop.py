@@ -119,6 +119,7 @@ class Behind:
         self._sync, self._sync_every = sync, sync_every
         self._queue: "queue.Queue[Optional[Tuple[str, tuple]]]" = queue.Queue(maxsize=max(1, depth))
         self._error: Optional[BaseException] = None
+        self._drop = False
         self._thread = threading.Thread(target=self._run, name="tracekit-sink", daemon=True)
         self._thread.start()
 
@@ -133,8 +134,8 @@ class Behind:
 
     def close(self, quiet: bool = False) -> None:
         """Wait for the sink to finish the steps handed to it; raise what it raised, unless quiet."""
-        if quiet and self._error is None:
-            self._error = _Abandoned()  # the steps still queued are dropped
+        if quiet:
+            self._drop = True  # the replay failed: what is still queued no longer matters
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
@@ -157,16 +158,12 @@ class Behind:
             try:
                 if item is None:
                     return
-                if self._error is None:  # after a failure the steps still queued are dropped
+                if self._error is None and not self._drop:  # after a failure the steps queued are dropped
                     getattr(self.sink, item[0])(*item[1])
             except BaseException as exc:  # handed to the replay's thread
                 self._error = exc
             finally:
                 self._queue.task_done()
-
-
-class _Abandoned(Exception):
-    """Behind.close(quiet=True): the replay failed, and what is queued no longer matters."""
 
 
 @dataclass
