@@ -103,35 +103,52 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
         raise UsageError("tracekit.tf2.check got unknown options %s; it takes replay()'s: %s"
                          % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
-        watch: Dict[str, Any] = {}
-
-        def start(meta: Dict[str, Any]) -> Behind:
-            label = out if out is not None else "replay of %s (not written)" % meta["program"]["entry"]
-            watch["comparer"] = comparer(trace, label, meta, tolerance, result_type=Reported)
-            # compared on another thread while the port runs its next steps
-            watch["behind"] = Behind(watch["comparer"], sync=trace.refresh, sync_every=REFRESH_STEPS)
-            return watch["behind"]
-
+        live = _Live(trace, out, tolerance)
         try:
-            replayed = _replay(trace, step_fn, out=out, write=out is not None, watch=start,
-                               stop=(lambda: watch["comparer"].diverged) if fail_fast else None, **options)
+            replayed = _replay(trace, step_fn, out=out, write=out is not None, watch=live,
+                               stop=(lambda: live.diverged) if fail_fast else None, **options)
         except BaseException:
-            if "behind" in watch:
-                watch["behind"].close(quiet=True)  # the replay's error is the news
-                watch["comparer"].close()
+            live.close(quiet=True)  # the replay's error is the news
             raise
-        try:
-            watch["behind"].close()  # the steps handed over, compared: a comparison's error surfaces here
-        finally:
-            watch["comparer"].close()  # its reading threads
         if replayed.trace is not None:
             replayed.trace.close()
-        result = watch["comparer"].finish(replayed.meta, replayed.steps)
+        live.close()
+        result = live.comparer.finish(replayed.meta, replayed.steps)
         first = result.first_divergence
         if replayed.meta["replay"]["stopped"] and first is not None:
             result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
                                 % (replayed.steps - 1, first.step))
         return result  # type: ignore[return-value]
+
+
+class _Live:
+    """The comparison a check feeds: made when the replay knows its own metadata, and run on a
+    thread behind the port's steps."""
+
+    def __init__(self, golden: Trace, out: Optional[str], tolerance: "Tolerance | str | None") -> None:
+        self.golden, self.out, self.tolerance = golden, out, tolerance
+        self.comparer: Any = None  # a comparison.engine.Comparer, once the replay starts
+        self._behind: Optional[Behind] = None
+
+    def __call__(self, meta: Dict[str, Any]) -> Behind:
+        label = self.out if self.out is not None else "replay of %s (not written)" % meta["program"]["entry"]
+        self.comparer = comparer(self.golden, label, meta, self.tolerance, result_type=Reported)
+        self._behind = Behind(self.comparer, sync=self.golden.refresh, sync_every=REFRESH_STEPS)
+        return self._behind
+
+    @property
+    def diverged(self) -> bool:
+        return self.comparer is not None and self.comparer.diverged
+
+    def close(self, quiet: bool = False) -> None:
+        """Wait for the steps handed over (raising what comparing them raised, unless quiet); end
+        the comparer's reading threads."""
+        if self._behind is None:
+            return
+        try:
+            self._behind.close(quiet)
+        finally:
+            self.comparer.close()
 
 
 _REPLAY_OPTIONS = frozenset(inspect.signature(replay).parameters) - {"golden", "step_fn", "out"}
@@ -207,6 +224,7 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
             tensors = distribution.distribute(feeds) if distribution is not None else \
                 {name: tf.constant(value) for name, value in feeds.items()}
             return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
+        # the environment here, not left to the writer: a check compares it before anything is written
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
                 "program": _program(step_fn, model)}
         return replay_steps(trace, runner, call, steps, out, about, progress, meta=meta, every=every, write=write,

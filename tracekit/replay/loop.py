@@ -22,7 +22,6 @@ import numpy as np
 
 from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, make_key, split_key
-from ..environment import fingerprint
 from ..store import Trace, TraceWriter, create, open_trace
 
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
@@ -98,7 +97,8 @@ def check_steps(steps: Any) -> None:
 
 class Sink(Protocol):
     """What a replay hands each step's values to, as the port produces them: the actual
-    trace's writer, or a comparison fed as it goes (comparison.engine.Comparer)."""
+    trace's writer, or a comparison fed as it goes (comparison.engine.Comparer). The mappings
+    are new each step and never changed after: a sink may keep them."""
 
     def initial(self, values: Mapping[str, Any]) -> None:
         """The state before the first step, "kind/name" -> value."""
@@ -127,7 +127,7 @@ class Behind:
         self._put(("initial", (values,)))
 
     def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
-        self._put(("step", (index, values, dict(reasons))))
+        self._put(("step", (index, values, reasons)))
         if self._sync is not None and self._sync_every and (index + 1) % self._sync_every == 0:
             self._queue.join()
             self._sync()
@@ -168,7 +168,8 @@ class Behind:
 
 @dataclass
 class Replayed:
-    """What a replay ran: the actual trace's metadata (environment, framework, "replay") and steps."""
+    """What a replay ran: its metadata (the caller's, and "replay"; a written trace's holds what
+    the writer adds, such as the environment when the caller gave none) and steps."""
 
     meta: Dict[str, Any]
     steps: int
@@ -190,7 +191,6 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     count = len(golden) if steps is None else min(int(steps), len(golden))
     every = check_every(every)
     meta = dict(meta or {})
-    meta.setdefault("environment", fingerprint())
     drive = functools.partial(_drive, golden, runner, call, count, every, progress=progress, stop=stop)
     if not write:
         ran = drive([sink] if sink is not None else [])

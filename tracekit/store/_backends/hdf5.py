@@ -205,7 +205,7 @@ class HDF5Backend(Backend):
     def _indexed(self, step: int, kind: str, name: str, index: Index) -> Tuple[Optional[list], List[LeafRef]]:
         """Leaf references from the step's index: a plain leaf's bytes are in it, so its dataset is
         never opened (the per-tensor cost of a step of thousands of scalars); a chunked leaf's
-        dataset is opened for its chunks anyway, and describes itself as in older goldens."""
+        dataset is opened for its chunks only (cross_check holds its attributes to the index)."""
         found = index.get((kind, name))
         if found is None:
             raise KeyError(make_key(kind, name))
@@ -214,14 +214,14 @@ class HDF5Backend(Backend):
         for i, wire in enumerate(leaves):
             if wire.get("l") == values.PLAIN:
                 refs.append(LeafRef(_plain_leaf(wire), wire["v"]))
-            else:  # the dataset only for its chunks: its attributes are read by verify, not here
+            else:
                 dataset = self._file[value_path(step, kind, name) + ("" if spec is None else "/%d" % i)]
                 refs.append(LeafRef(_chunked_leaf(wire), dataset))
         return spec, refs
 
     def cross_check(self, step: int) -> List[str]:
         """Where the step's index and its datasets disagree (tracekit verify): the values listed,
-        and each plain leaf's descriptor and bytes, which reads take from the index alone."""
+        each leaf's descriptor, and a plain leaf's bytes: reads take them from the index alone."""
         index = self._index(step)
         if index is None:
             return []
