@@ -16,6 +16,14 @@ from .support import LEGACY_PYTHON  # noqa: E402
 pytest_plugins = ["pytester"]  # the plugin's tests run pytest itself (tests/plugin)
 
 
+@pytest.fixture
+def all_chunked(monkeypatch):
+    """Every array stored chunked, however small, as before small arrays were stored plain: for
+    tests that damage or inspect a chunked leaf of a tiny synthetic trace."""
+    from tracekit.store import values
+    monkeypatch.setattr(values, "PLAIN_MAX_BYTES", 0)
+
+
 @pytest.fixture(scope="session")
 def legacy_python():
     """The legacy environment's interpreter. Absent on a machine without Python 3.7: the

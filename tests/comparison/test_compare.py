@@ -277,7 +277,7 @@ def test_max_errors_are_data_per_kind(tmp_path):
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_values_read_ahead_match_and_fail_as_read_in_turn(golden, tmp_path, monkeypatch, workers):
+def test_values_read_ahead_match_and_fail_as_read_in_turn(all_chunked, golden, tmp_path, monkeypatch, workers):
     # Reading ahead on threads gives the serial comparison's results; a damaged value stops it
     # with the error that names the file, the step and the tensor, as a serial read would.
     from tracekit.comparison import engine, prefetch

@@ -198,6 +198,7 @@ def test_checksum_mismatch_names_step_and_tensor(tmp_path, where):
 
 
 @pytest.mark.parametrize("where", ["dataset", "index"])
+@pytest.mark.usefixtures("all_chunked")
 def test_bad_delta_base(tmp_path, where):
     path = write_steps(str(tmp_path / "g.h5"), 3)
     _edit(path, lambda f: _edit_leaf(f, 1, "var/dense/kernel:0", where, "delta_base",
@@ -208,6 +209,7 @@ def test_bad_delta_base(tmp_path, where):
             trace.step(1)["var/dense/kernel:0"]
 
 
+@pytest.mark.usefixtures("all_chunked")
 def test_dataset_attributes_that_disagree_with_the_index_fail_verify(tmp_path):
     # Reads take a chunked leaf's descriptor from the step index; verify holds the dataset's
     # attributes to it, so damage to either is found.

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.store._format import ATTR_INDEX, step_path
+from tracekit.store._format import ATTR_INDEX, step_path, value_path
 
 from ..support import payloads
 from ..support import write_steps
@@ -76,3 +76,41 @@ def test_verify_finds_a_dataset_the_index_disagrees_with(tmp_path):
         assert dataset.attrs["crc32"] != crc
     problems = tracekit.verify(path).problems
     assert len(problems) == 1 and "step 1, loss/loss: the step index and the dataset disagree" in problems[0]
+
+
+def test_small_arrays_are_plain_and_read_from_the_index(tmp_path, monkeypatch):
+    # Up to PLAIN_MAX_BYTES an array is stored uncompressed and inline in the index (a bias, a
+    # batch-norm scale): reading it opens no dataset. Larger ones stay chunked; both read back bit
+    # for bit, and so does the same trace written with every array chunked (older goldens).
+    from tracekit.store import values
+
+    limit = values.PLAIN_MAX_BYTES
+    items = {"var/bias:0": np.linspace(-1, 1, limit // 4, dtype=np.float32),
+             "var/kernel:0": np.arange(limit // 4 + 1, dtype=np.float32).reshape(1, -1),
+             "slot/bn/moving_mean:0": np.arange(24, dtype=np.float64).reshape(2, 3, 4),
+             "input/y:0": np.array([3, 1, 2], dtype=np.int64), "input/mask:0": np.array([True, False]),
+             "fetch/names": np.array([b"ab", b"cde"], dtype=object), "tap/empty": np.zeros((0, 5), np.float32)}
+    paths = {"now": str(tmp_path / "now.h5"), "chunked": str(tmp_path / "chunked.h5")}
+    for label, path in paths.items():
+        if label == "chunked":
+            monkeypatch.setattr(values, "PLAIN_MAX_BYTES", 0)
+        with tracekit.create(path) as w:
+            for k in range(2):  # the second step's kernel is an XOR delta of the first's
+                with w.step():
+                    for key, value in items.items():
+                        w.add(*key.split("/", 1), value=value + k if value.dtype.kind == "f" else value)
+        monkeypatch.undo()
+    with h5py.File(paths["now"], "r") as f:
+        chunked = sorted(key for key in items if f[value_path(0, *key.split("/", 1))].chunks is not None)
+    assert chunked == ["var/kernel:0"]
+    for path in paths.values():
+        assert tracekit.verify(path).ok
+        with tracekit.open(path) as trace:
+            got = [{key: trace.step(k)[key] for key in items} for k in range(2)]
+            if path == paths["now"]:
+                trace._backend._file.close()  # the plain ones come from the index alone
+                again = trace.step(1)
+                assert all(payloads.same(again[key], got[1][key]) for key in items if key != "var/kernel:0")
+        for k in range(2):
+            for key, value in items.items():
+                assert payloads.same(got[k][key], value + k if value.dtype.kind == "f" else value), (path, k, key)

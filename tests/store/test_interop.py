@@ -44,6 +44,7 @@ assert tracekit.verify(sys.argv[1]).ok
 
 
 @pytest.mark.modern
+@pytest.mark.usefixtures("all_chunked")
 def test_hdf5plugin_reads_goldens_transparently(tmp_path):
     import h5py
     import hdf5plugin  # noqa: F401  # registers the Zstandard filter with HDF5

@@ -28,8 +28,11 @@ import numpy as np
 from ..errors import UnsupportedValue
 
 # Leaf layouts.
-CHUNKED = "chunked"  # ndim >= 1, non-empty: shuffled, zstd, chunked
-PLAIN = "plain"  # scalar or empty array: stored uncompressed
+CHUNKED = "chunked"  # an array over PLAIN_MAX_BYTES: shuffled, zstd, chunked
+PLAIN = "plain"  # a scalar or a small array: stored uncompressed, inline in the step's index
+# Below this an array is stored plain: compressing it saves less than HDF5's own per-dataset bytes,
+# and reading a chunked leaf costs ~10x a plain one (a bias, a scalar-per-feature model's steps).
+PLAIN_MAX_BYTES = 4096
 
 # Leaf forms: what the caller gets back.
 ARRAY = "array"  # np.ndarray
@@ -57,7 +60,7 @@ class Leaf:
 
     @property
     def layout(self) -> str:
-        return CHUNKED if self.array.ndim >= 1 and self.array.size > 0 else PLAIN
+        return CHUNKED if self.array.ndim >= 1 and self.array.nbytes > PLAIN_MAX_BYTES else PLAIN
 
     @property
     def dtype(self) -> str:
