@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from .comparison.engine import REFRESH_STEPS, comparer
+from .comparison.engine import REFRESH_STEPS, Comparer, comparer
 from .comparison.tolerance import Tolerance
 from .environment import fingerprint, program_identity, tensorflow_environment
 from .errors import UsageError
@@ -103,16 +103,19 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
         raise UsageError("tracekit.tf2.check got unknown options %s; it takes replay()'s: %s"
                          % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
+        arguments = _REPLAY.bind(trace, step_fn, out=out, **options)
+        arguments.apply_defaults()  # replay()'s defaults, written once
         live = _Live(trace, out, tolerance)
         try:
-            replayed = _replay(trace, step_fn, out=out, write=out is not None, watch=live,
-                               stop=(lambda: live.diverged) if fail_fast else None, **options)
+            replayed = _replay(**arguments.arguments, write=out is not None, watch=live,
+                               stop=(lambda: live.diverged) if fail_fast else None)
         except BaseException:
             live.close(quiet=True)  # the replay's error is the news
             raise
         if replayed.trace is not None:
             replayed.trace.close()
         live.close()
+        assert live.comparer is not None  # made when the replay started
         result = live.comparer.finish(replayed.meta, replayed.steps)
         first = result.first_divergence
         if replayed.meta["replay"]["stopped"] and first is not None:
@@ -127,7 +130,7 @@ class _Live:
 
     def __init__(self, golden: Trace, out: Optional[str], tolerance: "Tolerance | str | None") -> None:
         self.golden, self.out, self.tolerance = golden, out, tolerance
-        self.comparer: Any = None  # a comparison.engine.Comparer, once the replay starts
+        self.comparer: Optional[Comparer] = None  # once the replay starts
         self._behind: Optional[Behind] = None
 
     def __call__(self, meta: Dict[str, Any]) -> Behind:
@@ -143,7 +146,7 @@ class _Live:
     def close(self, quiet: bool = False) -> None:
         """Wait for the steps handed over (raising what comparing them raised, unless quiet); end
         the comparer's reading threads."""
-        if self._behind is None:
+        if self._behind is None or self.comparer is None:
             return
         try:
             self._behind.close(quiet)
@@ -151,17 +154,19 @@ class _Live:
             self.comparer.close()
 
 
-_REPLAY_OPTIONS = frozenset(inspect.signature(replay).parameters) - {"golden", "step_fn", "out"}
+_REPLAY = inspect.signature(replay)
+_REPLAY_OPTIONS = frozenset(_REPLAY.parameters) - {"golden", "step_fn", "out"}
 
 
-def _replay(golden: "str | Trace", step_fn: Any, *, model: Any = None, variables: Any = None, var_map: Any = "auto",
-            init: str = "golden", random: str = "tape", steps: Optional[int] = None,
-            inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None, convert: Sequence[Conversion] = (),
-            progress: Optional[Callable[[int, int], None]] = None, strategy: Any = None, input_api: str = "dataset",
-            global_batch_size: Optional[int] = None, determinism: Optional[bool] = None, tf32: Optional[bool] = None,
-            grappler: "Mapping[str, bool] | bool | None" = None, every: int = 1, write: bool = True,
+def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, var_map: Any, init: str, random: str,
+            steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
+            progress: Optional[Callable[[int, int], None]], strategy: Any, input_api: str,
+            global_batch_size: Optional[int], determinism: Optional[bool], tf32: Optional[bool],
+            grappler: "Mapping[str, bool] | bool | None", every: int, write: bool = True,
             watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
             stop: Optional[Callable[[], bool]] = None) -> Replayed:
+    """replay()'s work, its options all given (their defaults are replay()'s); write=False
+    writes nothing, watch(meta) makes a sink fed every step, stop() ends the replay early."""
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
     check_every(every)

@@ -20,22 +20,24 @@ class MLP(tf.keras.Model):
         return self.logits(x)
 
 
-def make(hidden, features=784, jit=True):
-    """(model, step) for the golden of these hidden layer sizes."""
+def _built(hidden, features):
+    """The model (built), its Adam with TF1's epsilon, and the loss, as the golden has them."""
     model = MLP(hidden)
     model(tf.zeros((1, features)))
     optimizer = tf.keras.optimizers.Adam(1e-3, epsilon=1e-8)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return model, optimizer, tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def make(hidden, features=784, jit=True):
+    """(model, step) for the golden of these hidden layer sizes."""
+    model, optimizer, loss_fn = _built(hidden, features)
     return model, supervised_step(model, optimizer, loss_fn, jit=jit)
 
 
 def make_floor(hidden, features=784):
     """The same model and step for the replay benchmark's floor: the step returns its gradients
     as well, so the benchmark copies out exactly what a full capture copies (model, optimizer, step)."""
-    model = MLP(hidden)
-    model(tf.zeros((1, features)))
-    optimizer = tf.keras.optimizers.Adam(1e-3, epsilon=1e-8)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model, optimizer, loss_fn = _built(hidden, features)
 
     @tf.function
     def step(inputs):

@@ -112,6 +112,7 @@ class Capture:
             store(values)
         return keep
 
+
 class VariableReader:
     """Reads many variables in one call: a tf.function returning all their values, rather than
     an eager read op each (about 0.3 ms apiece, the bulk of a small model's state read)."""

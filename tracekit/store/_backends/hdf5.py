@@ -244,11 +244,11 @@ class HDF5Backend(Backend):
         if index is None:
             return []
         label = "%s: %s" % (self.path, "initial state" if step == INITIAL_STEP else "step %d" % step)
-        listed = self._listed(step)
+        listed = set(self._listed(step))  # a set: a step may hold thousands of values
         problems = []
-        if sorted(listed) != sorted(index):
+        if listed != set(index):
             problems.append("%s: the step index lists other tensors than the file holds (%s)"
-                            % (label, ", ".join(sorted(make_key(*k) for k in set(listed) ^ set(index)))[:500]))
+                            % (label, ", ".join(sorted(make_key(*k) for k in listed ^ set(index)))[:500]))
         for (kind, name), (spec, leaves) in index.items():
             if (kind, name) not in listed:
                 continue
