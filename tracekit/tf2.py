@@ -136,8 +136,14 @@ class _Live:
     def __call__(self, meta: Dict[str, Any]) -> Behind:
         label = self.out if self.out is not None else "replay of %s (not written)" % meta["program"]["entry"]
         self.comparer = comparer(self.golden, label, meta, self.tolerance, result_type=Reported)
-        self._behind = Behind(self.comparer, sync=self.golden.refresh, sync_every=REFRESH_STEPS)
+        self._behind = Behind(self.comparer, sync=self._refresh, sync_every=REFRESH_STEPS)
         return self._behind
+
+    def _refresh(self) -> None:
+        """Between steps, the comparer's thread idle: judge what it holds, then reopen the golden."""
+        assert self.comparer is not None
+        self.comparer.drain()
+        self.golden.refresh()
 
     @property
     def diverged(self) -> bool:
@@ -150,6 +156,8 @@ class _Live:
             return
         try:
             self._behind.close(quiet)
+            if not quiet:
+                self.comparer.drain()  # the last step fed
         finally:
             self.comparer.close()
 

@@ -108,3 +108,30 @@ def test_verdicts_within_float32_round_off_of_the_threshold():
         hair = 1 + float(rng.choice([-1, 1])) * 2.0 ** -int(rng.randint(18, 40))
         same(g, a, tol(atol=0, rtol=err / abs(float(g[0])) * hair))  # err against rtol * |golden|
         same(g, a, tol(atol=err * hair, rtol=0))  # over = err - atol within a hair of zero
+
+
+def test_a_threshold_of_subnormal_terms_is_decided_in_float64():
+    # atol 2.5 and rtol * |golden| 0.5 units of the smallest subnormal: float64's threshold is 3
+    # units, float32 rounds both terms to even (2 + 0), and an error of 3 units would look 1.5x over.
+    unit = 2.0 ** -149
+    s = same(np.array([8 * unit], np.float32), np.array([11 * unit], np.float32), tol(atol=2.5 * unit, rtol=1 / 16))
+    assert s["ok"] and s["mismatched"] == 0
+
+
+def test_needed_rtol_where_the_error_cancels_against_atol(monkeypatch):
+    # Block A's over = error - atol is 1.49 float32 units, of which float32 sees 1 (atol rounds up):
+    # its bound would fall below block B's needed_rtol, and the search would stop before A.
+    monkeypatch.setattr(blockwise, "BLOCK", 4)
+    unit = 2.0 ** -40  # float32's spacing in [2**-17, 2**-16)
+    c32 = float(np.float32(2.0 ** -17 * 1.3))  # a float32 value; atol lies just below it
+    atol = c32 - 0.49 * unit
+    g_a = np.float32(2.0 ** -17 * 1.1)
+    a_a = np.float32(float(g_a) + c32 + unit)
+    need_a = (float(a_a) - float(g_a) - atol) / float(g_a)
+    g_b = np.float32(0.25)
+    a_b = np.float32(0.25 + 9.953975677490234e-06)  # over = 3.6e-8, float32 sees it within 2**-8
+    need_b = (float(a_b) - float(g_b) - atol) / float(g_b)
+    assert unit / float(g_a) * 1.01 < need_b < need_a  # between A's float32 estimate and its truth
+    g = np.array([g_a, 0, 0, 0, g_b, 0, 0, 0], np.float32)
+    a = np.array([a_a, 0, 0, 0, a_b, 0, 0, 0], np.float32)
+    assert same(g, a, tol(atol=atol, rtol=0.0))["needed_rtol"] == need_a

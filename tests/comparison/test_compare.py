@@ -280,9 +280,9 @@ def test_max_errors_are_data_per_kind(tmp_path):
 def test_values_read_ahead_match_and_fail_as_read_in_turn(all_chunked, golden, tmp_path, monkeypatch, workers):
     # Reading ahead on threads gives the serial comparison's results; a damaged value stops it
     # with the error that names the file, the step and the tensor, as a serial read would.
-    from tracekit.comparison import engine, prefetch
+    from tracekit.comparison import engine, pipeline
 
-    monkeypatch.setattr(prefetch, "WORKERS", workers)
+    monkeypatch.setattr(pipeline, "WORKERS", workers)
     monkeypatch.setattr(engine, "REFRESH_STEPS", 1)  # the files reopened after every step: the same results
     actual = write(str(tmp_path / "actual.h5"), change=lambda k, key, v: v * 1.5 if key == "tap/layer2" else v)
     result = tracekit.compare(golden, actual)

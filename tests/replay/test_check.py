@@ -71,9 +71,10 @@ def test_fail_fast_stops_at_the_first_divergence(tf2):
     steps = []
     result = tf2.check(golden("seed_example"), step, model=model, tolerance=TRAINING, fail_fast=True,
                        progress=lambda done, total: steps.append(done))
-    # compared on a thread at most two steps behind the port: it stops a few steps after step 0
+    # compared on a thread at most two steps behind the port, and judged once the next step is fed
+    # (its reads overlap the judging): it stops a few steps after step 0
     assert not result.ok and result.first_divergence.step == 0 and steps == list(range(1, len(steps) + 1))
-    assert len(steps) <= 4 < result.golden_steps
+    assert len(steps) <= 5 < result.golden_steps
     assert result.short is None and result.actual_steps == result.steps == len(steps)
     assert "fail_fast: stopped after step %d, at the first divergence (step 0)" % (len(steps) - 1) in result.report()
     # without fail_fast every step runs

@@ -148,7 +148,7 @@ def test_every_k_captures_light_kinds_every_step_and_the_rest_every_k(tmp_path):
 
 def test_a_comparer_fed_as_the_steps_run_finds_what_compare_finds(tmp_path):
     # The loop hands each step's values to a sink; a Comparer so fed, with nothing written,
-    # gives compare()'s result, and stop() ends the replay after the step that diverged.
+    # gives compare()'s result, and stop() ends the replay one step after the step that diverged.
     from tracekit.comparison.engine import comparer
 
     path = _golden(str(tmp_path / "g.h5"), steps=7)
@@ -173,8 +173,9 @@ def test_a_comparer_fed_as_the_steps_run_finds_what_compare_finds(tmp_path):
         sink = comparer(golden, "streamed", actual.meta)
         replayed = replay_steps(golden, runner, runner.call, write=False, sink=sink, stop=lambda: sink.diverged)
         result = sink.finish(replayed.meta, replayed.steps)
-        assert replayed.steps == 1 and replayed.meta["replay"]["stopped"] and replayed.meta["replay"]["limited"]
-        assert result.short is None and result.steps == 1 and not result.ok
+        # a step is judged once the next one is fed (its reads overlap the judging): one step more
+        assert replayed.steps == 2 and replayed.meta["replay"]["stopped"] and replayed.meta["replay"]["limited"]
+        assert result.short is None and result.steps == 2 and not result.ok and result.first_divergence.step == 0
 
 
 class FailingSink:

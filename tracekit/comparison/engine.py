@@ -4,9 +4,10 @@ order, loss, learning rate, gradients, updated variables and slots)."""
 
 from __future__ import annotations
 
+import collections
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 from ..store import Trace, open_trace, provenance
 from ..store.provenance import Provenance
@@ -15,15 +16,20 @@ from .conventions import ConventionHint, convention_hints
 from .distribution import DistributionHint, distribution_hints, layout
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .noise import Noise, NoiseTracker
-from .prefetch import Prefetch
+from .pipeline import Pipeline
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
 # A step's (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order.
 Compared = List[Tuple["TensorResult", Stats, Optional[Tuple[Any, Any, Resolved]]]]
 
-# Values larger than this (on average over the golden's steps) are read ahead on other threads.
+# Tensors larger than this (on average over the golden's steps) are read and compared on worker
+# threads, at most PAIRS_AHEAD of them ahead of the one being judged (memory: a few pairs of values).
 READ_AHEAD_BYTES = 64 << 10
+PAIRS_AHEAD = 4
+
+# Kinds whose failing values the noise tracker looks at (an error budget, element by element).
+NOISE_VALUES = frozenset(["var", "tap"])
 
 # Steps between Trace.refresh calls: memory stays flat however many steps are compared.
 REFRESH_STEPS = 16
@@ -250,7 +256,8 @@ def _compare(golden: Trace, actual: Trace, comparer: "Comparer") -> Comparison:
             comparer.initial(actual.initial, reasons)
         for index in range(min(len(golden), len(actual))):
             comparer.step(index, actual.step(index), reasons)
-            if (index + 1) % REFRESH_STEPS == 0:  # no read in flight between steps
+            if (index + 1) % REFRESH_STEPS == 0:
+                comparer.drain()  # no read in flight
                 golden.refresh()
                 actual.refresh()
         return comparer.finish(actual.meta, len(actual))
@@ -259,8 +266,9 @@ def _compare(golden: Trace, actual: Trace, comparer: "Comparer") -> Comparison:
 class Comparer:
     """A comparison fed one step at a time: `compare` feeds it a written trace's steps, a replay
     (tracekit.tf2.check) each step's values as the port produces them, so nothing is written.
-    `step` returns once the step is judged; `finish` makes the result. The feeder refreshes the
-    golden (Trace.refresh) now and then, between steps: only it knows when no read is in flight."""
+    `step` queues a step's tensors and judges the steps before it; `drain` judges every step fed
+    so far, `finish` makes the result. The feeder refreshes the golden (Trace.refresh) now and
+    then, after a drain: then no read is in flight."""
 
     def __init__(self, golden: Trace, actual: str, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
                  result_type: Type[Comparison] = Comparison) -> None:
@@ -275,7 +283,8 @@ class Comparer:
         self._explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
         self._values: Dict[Tuple[int, str], Tuple[Any, Any]] = {}  # (step, key) of a divergence -> its two values
         self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
-        self._reads = Prefetch()
+        self._work = Pipeline(ahead=PAIRS_AHEAD)
+        self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
 
     def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
         """Compare the initial states, when the golden has one."""
@@ -285,13 +294,13 @@ class Comparer:
     def step(self, index: int, a_step: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
         """Compare the golden's step `index` (INITIAL_STEP: the initial state) with `a_step`, the
         replay's values by key; `reasons`: the keys the replay does not produce -> why (those
-        known so far: finish() takes the replay's final word)."""
+        known so far: finish() takes the replay's final word). Returns once the steps before this
+        one are judged: this one's tensors are read and compared meanwhile."""
         result, golden = self.result, self.golden
         g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
         result.steps += index != INITIAL_STEP
-        compared: Compared = []
         copies = _replica_copies(a_step)
-        pairs = []  # (golden key, the replay's keys: the value and copies of it that went apart)
+        keys = []
         for key in g_step:
             kind, name = split_key(key)
             if kind in NOT_REPLAYED or key in reasons:
@@ -300,27 +309,39 @@ class Comparer:
                 self._absent.add(key)
             else:
                 self._seen.add(key)
-                pairs.append((key, [key] + copies.get(key, [])))
-        # Both sides' values, read ahead on other threads while the ones before them are compared.
-        values = self._reads.map((functools.partial(step.__getitem__, k), key in self._big) for key, a_keys in pairs
-                                 for step, k in [(g_step, key)] + [(a_step, a_key) for a_key in a_keys])
-        tolerance = result.tolerance
-        for key, a_keys in pairs:
-            kind, name = split_key(key)
-            g_value = next(values)
-            tol = tolerance.resolve(kind, name, index, dtype_name(g_value))
+                keys.append(key)
+                # One call per tensor: both sides read, then their statistics, on a worker thread.
+                a_keys = [key] + copies.get(key, [])
+                self._work.put(functools.partial(self._pair, index, g_step, a_step, key, a_keys), key in self._big)
+        self._queued.append((index, keys))
+        while len(self._queued) > 1:
+            self._judge_next()
+
+    def drain(self) -> None:
+        """Judge every step fed so far: then no read is in flight."""
+        while self._queued:
+            self._judge_next()
+
+    def _judge_next(self) -> None:
+        """Take the oldest queued step's results, in data-flow order, and judge it."""
+        result = self.result
+        index, keys = self._queued.popleft()
+        compared: Compared = []
+        # Once both first divergences are known, only the noise tracker needs a failing tensor's values.
+        keep_all = result.first_divergence is None or (self._explained_first is None
+                                                       and not result.tolerance.accept_noise)
+        for key in keys:
+            tol, g_value, outcomes = self._work.take()
             if tol.ignore:
                 result.not_compared.setdefault(key, "ignored by a tolerance rule")
-            for a_key in a_keys:  # a mirrored variable's replicas must agree: a copy that went apart too
-                a_value = next(values)
-                if tol.ignore:
-                    continue
-                stats = compare_values(g_value, a_value, tol)
+            keep = keep_all or split_key(key)[0] in NOISE_VALUES
+            for a_key, a_value, stats in outcomes:
                 tensor = self._by_key.get(a_key)
                 if tensor is None:
                     tensor = self._by_key[a_key] = TensorResult(*split_key(a_key))
                     result.tensors.append(tensor)
-                compared.append((tensor, stats, None if stats.ok else (g_value, a_value, tol)))
+                failed = None if stats.ok else (g_value, a_value, tol) if keep else (None, None, tol)
+                compared.append((tensor, stats, failed))
         before = result.first_divergence, self._explained_first
         self._explained_first = _judge(result, index, compared, self._noise, self._explained_first)
         for found, was in zip((result.first_divergence, self._explained_first), before):
@@ -328,15 +349,33 @@ class Comparer:
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
                                     if failed is not None and t.key == found.key)
 
+    def _pair(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any], key: str,
+              a_keys: List[str]) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
+        """(tolerance, golden value, (key, value, stats) of each of the replay's values) of one
+        tensor: a mirrored variable's replicas must agree, so a copy that went apart is compared too."""
+        kind, name = split_key(key)
+        g_value = g_step[key]
+        tol = self.result.tolerance.resolve(kind, name, index, dtype_name(g_value))
+        if tol.ignore:
+            return tol, g_value, []
+        outcomes = []
+        for a_key in a_keys:
+            a_value = a_step[a_key]
+            outcomes.append((a_key, a_value, compare_values(g_value, a_value, tol)))
+        return tol, g_value, outcomes
+
     @property
     def diverged(self) -> bool:
         """A failure no tolerance accepts and no round-off explains has been seen."""
         return self.result.first_divergence is not None
 
     def finish(self, actual_meta: Mapping[str, Any], actual_steps: int) -> Comparison:
-        """The result, once every step is compared; `actual_meta` is the replay's metadata,
+        """The result, once every step is fed; `actual_meta` is the replay's metadata,
         `actual_steps` how many steps it ran."""
-        self.close()
+        try:
+            self.drain()
+        finally:
+            self.close()
         result, golden = self.result, self.golden
         result.golden_steps, result.actual_steps = len(golden), actual_steps
         replay = actual_meta.get("replay", {})
@@ -369,7 +408,7 @@ class Comparer:
         return result
 
     def close(self) -> None:
-        self._reads.close()
+        self._work.close()
 
     def __enter__(self) -> "Comparer":
         return self

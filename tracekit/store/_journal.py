@@ -138,7 +138,7 @@ _SEEK = threading.Lock()
 
 
 def read_payload(fh: BinaryIO, offset: int, size: int) -> bytes:
-    if hasattr(os, "pread"):  # no shared file position: readers on several threads (comparison/prefetch.py)
+    if hasattr(os, "pread"):  # no shared file position: readers on several threads (comparison/pipeline.py)
         data = os.pread(fh.fileno(), size, offset)
     else:
         with _SEEK:
