@@ -197,6 +197,64 @@ def test_checksum_mismatch_names_step_and_tensor(tmp_path, where):
         assert trace.step(2)["grad/dense/kernel:0"].shape == (3, 60)
 
 
+def _chunk_payload(path, step, key):
+    """(file offset, bytes) of a chunked leaf's first chunk payload."""
+    kind, name = key.split("/", 1)
+    with h5py.File(path, "r") as f:
+        dataset = f[value_path(step, kind, name)]
+        mask, payload = dataset.id.read_direct_chunk((0,) * dataset.ndim)
+    with open(path, "rb") as fh:
+        return fh.read().find(payload), payload
+
+
+@pytest.mark.parametrize("where", ["dataset", "index"])
+def test_frames_vouch_for_their_bytes_and_verify_still_checks_the_crc(tmp_path, where):
+    # A chunk that is a zstd frame with its content checksum is checked by zstd as it decodes, so a
+    # read computes no crc32 for it: a wrong crc32 attribute alone (the bytes intact) reads the right
+    # value. tracekit verify computes every crc32 and reports it.
+    path = str(tmp_path / "g.h5")
+    value = np.linspace(0, 1, 4096, dtype=np.float32).reshape(64, 64)
+    with tracekit.create(path) as w:
+        for k in range(2):
+            with w.step():
+                w.add("grad", "w:0", value * (k + 1))
+    offset, payload = _chunk_payload(path, 1, "grad/w:0")
+    assert payload[:4] == b"\x28\xb5\x2f\xfd" and payload[4] & 0x04  # a frame with its checksum
+    _edit(path, lambda f: _edit_leaf(f, 1, "grad/w:0", where, "crc32", np.uint32(1), "crc"))
+    with tracekit.open(path) as trace:
+        assert np.array_equal(trace.step(1)["grad/w:0"], value * 2)
+    result = tracekit.verify(path)
+    assert [p for p in result.problems if "step 1, grad/w:0: checksum mismatch" in p]
+    with open(path, "r+b") as fh:  # a flipped bit inside the frame: zstd's checksum sees it
+        fh.seek(offset + len(payload) // 2)
+        byte = fh.read(1)
+        fh.seek(offset + len(payload) // 2)
+        fh.write(bytes([byte[0] ^ 0x10]))
+    with tracekit.open(path) as trace:
+        with pytest.raises(tracekit.CorruptTrace, match="step 1, grad/w:0: cannot be read"):
+            trace.step(1)["grad/w:0"]
+
+
+def test_a_chunk_stored_raw_is_checked_by_crc32(tmp_path):
+    # Random bytes do not compress: the chunk is kept shuffled only, with no frame to check it, and
+    # a read computes the leaf's crc32.
+    path = str(tmp_path / "g.h5")
+    noise = np.random.RandomState(0).randint(0, 2 ** 32, size=(64, 64), dtype=np.uint64).astype(np.uint32)
+    with tracekit.create(path) as w:
+        with w.step():
+            w.add("fetch", "noise", noise.view(np.float32))
+    offset, payload = _chunk_payload(path, 0, "fetch/noise")
+    assert payload[:4] != b"\x28\xb5\x2f\xfd" and len(payload) == noise.nbytes
+    with open(path, "r+b") as fh:
+        fh.seek(offset + 100)
+        byte = fh.read(1)
+        fh.seek(offset + 100)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    with tracekit.open(path) as trace:
+        with pytest.raises(tracekit.CorruptTrace, match="step 0, fetch/noise: checksum mismatch"):
+            trace.step(0)["fetch/noise"]
+
+
 @pytest.mark.parametrize("where", ["dataset", "index"])
 @pytest.mark.usefixtures("all_chunked")
 def test_bad_delta_base(tmp_path, where):

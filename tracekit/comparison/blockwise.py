@@ -55,18 +55,16 @@ def float_stats(g: np.ndarray, a: np.ndarray, atol: float, rtol: float, ulps: fl
     a = _float32(a.reshape(-1))
     if g.size == 0:
         return None
-    top, bottom = float(g.max()), float(g.min())  # NaN propagates: caught just below
-    golden_scale = max(top, -bottom)
-    if not np.isfinite(golden_scale):
-        return None
-    unit = eps * golden_scale
-    roundoff = ulps * unit
-    if not np.isfinite(np.float32(rtol * golden_scale + atol + roundoff)):
-        return None
-    scan = _Scan(g, a, atol, rtol, roundoff, golden_scale)
+    roundoff = 0.0
+    if ulps:  # the round-off term scales with the largest |golden|: needed before the pass
+        top, bottom = float(g.max()), float(g.min())  # NaN propagates: caught just below
+        roundoff = ulps * eps * max(top, -bottom)
+        if not np.isfinite(roundoff):
+            return None
+    scan = _Scan(g, a, atol, rtol, roundoff)
     if not scan.run():
         return None
-    return scan.summary(golden_scale, unit)
+    return scan.summary(scan.golden_scale, eps * scan.golden_scale)
 
 
 def _float32(x: np.ndarray) -> np.ndarray:
@@ -76,8 +74,7 @@ def _float32(x: np.ndarray) -> np.ndarray:
 class _Scan:
     """One float32 pass over the blocks, then the float64 refinement."""
 
-    def __init__(self, g: np.ndarray, a: np.ndarray, atol: float, rtol: float, roundoff: float,
-                 golden_scale: float) -> None:
+    def __init__(self, g: np.ndarray, a: np.ndarray, atol: float, rtol: float, roundoff: float) -> None:
         self.g, self.a = g, a
         self.atol, self.rtol, self.roundoff = atol, rtol, roundoff
         self.rtol32 = np.float32(rtol)
@@ -87,7 +84,8 @@ class _Scan:
         self.cancel_band = np.float32(3 * CANCEL * float(self.c32))
         self.tiny_threshold = float(self.c32) < NORMAL  # else error / threshold is exact to float32 round-off
         self.below_roundoff = roundoff * (1 - MARGIN) - TINY
-        self.q_slack = rtol * golden_scale
+        self.golden_scale = 0.0  # the largest |golden|, found as the blocks pass
+        self.q_slack: List[float] = []  # per block: rtol * its largest |golden|
         self.starts = list(range(0, g.size, BLOCK))
         self.mismatched = 0
         self.need_inf = False
@@ -124,20 +122,24 @@ class _Scan:
             return False  # NaN or Inf on a side, or a difference beyond float32
         self.ub_abs.append(emax * (1 + BOUND))
         np.abs(g, out=s)
+        smax = float(s.max())
+        self.golden_scale = max(self.golden_scale, smax)
+        q_slack = self.rtol * smax
+        self.q_slack.append(q_slack)
+        if not np.isfinite(np.float32(q_slack + self.atol + self.roundoff)):
+            return False  # a threshold beyond float32
         # max_rel: err / scale where the golden is not zero (0 / 0 is NaN, which fmax skips)
         np.divide(e, s, out=t)
         rmax = float(np.fmax.reduce(t))
-        if rmax == np.inf:  # a golden zero with an error: leave zeros out
-            t.fill(0)
-            nonzero = np.greater(s, 0, out=self._m1[:n])
-            np.divide(e, s, out=t, where=nonzero)
+        if rmax == np.inf:  # a golden zero with an error (or a quotient beyond float32): zeros left out
+            np.copyto(t, 0, where=np.equal(s, 0, out=self._m1[:n]))
             rmax = float(t.max())
         self.ub_rel.append(-np.inf if np.isnan(rmax) else rmax * (1 + BOUND) + TINY)
         # needed_atol: err - rtol * scale, which cannot exceed the roundoff term when err does not
         if emax > self.below_roundoff:
             np.multiply(s, self.rtol32, out=u)  # kept: the threshold's first term
             np.subtract(e, u, out=t)
-            self.ub_over.append(float(t.max()) + BOUND * (emax + self.q_slack) + TINY - self.roundoff)
+            self.ub_over.append(float(t.max()) + BOUND * (emax + q_slack) + TINY - self.roundoff)
         else:
             self.ub_over.append(None)
         if emax < self.sure_good:  # every element passes, and over <= 0 everywhere
@@ -237,7 +239,7 @@ class _Scan:
         g, a, e, s = self._float32(b)
         q = e - s * self.rtol32
         top = float(q.max())
-        pick = np.flatnonzero(q >= top - 2 * (BOUND * (float(e.max()) + self.q_slack) + TINY))
+        pick = np.flatnonzero(q >= top - 2 * (BOUND * (float(e.max()) + self.q_slack[b]) + TINY))
         err, scale = _exact_err(g[pick], a[pick])
         return float((err - self.rtol * scale - self.roundoff).max())
 
