@@ -126,7 +126,7 @@ def test_statistics_per_tensor_and_step(golden, tmp_path):
     assert list(tensor.by_step) == list(range(STEPS))
     assert [round(float(s.max_abs), 6) for s in tensor.by_step.values()] == [0, 1e-3, 2e-3, 3e-3]
     assert [s.ok for s in tensor.by_step.values()] == [True, False, False, False]
-    assert tensor.worst is tensor.by_step[3] and tensor.first_failed == 1
+    assert tensor.worst.to_dict() == tensor.by_step[3].to_dict() and tensor.worst_step == 3 and tensor.first_failed == 1
     assert tensor.by_step[2].mismatched == 4 and tensor.by_step[2].fraction == 1.0
 
 

@@ -17,6 +17,7 @@ from .distribution import DistributionHint, distribution_hints, layout
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .noise import Noise, NoiseTracker
 from .pipeline import Pipeline
+from .series import StatsSeries
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
@@ -51,7 +52,7 @@ class TensorResult:
     first_failed: Optional[int] = None
     worst: Optional[Stats] = None
     worst_step: Optional[int] = None
-    by_step: Dict[int, Stats] = field(default_factory=dict)  # in step order
+    by_step: StatsSeries = field(default_factory=StatsSeries)  # step -> Stats, in step order
     noise: Dict[int, Noise] = field(default_factory=dict)
     accepted_steps: int = 0
     driven_by_noise: bool = False  # round-off alone moved it (noise.NoiseTracker.driven), or it follows
@@ -70,7 +71,7 @@ class TensorResult:
         return bool(self.noise)
 
     def add(self, step: int, stats: Stats, noise: Optional[Noise] = None, accept: bool = False) -> None:
-        self.by_step[step] = stats
+        self.by_step.append(step, stats)
         self.steps += 1
         if noise is not None:
             self.noise[step] = noise
