@@ -185,7 +185,7 @@ class FailingSink:
     def initial(self, values):
         pass
 
-    def step(self, index, values, reasons):
+    def step(self, index, values, reasons, fed):
         self.seen.append(index)
         if index == 1:
             raise tracekit.CorruptTrace("g.h5: step 1 unreadable")
@@ -206,8 +206,8 @@ def test_a_sink_behind_the_replay_hands_its_error_to_the_replay(tmp_path):
     for quiet in (False, True):  # quiet: the replay failed itself, and its error is the news
         sink = FailingSink()
         behind = Behind(sink)
-        behind.step(0, {}, {})
-        behind.step(1, {}, {})
+        behind.step(0, {}, {}, {})
+        behind.step(1, {}, {}, {})
         if quiet:
             behind.close(quiet=True)
         else:

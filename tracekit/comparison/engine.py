@@ -292,11 +292,13 @@ class Comparer:
         if self.golden.has_initial:
             self.step(INITIAL_STEP, a_step, reasons or {})
 
-    def step(self, index: int, a_step: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
+    def step(self, index: int, a_step: Mapping[str, Any], reasons: Mapping[str, str],
+             fed: Optional[Mapping[str, Any]] = None) -> None:
         """Compare the golden's step `index` (INITIAL_STEP: the initial state) with `a_step`, the
         replay's values by key; `reasons`: the keys the replay does not produce -> why (those
-        known so far: finish() takes the replay's final word). Returns once the steps before this
-        one are judged: this one's tensors are read and compared meanwhile."""
+        known so far: finish() takes the replay's final word); `fed`: golden values the replay
+        read already (its inputs), taken as they are instead of read again. Returns once the
+        steps before this one are judged: this one's tensors are read and compared meanwhile."""
         result, golden = self.result, self.golden
         g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
         result.steps += index != INITIAL_STEP
@@ -313,7 +315,8 @@ class Comparer:
                 keys.append(key)
                 # One call per tensor: both sides read, then their statistics, on a worker thread.
                 a_keys = [key] + copies.get(key, [])
-                self._work.put(functools.partial(self._pair, index, g_step, a_step, key, a_keys), key in self._big)
+                golden = g_step if fed is None or key not in fed else fed
+                self._work.put(functools.partial(self._pair, index, golden, a_step, key, a_keys), key in self._big)
         self._queued.append((index, keys))
         while len(self._queued) > 1:
             self._judge_next()

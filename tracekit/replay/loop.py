@@ -103,8 +103,10 @@ class Sink(Protocol):
     def initial(self, values: Mapping[str, Any]) -> None:
         """The state before the first step, "kind/name" -> value."""
 
-    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
-        """Golden step `index` replayed: its values; `reasons`, what the replay cannot produce -> why."""
+    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str],
+             fed: Mapping[str, Any]) -> None:
+        """Golden step `index` replayed: its values; `reasons`, what the replay cannot produce -> why;
+        `fed`, the golden's own values the replay fed the port (its inputs, as read from the golden)."""
 
 
 class Behind:
@@ -126,8 +128,9 @@ class Behind:
     def initial(self, values: Mapping[str, Any]) -> None:
         self._put(("initial", (values,)))
 
-    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
-        self._put(("step", (index, values, reasons)))
+    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str],
+             fed: Mapping[str, Any]) -> None:
+        self._put(("step", (index, values, reasons, fed)))
         if self._sync is not None and self._sync_every and (index + 1) % self._sync_every == 0:
             self._queue.join()
             self._sync()
@@ -237,7 +240,8 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
             returned = call(index, feeds, g_step.info)
         runner.check_step(index, g_step.names("grad"))
         kinds.add(kind)
-        values = {make_key("input", name): value for name, value in feeds.items()}
+        fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
+        values = dict(fed)
         names = [name for name, _ in draws]
         for i, value in enumerate(capture.draws):
             values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
@@ -250,7 +254,7 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
         values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
         reasons = _not_replayed(golden, runner)
         for sink in sinks:
-            sink.step(index, values, reasons)
+            sink.step(index, values, reasons, fed)
         if progress is not None:
             progress(index + 1, count)
         if stop is not None and stop():
@@ -282,7 +286,8 @@ class _Writing:
         with self.writer.initial():
             self._add(values)
 
-    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
+    def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str],
+             fed: Mapping[str, Any]) -> None:
         with self.writer.step(info={"golden_step": index}):
             self._add(values)
 

@@ -189,6 +189,7 @@ class OptimizerBridge:
         self._lr_names: Dict[int, str] = {}  # id(optimizer) -> the golden's name of its learning rate
         self._iteration_var: Any = None  # the first optimizer's: every optimizer counts the same steps
         self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
+        self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None  # (class, method, wrapper)
         self.aggregated: Dict[str, bool] = {}  # grad key -> whether its optimizer all-reduced it over replicas
 
     def state_variables(self) -> List[Any]:
@@ -227,12 +228,15 @@ class OptimizerBridge:
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """Keras optimizers report to this replay while the context is open."""
+        if self._wrappers is None:  # made once, installed each step
+            self._wrappers = [(cls, name, wrap(cls.__dict__[name]))
+                              for name, wrap in (("apply_gradients", self._apply_gradients), ("minimize", self._minimize))
+                              for cls in _optimizer_classes(name)]
         saved: List[Tuple[Any, str, Any]] = []
         try:
-            for name, wrap in (("apply_gradients", self._apply_gradients), ("minimize", self._minimize)):
-                for cls in _optimizer_classes(name):
-                    saved.append((cls, name, cls.__dict__[name]))
-                    setattr(cls, name, wrap(cls.__dict__[name]))
+            for cls, name, wrapped in self._wrappers:
+                saved.append((cls, name, cls.__dict__[name]))
+                setattr(cls, name, wrapped)
             yield
         finally:
             for owner, name, original in reversed(saved):

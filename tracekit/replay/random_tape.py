@@ -88,6 +88,8 @@ class RandomTape:
         self._pos: Dict[Optional[int], int] = {}  # replica id (None: no strategy) -> draws taken
         self._step = 0
         self.error: Optional[ReplayError] = None  # raised inside a tf.function's numpy op
+        # (owner, attribute, wrapper) of every name a random function is reached by: made once, installed each step
+        self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None
 
     def start(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> None:
         """Step `index` begins; `draws` are the golden's, in recording order."""
@@ -111,13 +113,15 @@ class RandomTape:
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """TF's random functions, under every name they are reached by, draw from the tape."""
+        if self._wrappers is None:
+            self._wrappers = [(owner, attr, wrapped) for module, name in RANDOM_FUNCTIONS
+                              for wrapped in [self._wrap(getattr(module, name), name)]
+                              for owner, attr in _random_aliases(module, name)]
         saved: List[Tuple[Any, str, Any]] = []
         try:
-            for module, name in RANDOM_FUNCTIONS:
-                wrapped = self._wrap(getattr(module, name), name)
-                for owner, attr in _random_aliases(module, name):
-                    saved.append((owner, attr, getattr(owner, attr)))
-                    setattr(owner, attr, wrapped)
+            for owner, attr, wrapped in self._wrappers:
+                saved.append((owner, attr, getattr(owner, attr)))
+                setattr(owner, attr, wrapped)
             yield
         finally:
             for owner, attr, original in reversed(saved):
