@@ -104,7 +104,7 @@ def _compare(golden: str, actual: str) -> Dict[str, Any]:
     result = tracekit.compare(golden, actual)
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "bytes": nbytes, "steps": result.steps, "peak": _rss_peak() - before,
-            "tensors": sum(t.steps for t in result.tensors)}
+            "tensors": sum(t.steps for t in result.tensors), "result": sum(t.by_step.nbytes for t in result.tensors)}
 
 
 def _chunked(path: str) -> List[str]:
@@ -269,7 +269,8 @@ def main() -> None:
         measure("compare, one core busy", ["compare", big, big_actual], busy=True)
         measure("decode floor, one core busy", ["decode_floor", big, big_actual], busy=True)
         for steps in MEMORY_STEPS:
-            measure("memory %d" % steps, ["compare", small, actual_path(args.data, "small", steps)], field="peak")
+            out = measure("memory %d" % steps, ["compare", small, actual_path(args.data, "small", steps)], field="peak")
+            runs.setdefault("result %d" % steps, Runs()).add(out["result"])
         out = measure("many", ["compare", many, many_actual], field="seconds")
         runs.setdefault("many per step", Runs()).add(out["seconds"] / (out["steps"] + 1))
     rate = lambda label: runs[label].best()  # noqa: E731
@@ -290,6 +291,8 @@ def main() -> None:
     print("| compare peak memory, %s steps, MB | %s | | %.2fx (%d vs %d steps) | |" % (
         " / ".join(map(str, MEMORY_STEPS)), " / ".join("%.0f" % p for p in peaks), peaks[-1] / peaks[0],
         MEMORY_STEPS[-1], MEMORY_STEPS[0]))
+    print("| (of which the result's per-step statistics, MB) | %s | | | |" % " / ".join(
+        "%.2f" % (runs["result %d" % n].best(higher=False) / 1e6) for n in MEMORY_STEPS))
     print("| compare, one step of 8,000 scalar tensors, s | %.2f | | | %.0f%% |" % (
         runs["many per step"].best(higher=False), 100 * runs["many per step"].spread()))
     print("\ntargets: compare >= 500 MB/s per side; >= 0.9x the decode floor with one core busy; memory flat "

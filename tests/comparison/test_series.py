@@ -32,6 +32,7 @@ def test_every_field_round_trips():
     with pytest.raises(KeyError):
         series[4]
     assert [s.ok for s in series.values()] == [True, False, False, False, False]
+    assert 5 * (1 + 9 + 6) * 8 < series.nbytes < 5 * 200  # step, 9 floats, 6 integers a step, and worst indices
 
 
 def test_steps_come_in_order():

@@ -315,8 +315,8 @@ class Comparer:
                 keys.append(key)
                 # One call per tensor: both sides read, then their statistics, on a worker thread.
                 a_keys = [key] + copies.get(key, [])
-                golden = g_step if fed is None or key not in fed else fed
-                self._work.put(functools.partial(self._pair, index, golden, a_step, key, a_keys), key in self._big)
+                source = g_step if fed is None or key not in fed else fed
+                self._work.put(functools.partial(self._pair, index, source, a_step, key, a_keys), key in self._big)
         self._queued.append((index, keys))
         while len(self._queued) > 1:
             self._judge_next()

@@ -79,5 +79,10 @@ class StatsSeries(Mapping[int, Stats]):
     def __len__(self) -> int:
         return len(self._steps)
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes these statistics take (their arrays; the few problem texts left out)."""
+        return sum(a.itemsize * len(a) for a in (self._steps, self._floats, self._ints, self._worst))
+
     def __repr__(self) -> str:
         return "<StatsSeries: %d steps>" % len(self)
