@@ -32,9 +32,6 @@ class Pipeline:
         if workers > 1:
             self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tracekit-compare")
 
-    def __len__(self) -> int:
-        return len(self._queue)
-
     def put(self, call: Callable[[], Any], background: bool) -> None:
         self._queue.append([call, background and self._pool is not None, None])
         self._start()
@@ -64,9 +61,3 @@ class Pipeline:
         self.cancel()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-
-    def __enter__(self) -> "Pipeline":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
