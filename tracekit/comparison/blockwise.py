@@ -135,19 +135,20 @@ class _Scan:
             np.copyto(t, 0, where=np.equal(s, 0, out=self._m1[:n]))
             rmax = float(t.max())
         self.ub_rel.append(-np.inf if np.isnan(rmax) else rmax * (1 + BOUND) + TINY)
-        # needed_atol: err - rtol * scale, which cannot exceed the roundoff term when err does not
-        if emax > self.below_roundoff:
-            np.multiply(s, self.rtol32, out=u)  # kept: the threshold's first term
+        over = emax > self.below_roundoff  # else err - rtol * scale cannot exceed the roundoff term
+        verdicts = emax >= self.sure_good  # else every element passes, and over <= 0 everywhere
+        if over or verdicts:
+            np.multiply(s, self.rtol32, out=u)  # the threshold's first term, kept for the verdicts
+        # needed_atol: the largest err - rtol * scale
+        if over:
             np.subtract(e, u, out=t)
             self.ub_over.append(float(t.max()) + BOUND * (emax + q_slack) + TINY - self.roundoff)
         else:
             self.ub_over.append(None)
-        if emax < self.sure_good:  # every element passes, and over <= 0 everywhere
+        if not verdicts:
             self.ub_need.append(None)
             self.ub_worst.append(None)
             return True
-        if not emax > self.below_roundoff:
-            np.multiply(s, self.rtol32, out=u)
         self._verdicts(b, e, s, t, u)
         return True
 

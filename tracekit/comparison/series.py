@@ -17,6 +17,7 @@ from .stats import Stats
 
 _FLOATS = ("max_abs", "max_rel", "needed_atol", "needed_rtol", "golden_scale", "atol", "rtol", "ulps", "allowed_ulps")
 _INTS = ("total", "mismatched", "nonfinite")
+_ROW_INTS = 1 + len(_INTS) + 2  # ok, _INTS, the worst index's start and length
 
 
 class StatsSeries(Mapping[int, Stats]):
@@ -25,7 +26,7 @@ class StatsSeries(Mapping[int, Stats]):
     def __init__(self) -> None:
         self._steps = array.array("q")
         self._floats = array.array("d")  # len(_FLOATS) a step
-        self._ints = array.array("q")  # ok, then _INTS, then where the worst index starts (-1: none)
+        self._ints = array.array("q")  # _ROW_INTS a step: ok, _INTS, the worst index's start (-1: none), length
         self._worst = array.array("q")  # the worst indices' elements, back to back
         self._problems: Dict[int, str] = {}  # row -> problem, for the few that have one
 
@@ -54,10 +55,10 @@ class StatsSeries(Mapping[int, Stats]):
     def __getitem__(self, step: int) -> Stats:
         row = self._row(step)
         stats = Stats()
-        nf, ni = len(_FLOATS), 3 + len(_INTS)
+        nf = len(_FLOATS)
         for name, value in zip(_FLOATS, self._floats[row * nf:(row + 1) * nf]):
             setattr(stats, name, value)
-        ints = self._ints[row * ni:(row + 1) * ni]
+        ints = self._ints[row * _ROW_INTS:(row + 1) * _ROW_INTS]
         stats.ok = bool(ints[0])
         for name, value in zip(_INTS, ints[1:]):
             setattr(stats, name, value)
