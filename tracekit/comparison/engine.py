@@ -315,8 +315,11 @@ class Comparer:
                 keys.append(key)
                 # One call per tensor: both sides read, then their statistics, on a worker thread.
                 a_keys = [key] + copies.get(key, [])
-                source = g_step if fed is None or key not in fed else fed
-                self._work.put(functools.partial(self._pair, index, source, a_step, key, a_keys), key in self._big)
+                read = fed is None or key not in fed
+                source = g_step if read else fed
+                # A fed value is not read again: too little work left to hand to a worker thread.
+                self._work.put(functools.partial(self._pair, index, source, a_step, key, a_keys),
+                               read and key in self._big)
         self._queued.append((index, keys))
         while len(self._queued) > 1:
             self._judge_next()
