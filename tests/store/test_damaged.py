@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import zlib
 
 import h5py
 import numpy as np
@@ -181,7 +183,14 @@ def _edit_leaf(f, step, key, where, attr, value, wire=None):
     for entry in entries:
         if entry[:2] == [kind, name]:
             entry[3][0][wire] = value.decode() if isinstance(value, bytes) else value
-    group.attrs["index"] = np.void(metadata.pack(entries))
+    _set_blob(group, "index", entries)
+
+
+def _set_blob(group, name, value):
+    """Rewrite a step's blob attribute with its checksum: an edit the checksum cannot see."""
+    data = metadata.pack(value)
+    group.attrs[name] = np.void(data)
+    group.attrs[name + "_crc32"] = np.uint32(zlib.crc32(data))
 
 
 @pytest.mark.parametrize("where", ["dataset", "index"])
@@ -347,3 +356,64 @@ def test_metadata_refuses_code():
     with pytest.raises(ValueError, match="extension type"):
         metadata.unpack(b"\xd4\x01\x00")
     assert metadata.unpack(metadata.pack({"a": [1, b"x", None]})) == {"a": [1, b"x", None]}
+
+
+def test_a_flipped_bit_in_the_metadata_is_caught(tmp_path, capsys):
+    # /meta is raw dataset bytes, which HDF5 does not checksum: seeds or user metadata could
+    # change silently. The crc32 beside them refuses the file instead.
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+    with h5py.File(path, "r") as f:
+        offset, size = f["meta"].id.get_offset(), f["meta"].id.get_storage_size()
+    for bit in (0, 8 * size // 2 + 3, 8 * size - 1):  # first, middle and last byte
+        copy = str(tmp_path / ("flip%d.h5" % bit))
+        shutil.copyfile(path, copy)
+        with open(copy, "r+b") as f:
+            f.seek(offset + bit // 8)
+            byte = f.read(1)[0]
+            f.seek(offset + bit // 8)
+            f.write(bytes([byte ^ (1 << bit % 8)]))
+        with pytest.raises(tracekit.CorruptTrace, match="metadata unreadable \\(its checksum does not match\\)"):
+            tracekit.open(copy)
+        assert main(["verify", copy]) == 1
+        assert capsys.readouterr().out.startswith("DAMAGED  %s: metadata unreadable" % copy)
+
+
+@pytest.mark.parametrize("name", ["info", "index"])
+def test_a_step_blob_that_disagrees_with_its_checksum_is_caught(tmp_path, name):
+    # A blob over 64 KiB lives in HDF5's dense attribute storage, which HDF5 does not checksum.
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+
+    def edit(f):
+        group = f[step_path(1)]
+        crc = group.attrs[name + "_crc32"]
+        value = metadata.unpack(group.attrs[name].tobytes())
+        value = dict(value, global_step=99) if name == "info" else value[1:]
+        _set_blob(group, name, value)
+        group.attrs[name + "_crc32"] = crc  # the blob changed, its checksum did not
+    _edit(path, edit)
+    with tracekit.open(path) as trace:
+        with pytest.raises(tracekit.CorruptTrace, match="step 1, .*'%s' attribute does not match its checksum" % name):
+            trace.step(1).info if name == "info" else list(trace.step(1))
+        assert trace.step(0).info == {"global_step": 1}  # the other steps read
+    assert not tracekit.verify(path).ok
+
+
+@pytest.mark.parametrize("dtype", [h5py.string_dtype(), h5py.vlen_dtype(np.int32), h5py.ref_dtype],
+                         ids=["vlen-str", "vlen-int", "reference"])
+def test_hdf5_types_tracekit_never_writes_are_reported(tmp_path, dtype, capsys):
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+
+    def edit(f):
+        group = f[step_path(1) + "/grad"]
+        name = sorted(group)[0]
+        attrs = dict(group[name].attrs)
+        del group[name]
+        dset = group.create_dataset(name, shape=(2,), dtype=dtype)
+        for key, value in attrs.items():
+            dset.attrs[key] = value
+    _edit(path, edit)
+    result = tracekit.verify(path)
+    assert not result.ok and any("HDF5 type tracekit does not write" in p for p in result.problems)
+    assert main(["verify", path]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("DAMAGED  %s" % path) and "Traceback" not in out + err

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.store._format import ATTR_INDEX, step_path, value_path
+from tracekit.store._format import ATTR_INDEX, BLOB_CRC_SUFFIX, blob_crc, step_path, value_path
 
 from ..support import payloads
 from ..support import write_steps
@@ -55,7 +55,8 @@ def test_many_scalars_are_read_from_the_index(tmp_path):
 def test_index_damage_is_reported(tmp_path):
     path = write_steps(str(tmp_path / "g.h5"), 3)
     with h5py.File(path, "r+") as f:
-        f[step_path(1)].attrs[ATTR_INDEX] = np.void(b"\xc1")  # not msgpack
+        f[step_path(1)].attrs[ATTR_INDEX] = np.void(b"\xc1")  # not msgpack, with a checksum to match
+        f[step_path(1)].attrs[ATTR_INDEX + BLOB_CRC_SUFFIX] = np.uint32(blob_crc(b"\xc1"))
     with tracekit.open(path) as trace:
         with pytest.raises(tracekit.CorruptTrace, match="step 1, list of tensors: cannot be read"):
             list(trace.step(1))

@@ -4,6 +4,7 @@ The tensor vocabulary (kinds, "kind/name" keys, step labels) is tracekit.keys.""
 from __future__ import annotations
 
 import re
+import zlib
 
 from ..keys import INITIAL_STEP, STATE_KINDS
 
@@ -25,6 +26,9 @@ ATTR_DELTA_BASE = "delta_base"
 ATTR_STRUCTURE = "structure"
 ATTR_INFO = "info"
 ATTR_INDEX = "index"  # per step: every value's descriptors, small leaves inline (docs/FORMAT.md)
+# Beside a msgpack blob attribute (info, index) its crc32: a blob large enough for HDF5's dense
+# attribute storage is not covered by HDF5's own metadata checksums.
+BLOB_CRC_SUFFIX = "_crc32"
 
 META_DATASET = "meta"
 STEPS_GROUP = "steps"
@@ -82,6 +86,11 @@ def step_path(step: int) -> str:
 
 def value_path(step: int, kind: str, name: str) -> str:
     return "%s/%s/%s" % (step_path(step), kind, escape_name(name))
+
+
+def blob_crc(data: bytes) -> int:
+    """The crc32 stored beside a metadata blob (/meta's `crc32`, a step's `info_crc32`, ...)."""
+    return zlib.crc32(data) & 0xFFFFFFFF
 
 
 def journal_path(path: str) -> str:

@@ -25,8 +25,8 @@ from h5py import h5a, h5d, h5p, h5s, h5t, h5z
 from ..errors import TracekitError
 from . import _metadata, values
 from ._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
-                     ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE, FILTER_SHUFFLE,
-                     FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, escape_name, step_path, userblock,
+                     ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
+                     BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, blob_crc, escape_name, step_path, userblock,
                      value_path)
 from ._h5compat import phil
 from ._ordered_io import OrderedIO
@@ -258,8 +258,10 @@ class GoldenFile:
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
         """The step is complete: its info, and the index of its values."""
         group = self._file.require_group(step_path(step))
-        group.attrs[ATTR_INFO] = np.void(_metadata.pack(info))
-        group.attrs[ATTR_INDEX] = np.void(_metadata.pack(self._index))
+        for name, blob in ((ATTR_INFO, info), (ATTR_INDEX, self._index)):
+            data = _metadata.pack(blob)
+            group.attrs[name] = np.void(data)
+            group.attrs[name + BLOB_CRC_SUFFIX] = np.array(blob_crc(data), dtype="<u4")
         self._groups, self._index = {}, []
 
     @_hdf5_call
@@ -276,7 +278,9 @@ class GoldenFile:
         """Write the metadata, close, and sync: the file is a golden once this returns."""
         self._file.attrs[ATTR_STEPS] = steps
         self._file.attrs[ATTR_RECOVERED] = recovered
-        self._file.create_dataset(META_DATASET, data=np.frombuffer(_metadata.pack(meta), dtype=np.uint8))
+        data = _metadata.pack(meta)
+        dset = self._file.create_dataset(META_DATASET, data=np.frombuffer(data, dtype=np.uint8))
+        dset.attrs[ATTR_CRC] = np.array(blob_crc(data), dtype="<u4")  # raw data has no HDF5 checksum
         self._file.close()
         os.fsync(self._spy.fileno())
         self._spy.close()

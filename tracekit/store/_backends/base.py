@@ -158,10 +158,10 @@ class Backend(abc.ABC):
         if cached is not None and cached[0] == step:
             return cached[1]
         label = where(self.path, step, make_key(kind, name))
-        with reading(label):
+        with reading(label):  # the checksum too: a damaged file may declare a dtype it cannot sum
             data, crc = self._decode(step, kind, name, leaf, ref)
-        if crc is None:
-            crc = values.checksum(data)
+            if crc is None:
+                crc = values.checksum(data)
         if crc != ref.desc.crc and crc != FRAMES_CHECKED:
             raise CorruptTrace("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: "
                                "restore it or record it again" % (label, ref.desc.crc, crc))

@@ -16,9 +16,8 @@ from .. import _metadata, values
 from .._codec import chunk_offsets
 from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
                        ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
-                       FILTER_SHUFFLE,
-                       FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET, STEPS_GROUP, escape_name,
-                       step_path, unescape_name, value_path)
+                       BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET,
+                       STEPS_GROUP, blob_crc, escape_name, step_path, unescape_name, value_path)
 from .._h5compat import phil
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
@@ -71,6 +70,18 @@ class _Dataset:
         if self._id is None:
             self._id = self._backend.opened(self._path)
         return self._id
+
+
+def _blob(attrs: h5py.AttributeManager, name: str) -> Optional[bytes]:
+    """A msgpack blob attribute's bytes, checked against the crc32 beside it when the file has one."""
+    raw = attrs.get(name)
+    if raw is None:
+        return None
+    data = raw.tobytes()
+    crc = attrs.get(name + BLOB_CRC_SUFFIX)
+    if crc is not None and int(crc) != blob_crc(data):
+        raise ValueError("the %r attribute does not match its checksum" % name)
+    return data
 
 
 def _plain_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
@@ -137,7 +148,11 @@ class HDF5Backend(Backend):
             raw = self._file[META_DATASET]
             if raw.size > (256 << 20):
                 raise ValueError("metadata of %d bytes" % raw.size)
-            meta = _metadata.unpack(np.asarray(raw[()], dtype=np.uint8).tobytes())
+            data = np.asarray(raw[()], dtype=np.uint8).tobytes()
+            crc = raw.attrs.get(ATTR_CRC)  # goldens written before it was stored have none
+            if crc is not None and int(crc) != blob_crc(data):
+                raise ValueError("its checksum does not match")
+            meta = _metadata.unpack(data)
             if not isinstance(meta, dict):
                 raise ValueError("metadata is not a map")
             header.catalog = [TensorInfo.from_dict(d) for d in meta.pop("catalog", [])]
@@ -164,12 +179,12 @@ class HDF5Backend(Backend):
         found = self._indexes.get(step)
         if found is not None or step in self._indexes:
             return found
-        raw = self._group(step).attrs.get(ATTR_INDEX)
+        raw = _blob(self._group(step).attrs, ATTR_INDEX)
         index: Optional[Index] = None
         if raw is not None:
             index = {}
             try:
-                entries = _metadata.unpack(raw.tobytes())
+                entries = _metadata.unpack(raw)
             except Exception as exc:
                 raise ValueError("the step index does not decode (%s: %s)" % (type(exc).__name__, exc)) from None
             if not isinstance(entries, list):
@@ -188,8 +203,8 @@ class HDF5Backend(Backend):
         return index
 
     def _info(self, step: int) -> Dict[str, Any]:
-        raw = self._group(step).attrs.get(ATTR_INFO)
-        return {} if raw is None else _metadata.unpack(raw.tobytes())
+        raw = _blob(self._group(step).attrs, ATTR_INFO)
+        return {} if raw is None else _metadata.unpack(raw)
 
     def _keys(self, step: int) -> List[Tuple[str, str]]:
         index = self._index(step)
@@ -281,6 +296,8 @@ class HDF5Backend(Backend):
         shape = tuple(int(d) for d in ds.shape)
         chunked = ds.chunks is not None
         dtype = np.dtype(ds.dtype)
+        if dtype.hasobject:  # variable-length strings or arrays, references: tracekit never writes them
+            raise ValueError("dataset %s has an HDF5 type tracekit does not write (%s)" % (ds.name, ds.dtype))
         desc = LeafDescriptor(
             layout=values.CHUNKED if chunked else values.PLAIN, shape=shape, dtype=dtype.str,
             logical=None if logical is None else _text(logical), form=values.ARRAY if form is None else _text(form),
