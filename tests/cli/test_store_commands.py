@@ -77,15 +77,23 @@ def test_unfinished_then_recover(tmp_path, capsys):
             w.add("loss", "loss", float(k))
     w.flush()
     assert main(["verify", path]) == 1
+    assert "still being recorded (its writer is running); 2 steps are committed so far" in capsys.readouterr().out
+    assert main(["show", path]) == 1
+    out = capsys.readouterr().out
+    assert "still being recorded" in out and "tracekit recover" not in out
+    assert main(["recover", path]) == 2  # its writer is alive: the journal is locked
+    assert "is still being recorded" in capsys.readouterr().err
+    w._sink.journal.close()  # the writer dies: its lock goes with its file handle
+    assert main(["verify", path]) == 1
     assert "Run `tracekit recover" in capsys.readouterr().out
     assert main(["show", path]) == 1
-    assert "UNFINISHED" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "UNFINISHED" in out and "killed or crashed" in out
     assert main(["recover", path]) == 0
     assert "recovered %s: 2 steps" % path in capsys.readouterr().out
     assert main(["verify", path]) == 0
     assert main(["recover", path]) == 0
     assert "nothing to do" in capsys.readouterr().out
-    w._sink.journal.close()  # the abandoned writer's file handle
 
 
 def test_export(golden, tmp_path, capsys):

@@ -66,18 +66,20 @@ def classify(path, baseline):
 def main():
     source, seed, cases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     rng = random.Random(seed)
-    journal = source + ".journal"  # an unfinished trace: damage either of its two files
+    journal = source + ".journal"  # an interrupted recording: damage its data or its journal
     with tracekit.open(source) as original:
         baseline = len(original)
     work = tempfile.mkdtemp()
     try:
         for case in range(cases):
             path = os.path.join(work, "damaged%d.h5" % case)
-            shutil.copyfile(source, path)
-            victim = path
             if os.path.exists(journal):
+                shutil.copyfile(source + ".partial", path + ".partial")
                 shutil.copyfile(journal, path + ".journal")
-                victim = rng.choice([path, path + ".journal"])
+                victim = rng.choice([path + ".partial", path + ".journal"])
+            else:
+                shutil.copyfile(source, path)
+                victim = path
             size = os.path.getsize(victim)
             if case % 3 == 0:
                 cut = rng.randrange(size)
@@ -98,7 +100,7 @@ def main():
             except Exception:
                 outcome, detail = "crash", traceback.format_exc().replace("\n", " | ")
             print("%s %s %s" % (label, outcome, detail), flush=True)
-            for leftover in (path, path + ".journal"):
+            for leftover in (path, path + ".partial", path + ".journal"):
                 if os.path.exists(leftover):
                     os.remove(leftover)
     finally:

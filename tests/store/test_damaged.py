@@ -57,7 +57,7 @@ def test_random_damage_to_unfinished_trace(tmp_path):
                 w.add(*key.split("/", 1), value=value)
     w.flush()
     copy = str(tmp_path / "unfinished.h5")
-    for suffix in ("", ".journal"):
+    for suffix in (".partial", ".journal"):  # an interrupted recording: its data and its journal
         with open(path + suffix, "rb") as src, open(copy + suffix, "wb") as dst:
             dst.write(src.read())
     w.close()
@@ -100,7 +100,7 @@ def _unfinished_copy(tmp_path, steps=2):
             for key, value in payloads.step_values(k).items():
                 w.add(*key.split("/", 1), value=value)
     w.flush()
-    for suffix in ("", ".journal"):
+    for suffix in (".partial", ".journal"):  # an interrupted recording: its data and its journal
         with open(path + suffix, "rb") as src, open(copy + suffix, "wb") as dst:
             dst.write(src.read())
     w.close()

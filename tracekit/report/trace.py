@@ -19,9 +19,13 @@ def show(trace: Trace) -> str:
     ]
     if trace.complete:
         state = "complete" + (" (recovered from an unfinished recording)" if trace.recovered else "")
+    elif trace.writing:
+        state = "UNFINISHED: %s" % trace.problem
     else:
         state = "UNFINISHED: %s; run `tracekit recover %s`" % (trace.problem, trace.path)
     lines.append("state     %s" % state)
+    if trace.recording:
+        lines.append("note      %s" % trace.recording)
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
     described = {k: v for k, v in trace.meta.items() if k != provenance.META_KEY}  # `tracekit log` shows it
     if described:
@@ -47,15 +51,16 @@ def show(trace: Trace) -> str:
 
 
 def verified(result: VerifyResult) -> str:
+    notes = ["  note: %s" % note for note in result.notes]
     if result.ok:
-        return "ok       %s: %d steps, %d tensors, every checksum matches" % (
-            result.path, result.steps, result.values)
+        return "\n".join(["ok       %s: %d steps, %d tensors, every checksum matches" % (
+            result.path, result.steps, result.values)] + notes)
     head = "DAMAGED  %s: %d problem%s" % (result.path, len(result.problems), "" if len(result.problems) == 1 else "s")
     if not result.complete and len(result.problems) == 1:
         head = "UNFINISHED %s" % result.path
     shown = result.problems[:20]
     more = len(result.problems) - len(shown)
-    return "\n".join([head] + ["  " + p for p in shown] + (["  ... and %d more" % more] if more else []))
+    return "\n".join([head] + ["  " + p for p in shown] + (["  ... and %d more" % more] if more else []) + notes)
 
 
 def recovered(result: RecoverResult) -> str:

@@ -37,6 +37,9 @@ INITIAL_GROUP = "initial"
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 JOURNAL_MAGIC = b"\x89TKJ\r\n\x1a\n"
 JOURNAL_SUFFIX = ".journal"
+# A recording writes its golden beside the path and renames it there when finished: a golden
+# already at the path stays whole until then, and is replaced in one step.
+PARTIAL_SUFFIX = ".partial"
 
 # A golden starts with a 512-byte HDF5 user block (HDF5 itself skips it) naming the
 # recording: a journal applies to the file only if their tokens agree.

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from . import _metadata
 from ._format import JOURNAL_MAGIC
+from ._lock import create_locked
 from ._wire import OpenRecord, Record, StepRecord, ValueRecord, record_from_wire
 
 _FRAME = struct.Struct("<IIQ")
@@ -36,21 +37,24 @@ def _crc(head: bytes, payload_len: int) -> int:
     return zlib.crc32(head, zlib.crc32(struct.pack("<Q", payload_len))) & 0xFFFFFFFF
 
 
-class JournalWriter:
-    """Appends records; `flush` hands them to the OS, which keeps them if the process dies."""
+def _frame(record: Record, size: int = 0) -> bytes:
+    head = _metadata.pack(record.to_wire())
+    return _FRAME.pack(len(head), _crc(head, size), size) + head
 
-    def __init__(self, path: str) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+class JournalWriter:
+    """Appends records; `flush` hands them to the OS, which keeps them if the process dies.
+    The journal is made holding its first record and locked for this writer's life
+    (_lock.py): FileExistsError if another recording's journal is there."""
+
+    def __init__(self, path: str, first: Record) -> None:
+        fd = create_locked(path, JOURNAL_MAGIC + _frame(first))
         self.path = path
-        self._file: BinaryIO = os.fdopen(fd, "wb")
-        self._file.write(JOURNAL_MAGIC)
+        self._file: BinaryIO = os.fdopen(fd, "ab")
 
     def append(self, record: Record, payload: Sequence[bytes] = ()) -> int:
         """Write one record; returns the offset of its payload."""
-        head = _metadata.pack(record.to_wire())
-        size = sum(len(p) for p in payload)
-        self._file.write(_FRAME.pack(len(head), _crc(head, size), size))
-        self._file.write(head)
+        self._file.write(_frame(record, sum(len(p) for p in payload)))
         offset = self._file.tell()
         for part in payload:
             self._file.write(part)
@@ -59,12 +63,16 @@ class JournalWriter:
     def flush(self) -> None:
         self._file.flush()
 
-    def close(self, sync: bool = True) -> None:
+    def close(self, sync: bool = True, remove: bool = False) -> None:
+        """Close (releasing the lock); with `remove`, remove the journal first, so no other
+        process can take its lock and find it stale in between."""
         if self._file.closed:
             return
         self._file.flush()
         if sync:
             os.fsync(self._file.fileno())
+        if remove:
+            os.remove(self.path)
         self._file.close()
 
 
@@ -196,8 +204,8 @@ class Committed:
         return cls(scanned, opening, meta, steps, order, sum(len(v) for v in pending.values()))
 
 
-def journal_token(path: str) -> Optional[str]:
-    """The recording token of a journal's opening record, or None if unreadable."""
+def journal_opening(path: str) -> Optional[OpenRecord]:
+    """A journal's opening record, or None if it has none that reads."""
     try:
         with open(path, "rb") as fh:
             if fh.read(len(JOURNAL_MAGIC)) != JOURNAL_MAGIC:
@@ -205,7 +213,7 @@ def journal_token(path: str) -> Optional[str]:
             head_len, _, _ = _FRAME.unpack(fh.read(_FRAME.size))
             if head_len > MAX_HEADER:
                 return None
-            header = _metadata.unpack(fh.read(head_len))
-        return header.get("token") if isinstance(header, dict) else None
-    except (OSError, ValueError, struct.error):
+            record = record_from_wire(_metadata.unpack(fh.read(head_len)))
+        return record if isinstance(record, OpenRecord) else None
+    except (OSError, ValueError, TypeError, KeyError, struct.error):
         return None

@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from . import values
 from ._golden import GoldenFile, LeafData, fsync_dir
 from ._journal import JournalWriter
+from ._lock import remove_stale
 from ._ordered_io import OrderedIO
 from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
 from .catalog import CatalogBuilder
@@ -59,15 +60,28 @@ class Sink:
     """Opens the journal and the golden at `path` (OSError if it cannot) and starts the sink
     thread. The calling thread uses put/reserve/wait; the rest runs on the sink and I/O threads."""
 
-    def __init__(self, path: str, journal_path: str, opening: OpenRecord, max_pending_bytes: int) -> None:
+    def __init__(self, path: str, journal_path: str, opening: OpenRecord, max_pending_bytes: int,
+                 replace_stale: bool = False) -> None:
         self.path = path
         self.journal_path = journal_path
-        # The journal first: a file at the path without one would pass for a finished golden.
-        self.journal = JournalWriter(journal_path)
-        self.journal.append(opening)
-        self.journal.flush()
-        self.io = OrderedIO()
-        self.golden = GoldenFile(path, opening.token, opening.producer, opening.created, io=self.io)
+        self.data_path = path + opening.data  # renamed to `path` when finished
+        # The journal first: it is the lock that makes this the only recording to this path
+        # (FileExistsError if a live one holds it), and a data file without it would pass
+        # for a finished golden. A journal no process holds is an interrupted recording's.
+        try:
+            self.journal = JournalWriter(journal_path, opening)
+        except FileExistsError:
+            if not (replace_stale and remove_stale(journal_path)):
+                raise
+            self.journal = JournalWriter(journal_path, opening)  # FileExistsError: another writer came first
+        try:
+            with contextlib.suppress(FileNotFoundError):  # what an interrupted recording left
+                os.remove(self.data_path)
+            self.io = OrderedIO()
+            self.golden = GoldenFile(self.data_path, opening.token, opening.producer, opening.created, io=self.io)
+        except BaseException:
+            self.journal.close(sync=False, remove=True)
+            raise
         self.meta: Dict[str, Any] = dict(opening.meta)
         self.catalog = CatalogBuilder()
         self.max_pending_bytes = max_pending_bytes
@@ -119,10 +133,12 @@ class Sink:
     def finish(self, steps: int) -> None:
         """Complete the golden (after stop()); it is finished the moment its journal is gone."""
         meta = dict(self.meta, catalog=[t.to_dict() for t in self.catalog.entries()])
-        self.golden.finish(meta, steps, recovered=False)
+        self.golden.finish(meta, steps, recovered=False)  # closed and synced
         self.io.close()
-        self.journal.close(sync=False)
-        os.remove(self.journal_path)
+        if self.data_path != self.path:
+            os.replace(self.data_path, self.path)  # a golden already there is replaced in one step
+            fsync_dir(self.path)
+        self.journal.close(sync=False, remove=True)
         fsync_dir(self.path)
 
     def abandon(self) -> None:

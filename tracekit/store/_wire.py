@@ -31,6 +31,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 
 from ..keys import KIND_ORDER
+from ._format import PARTIAL_SUFFIX
 from .values import ARRAY, CHUNKED, NUMPY_SCALAR, PLAIN, PYTHON
 
 XOR = "xor"  # the one delta encoding
@@ -186,17 +187,27 @@ class OpenRecord:
     created: str
     token: str  # names the recording; the golden's user block holds it too
     meta: Dict[str, Any]
+    # Where the chunks go, as a suffix of the golden's path: "" (the golden's path itself, as
+    # recordings before PARTIAL_SUFFIX did) or PARTIAL_SUFFIX, renamed to the path when finished.
+    data: str = ""
 
     TYPE = "open"
 
     def to_wire(self) -> Dict[str, Any]:
-        return {"t": self.TYPE, "format": self.format, "producer": self.producer, "created": self.created,
+        wire = {"t": self.TYPE, "format": self.format, "producer": self.producer, "created": self.created,
                 "token": self.token, "meta": self.meta}
+        if self.data:
+            wire["data"] = self.data
+        return wire
 
     @classmethod
     def from_wire(cls, wire: Dict[str, Any]) -> "OpenRecord":
+        data = wire.get("data", "")
+        if data not in ("", PARTIAL_SUFFIX):  # a suffix, never a path: a journal names no other file
+            raise ValueError("unknown data file %r" % (data,))
         return cls(_int(wire.get("format"), "format version"), str(wire.get("producer", "?")),
-                   str(wire.get("created", "?")), str(wire.get("token", "")), _map(wire.get("meta"), "metadata"))
+                   str(wire.get("created", "?")), str(wire.get("token", "")), _map(wire.get("meta"), "metadata"),
+                   data)
 
 
 @dataclass(frozen=True)

@@ -22,19 +22,29 @@ from ._backends import Backend
 from .catalog import TensorInfo
 from ._format import (HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path,
                      userblock_token)
-from ._journal import journal_token
+from ._journal import journal_opening
+from ._lock import held
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":
-    """Open a golden (or an unfinished trace a killed writer left) for reading."""
+    """Open a golden (or an unfinished trace a killed writer left) for reading. While a new
+    recording to a golden's path runs (or after it was interrupted) the golden there is
+    what opens, with `trace.recording` saying so; naming the journal opens the recording."""
     path = os.fspath(path)
-    if path.endswith(JOURNAL_SUFFIX) and _signature(path) == JOURNAL_MAGIC:
+    named = path.endswith(JOURNAL_SUFFIX) and _signature(path) == JOURNAL_MAGIC
+    if named:
         path = path[:-len(JOURNAL_SUFFIX)]  # the journal was named: read its trace
     journal = journal_path(path)
-    if os.path.exists(journal) and _journal_applies(path, journal):
+    data = unfinished_data(path, journal) if os.path.exists(journal) else None
+    if data is not None and (named or data == path or not os.path.exists(path)):
         from ._backends.journal import JournalBackend
 
-        return Trace(JournalBackend(path, journal))
+        return Trace(JournalBackend(path, journal, data))
+    recording = None
+    if data is not None:  # beside a golden that stays whole until the recording replaces it
+        recording = ("a new recording to this path %s (`tracekit show %s`)" % (
+            "is running" if held(journal) else "was interrupted: `tracekit recover` puts what it committed in "
+            "place of this golden", journal))
     if not os.path.exists(path):
         raise GoldenNotFound("no trace at %s: check the path, or record it first (tracekit record)" % path)
     if os.path.isdir(path):
@@ -43,7 +53,9 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
     if head[:len(HDF5_SIGNATURE)] == HDF5_SIGNATURE or head[USERBLOCK_SIZE:] == HDF5_SIGNATURE:
         from ._backends.hdf5 import HDF5Backend
 
-        return Trace(HDF5Backend(path))
+        trace = Trace(HDF5Backend(path))
+        trace.recording = recording
+        return trace
     if head.startswith(USERBLOCK_MAGIC):
         raise CorruptTrace("%s is an unfinished tracekit golden whose journal %s is missing; it cannot be "
                            "read or recovered without it" % (path, journal))
@@ -65,13 +77,17 @@ def _signature(path: str, size: int = len(JOURNAL_MAGIC)) -> bytes:
         return fh.read(size)
 
 
-def _journal_applies(path: str, journal: str) -> bool:
-    """A journal describes the file beside it unless that file is another recording's golden
-    (a recovery replaced the file but died before removing the journal)."""
+def unfinished_data(path: str, journal: str) -> Optional[str]:
+    """The file holding the chunks of the unfinished recording the journal describes, or None
+    if the recording is over: its golden is at `path` (finished, or put there by a recovery,
+    and the writer died before removing the journal, or is removing it now)."""
+    opening = journal_opening(journal)
+    if opening is None:
+        return path  # a damaged journal: its backend says so
     token = userblock_token(path)
-    if token is None:
-        return True
-    return journal_token(journal) in (token, None)
+    if opening.data:  # written beside the path, renamed there when finished
+        return None if token == opening.token else path + opening.data
+    return path if token in (opening.token, None) else None  # written at the path itself
 
 
 class Trace:
@@ -94,6 +110,8 @@ class Trace:
         self.complete: bool = header.complete
         self.recovered: bool = header.recovered
         self.problem: Optional[str] = header.problem
+        self.writing: bool = header.writing  # unfinished: its writer is recording it right now
+        self.recording: Optional[str] = None  # a recording to this path runs or was interrupted (open_trace)
         self._cleanup: Optional[weakref.finalize] = None  # set by delete_when_closed
 
     def __len__(self) -> int:

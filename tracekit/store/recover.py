@@ -1,7 +1,8 @@
 """`recover`: make a golden of what a killed recording committed.
 
-A killed writer leaves its journal beside an unfinished HDF5 file. The journal
-lists every committed value and where its chunks lie in that file, so recovery
+A killed writer leaves its journal beside an unfinished HDF5 file (path.partial, or
+the path itself for recordings made before that). The journal lists every committed
+value and where its chunks lie in that file, so recovery
 builds a new golden from them (never trusting the unfinished file's own HDF5
 metadata) and atomically puts it in place, then removes the journal.
 """
@@ -13,13 +14,14 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import BinaryIO, List, Optional, Tuple
 
-from ..errors import CorruptTrace
+from ..errors import CorruptTrace, UsageError
 from ..keys import INITIAL_STEP
 from . import values
 from .catalog import CatalogBuilder
 from ._format import journal_path
 from ._golden import GoldenFile, LeafData, fsync_dir
 from ._journal import Committed, read_payload, scan
+from ._lock import remove_stale, take
 from ._wire import LeafDescriptor
 
 
@@ -41,31 +43,47 @@ def tmp_path(path: str) -> str:
 
 def recover(path: str) -> RecoverResult:
     """Turn the unfinished trace at `path` into a golden of its committed steps, in place."""
-    from .reader import open_trace
+    from ._backends.journal import JournalBackend
+    from .reader import Trace, open_trace, unfinished_data
 
-    with open_trace(path) as trace:  # a clear TracekitError for anything unreadable
-        complete, steps, reason = trace.complete, len(trace), trace.problem
     journal = journal_path(path)
-    if complete:
-        if os.path.exists(journal):  # from an earlier recording whose file was since replaced
-            os.remove(journal)
+    busy = UsageError("%s is still being recorded (its journal %s is locked by a running process): recover "
+                      "only a recording whose writer was killed or crashed" % (path, journal))
+    data_path = unfinished_data(path, journal) if os.path.exists(journal) else None
+    if data_path is None:  # no recording, or one whose golden is in place
+        with open_trace(path) as trace:  # a clear TracekitError for anything unreadable
+            steps = len(trace)
+        if os.path.exists(journal):  # the writer died between putting its golden in place and removing this
+            if not remove_stale(journal):
+                raise busy
             return RecoverResult(path, "stale-journal", steps, 0, "removed a journal of another recording")
         return RecoverResult(path, "none", steps, 0, None)
-    with open(journal, "rb") as jfh:
-        committed = Committed.of(scan(journal, jfh))
-        data = open(path, "rb") if os.path.exists(path) else None
-        try:
-            _rebuild(path, committed, jfh, data, reason)
-        finally:
-            if data is not None:
-                data.close()
-    os.replace(tmp_path(path), path)
-    os.remove(journal)
-    fsync_dir(path)
+    with Trace(JournalBackend(path, journal, data_path)) as trace:  # a clear TracekitError if unreadable
+        steps, reason = len(trace), trace.problem
+    lock = take(journal)  # held until the golden is in place: no writer or other recovery meanwhile
+    if lock is None:
+        raise busy
+    try:
+        with open(journal, "rb") as jfh:
+            committed = Committed.of(scan(journal, jfh))
+            data = open(data_path, "rb") if os.path.exists(data_path) else None
+            try:
+                _rebuild(path, committed, jfh, data, data_path, reason)
+            finally:
+                if data is not None:
+                    data.close()
+        os.replace(tmp_path(path), path)  # a golden there until now is replaced in one step
+        if data_path != path:
+            os.remove(data_path)
+        os.remove(journal)
+        fsync_dir(path)
+    finally:
+        os.close(lock)
     return RecoverResult(path, "recovered", steps, committed.dropped, reason)
 
 
-def _rebuild(path: str, committed: Committed, jfh: BinaryIO, data: Optional[BinaryIO], reason: Optional[str]) -> None:
+def _rebuild(path: str, committed: Committed, jfh: BinaryIO, data: Optional[BinaryIO], data_path: str,
+             reason: Optional[str]) -> None:
     opening = committed.open
     golden = GoldenFile(tmp_path(path), uuid.uuid4().hex, opening.producer, opening.created)
     catalog = CatalogBuilder()
@@ -73,7 +91,7 @@ def _rebuild(path: str, committed: Committed, jfh: BinaryIO, data: Optional[Bina
         for step in committed.order:
             info, records = committed.steps[step]
             for record, offset in records:
-                leaves = _leaf_data(record.leaves, offset, jfh, data, path)
+                leaves = _leaf_data(record.leaves, offset, jfh, data, data_path)
                 golden.write_value(step, record.kind, record.name, record.structure, leaves)
                 catalog.add(step, record)
             golden.set_info(step, info)

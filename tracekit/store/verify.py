@@ -20,6 +20,7 @@ class VerifyResult:
     values: int = 0
     complete: bool = True
     problems: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # worth saying, not damage (a recording to the path runs)
 
     @property
     def ok(self) -> bool:
@@ -36,7 +37,13 @@ def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> 
     with open_trace(path) as trace:
         trace._backend.thorough = True  # every leaf's crc32, even where zstd checked the frames' bytes
         result.steps = len(trace)
-        if not trace.complete:
+        if trace.recording:
+            result.notes.append(trace.recording)
+        if trace.writing:
+            result.complete = False
+            result.problems.append("%s is unfinished: %s; %d steps are committed so far"
+                                   % (path, trace.problem, len(trace)))
+        elif not trace.complete:
             result.complete = False
             result.problems.append("%s is unfinished: %s; %d steps are readable. Run `tracekit recover %s` "
                                    "to make it a golden of those steps" % (path, trace.problem, len(trace), path))

@@ -31,7 +31,8 @@ from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
 from . import values
 from ._encode import DeltaBases, encode_leaves
-from ._format import FORMAT_VERSION, journal_path
+from ._format import FORMAT_VERSION, PARTIAL_SUFFIX, journal_path
+from ._lock import held
 from ._sink import Commit, Drop, Flush, Meta, Sink, Value
 from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
 
@@ -87,7 +88,7 @@ class TraceWriter:
         opening = OpenRecord(
             format=FORMAT_VERSION, producer=producer or producer_string(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            token=uuid.uuid4().hex, meta=_with_environment(meta))
+            token=uuid.uuid4().hex, meta=_with_environment(meta), data=PARTIAL_SUFFIX)
         self._sink = self._open_files(mode, opening, int(max_pending_bytes))
 
         self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -109,13 +110,16 @@ class TraceWriter:
         _open_writers.add(self)
 
     def _open_files(self, mode: str, opening: OpenRecord, max_pending_bytes: int) -> Sink:
+        busy = TraceWriteError("%s is being recorded by another process right now (its journal %s is locked): "
+                               "wait for that recording to end, or record to another path"
+                               % (self.path, self._journal_path))
         if mode != "w" and (os.path.exists(self.path) or os.path.exists(self._journal_path)):
-            raise TraceWriteError("%s already exists; use mode='w' to overwrite it" % self.path)
+            raise busy if held(self._journal_path) else TraceWriteError(
+                "%s already exists; use mode='w' to overwrite it" % self.path)
         try:
-            for stale in (self.path, self._journal_path):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(stale)
-            return Sink(self.path, self._journal_path, opening, max_pending_bytes)
+            return Sink(self.path, self._journal_path, opening, max_pending_bytes, replace_stale=mode == "w")
+        except FileExistsError:  # another recording's journal, alive
+            raise busy from None
         except OSError as exc:
             raise TraceWriteError("cannot write a trace to %s: %s; choose a writable path"
                                   % (self.path, exc.strerror or exc)) from None

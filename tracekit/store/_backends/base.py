@@ -63,6 +63,7 @@ class Header:
     complete: bool = True
     recovered: bool = False
     problem: Optional[str] = None  # why an unfinished trace is unfinished
+    writing: bool = False  # unfinished because its writer is recording it now
     meta: Dict[str, Any] = field(default_factory=dict)
     catalog: List[TensorInfo] = field(default_factory=list)
     nsteps: int = 0

@@ -18,18 +18,22 @@ from ...keys import INITIAL_STEP
 from .. import values
 from .._format import FORMAT_VERSION
 from .._journal import Committed, MalformedRecord, read_payload, scan
+from .._lock import held
 from .._wire import ValueRecord
 from ..catalog import CatalogBuilder
 from .base import Backend, LeafRef
 
 
 class JournalBackend(Backend):
-    def __init__(self, path: str, journal: str) -> None:
+    def __init__(self, path: str, journal: str, data: Optional[str] = None) -> None:
+        """`data`: the file holding the chunks (by default `path`; a recording writes them
+        beside it, in path + PARTIAL_SUFFIX, its opening record says)."""
         super().__init__(path)
         self.header.complete = False
         self.journal = journal
+        self.data = path if data is None else data
         self._fh = open(journal, "rb")
-        self._data = open(path, "rb") if os.path.exists(path) else None
+        self._data = open(self.data, "rb") if os.path.exists(self.data) else None
         self._steps: Dict[int, Tuple[Dict[str, Any], Dict[Tuple[str, str], Tuple[ValueRecord, int]]]] = {}
         try:
             self._load()
@@ -63,7 +67,7 @@ class JournalBackend(Backend):
                 table[(record.kind, record.name)] = (record, offset)
                 catalog.add(step, record)
                 if self._data is None and any(d.layout == values.CHUNKED for d in record.leaves):
-                    raise CorruptTrace("%s is missing: its journal %s lists data in it" % (self.path, self.journal))
+                    raise CorruptTrace("%s is missing: its journal %s lists data in it" % (self.data, self.journal))
             self._steps[step] = (dict(info), table)
         header.catalog = catalog.entries()
         header.has_initial = INITIAL_STEP in self._steps
@@ -74,7 +78,9 @@ class JournalBackend(Backend):
         if scanned.end == "damaged":
             header.problem = "its journal is damaged after step %d (%s)" % (header.nsteps - 1, scanned.problem)
         else:
-            header.problem = "its writer did not finish it (killed, crashed, or still running)"
+            header.writing = held(self.journal)
+            header.problem = ("it is still being recorded (its writer is running)" if header.writing else
+                              "its writer did not finish it (killed or crashed)")
         if committed.dropped:
             header.problem += "; %d values of an unfinished step are left out" % committed.dropped
 
