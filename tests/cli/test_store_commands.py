@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -149,3 +150,34 @@ def test_console_script_and_module(golden):
     exe = os.path.join(os.path.dirname(sys.executable), "tracekit")
     if not os.path.exists(exe):
         pytest.fail("the tracekit console script is not installed next to %s" % sys.executable)
+
+
+@pytest.mark.parametrize("target, message", [
+    ("missing/o.npz", "cannot write .*missing/o.npz: the directory .*missing does not exist"),
+    (".", "is a directory: give the path of the .npz file to write"),
+    ("/proc/o.npz", "cannot write /proc/o.npz: "),
+    ("GOLDEN", "is the trace itself"),
+])
+def test_export_to_a_path_it_cannot_write(golden, tmp_path, capsys, target, message):
+    out = golden if target == "GOLDEN" else target if target.startswith("/") else str(tmp_path / target)
+    before = sorted(os.listdir(str(tmp_path)))
+    assert main(["export", golden, "--npz", out]) == 2
+    out_, err = capsys.readouterr()
+    assert re.match("tracekit export: error: .*%s" % message, err) and len(err.splitlines()) == 1, err
+    assert sorted(os.listdir(str(tmp_path))) == before  # nothing left behind, the golden untouched
+    assert tracekit.verify(golden).ok
+
+
+def test_export_of_an_unfinished_trace_says_so(tmp_path, capsys):
+    path, out = str(tmp_path / "u.h5"), str(tmp_path / "u.npz")
+    w = tracekit.create(path)
+    with w.step():
+        w.add("loss", "loss", 1.0)
+    w.flush()
+    try:
+        assert main(["export", path, "--npz", out]) == 1
+        err = capsys.readouterr().err
+        assert "is unfinished (it is still being recorded" in err and "exported the 1 steps committed so far" in err
+        assert np.load(out)["step_000000/loss/loss"] == 1.0
+    finally:
+        w.close()

@@ -99,3 +99,24 @@ def test_exclusive_mode_names_a_running_recording(tmp_path):
         w.close()
     with pytest.raises(tracekit.TraceWriteError, match="already exists"):
         tracekit.create(path, mode="x")
+
+
+def test_a_reader_polling_a_recording_never_sees_damage(tmp_path):
+    # As the recording starts (journal made, file not yet) and ends (file renamed, journal
+    # removed) a reader sees "no trace", an unfinished one or the golden: never "damaged".
+    path = str(tmp_path / "g.h5")
+    proc = _start(path, "a", time.time() + 1.0, steps=30)
+    seen = set()
+    while True:
+        finished = proc.poll() is not None  # then one last look, at the golden
+        try:
+            with tracekit.open(path) as trace:
+                seen.add("complete" if trace.complete else "unfinished")
+                for step in trace:
+                    step["var/w"]
+        except tracekit.GoldenNotFound:
+            seen.add("none")
+        if finished:
+            break
+    assert proc.wait() == 0, proc.stderr.read()
+    assert {"none", "unfinished", "complete"} <= seen

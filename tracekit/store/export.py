@@ -11,15 +11,18 @@ a numpy equivalent (bfloat16, ...) are saved as their raw bits, named in the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zipfile
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
+from ..errors import TraceWriteError, TracekitError, UsageError
 from ..keys import INITIAL_STEP
-from .reader import open_trace
+from .reader import Trace, open_trace
 from .values import contiguous, flatten, is_ml_dtype
 
 
@@ -43,12 +46,48 @@ def _plain(value: Any) -> Any:
     return arr, None
 
 
-def export_npz(path: str, out: str, progress: Optional[Callable[[int, int], None]] = None) -> int:
-    """Write every tensor of the trace at `path` to `out`; returns how many arrays."""
+@dataclass(frozen=True)
+class Exported:
+    """What `export_npz` wrote: `arrays` arrays of `steps` steps (plus the initial state) to
+    `path`; an unfinished trace (`complete` False, `problem` why) exports its committed steps."""
+
+    path: str
+    arrays: int
+    steps: int
+    complete: bool
+    problem: Optional[str]
+
+
+def export_npz(path: str, out: str, progress: Optional[Callable[[int, int], None]] = None) -> Exported:
+    """Write every tensor of the trace at `path` to the .npz file `out`. Written under a
+    temporary name and renamed when whole: a failure leaves nothing behind."""
+    out = os.fspath(out)
+    if os.path.isdir(out):
+        raise UsageError("%s is a directory: give the path of the .npz file to write" % out)
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise UsageError("cannot write %s: the directory %s does not exist" % (out, folder))
+    if os.path.exists(out) and os.path.exists(path) and os.path.samefile(out, path):
+        raise UsageError("%s is the trace itself: give another path for the .npz file" % out)
+    tmp = out + ".partial"
+    try:
+        with open_trace(path) as trace:
+            count = _write(trace, tmp, progress)
+            done = Exported(out, count, len(trace), trace.complete, trace.problem)
+        os.replace(tmp, out)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, TracekitError):
+            raise TraceWriteError("cannot write %s: %s" % (out, exc.strerror or exc)) from None
+        raise
+    return done
+
+
+def _write(trace: Trace, out: str, progress: Optional[Callable[[int, int], None]]) -> int:
     count = 0
     dtypes: Dict[str, str] = {}
-    tmp = out + ".partial"
-    with open_trace(path) as trace, zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
+    with zipfile.ZipFile(out, "w", allowZip64=True) as zf:
         def put(key: str, arr: np.ndarray) -> None:
             with zf.open(key + ".npy", "w", force_zip64=True) as fh:
                 np.lib.format.write_array(fh, contiguous(arr), allow_pickle=False)
@@ -67,10 +106,9 @@ def export_npz(path: str, out: str, progress: Optional[Callable[[int, int], None
                     count += 1
             if progress is not None:
                 progress(done + 1, len(steps))
-        meta = {"source": os.path.abspath(path), "producer": trace.producer, "created": trace.created,
+        meta = {"source": os.path.abspath(trace.path), "producer": trace.producer, "created": trace.created,
                 "complete": trace.complete, "meta": trace.meta,
                 "catalog": [t.to_dict() for t in trace.catalog]}
         put("__meta__", np.array(json.dumps(meta, default=_jsonable)))
         put("__dtypes__", np.array(json.dumps(dtypes)))
-    os.replace(tmp, out)
     return count
