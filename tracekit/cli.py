@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from ._version import __version__
 from .comparison.envdiff import PROFILES as TOLERANCE_PROFILES
@@ -44,13 +44,30 @@ class Progress:
         self.stream.flush()
 
 
-def _show(args: argparse.Namespace) -> int:
+def _shown(path: str) -> "tuple[str, bool]":
     from .report.trace import show
     from .store import open_trace
 
-    with open_trace(args.golden) as trace:
-        print(show(trace))
-        return EXIT_OK if trace.complete else EXIT_FAIL
+    with open_trace(path) as trace:
+        return show(trace), trace.complete
+
+
+def _isolated(path: str, call: Callable[..., Any], *args: Any) -> Any:
+    """call(*args) in a child process: a damaged file can crash the HDF5 library itself, and a
+    command that checks files must report that, not die of it."""
+    from ._isolate import ChildCrashed, in_child
+
+    try:
+        return in_child(call, *args)
+    except ChildCrashed as exc:
+        raise CorruptTrace("%s: the HDF5 library crashed reading it (%s); the file is damaged: restore it or "
+                           "record it again" % (path, exc.signal_name)) from None
+
+
+def _show(args: argparse.Namespace) -> int:
+    text, complete = _isolated(args.golden, _shown, args.golden)
+    print(text)
+    return EXIT_OK if complete else EXIT_FAIL
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -60,7 +77,7 @@ def _verify(args: argparse.Namespace) -> int:
     code = EXIT_OK
     for path in args.golden:
         try:
-            result = verify(path, progress=Progress("verifying %s" % path))
+            result = _isolated(path, verify, path, Progress("verifying %s" % path))
         except CorruptTrace as exc:  # found, but too damaged to open
             print("DAMAGED  %s" % exc)
             code = max(code, EXIT_FAIL)
