@@ -3,11 +3,13 @@ raw traceback, a hang, or silently wrong data."""
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tracemalloc
 import zlib
 
 import h5py
@@ -16,7 +18,7 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
-from tracekit.store import _journal as journal, _metadata as metadata
+from tracekit.store import _journal as journal, _metadata as metadata, values
 from tracekit.store._format import step_path, value_path
 
 from ..support import ROOT
@@ -417,3 +419,93 @@ def test_hdf5_types_tracekit_never_writes_are_reported(tmp_path, dtype, capsys):
     assert main(["verify", path]) == 1
     out, err = capsys.readouterr()
     assert out.startswith("DAMAGED  %s" % path) and "Traceback" not in out + err
+
+
+def _replace_dataset(f, step, key, **create):
+    """Put a hostile dataset in place of a leaf, its attributes kept, in a golden read through
+    the datasets (the step index removed, as in goldens written before it)."""
+    kind, name = key.split("/", 1)
+    group = f[step_path(step)]
+    del group.attrs["index"]
+    path = value_path(step, kind, name)
+    attrs = dict(f[path].attrs)
+    del f[path]
+    dset = f.create_dataset(path, **create)
+    for attr, value in attrs.items():
+        dset.attrs[attr] = value
+
+
+@pytest.mark.parametrize("key, create, message", [
+    # 1 GiB declared, one chunk of 256 stored: refused before anything is allocated
+    ("tap/dense/Relu:0", dict(shape=(1 << 28,), chunks=(1 << 20,), dtype="f4"), "0 of 256 chunks present"),
+    # 3.6 TiB declared
+    ("tap/dense/Relu:0", dict(shape=(10 ** 12,), chunks=(1 << 20,), dtype="f4"), "more than half this machine"),
+    # a plain dataset whose shape says 400 MB and which holds nothing
+    ("input/x:0", dict(shape=(10 ** 8,), dtype="f4"), "the dataset holds 0 bytes, its shape and type 400000000"),
+])
+def test_declared_sizes_are_checked_before_allocating(tmp_path, key, create, message):
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+    _edit(path, lambda f: _replace_dataset(f, 1, key, **create))
+    tracemalloc.start()
+    try:
+        with tracekit.open(path) as trace:
+            with pytest.raises(tracekit.CorruptTrace, match=re.escape(message)):
+                trace.step(1)[key]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
+def test_a_string_dtype_far_wider_than_its_text_is_refused(tmp_path):
+    path = _leaf_trace(str(tmp_path / "g.h5"))
+    with h5py.File(path, "r+") as f:
+        _edit_leaf(f, 0, "fetch/names", "index", "logical_dtype", b"<U100000000", "lg")
+    tracemalloc.start()
+    try:
+        with tracekit.open(path) as trace:
+            with pytest.raises(tracekit.CorruptTrace, match="far wider than the text"):
+                trace.step(0)["fetch/names"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
+def test_a_namedtuple_of_too_many_fields_is_refused(tmp_path):
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+
+    def edit(f):
+        group = f[step_path(1)]
+        entries = metadata.unpack(group.attrs["index"].tobytes())
+        for entry in entries:
+            if entry[:2] == ["fetch", "train"]:  # [None, leaf] -> a namedtuple of 200,000 fields
+                fields = ["f%d" % i for i in range(200000)]
+                entry[2] = ["namedtuple", "Big", fields, [["none"]] * (len(fields) - 1) + [["leaf"]]]
+        _set_blob(group, "index", entries)
+    _edit(path, edit)
+    with tracekit.open(path) as trace:
+        with pytest.raises(tracekit.CorruptTrace, match="a namedtuple of 200000 fields"):
+            trace.step(1)["fetch/train"]
+    with pytest.raises(tracekit.UnsupportedValue, match="namedtuple of 5000 fields"):
+        values.flatten(collections.namedtuple("Wide", ["f%d" % i for i in range(5000)])(*range(5000)), "x")
+
+
+def test_a_journal_payload_beyond_the_file_is_refused(tmp_path):
+    path = _unfinished_copy(tmp_path)
+    with open(path + ".journal", "ab") as f:
+        header = {"t": "value", "q": 999, "s": 2, "k": "var", "n": "a", "st": None,
+                  "leaves": [{"l": "plain", "sh": [1 << 38], "dt": "<f4", "f": "array", "crc": 0, "n": 1 << 40}]}
+        head = metadata.pack(header)
+        f.write(journal._FRAME.pack(len(head), journal._crc(head, 0), 0) + head)
+        head = metadata.pack({"t": "step", "q": 999, "s": 2, "info": {}, "n": 1})
+        f.write(journal._FRAME.pack(len(head), journal._crc(head, 0), 0) + head)
+    tracemalloc.start()
+    try:
+        with tracekit.open(path) as trace:
+            with pytest.raises(tracekit.CorruptTrace, match="lies beyond the end of"):
+                trace.step(2)["var/a"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20

@@ -146,6 +146,8 @@ _SEEK = threading.Lock()
 
 
 def read_payload(fh: BinaryIO, offset: int, size: int) -> bytes:
+    if offset < 0 or size < 0 or offset + size > os.fstat(fh.fileno()).st_size:  # before allocating `size`
+        raise ValueError("payload of %d bytes at byte %d lies beyond the end of %s" % (size, offset, fh.name))
     if hasattr(os, "pread"):  # no shared file position: readers on several threads (comparison/pipeline.py)
         data = os.pread(fh.fileno(), size, offset)
     else:

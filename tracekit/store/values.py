@@ -46,6 +46,12 @@ _NATIVE_KINDS = "biufcS"
 _BITS_KINDS = "Mm"
 _PY_SCALARS = (bool, int, float, complex, bytes, str)
 MAX_DEPTH = 64
+# A namedtuple type is made anew for each (name, fields) a file holds: Python takes seconds to
+# make one of 200,000 fields, so a file may not ask for more than any real one has.
+MAX_FIELDS = 4096
+# A "U" string array is as wide as its widest item, or wider if made so; a width far beyond its
+# text is a damaged or hostile descriptor asking for memory (a 100M-char dtype costs 400 MB).
+MAX_STRING_SLACK, STRING_FLOOR = 16, 16 << 20
 
 
 @dataclass
@@ -206,8 +212,14 @@ def check_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[st
     if is_strings(logical):
         if storage.dtype != np.uint8 or storage.ndim != 1:
             raise ValueError("a string leaf's blob is %s %s, not 1-d uint8" % (storage.dtype, storage.shape))
-        if logical not in (LOGICAL_BYTES, LOGICAL_STR) and np.dtype(logical).kind != "U":
-            raise ValueError("unknown string kind %r" % (logical,))
+        if logical not in (LOGICAL_BYTES, LOGICAL_STR):
+            wide = np.dtype(logical)
+            if wide.kind != "U":
+                raise ValueError("unknown string kind %r" % (logical,))
+            count = float(np.prod(shape, dtype=np.float64))
+            if count * wide.itemsize > max(MAX_STRING_SLACK * storage.nbytes, STRING_FLOOR):
+                raise ValueError("%s strings of %d bytes of text declared %s: far wider than the text"
+                                 % (shape, storage.nbytes, logical))
         return
     if tuple(storage.shape) != tuple(shape):
         raise ValueError("stored shape %s, logical shape %s" % (storage.shape, shape))
@@ -271,6 +283,9 @@ def _flatten(value: Any, leaves: List[Any], where: str, depth: int) -> list:
     if value is None:
         return ["none"]
     if isinstance(value, tuple) and hasattr(value, "_fields"):
+        if len(value._fields) > MAX_FIELDS:
+            raise UnsupportedValue("%s: a namedtuple of %d fields (at most %d); store it as a dict"
+                                   % (where, len(value._fields), MAX_FIELDS))
         children = [_flatten(v, leaves, where, depth + 1) for v in value]
         return ["namedtuple", type(value).__name__, list(value._fields), children]
     if isinstance(value, (list, tuple)):
@@ -300,14 +315,17 @@ def unflatten(spec: Optional[list], leaves: List[Any]) -> Any:
             raise ValueError("a bare value has exactly one leaf")
         return leaves[0]
     it = iter(leaves)
-    value = _unflatten(spec, it)
+    value = _unflatten(spec, it, 0)
     if next(it, it) is not it:
         raise ValueError("structure has fewer leaves than stored")
     return value
 
 
-def _unflatten(spec: list, it: Any) -> Any:
+def _unflatten(spec: list, it: Any, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise ValueError("structure nested deeper than %d levels" % MAX_DEPTH)
     tag = spec[0]
+    depth += 1
     if tag == "leaf":
         try:
             return next(it)
@@ -316,14 +334,16 @@ def _unflatten(spec: list, it: Any) -> Any:
     if tag == "none":
         return None
     if tag in ("list", "tuple"):
-        children = [_unflatten(c, it) for c in spec[1]]
+        children = [_unflatten(c, it, depth) for c in spec[1]]
         return children if tag == "list" else tuple(children)
     if tag == "dict":
-        return {key: _unflatten(child, it) for key, child in spec[1]}
+        return {key: _unflatten(child, it, depth) for key, child in spec[1]}
     if tag == "namedtuple":
         typename, fields, children = spec[1], tuple(spec[2]), spec[3]
+        if len(fields) > MAX_FIELDS:
+            raise ValueError("a namedtuple of %d fields (tracekit writes at most %d)" % (len(fields), MAX_FIELDS))
         cls = _namedtuples.get((typename, fields))
         if cls is None:
             cls = _namedtuples[(typename, fields)] = collections.namedtuple(typename, fields)
-        return cls(*[_unflatten(c, it) for c in children])
+        return cls(*[_unflatten(c, it, depth) for c in children])
     raise ValueError("unknown structure tag %r" % (tag,))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -25,6 +26,14 @@ from ..catalog import TensorInfo
 # What decoding returns for a leaf's checksum when every chunk was a zstd frame that checked its
 # own content (XXH64) as it decoded: the bytes need no crc32 (tracekit verify computes it anyway).
 FRAMES_CHECKED = -1
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory (a huge number where it cannot be told)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover  # Windows
+        return 1 << 62
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,10 @@ class Backend(abc.ABC):
     def plain(self, ref: LeafRef) -> np.ndarray:
         """The storage array of a plain leaf."""
 
+    def stored_chunks(self, ref: LeafRef) -> Optional[int]:
+        """How many chunks a chunked leaf has in the file (None: cannot tell without reading them)."""
+        return None
+
     def fallback(self, ref: LeafRef) -> Optional[np.ndarray]:
         """A whole chunked leaf read another way (re-packed files), or None to decode chunks."""
         return None
@@ -176,6 +189,18 @@ class Backend(abc.ABC):
         if desc.layout == values.PLAIN:
             return self.plain(ref), None
         dtype = desc.numpy_dtype
+        # What the file declares is checked before anything is allocated: a damaged or hostile
+        # shape must fail here, not ask for terabytes.
+        nbytes = dtype.itemsize * int(np.prod(desc.shape, dtype=np.float64))
+        if nbytes > memory_bytes() // 2:
+            raise ValueError("it declares a %s value (shape %s), more than half this machine's memory"
+                             % (_size(nbytes), desc.shape))
+        expected = 1
+        for s, c in zip(desc.shape, desc.chunk or ()):
+            expected *= -(-s // c)
+        stored = self.stored_chunks(ref)
+        if stored is not None and stored != expected:
+            raise ValueError("%d of %d chunks present" % (stored, expected))
         base = None
         if desc.delta_base is not None:
             if desc.delta_base >= step or desc.delta_base < INITIAL_STEP:
@@ -235,8 +260,16 @@ class Backend(abc.ABC):
         expected = 1
         for s, c in zip(desc.shape, desc.chunk):
             expected *= -(-s // c)
-        if seen != expected:
+        if seen != expected:  # a backend that could not count them before
             raise ValueError("%d of %d chunks present" % (seen, expected))
         if framed:
             return out, FRAMES_CHECKED
         return out, crc if done == out.size else None
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return "%.0f %s" % (nbytes, unit) if unit == "B" else "%.1f %s" % (nbytes, unit)
+        nbytes /= 1024
+    return "%.0f B" % nbytes  # pragma: no cover

@@ -102,6 +102,9 @@ class JournalBackend(Backend):
             refs.append(LeafRef(desc, loc))
         return record.structure, refs
 
+    def stored_chunks(self, ref: LeafRef) -> Optional[int]:
+        return len(ref.loc)
+
     def chunks(self, ref: LeafRef) -> Iterator[Tuple[Tuple[int, ...], int, bytes]]:
         for chunk in ref.loc:
             yield chunk.offset, chunk.mask, read_payload(self._data, chunk.address, chunk.size)
