@@ -509,3 +509,35 @@ def test_a_journal_payload_beyond_the_file_is_refused(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", shape=(1 << 30,), dtype="u1")),
+     "metadata declared 1073741824 bytes"),
+    (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", data=np.zeros(4, "f4"))), "not 1-d uint8"),
+    (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", data=np.frombuffer(metadata.pack(
+        {"catalog": [{"kind": "var", "name": "v%d" % i} for i in range(20000)]}), "u1"))), "a catalog of 20000 entries"),
+])
+def test_metadata_that_declares_too_much(tmp_path, edit, message):
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+    _edit(path, edit)
+    with pytest.raises(tracekit.CorruptTrace, match="metadata unreadable \\(.*%s" % re.escape(message)):
+        tracekit.open(path)
+
+
+def test_verify_reports_what_no_reader_foresaw_as_damage(tmp_path, capsys):
+    # A crc32 attribute that is an array, a kind group that is a dataset: h5py and numpy raise
+    # TypeError or AttributeError deep inside; verify reports them, it does not crash.
+    path = write_steps(str(tmp_path / "g.h5"), 3)
+
+    def edit(f):
+        f[value_path(1, "grad", "dense/kernel:0")].attrs["crc32"] = np.array([1, 2], dtype="u4")
+        del f[step_path(2) + "/lr"]
+        f[step_path(2) + "/lr"] = np.zeros(3)
+    _edit(path, edit)
+    result = tracekit.verify(path)
+    assert not result.ok
+    assert any("step 1 cannot be checked (TypeError" in p for p in result.problems), result.problems
+    assert main(["verify", path]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("DAMAGED  %s" % path) and "Traceback" not in out + err

@@ -9,7 +9,9 @@ import numpy as np
 
 from ..errors import UnsupportedValue
 
-MAX_META_BYTES = 256 << 20
+# Far beyond any real golden's metadata (a catalog of 100,000 tensors is ~15 MB), and small enough
+# that decoding a hostile one stays within a few hundred MB.
+MAX_META_BYTES = 64 << 20
 
 
 def _default(obj: Any) -> Any:
@@ -26,7 +28,11 @@ def _default(obj: Any) -> Any:
 
 
 def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, default=_default, use_bin_type=True, strict_types=False)
+    data = msgpack.packb(obj, default=_default, use_bin_type=True, strict_types=False)
+    if len(data) > MAX_META_BYTES:  # a reader would refuse it
+        raise UnsupportedValue("metadata of %d bytes exceeds the %d-byte limit: record large data as tensors"
+                               % (len(data), MAX_META_BYTES))
+    return data
 
 
 def _no_ext(code: int, data: bytes) -> Any:

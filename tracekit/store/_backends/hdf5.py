@@ -4,6 +4,7 @@ the metadata; a value's chunks are read only when the value is asked for."""
 from __future__ import annotations
 
 import collections
+import os
 from dataclasses import replace
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -146,8 +147,11 @@ class HDF5Backend(Backend):
         header.format_version = version
         try:
             raw = self._file[META_DATASET]
-            if raw.size > (256 << 20):
-                raise ValueError("metadata of %d bytes" % raw.size)
+            if raw.dtype != np.uint8 or raw.ndim != 1:
+                raise ValueError("the metadata is %s %s, not 1-d uint8" % (raw.dtype, raw.shape))
+            if raw.size > _metadata.MAX_META_BYTES or raw.id.get_storage_size() != raw.size:  # before reading
+                raise ValueError("metadata declared %d bytes, of which %d stored (at most %d)"
+                                 % (raw.size, raw.id.get_storage_size(), _metadata.MAX_META_BYTES))
             data = np.asarray(raw[()], dtype=np.uint8).tobytes()
             crc = raw.attrs.get(ATTR_CRC)  # goldens written before it was stored have none
             if crc is not None and int(crc) != blob_crc(data):
@@ -155,7 +159,12 @@ class HDF5Backend(Backend):
             meta = _metadata.unpack(data)
             if not isinstance(meta, dict):
                 raise ValueError("metadata is not a map")
-            header.catalog = [TensorInfo.from_dict(d) for d in meta.pop("catalog", [])]
+            catalog = meta.pop("catalog", [])
+            # Every tensor listed has a dataset in the file, each a few hundred bytes of HDF5 at least.
+            if not isinstance(catalog, list) or len(catalog) > max(4096, os.path.getsize(self.path) // 64):
+                raise ValueError("a catalog of %s entries in a file of %d bytes" % (
+                    len(catalog) if isinstance(catalog, list) else "no", os.path.getsize(self.path)))
+            header.catalog = [TensorInfo.from_dict(d) for d in catalog]
             header.meta = meta
             steps = self._file.get(STEPS_GROUP)
             count = 0 if steps is None else len(steps)
