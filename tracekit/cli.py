@@ -96,7 +96,8 @@ def _export(args: argparse.Namespace) -> int:
     from .store.export import export_npz
 
     done = export_npz(args.golden, args.npz, progress=Progress("exporting %s" % args.golden))
-    print("wrote %s: %d arrays (keys like step_000000/loss/loss; __meta__ holds the metadata)" % (args.npz, done.arrays))
+    print("wrote %s: %d arrays (keys like step_000000/loss/loss; __meta__ holds the metadata)"
+          % (args.npz, done.arrays))
     if not done.complete:  # as show and verify say of it: exit 1
         print("tracekit export: %s is unfinished (%s): exported the %d steps committed so far"
               % (args.golden, done.problem, done.steps), file=sys.stderr)

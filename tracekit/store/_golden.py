@@ -26,8 +26,8 @@ from ..errors import TracekitError
 from . import _metadata, values
 from ._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
                      ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
-                     BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, blob_crc, escape_name, step_path, userblock,
-                     value_path)
+                     BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE,
+                     blob_crc, escape_name, step_path, userblock, value_path)
 from ._h5compat import phil
 from ._ordered_io import OrderedIO
 from ._wire import Chunk, LeafDescriptor

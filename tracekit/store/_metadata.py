@@ -50,3 +50,13 @@ def unpack(data: bytes) -> Any:
         raise
     except Exception as exc:  # msgpack raises several unrelated types on bad input
         raise ValueError("malformed metadata (%s: %s)" % (type(exc).__name__, exc))
+
+
+def unpacker(data: bytes) -> "msgpack.Unpacker":
+    """A streaming reader of one blob, with `unpack`'s limits and refusals: its caller can read
+    a collection's declared length (read_array_header) before decoding its items, for a hostile
+    blob of a few MB can decode into hundreds of MB of Python objects."""
+    stream = msgpack.Unpacker(raw=False, use_list=True, strict_map_key=False, ext_hook=_no_ext,
+                              max_buffer_size=max(len(data), 1))
+    stream.feed(data)
+    return stream

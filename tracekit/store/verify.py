@@ -8,6 +8,7 @@ from typing import Callable, List, Optional
 
 from ..errors import TracekitError
 from ..keys import INITIAL_STEP
+from ._backends.base import short
 from .reader import open_trace
 
 
@@ -93,4 +94,4 @@ def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> 
 
 
 def _why(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, TracekitError) else "%s: %s" % (type(exc).__name__, exc)
+    return str(exc) if isinstance(exc, TracekitError) else short(exc)

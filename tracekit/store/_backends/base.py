@@ -57,8 +57,15 @@ def reading(label: str) -> Iterator[None]:
     except TracekitError:
         raise
     except Exception as exc:
-        raise CorruptTrace("%s: cannot be read (%s: %s); the file is damaged: restore it or "
-                           "record it again" % (label, type(exc).__name__, exc)) from None
+        raise CorruptTrace("%s: cannot be read (%s); the file is damaged: restore it or "
+                           "record it again" % (label, short(exc))) from None
+
+
+def short(exc: BaseException, limit: int = 300, typed: bool = True) -> str:
+    """"Type: message" (or the message alone), cut to `limit` characters: what a damaged
+    file makes a library say may quote kilobytes of it."""
+    text = "%s: %s" % (type(exc).__name__, exc) if typed else str(exc)
+    return text if len(text) <= limit else text[:limit] + "... (%d characters)" % len(text)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import h5py
+import msgpack
 import numpy as np
 
 from ...errors import CorruptTrace, NewerFormat, NotATrace
@@ -22,9 +23,13 @@ from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_
 from .._h5compat import phil
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
-from .base import Backend, LeafRef
+from .base import Backend, LeafRef, short
 
 MAX_LEAVES = 1 << 20
+# Every value a golden lists has a dataset of its own: 400-600 bytes of HDF5 each, measured.
+# A step index or catalog listing more than one value per this many bytes of file is damaged
+# or hostile, and refused before it is decoded into Python objects.
+BYTES_PER_VALUE = 128
 INDEXES_KEPT = 8  # steps whose index stays parsed: a step and the delta bases before it
 
 # A step's index: (kind, name) -> (structure spec, the leaves' wire maps, parsed when read)
@@ -53,6 +58,10 @@ def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any) -> 
             cache.popitem(last=False)
         except KeyError:  # another thread emptied it meanwhile
             break
+
+
+class _BadIndex(ValueError):
+    """A step index that decodes but says what no golden says."""
 
 
 class _Dataset:
@@ -111,6 +120,7 @@ class HDF5Backend(Backend):
         self._indexes: "collections.OrderedDict[int, Optional[Index]]" = collections.OrderedDict()
         self._groups: "collections.OrderedDict[int, h5py.Group]" = collections.OrderedDict()
         try:
+            self._size = os.path.getsize(path)
             self._file = h5py.File(path, "r")
         except OSError as exc:
             raise CorruptTrace("%s: cannot be opened as HDF5 (%s); the file is truncated or damaged"
@@ -126,7 +136,7 @@ class HDF5Backend(Backend):
             attrs = self._file.attrs
             names = set(attrs.keys())
         except Exception as exc:
-            raise CorruptTrace("%s: root attributes unreadable (%s)" % (self.path, exc)) from None
+            raise CorruptTrace("%s: root attributes unreadable (%s)" % (self.path, short(exc, typed=False))) from None
         if ATTR_FORMAT not in names:
             raise NotATrace("%s is an HDF5 file but not a tracekit golden (no %r attribute)"
                             % (self.path, ATTR_FORMAT))
@@ -138,7 +148,7 @@ class HDF5Backend(Backend):
             header.nsteps = int(attrs[ATTR_STEPS])
             header.recovered = bool(attrs.get(ATTR_RECOVERED, False))
         except Exception as exc:
-            raise CorruptTrace("%s: bad root attributes (%s)" % (self.path, exc)) from None
+            raise CorruptTrace("%s: bad root attributes (%s)" % (self.path, short(exc, typed=False))) from None
         if version > FORMAT_VERSION:
             raise NewerFormat("%s is in golden format %d (written by %s); this tracekit reads format %d: "
                               "upgrade tracekit" % (self.path, version, header.producer, FORMAT_VERSION))
@@ -161,16 +171,17 @@ class HDF5Backend(Backend):
                 raise ValueError("metadata is not a map")
             catalog = meta.pop("catalog", [])
             # Every tensor listed has a dataset in the file, each a few hundred bytes of HDF5 at least.
-            if not isinstance(catalog, list) or len(catalog) > max(4096, os.path.getsize(self.path) // 64):
+            if not isinstance(catalog, list) or len(catalog) > max(4096, self._size // BYTES_PER_VALUE):
                 raise ValueError("a catalog of %s entries in a file of %d bytes" % (
-                    len(catalog) if isinstance(catalog, list) else "no", os.path.getsize(self.path)))
+                    len(catalog) if isinstance(catalog, list) else "no", self._size))
             header.catalog = [TensorInfo.from_dict(d) for d in catalog]
             header.meta = meta
             steps = self._file.get(STEPS_GROUP)
             count = 0 if steps is None else len(steps)
             header.has_initial = INITIAL_GROUP in self._file
         except Exception as exc:
-            raise CorruptTrace("%s: metadata unreadable (%s); the file is damaged" % (self.path, exc)) from None
+            raise CorruptTrace("%s: metadata unreadable (%s); the file is damaged"
+                               % (self.path, short(exc, 500, typed=False))) from None
         if count != header.nsteps:
             raise CorruptTrace("%s: says %d steps but holds %d; the file is damaged"
                                % (self.path, header.nsteps, count))
@@ -189,27 +200,40 @@ class HDF5Backend(Backend):
         if found is not None or step in self._indexes:
             return found
         raw = _blob(self._group(step).attrs, ATTR_INDEX)
-        index: Optional[Index] = None
-        if raw is not None:
-            index = {}
-            try:
-                entries = _metadata.unpack(raw)
-            except Exception as exc:
-                raise ValueError("the step index does not decode (%s: %s)" % (type(exc).__name__, exc)) from None
-            if not isinstance(entries, list):
-                raise ValueError("step index is not a list")
-            for entry in entries:
-                if not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[3], list):
-                    raise ValueError(("step index entry %r is not [kind, name, structure, leaves]" % (entry,))[:300])
-                kind, name, spec, leaves = entry
-                if kind not in KIND_ORDER or not isinstance(name, str) or not (spec is None and len(leaves) == 1
-                                                                              or isinstance(spec, list)):
-                    raise ValueError("step index entry for %r/%r is malformed" % (kind, name))
-                if not all(isinstance(leaf, dict) for leaf in leaves):
-                    raise ValueError("step index entry for %s/%s has a leaf that is not a map" % (kind, name))
-                index[(kind, name)] = (spec, leaves)
+        index = None if raw is None else self._parse_index(raw)
         _keep(self._indexes, step, index)
         return index
+
+    def _parse_index(self, raw: bytes) -> Index:
+        """A step's index, read entry by entry: the leaves it declares are counted against what
+        the file can hold before they are decoded."""
+        index: Index = {}
+        budget = max(4096, self._size // BYTES_PER_VALUE)
+        try:
+            stream = _metadata.unpacker(raw)
+            for _ in range(stream.read_array_header()):
+                if stream.read_array_header() != 4:
+                    raise _BadIndex("a step index entry is not [kind, name, structure, leaves]")
+                kind, name, spec = stream.unpack(), stream.unpack(), stream.unpack()
+                count = stream.read_array_header()
+                budget -= count
+                if budget < 0:
+                    raise _BadIndex("the step index lists more values than a file of %d bytes can hold" % self._size)
+                leaves = [stream.unpack() for _ in range(count)]
+                if kind not in KIND_ORDER or not isinstance(name, str) or not (spec is None and count == 1
+                                                                              or isinstance(spec, list)):
+                    raise _BadIndex(("step index entry for %r/%r is malformed" % (kind, name))[:300])
+                if not all(isinstance(leaf, dict) for leaf in leaves):
+                    raise _BadIndex("step index entry for %s/%s has a leaf that is not a map" % (kind, name))
+                index[(kind, name)] = (spec, leaves)
+            stream.unpack()  # must run out here
+        except msgpack.OutOfData:
+            return index
+        except _BadIndex:
+            raise
+        except Exception as exc:  # msgpack raises several unrelated types on bad input
+            raise ValueError("the step index does not decode (%s)" % short(exc)) from None
+        raise ValueError("the step index has data after its last entry")
 
     def _info(self, step: int) -> Dict[str, Any]:
         raw = _blob(self._group(step).attrs, ATTR_INFO)
@@ -286,6 +310,9 @@ class HDF5Backend(Backend):
                         problems.append("%s: the step index and the dataset disagree; the file is damaged" % where)
                     continue
                 desc, data = _plain_leaf(wire), wire["v"]
+                if ref.desc.layout != values.PLAIN:
+                    problems.append("%s: the step index and the dataset disagree; the file is damaged" % where)
+                    continue
                 stored = self.plain(ref)
                 crc = values.checksum(stored)
                 if crc != ref.desc.crc:
@@ -346,8 +373,8 @@ class HDF5Backend(Backend):
     def plain(self, ref: LeafRef) -> np.ndarray:
         if isinstance(ref.loc, bytes):  # from the step's index
             return np.frombuffer(ref.loc, dtype=ref.desc.numpy_dtype).reshape(ref.desc.shape).copy()
-        stored, nbytes = ref.loc.id.get_storage_size(), ref.desc.nbytes or 0
-        if stored != nbytes:  # before allocating what the shape declares
+        stored, nbytes = ref.loc.id.get_storage_size(), ref.desc.nbytes
+        if nbytes is None or stored != nbytes:  # before allocating what the shape declares
             raise ValueError("the dataset holds %d bytes, its shape and type %d" % (stored, nbytes))
         out = np.empty(ref.desc.shape, dtype=ref.desc.numpy_dtype)
         if out.size:

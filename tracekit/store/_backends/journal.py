@@ -21,7 +21,7 @@ from .._journal import Committed, MalformedRecord, read_payload, scan
 from .._lock import held
 from .._wire import ValueRecord
 from ..catalog import CatalogBuilder
-from .base import Backend, LeafRef
+from .base import Backend, LeafRef, short
 
 
 class JournalBackend(Backend):
@@ -50,7 +50,8 @@ class JournalBackend(Backend):
             raise CorruptTrace("%s: unfinished trace whose journal holds a malformed record (%s)"
                                % (self.path, exc)) from None
         except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptTrace("%s: unfinished trace whose journal is damaged (%s)" % (self.path, exc)) from None
+            raise CorruptTrace("%s: unfinished trace whose journal is damaged (%s)"
+                               % (self.path, short(exc, typed=False))) from None
         opening = committed.open
         header.producer, header.created = opening.producer, opening.created
         if opening.format > FORMAT_VERSION:
