@@ -44,6 +44,8 @@ INTERNAL_EXCEPTIONS = {
     "StopRecording": "control flow: stops a recorded script at its step limit (a BaseException)",
     "ChunkError": "store-internal: a damaged chunk, always re-raised as CorruptTrace naming file and tensor",
     "MalformedRecord": "store-internal: a journal record off the schema, re-raised as CorruptTrace naming the file",
+    "_BadIndex": "store-internal: a step index that decodes but says what no golden says, re-raised as CorruptTrace",
+    "ChildCrashed": "a forked reader died of a signal: the CLI reports it as CorruptTrace naming the file",
 }
 
 

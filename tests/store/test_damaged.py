@@ -435,6 +435,19 @@ def _replace_dataset(f, step, key, **create):
         dset.attrs[attr] = value
 
 
+def _refused_cheaply(path, step, key, message):
+    """Reading `key` of `step` raises CorruptTrace matching `message`, having allocated next to nothing."""
+    tracemalloc.start()
+    try:
+        with tracekit.open(path) as trace:
+            with pytest.raises(tracekit.CorruptTrace, match=message):
+                trace.step(step)[key]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
 @pytest.mark.parametrize("key, create, message", [
     # 1 GiB declared, one chunk of 256 stored: refused before anything is allocated
     ("tap/dense/Relu:0", dict(shape=(1 << 28,), chunks=(1 << 20,), dtype="f4"), "0 of 256 chunks present"),
@@ -446,30 +459,14 @@ def _replace_dataset(f, step, key, **create):
 def test_declared_sizes_are_checked_before_allocating(tmp_path, key, create, message):
     path = write_steps(str(tmp_path / "g.h5"), 2)
     _edit(path, lambda f: _replace_dataset(f, 1, key, **create))
-    tracemalloc.start()
-    try:
-        with tracekit.open(path) as trace:
-            with pytest.raises(tracekit.CorruptTrace, match=re.escape(message)):
-                trace.step(1)[key]
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 << 20
+    _refused_cheaply(path, 1, key, re.escape(message))
 
 
 def test_a_string_dtype_far_wider_than_its_text_is_refused(tmp_path):
     path = _leaf_trace(str(tmp_path / "g.h5"))
     with h5py.File(path, "r+") as f:
         _edit_leaf(f, 0, "fetch/names", "index", "logical_dtype", b"<U100000000", "lg")
-    tracemalloc.start()
-    try:
-        with tracekit.open(path) as trace:
-            with pytest.raises(tracekit.CorruptTrace, match="far wider than the text"):
-                trace.step(0)["fetch/names"]
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 << 20
+    _refused_cheaply(path, 0, "fetch/names", "far wider than the text")
 
 
 def test_a_namedtuple_of_too_many_fields_is_refused(tmp_path):
@@ -500,15 +497,7 @@ def test_a_journal_payload_beyond_the_file_is_refused(tmp_path):
         f.write(journal._FRAME.pack(len(head), journal._crc(head, 0), 0) + head)
         head = metadata.pack({"t": "step", "q": 999, "s": 2, "info": {}, "n": 1})
         f.write(journal._FRAME.pack(len(head), journal._crc(head, 0), 0) + head)
-    tracemalloc.start()
-    try:
-        with tracekit.open(path) as trace:
-            with pytest.raises(tracekit.CorruptTrace, match="lies beyond the end of"):
-                trace.step(2)["var/a"]
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 << 20
+    _refused_cheaply(path, 2, "var/a", "lies beyond the end of")
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -516,7 +505,8 @@ def test_a_journal_payload_beyond_the_file_is_refused(tmp_path):
      "metadata declared 1073741824 bytes"),
     (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", data=np.zeros(4, "f4"))), "not 1-d uint8"),
     (lambda f: (f.__delitem__("meta"), f.create_dataset("meta", data=np.frombuffer(metadata.pack(
-        {"catalog": [{"kind": "var", "name": "v%d" % i} for i in range(20000)]}), "u1"))), "a catalog of 20000 entries"),
+        {"catalog": [{"kind": "var", "name": "v%d" % i} for i in range(20000)]}), "u1"))),
+     "a catalog of 20000 entries"),
 ])
 def test_metadata_that_declares_too_much(tmp_path, edit, message):
     path = write_steps(str(tmp_path / "g.h5"), 2)

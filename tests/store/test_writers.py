@@ -40,7 +40,7 @@ def test_two_writers_race_and_one_recording_survives_whole(tmp_path, offset):
     assert len(done) == 1 and len(refused) == 1, ends
     winner, loser = done[0], refused[0]
     words = ends[loser][1]
-    assert " ".join(words[2:]).startswith("%s is being recorded by another process right now" % path)
+    assert " ".join(words[2:]).startswith("%s is being recorded right now by another writer" % path)
     assert float(words[1]) < float(ends[winner][1][1])  # refused before the other finished: at once
     with tracekit.open(path) as trace:
         assert trace.complete and len(trace) == 20 and trace.meta["user"] == {"writer": winner}
@@ -91,9 +91,9 @@ def test_exclusive_mode_names_a_running_recording(tmp_path):
     path = str(tmp_path / "g.h5")
     w = tracekit.create(path)
     try:
-        with pytest.raises(tracekit.TraceWriteError, match="being recorded by another process"):
+        with pytest.raises(tracekit.TraceWriteError, match="being recorded right now by another writer"):
             tracekit.create(path, mode="x")
-        with pytest.raises(tracekit.TraceWriteError, match="being recorded by another process"):
+        with pytest.raises(tracekit.TraceWriteError, match="being recorded right now by another writer"):
             tracekit.create(path)
     finally:
         w.close()

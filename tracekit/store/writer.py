@@ -110,7 +110,7 @@ class TraceWriter:
         _open_writers.add(self)
 
     def _open_files(self, mode: str, opening: OpenRecord, max_pending_bytes: int) -> Sink:
-        busy = TraceWriteError("%s is being recorded by another process right now (its journal %s is locked): "
+        busy = TraceWriteError("%s is being recorded right now by another writer (its journal %s is locked): "
                                "wait for that recording to end, or record to another path"
                                % (self.path, self._journal_path))
         if mode != "w" and (os.path.exists(self.path) or os.path.exists(self._journal_path)):

@@ -354,11 +354,12 @@ class HDF5Backend(Backend):
             yield tuple(offset), mask, payload
 
     def stored_chunks(self, ref: LeafRef) -> Optional[int]:
-        count = getattr(ref.loc.id, "get_num_chunks", None)  # h5py >= 3 (not the legacy world's 2.10)
-        if count is None:
-            return None
+        dsid = ref.loc.id
         with phil:
-            return int(count())
+            count = getattr(dsid, "get_num_chunks", None)  # h5py >= 3, not the legacy world's 2.10
+            if count is not None:
+                return int(count())
+            return 0 if dsid.get_storage_size() == 0 else None  # there, only "none at all" is known
 
     def fallback(self, ref: LeafRef) -> Optional[np.ndarray]:
         # A golden re-packed by other HDF5 tools may use other filters: let HDF5 decode those.
