@@ -131,6 +131,8 @@ def test_missing_and_directory(tmp_path):
     with pytest.raises(tracekit.GoldenNotFound, match="no trace at") as err:
         tracekit.open(str(tmp_path / "nope.h5"))
     assert isinstance(err.value, FileNotFoundError)
+    with pytest.raises(tracekit.GoldenNotFound, match="no trace at"):
+        tracekit.open(str(tmp_path / "nope.h5.journal"))
     with pytest.raises(tracekit.NotATrace, match="is a directory"):
         tracekit.open(str(tmp_path))
 

@@ -31,7 +31,7 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
     recording to a golden's path runs (or after it was interrupted) the golden there is
     what opens, with `trace.recording` saying so; naming the journal opens the recording."""
     path = os.fspath(path)
-    named = path.endswith(JOURNAL_SUFFIX) and _signature(path) == JOURNAL_MAGIC
+    named = path.endswith(JOURNAL_SUFFIX) and os.path.isfile(path) and _signature(path) == JOURNAL_MAGIC
     if named:
         path = path[:-len(JOURNAL_SUFFIX)]  # the journal was named: read its trace
     journal = journal_path(path)
