@@ -14,9 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-if sys.version_info < (3, 8):  # the tool is modern-environment only
-    pytest.skip("tools/store_campaign.py needs Python 3.8+", allow_module_level=True)
-
 from tools import store_campaign as sc
 
 pytestmark = pytest.mark.modern

@@ -382,6 +382,16 @@ def test_a_flipped_bit_in_the_metadata_is_caught(tmp_path, capsys):
         assert capsys.readouterr().out.startswith("DAMAGED  %s: metadata unreadable" % copy)
 
 
+def test_verify_says_when_a_golden_predates_the_metadata_checksums(tmp_path, capsys):
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+    assert tracekit.verify(path).notes == []
+    _edit(path, lambda f: f["meta"].attrs.__delitem__("crc32"))  # as goldens written before it
+    result = tracekit.verify(path)
+    assert result.ok and len(result.notes) == 1 and "damage to those cannot be detected" in result.notes[0]
+    assert main(["verify", path]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("  note: written before tracekit kept checksums")
+
+
 @pytest.mark.parametrize("name", ["info", "index"])
 def test_a_step_blob_that_disagrees_with_its_checksum_is_caught(tmp_path, name):
     # A blob over 64 KiB lives in HDF5's dense attribute storage, which HDF5 does not checksum.

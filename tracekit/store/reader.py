@@ -111,6 +111,7 @@ class Trace:
         self.recovered: bool = header.recovered
         self.problem: Optional[str] = header.problem
         self.writing: bool = header.writing  # unfinished: its writer is recording it right now
+        self.meta_checked: bool = header.meta_checked  # False: written before metadata checksums
         self.recording: Optional[str] = None  # a recording to this path runs or was interrupted (open_trace)
         self._cleanup: Optional[weakref.finalize] = None  # set by delete_when_closed
 

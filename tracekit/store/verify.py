@@ -40,6 +40,10 @@ def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> 
         result.steps = len(trace)
         if trace.recording:
             result.notes.append(trace.recording)
+        if not trace.meta_checked:
+            result.notes.append("written before tracekit kept checksums of a golden's metadata and step blobs "
+                                "(docs/ROBUSTNESS.md): damage to those cannot be detected in it; goldens this "
+                                "tracekit writes carry them")
         if trace.writing:
             result.complete = False
             result.problems.append("%s is unfinished: %s; %d steps are committed so far"

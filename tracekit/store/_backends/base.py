@@ -80,6 +80,7 @@ class Header:
     recovered: bool = False
     problem: Optional[str] = None  # why an unfinished trace is unfinished
     writing: bool = False  # unfinished because its writer is recording it now
+    meta_checked: bool = True  # its metadata carries a checksum (goldens written before it did not)
     meta: Dict[str, Any] = field(default_factory=dict)
     catalog: List[TensorInfo] = field(default_factory=list)
     nsteps: int = 0

@@ -166,6 +166,7 @@ class HDF5Backend(Backend):
             crc = raw.attrs.get(ATTR_CRC)  # goldens written before it was stored have none
             if crc is not None and int(crc) != blob_crc(data):
                 raise ValueError("its checksum does not match")
+            header.meta_checked = crc is not None
             meta = _metadata.unpack(data)
             if not isinstance(meta, dict):
                 raise ValueError("metadata is not a map")
