@@ -111,6 +111,14 @@ def chunk_offsets(shape: Sequence[int], chunk: Sequence[int]) -> Iterator[Tuple[
     return itertools.product(*[range(0, s, c) for s, c in zip(shape, chunk)])
 
 
+def chunk_count(shape: Sequence[int], chunk: Sequence[int]) -> int:
+    """How many chunks of this shape an array of that shape is stored in."""
+    count = 1
+    for s, c in zip(shape, chunk):
+        count *= -(-s // c)
+    return count
+
+
 def _region(arr: np.ndarray, offset: Sequence[int], chunk: Sequence[int]) -> np.ndarray:
     """The chunk at `offset`, padded with zeros to the full chunk shape as HDF5 stores edges."""
     index = tuple(slice(o, o + c) for o, c in zip(offset, chunk))

@@ -203,9 +203,7 @@ class Backend(abc.ABC):
         if nbytes > memory_bytes() // 2:
             raise ValueError("it declares a %s value (shape %s), more than half this machine's memory"
                              % (_size(nbytes), desc.shape))
-        expected = 1
-        for s, c in zip(desc.shape, desc.chunk or ()):
-            expected *= -(-s // c)
+        expected = _codec.chunk_count(desc.shape, desc.chunk or ())
         stored = self.stored_chunks(ref)
         if stored is not None and stored != expected:
             raise ValueError("%d of %d chunks present" % (stored, expected))
@@ -265,9 +263,7 @@ class Backend(abc.ABC):
                                          None if base_flat is None else base_flat[run], crc if running else None)
                 done = start + count
             seen += 1
-        expected = 1
-        for s, c in zip(desc.shape, desc.chunk):
-            expected *= -(-s // c)
+        expected = _codec.chunk_count(desc.shape, desc.chunk)
         if seen != expected:  # a backend that could not count them before
             raise ValueError("%d of %d chunks present" % (seen, expected))
         if framed:
