@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -28,8 +29,9 @@ from ..catalog import TensorInfo
 FRAMES_CHECKED = -1
 
 
+@functools.lru_cache(maxsize=None)
 def memory_bytes() -> int:
-    """This machine's physical memory (a huge number where it cannot be told)."""
+    """This machine's physical memory (a huge number where it cannot be told); asked once."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # pragma: no cover  # Windows
@@ -201,8 +203,8 @@ class Backend(abc.ABC):
         # shape must fail here, not ask for terabytes.
         nbytes = dtype.itemsize * int(np.prod(desc.shape, dtype=np.float64))
         if nbytes > memory_bytes() // 2:
-            raise ValueError("it declares a %s value (shape %s), more than half this machine's memory"
-                             % (_size(nbytes), desc.shape))
+            raise ValueError("it declares a %.1f GiB value (shape %s), more than half this machine's memory"
+                             % (nbytes / (1 << 30), desc.shape))
         expected = _codec.chunk_count(desc.shape, desc.chunk or ())
         stored = self.stored_chunks(ref)
         if stored is not None and stored != expected:
@@ -269,11 +271,3 @@ class Backend(abc.ABC):
         if framed:
             return out, FRAMES_CHECKED
         return out, crc if done == out.size else None
-
-
-def _size(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if nbytes < 1024 or unit == "TiB":
-            return "%.0f %s" % (nbytes, unit) if unit == "B" else "%.1f %s" % (nbytes, unit)
-        nbytes /= 1024
-    return "%.0f B" % nbytes  # pragma: no cover

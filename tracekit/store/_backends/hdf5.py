@@ -121,6 +121,7 @@ class HDF5Backend(Backend):
         self._groups: "collections.OrderedDict[int, h5py.Group]" = collections.OrderedDict()
         try:
             self._size = os.path.getsize(path)
+            self._max_values = max(4096, self._size // BYTES_PER_VALUE)  # in a step's index, or the catalog
             self._file = h5py.File(path, "r")
         except OSError as exc:
             raise CorruptTrace("%s: cannot be opened as HDF5 (%s); the file is truncated or damaged"
@@ -172,7 +173,7 @@ class HDF5Backend(Backend):
                 raise ValueError("metadata is not a map")
             catalog = meta.pop("catalog", [])
             # Every tensor listed has a dataset in the file, each a few hundred bytes of HDF5 at least.
-            if not isinstance(catalog, list) or len(catalog) > max(4096, self._size // BYTES_PER_VALUE):
+            if not isinstance(catalog, list) or len(catalog) > self._max_values:
                 raise ValueError("a catalog of %s entries in a file of %d bytes" % (
                     len(catalog) if isinstance(catalog, list) else "no", self._size))
             header.catalog = [TensorInfo.from_dict(d) for d in catalog]
@@ -209,7 +210,7 @@ class HDF5Backend(Backend):
         """A step's index, read entry by entry: the leaves it declares are counted against what
         the file can hold before they are decoded."""
         index: Index = {}
-        budget = max(4096, self._size // BYTES_PER_VALUE)
+        budget = self._max_values
         try:
             stream = _metadata.unpacker(raw)
             for _ in range(stream.read_array_header()):
