@@ -68,7 +68,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from tools.store_fuzz import GOLDENS, Base, build_fuzz, make_bases  # noqa: E402
+from tools.store_fuzz import GOLDENS, Base, build_fuzz, make_bases, rewrite  # noqa: E402
 BUGS = ("crash", "timeout", "memory", "raw", "verbose", "slow", "silent", "reported-but-wrong-read",
         "verify-missed")
 # unprotected: damage to the metadata of a golden written before it had a checksum, read wrong:
@@ -564,18 +564,6 @@ def prepare(case: Case, seed: int, workdir: str, bases: Dict[str, Base], current
         case.label = "undamaged" if case.kind == "control" else damage(case.path, rng)
     case.source = golden
     case.golden = os.path.relpath(golden, ROOT) if golden.startswith(ROOT) else os.path.basename(golden)
-
-
-def rewrite(source: str, dest: str) -> None:
-    """The source's values and metadata rewritten by tracekit's writer: the current format, with
-    the step index and the metadata checksums the shipped goldens predate."""
-    import tracekit
-
-    with tracekit.open(source) as src, tracekit.create(dest, meta=dict(src.meta)) as w:
-        for step in ([src.initial] if src.has_initial else []) + list(src):
-            with (w.initial(step.info) if step.index == -1 else w.step(step.info)):
-                for key in step:
-                    w.add(*key.split("/", 1), value=step[key])
 
 
 def current_copies(workdir: str) -> Dict[str, str]:

@@ -50,21 +50,29 @@ def inventory(path: str) -> Base:
     return base
 
 
-def build_indexed_base(source: str, dest: str) -> None:
-    """The source's values rewritten by tracekit's writer (so every step has its index), plus a
-    structure, strings and a chunked array for the fuzzers to aim at."""
+def rewrite(source: str, dest: str, meta: Any = None, extra: Callable[[Any, int], None] = lambda w, step: None) -> None:
+    """The source's values rewritten by tracekit's writer: the current format, with the step
+    index and the metadata checksums the shipped goldens predate. `meta`: the source's by
+    default; extra(writer, step) adds values to each step."""
     import tracekit
 
-    with tracekit.open(source) as src, tracekit.create(dest, meta={"user": {"by": "store_campaign"}}) as w:
-        steps = ([src.initial] if src.has_initial else []) + list(src)
-        for step in steps:
+    with tracekit.open(source) as src, tracekit.create(dest, meta=dict(src.meta if meta is None else meta)) as w:
+        for step in ([src.initial] if src.has_initial else []) + list(src):
             with (w.initial(step.info) if step.index == -1 else w.step(step.info)):
                 for key in step:
                     w.add(*key.split("/", 1), value=step[key])
-                if step.index == 0:
-                    w.add("fetch", "campaign/structure", {"a": np.arange(3.0), "b": (b"x", 1.5, None)})
-                    w.add("fetch", "campaign/strings", np.array(["ab", "cde"]))
-                    w.add("fetch", "campaign/big", np.arange(5000, dtype=np.float32))
+                extra(w, step.index)
+
+
+def build_indexed_base(source: str, dest: str) -> None:
+    """The source rewritten (rewrite), plus a structure, strings and a chunked array in step 0
+    for the fuzzers to aim at."""
+    def extra(w: Any, step: int) -> None:
+        if step == 0:
+            w.add("fetch", "campaign/structure", {"a": np.arange(3.0), "b": (b"x", 1.5, None)})
+            w.add("fetch", "campaign/strings", np.array(["ab", "cde"]))
+            w.add("fetch", "campaign/big", np.arange(5000, dtype=np.float32))
+    rewrite(source, dest, meta={"user": {"by": "store_campaign"}}, extra=extra)
 
 
 def _pack(obj: Any) -> bytes:
