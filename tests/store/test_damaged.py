@@ -412,6 +412,30 @@ def test_a_step_blob_that_disagrees_with_its_checksum_is_caught(tmp_path, name):
     assert not tracekit.verify(path).ok
 
 
+def test_an_attribute_hdf5_cannot_read_is_damage_not_absence(tmp_path):
+    # A step whose index is over 64 KiB keeps its attributes in HDF5's dense storage. A flipped
+    # bit there fails HDF5's checksum, and h5py raises KeyError, as for an attribute that is
+    # not there: read as absent, the step's info was silently {}.
+    path = str(tmp_path / "g.h5")
+    with tracekit.create(path, meta={}) as w:
+        for step in range(2):
+            with w.step({"global_step": step + 1}):
+                for i in range(1000):
+                    w.add("var", "layer%04d/kernel:0" % i, np.full(3, i, np.float32))
+    with h5py.File(path, "r") as f:
+        assert len(f[step_path(1)].attrs["index"].tobytes()) > 64 << 10
+        raw = f[step_path(1)].attrs["info"].tobytes()
+    data = bytearray(open(path, "rb").read())
+    data[data.index(raw) + len(raw) // 2] ^= 0x10
+    with open(path, "wb") as fh:
+        fh.write(bytes(data))
+    with tracekit.open(path) as trace:
+        with pytest.raises(tracekit.CorruptTrace, match="step 1, step info: .*attribute 'info' unreadable"):
+            trace.step(1).info
+        assert trace.step(0).info == {"global_step": 1}
+    assert not tracekit.verify(path).ok
+
+
 @pytest.mark.parametrize("dtype", [h5py.string_dtype(), h5py.vlen_dtype(np.int32), h5py.ref_dtype],
                          ids=["vlen-str", "vlen-int", "reference"])
 def test_hdf5_types_tracekit_never_writes_are_reported(tmp_path, dtype, capsys):

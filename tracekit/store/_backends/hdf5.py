@@ -82,13 +82,30 @@ class _Dataset:
         return self._id
 
 
+def _attr(attrs: h5py.AttributeManager, name: str, default: Any = None) -> Any:
+    """`attrs.get`, but an attribute HDF5 cannot read is an error, not absent: h5py raises
+    KeyError both for a missing attribute and for one in an object header chunk that fails
+    its checksum, so `get` would read damage as "not there"."""
+    try:
+        return attrs[name]
+    except KeyError:
+        pass
+    try:
+        present = name in attrs
+    except Exception as exc:  # HDF5 could not read the object header that would hold it
+        raise ValueError("attribute %r unreadable (%s)" % (name, short(exc, typed=False))) from None
+    if present:
+        raise ValueError("attribute %r exists but cannot be read" % name)
+    return default
+
+
 def _blob(attrs: h5py.AttributeManager, name: str) -> Optional[bytes]:
     """A msgpack blob attribute's bytes, checked against the crc32 beside it when the file has one."""
-    raw = attrs.get(name)
+    raw = _attr(attrs, name)
     if raw is None:
         return None
     data = raw.tobytes()
-    crc = attrs.get(name + BLOB_CRC_SUFFIX)
+    crc = _attr(attrs, name + BLOB_CRC_SUFFIX)
     if crc is not None and int(crc) != blob_crc(data):
         raise ValueError("the %r attribute does not match its checksum" % name)
     return data
@@ -144,10 +161,10 @@ class HDF5Backend(Backend):
         header = self.header
         try:
             version = int(attrs[ATTR_FORMAT])
-            header.producer = _text(attrs.get(ATTR_PRODUCER, "?"))
-            header.created = _text(attrs.get(ATTR_CREATED, "?"))
+            header.producer = _text(_attr(attrs, ATTR_PRODUCER, "?"))
+            header.created = _text(_attr(attrs, ATTR_CREATED, "?"))
             header.nsteps = int(attrs[ATTR_STEPS])
-            header.recovered = bool(attrs.get(ATTR_RECOVERED, False))
+            header.recovered = bool(_attr(attrs, ATTR_RECOVERED, False))
         except Exception as exc:
             raise CorruptTrace("%s: bad root attributes (%s)" % (self.path, short(exc, typed=False))) from None
         if version > FORMAT_VERSION:
@@ -164,7 +181,7 @@ class HDF5Backend(Backend):
                 raise ValueError("metadata declared %d bytes, of which %d stored (at most %d)"
                                  % (raw.size, raw.id.get_storage_size(), _metadata.MAX_META_BYTES))
             data = np.asarray(raw[()], dtype=np.uint8).tobytes()
-            crc = raw.attrs.get(ATTR_CRC)  # goldens written before it was stored have none
+            crc = _attr(raw.attrs, ATTR_CRC)  # goldens written before it was stored have none
             if crc is not None and int(crc) != blob_crc(data):
                 raise ValueError("its checksum does not match")
             header.meta_checked = crc is not None
@@ -327,10 +344,10 @@ class HDF5Backend(Backend):
     def _ref(self, ds: h5py.Dataset) -> LeafRef:
         """A finished golden keeps a leaf's descriptor as HDF5 facts and attributes."""
         attrs = ds.attrs
-        logical = attrs.get(ATTR_LOGICAL)
-        form = attrs.get(ATTR_FORM)
-        lshape = attrs.get(ATTR_LOGICAL_SHAPE)
-        base = attrs.get(ATTR_DELTA_BASE)  # present on XOR-delta encoded snapshots only
+        logical = _attr(attrs, ATTR_LOGICAL)
+        form = _attr(attrs, ATTR_FORM)
+        lshape = _attr(attrs, ATTR_LOGICAL_SHAPE)
+        base = _attr(attrs, ATTR_DELTA_BASE)  # present on XOR-delta encoded snapshots only
         shape = tuple(int(d) for d in ds.shape)
         chunked = ds.chunks is not None
         dtype = np.dtype(ds.dtype)
