@@ -50,17 +50,19 @@ def test_slim_golden():
 
 @pytest.mark.parametrize("name", ["seed_example.h5", "estimator_model.h5", "slim_resnet.h5"])
 def test_goldens_from_two_machines_agree_within_roundoff_and_say_why_not_bit_for_bit(name):
-    """tests/data/foreign_cpu holds the goldens recorded on another machine by the same scripts:
-    the comparison picks the round-off bound and passes; compared exactly it fails, and the
-    report names machine round-off as the possible cause (only possible: those goldens predate
-    the fields that would prove the program and the machine)."""
+    """tests/data/foreign_cpu holds the goldens recorded on another machine (AVX2, no AVX-512) by
+    the same scripts: the comparison picks the round-off bound and passes; compared exactly it
+    fails, and the report names machine round-off as the likely cause: both goldens carry the
+    fingerprints that prove the same program ran on CPUs whose kernels differ."""
     foreign, shipped = os.path.join(FOREIGN, name), os.path.join(GOLDENS, name)
     auto = tracekit.compare(foreign, shipped)
     assert auto.ok and auto.profile.name == "round-off", auto.report()
     assert auto.report().startswith("MATCH (within round-off; golden recorded on TensorFlow 1.15.5")
     exact = tracekit.compare(foreign, shipped, tracekit.Tolerance.exact())
     assert not exact.ok, "the fixture must come from a machine that computes other last bits than goldens/'s"
-    assert exact.likely_cause is not None and not exact.likely_cause.port, exact.report()
-    assert not exact.likely_cause.likely and "possible cause: machine round-off" in exact.report()
+    cause = exact.likely_cause
+    assert cause is not None and not cause.port and cause.likely, exact.report()
+    assert "likely cause: the machine, not the code" in exact.report()
+    assert any(change.field == "cpu instruction sets" for change in cause.changes), exact.report()
     for tolerance in (None, tracekit.Tolerance.exact(), tracekit.Tolerance()):  # fast statistics = float64 ones
         same_as_oracle(foreign, shipped, tolerance)
