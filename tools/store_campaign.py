@@ -2,11 +2,11 @@
 
 Cases (each depends only on --seed and its id, so any one can be rebuilt alone):
 
-  d<N>  damage: a copy of a shipped golden (or of its current-format rewrite) with one 4 KiB block zeroed, 16-256 bytes
-        overwritten, one bit flipped (anywhere, in /meta, or in a step's `index`/`info`
-        attribute), or the file truncated
-  f<N>  fuzz: the smallest shipped golden, or the same rewritten by tracekit's writer (so its
-        steps carry the `index` and the checksums a current golden has), edited with h5py to
+  d<N>  damage: a copy of a golden with one 4 KiB block zeroed, 16-256 bytes overwritten, one
+        bit flipped (anywhere, in /meta, or in a step's `index`/`info` attribute), or the
+        file truncated
+  f<N>  fuzz: the smallest golden, or the same rewritten by tracekit's writer with a few
+        extra values (a structure, strings, a chunked array), edited with h5py to
         declare absurd things (vlen and reference dtypes, 1e12-element shapes, 200k-field
         structures, huge step indexes, steps = 1e9, format 999, hostile /meta, links that
         loop, random bytes, ...), mixed with random attribute mutations
@@ -29,15 +29,16 @@ reported damage), reported-but-wrong-read (verify reported damage but a read sti
 a wrong value), verify-missed (verify said ok while a read raised). Fine: reported, intact
 (the damage hit unused bytes), accepted (a fuzz file that verify and reads accept). Counted
 apart, the documented limits (docs/ROBUSTNESS.md): unprotected (damage to the metadata of a
-shipped golden, which predates the metadata checksums, read wrong) and api-crash (the HDF5
+golden of the earlier layout, which predates the metadata checksums, read wrong) and api-crash (the HDF5
 library crashed in the reader's own process, as it would under the Python API, on a file
 that `tracekit verify` reports damaged).
 
-Damage cases hit a shipped golden as it is or (half of them) its copy rewritten by the
-current writer; hostile files come from tools/store_fuzz.py.
+The goldens are the shipped ones (goldens/) unless --goldens names another directory (e.g.
+tests/data/foreign_cpu, goldens of the earlier layout); hostile files come from
+tools/store_fuzz.py.
 
     .venv/bin/python tools/store_campaign.py [--seed 0] [--cases 300] [--fuzz 500] [--jobs 2]
-        [--json cases.json] [--keep DIR] [--only d17,f42]
+        [--goldens DIR] [--json cases.json] [--keep DIR] [--only d17,f42]
 
 Exits 1 if any case is a bug, else 0. Each bug is printed with the command that reruns it.
 """
@@ -68,7 +69,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
-from tools.store_fuzz import GOLDENS, Base, build_fuzz, make_bases, rewrite  # noqa: E402
+from tools.store_fuzz import GOLDENS_DIR, Base, build_fuzz, goldens_in, make_bases  # noqa: E402
 BUGS = ("crash", "timeout", "memory", "raw", "verbose", "slow", "silent", "reported-but-wrong-read",
         "verify-missed")
 # unprotected: damage to the metadata of a golden written before it had a checksum, read wrong:
@@ -386,7 +387,7 @@ def _problem_line(child: ChildResult) -> str:
 
 
 def has_meta_crc(path: str) -> bool:
-    """Was the golden written with its metadata checksum (the shipped goldens predate it)?"""
+    """Was the golden written with its metadata checksum (goldens of the earlier layout predate it)?"""
     import h5py
 
     with h5py.File(path, "r") as f:
@@ -483,7 +484,7 @@ def damage(path: str, rng: random.Random) -> str:
         with h5py.File(path, "r") as f:
             groups = (["initial"] if "initial" in f else []) + ["steps/" + s for s in f["steps"]]
             group = rng.choice(groups)
-            names = [a for a in ("index", "info") if a in f[group].attrs]  # shipped goldens have no index
+            names = [a for a in ("index", "info") if a in f[group].attrs]  # the earlier layout has no index
             name = rng.choice(names) if names else None
             raw = bytes(f[group].attrs[name].tobytes()) if name else b""
         with open(path, "rb") as fh:
@@ -539,46 +540,35 @@ class Case:
         return out
 
 
-def plan(cases: int, fuzz: int, controls: bool = True, only: Optional[List[str]] = None) -> List[Case]:
-    ids = only or ((["c%d" % i for i in range(len(GOLDENS))] if controls else [])
+def plan(goldens: List[str], cases: int, fuzz: int, controls: bool = True,
+         only: Optional[List[str]] = None) -> List[Case]:
+    ids = only or ((["c%d" % i for i in range(len(goldens))] if controls else [])
                    + ["d%d" % i for i in range(cases)] + ["f%d" % i for i in range(fuzz)])
     return [Case(i, KINDS[i[0]]) for i in ids]
 
 
-def prepare(case: Case, seed: int, workdir: str, bases: Dict[str, Base], current: Dict[str, str]) -> None:
-    """Build the case's file from the seed and its id alone. A damage case hits a shipped golden
-    as it is, or (half of them) its current-format copy."""
+def prepare(case: Case, seed: int, workdir: str, goldens: List[str], bases: Dict[str, Base]) -> None:
+    """Build the case's file from the seed, its id and the goldens alone."""
     rng = random.Random("%d:%s" % (seed, case.id))
     case.path = os.path.join(workdir, case.id + ".h5")
     if case.kind == "fuzz":
         try:
             case.label, golden = build_fuzz(case.path, int(case.id[1:]), rng, bases)
         except RuntimeError as exc:
-            case.outcome, case.label, golden = "skipped", str(exc).split(":")[0], bases["shipped"].path
+            case.outcome, case.label, golden = "skipped", str(exc).split(":")[0], bases["golden"].path
             case.detail = str(exc)[:300]
     else:
-        golden = GOLDENS[int(case.id[1:]) % len(GOLDENS)] if case.kind == "control" else rng.choice(GOLDENS)
-        if current and rng.random() < 0.5:
-            golden = current["current:" + os.path.basename(golden)]
+        golden = goldens[int(case.id[1:]) % len(goldens)] if case.kind == "control" else rng.choice(goldens)
         shutil.copyfile(golden, case.path)
         case.label = "undamaged" if case.kind == "control" else damage(case.path, rng)
     case.source = golden
     case.golden = os.path.relpath(golden, ROOT) if golden.startswith(ROOT) else os.path.basename(golden)
 
 
-def current_copies(workdir: str) -> Dict[str, str]:
-    """"current:<name>" -> a current-format copy of each shipped golden, for damage cases."""
-    out = {}
-    for golden in GOLDENS:
-        dest = os.path.join(workdir, "current-" + os.path.basename(golden))
-        rewrite(golden, dest)
-        out["current:" + os.path.basename(golden)] = dest
-    return out
-
-
 @dataclass
 class Campaign:
     seed: int
+    goldens_dir: str
     cases: List[Case]
     baseline: ChildResult  # a bare `python -c "import tracekit"`: the floor of every child's RSS and time
     wall_s: float = 0.0
@@ -595,20 +585,22 @@ def is_bug(case: Case) -> bool:
 
 def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2, limits: Optional[Limits] = None,
                  only: Optional[List[str]] = None, keep: Optional[str] = None, controls: bool = True,
-                 log: Any = sys.stderr) -> Campaign:
+                 goldens_dir: str = GOLDENS_DIR, log: Any = sys.stderr) -> Campaign:
     limits = limits or Limits()
+    goldens = goldens_in(goldens_dir)
+    if not goldens:
+        raise SystemExit("store_campaign: no goldens (*.h5) in %s" % goldens_dir)
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="store_campaign-")
-    todo = plan(cases, fuzz, controls, only)
-    campaign = Campaign(seed, todo, run_child([sys.executable, "-c", "import tracekit"], limits, "baseline"))
+    todo = plan(goldens, cases, fuzz, controls, only)
+    campaign = Campaign(seed, goldens_dir, todo, run_child([sys.executable, "-c", "import tracekit"], limits, "baseline"))
     originals: Dict[str, Dict[str, str]] = {}
     try:
-        bases = make_bases(workdir) if any(c.kind == "fuzz" for c in todo) else {}
-        current = current_copies(workdir) if any(c.kind == "damage" for c in todo) else {}
+        bases = make_bases(workdir, goldens) if any(c.kind == "fuzz" for c in todo) else {}
 
         def tasks() -> Iterator[Task]:
             for case in todo:
-                prepare(case, seed, workdir, bases, current)
+                prepare(case, seed, workdir, goldens, bases)
                 if case.outcome == "skipped":
                     continue
                 if case.kind != "fuzz" and case.golden not in originals:
@@ -652,7 +644,8 @@ def _stat(values: List[float]) -> str:
 
 
 def report(campaign: Campaign, command: str = "tools/store_campaign.py") -> str:
-    lines = ["store campaign, seed %d: %d cases in %.0f s" % (campaign.seed, len(campaign.cases), campaign.wall_s), ""]
+    lines = ["store campaign, seed %d, goldens in %s: %d cases in %.0f s" % (
+        campaign.seed, os.path.relpath(campaign.goldens_dir, ROOT), len(campaign.cases), campaign.wall_s), ""]
     outcomes = list(BUGS) + list(FINE)
     kinds = [k for k in ("control", "damage", "fuzz") if any(c.kind == k for c in campaign.cases)]
     lines.append("%-31s" % "outcome" + "".join("%9s" % k for k in kinds))
@@ -672,9 +665,10 @@ def report(campaign: Campaign, command: str = "tools/store_campaign.py") -> str:
                 _stat([r.cpu_s for r in runs])))
     bugs = campaign.bugs
     lines += ["", "%d bug case%s" % (len(bugs), "" if len(bugs) == 1 else "s") + (":" if bugs else "")]
+    goldens_arg = "" if campaign.goldens_dir == GOLDENS_DIR else " --goldens " + os.path.relpath(campaign.goldens_dir)
     for c in bugs:
         lines.append("  %-5s %-24s %-22s %s\n        %s\n        rerun: %s --seed %d --only %s --keep DIR"
-                     % (c.id, c.outcome, os.path.basename(c.golden), c.label, c.detail, command, campaign.seed, c.id))
+                     % (c.id, c.outcome, os.path.basename(c.golden), c.label, c.detail, command + goldens_arg, campaign.seed, c.id))
     return "\n".join(lines)
 
 
@@ -687,7 +681,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of every case (default 0)")
     parser.add_argument("--cases", type=int, default=300, help="damage cases d0..d{N-1} (default 300)")
     parser.add_argument("--fuzz", type=int, default=500, help="hostile files f0..f{N-1} (default 500)")
-    parser.add_argument("--no-controls", action="store_true", help="skip the undamaged control cases c0..c8")
+    parser.add_argument("--goldens", metavar="DIR", default=GOLDENS_DIR,
+                        help="the goldens to damage and fuzz (default: the shipped ones, goldens/)")
+    parser.add_argument("--no-controls", action="store_true", help="skip the undamaged control cases, one per golden")
     parser.add_argument("--only", metavar="IDS", help="run only these cases, e.g. d17,f42 (ids the table prints)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="children run at once (default: 2, or 1 on one core)")
@@ -703,7 +699,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     limits = Limits(args.timeout, args.mem_limit_mb, args.rss_mb, args.slow_s, args.slow_damage_s)
     campaign = run_campaign(args.seed, args.cases, args.fuzz, args.jobs, limits,
-                            args.only.split(",") if args.only else None, args.keep, not args.no_controls)
+                            args.only.split(",") if args.only else None, args.keep, not args.no_controls,
+                            args.goldens)
     print(report(campaign))
     if args.json:
         with open(args.json, "w") as fh:

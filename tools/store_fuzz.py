@@ -20,14 +20,19 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-GOLDENS = sorted(glob.glob(os.path.join(ROOT, "goldens", "*.h5")))
+GOLDENS_DIR = os.path.join(ROOT, "goldens")
+
+
+def goldens_in(directory: str) -> List[str]:
+    return sorted(glob.glob(os.path.join(directory, "*.h5")))
+
 
 @dataclass
 class Base:
     """A valid small golden that fuzz cases copy, and what is in it."""
 
     path: str
-    indexed: bool = False  # its steps carry the `index` attribute (the shipped goldens predate it)
+    indexed: bool = False  # its steps carry the `index` attribute (goldens of the earlier layout lack it)
     groups: List[str] = field(default_factory=list)  # "initial", "steps/00000000", ...
     leaves: List[str] = field(default_factory=list)  # leaf datasets
     structs: List[str] = field(default_factory=list)  # groups holding a structure
@@ -50,29 +55,20 @@ def inventory(path: str) -> Base:
     return base
 
 
-def rewrite(source: str, dest: str, meta: Any = None, extra: Callable[[Any, int], None] = lambda w, step: None) -> None:
-    """The source's values rewritten by tracekit's writer: the current format, with the step
-    index and the metadata checksums the shipped goldens predate. `meta`: the source's by
-    default; extra(writer, step) adds values to each step."""
+def build_indexed_base(source: str, dest: str) -> None:
+    """The source's values rewritten by tracekit's writer (the current format, whatever the
+    source's), plus a structure, strings and a chunked array in step 0 for the fuzzers to aim at."""
     import tracekit
 
-    with tracekit.open(source) as src, tracekit.create(dest, meta=dict(src.meta if meta is None else meta)) as w:
+    with tracekit.open(source) as src, tracekit.create(dest, meta={"user": {"by": "store_campaign"}}) as w:
         for step in ([src.initial] if src.has_initial else []) + list(src):
             with (w.initial(step.info) if step.index == -1 else w.step(step.info)):
                 for key in step:
                     w.add(*key.split("/", 1), value=step[key])
-                extra(w, step.index)
-
-
-def build_indexed_base(source: str, dest: str) -> None:
-    """The source rewritten (rewrite), plus a structure, strings and a chunked array in step 0
-    for the fuzzers to aim at."""
-    def extra(w: Any, step: int) -> None:
-        if step == 0:
-            w.add("fetch", "campaign/structure", {"a": np.arange(3.0), "b": (b"x", 1.5, None)})
-            w.add("fetch", "campaign/strings", np.array(["ab", "cde"]))
-            w.add("fetch", "campaign/big", np.arange(5000, dtype=np.float32))
-    rewrite(source, dest, meta={"user": {"by": "store_campaign"}}, extra=extra)
+                if step.index == 0:
+                    w.add("fetch", "campaign/structure", {"a": np.arange(3.0), "b": (b"x", 1.5, None)})
+                    w.add("fetch", "campaign/strings", np.array(["ab", "cde"]))
+                    w.add("fetch", "campaign/big", np.arange(5000, dtype=np.float32))
 
 
 def _pack(obj: Any) -> bytes:
@@ -404,7 +400,7 @@ def build_fuzz(path: str, number: int, rng: random.Random, bases: Dict[str, Base
     cycle = [n for n in FUZZ_CYCLE if "indexed" in bases or not FUZZERS[n][2]]
     name = cycle[number % len(cycle)]
     build, _, needs_index, whole = FUZZERS[name]
-    base = bases["indexed"] if needs_index or ("indexed" in bases and rng.random() < 0.5) else bases["shipped"]
+    base = bases["indexed"] if needs_index or ("indexed" in bases and rng.random() < 0.5) else bases["golden"]
     shutil.copyfile(base.path, path)
     try:
         if whole:
@@ -414,13 +410,14 @@ def build_fuzz(path: str, number: int, rng: random.Random, bases: Dict[str, Base
                 detail = build(f, rng, base)
     except Exception as exc:  # noqa: BLE001  # h5py refused an edit: the case is skipped, and says why
         raise RuntimeError("%s: %s: %s" % (name, type(exc).__name__, exc)) from None
-    return "%s/%s%s" % (name, detail, "" if whole else " [%s base]" % ("indexed" if base.indexed else "shipped")), \
+    return "%s/%s%s" % (name, detail, "" if whole else " [%s base]" % ("indexed" if base is bases.get("indexed") else "golden")), \
         base.path
 
 
-def make_bases(workdir: str) -> Dict[str, Base]:
-    smallest = min(GOLDENS, key=os.path.getsize)
-    bases = {"shipped": inventory(smallest)}
+def make_bases(workdir: str, goldens: List[str]) -> Dict[str, Base]:
+    """"golden": the smallest of `goldens` as it is; "indexed": it rewritten with extras."""
+    smallest = min(goldens, key=os.path.getsize)
+    bases = {"golden": inventory(smallest)}
     indexed = os.path.join(workdir, "indexed-base.h5")
     try:
         build_indexed_base(smallest, indexed)
