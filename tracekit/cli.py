@@ -6,7 +6,9 @@ Exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unre
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, List, Optional
@@ -119,20 +121,30 @@ PROFILES = ("auto",) + tuple(sorted(TOLERANCE_PROFILES))
 
 def _diff(args: argparse.Namespace) -> int:
     from .comparison import Tolerance
+    from .comparison.select import Selection, parse_steps
     from .report.comparison import compare
 
     profile = "exact" if args.exact else args.profile
     if args.tolerance and profile != "auto":
         raise UsageError("--tolerance and --exact/--profile exclude each other")
     tolerance = Tolerance.load(args.tolerance) if args.tolerance else (None if profile == "auto" else profile)
+    selection = Selection(tuple(args.kind or ()), args.name, None if args.step is None else parse_steps(args.step))
     result = compare(args.golden, args.actual, tolerance)
-    print(result.report())
+    if args.json:
+        print(json.dumps(result.to_dict(by_step=not args.no_steps, selection=selection), indent=1, allow_nan=False))
+    else:
+        print(result.report(selection, _terminal_width()))
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
-def _env(args: argparse.Namespace) -> int:
-    import json
+def _terminal_width() -> Optional[int]:
+    """The terminal's width when stdout is one (tables are elided to fit), else None: logs keep whole names."""
+    if not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size((100, 24)).columns
 
+
+def _env(args: argparse.Namespace) -> int:
     from .environment import fingerprint, tensorflow_environment
     from .report.environment import fingerprint_text
 
@@ -320,6 +332,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "auto also picks mixed-precision for a port under mixed_float16 and gpu for a port on a GPU "
                         "(docs/DISTRIBUTE.md)")
     p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
+    p.add_argument("--json", action="store_true",
+                   help="print the comparison as JSON (result.to_dict(): verdict, first divergence, environment "
+                        "difference, per-tensor statistics at every step) instead of the text report")
+    p.add_argument("--no-steps", action="store_true", help="with --json: leave out the per-step statistics")
+    p.add_argument("--kind", action="append", metavar="KIND",
+                   help="show only tensors of this kind (input, random, tap, fetch, loss, lr, grad, var, slot); "
+                        "repeat for several. Filters narrow the table and the JSON, not the verdict")
+    p.add_argument("--name", metavar="GLOB", help="show only tensors whose name matches (a glob, or re:REGEX)")
+    p.add_argument("--step", metavar="STEPS", help="show only these steps: N, START:STOP (stop excluded), START:, "
+                                                   ":STOP; 'initial' is the initial state")
 
     p = command("env", _env, "Print this machine's environment fingerprint, as a trace recorded here would "
                              "store it: CPU instruction sets, oneDNN, threads, XLA, determinism, TF32, devices.")

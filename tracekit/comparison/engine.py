@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import collections
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+
+import numpy as np
 
 from ..store import Trace, open_trace, provenance
 from ..store.provenance import Provenance
-from ..keys import INITIAL_STEP, REPLICA, STATE_KINDS, make_key, replica_base, split_key
+from ..keys import INITIAL_STEP, REPLICA, STATE_KINDS, make_key, replica_base, split_key, step_label
+from .asdict import comparison_dict
+from .select import Selection
 from .conventions import ConventionHint, convention_hints
 from .distribution import DistributionHint, distribution_hints, layout
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .noise import Noise, NoiseTracker
 from .pipeline import Pipeline
 from .series import StatsSeries
-from .stats import Stats, compare_values, dtype_name
+from .stats import Stats, badness, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
 # A step's (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order.
@@ -70,6 +74,13 @@ class TensorResult:
         """Some failing step is explained noise."""
         return bool(self.noise)
 
+    def __repr__(self) -> str:
+        worst = "" if self.worst is None else ", worst at %s: max abs %.3g, %.3g ulps" % (
+            step_label(self.worst_step if self.worst_step is not None else 0), self.worst.max_abs, self.worst.ulps)
+        first = "" if self.first_failed is None else ", first at %s" % step_label(self.first_failed)
+        return "<TensorResult %s: %s, %d of %d steps failed%s%s>" % (
+            self.key, "ok" if self.ok else "FAIL", self.failed_steps, self.steps, first, worst)
+
     def add(self, step: int, stats: Stats, noise: Optional[Noise] = None, accept: bool = False) -> None:
         self.by_step.append(step, stats)
         self.steps += 1
@@ -81,12 +92,8 @@ class TensorResult:
             self.failed_steps += 1
             if self.first_failed is None:
                 self.first_failed = step
-        if self.worst is None or _badness(stats) > _badness(self.worst):
+        if self.worst is None or badness(stats) > badness(self.worst):
             self.worst, self.worst_step = stats, step
-
-
-def _badness(stats: Stats) -> Tuple[int, float, float]:
-    return (0 if stats.ok else 1, stats.needed_atol, stats.max_abs)
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,9 @@ class Divergence:
     name: str
     stats: Stats
     noise: Optional[Noise] = None  # amplified round-off explains it (not accepted, or it would not be here)
+    # The two values there (for plots of error against magnitude), and their elements at the worst index.
+    golden_value: Any = field(default=None, compare=False)
+    actual_value: Any = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -107,8 +117,26 @@ class Divergence:
     def noise_floor(self) -> bool:
         return self.noise is not None
 
+    @property
+    def golden_at_worst(self) -> Any:
+        return _element(self.golden_value, self.stats.worst_index)
+
+    @property
+    def actual_at_worst(self) -> Any:
+        return _element(self.actual_value, self.stats.worst_index)
+
     def __repr__(self) -> str:
         return "Divergence(step=%d, %s)" % (self.step, self.key)
+
+
+def _element(value: Any, index: Optional[Tuple[int, ...]]) -> Any:
+    """value[index] as a Python number, or None where there is no such element."""
+    if value is None or index is None:
+        return None
+    try:
+        return np.asarray(value)[tuple(index)].item()
+    except (IndexError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -178,6 +206,19 @@ class Comparison:
 
     def __bool__(self) -> bool:
         return self.ok
+
+    def __repr__(self) -> str:
+        where = "" if self.first_divergence is None else ", first divergence at %s, %s" % (
+            step_label(self.first_divergence.step), self.first_divergence.key)
+        return "<%s %s: %s vs golden %s, %d steps, %d tensors, tolerance %s%s>" % (
+            type(self).__name__, "MATCH" if self.ok else "MISMATCH", self.actual, self.golden, self.steps,
+            len(self.tensors), self.profile.name, where)
+
+    def to_dict(self, by_step: bool = True, selection: "Optional[Selection]" = None) -> Dict[str, Any]:
+        """The comparison as plain, JSON-serializable data (comparison/asdict.py: the schema,
+        and how inf and nan are written); `by_step`: every tensor's statistics at each step
+        too; `selection`: only the tensors and steps it shows."""
+        return comparison_dict(self, by_step, selection)
 
     def tensor(self, kind: str, name: str) -> TensorResult:
         for result in self.tensors:
@@ -410,6 +451,7 @@ class Comparer:
             result.conventions = convention_hints(golden, first.step, first.kind, first.key,
                                                   lambda kinds: _agreed(result, first.step, kinds))
             g_value, a_value = self._values[first.step, first.key]
+            result.first_divergence = first = replace(first, golden_value=g_value, actual_value=a_value)
             result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
                                                            first.key, g_value, a_value)
         return result

@@ -50,6 +50,11 @@ class Stats:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+def badness(stats: Stats) -> Tuple[int, float, float]:
+    """Orders a tensor's steps: failing ones first, then by the atol they would need."""
+    return (0 if stats.ok else 1, stats.needed_atol, stats.max_abs)
+
+
 def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     stats = Stats()
     stats.atol, stats.rtol, stats.allowed_ulps = tol.atol, tol.rtol, tol.ulps

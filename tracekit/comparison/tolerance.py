@@ -111,6 +111,9 @@ class Rule:
                 return False
         return True
 
+    def __repr__(self) -> str:
+        return "Rule(%s)" % ", ".join("%s=%r" % kv for kv in self.to_dict().items())
+
     def to_dict(self) -> Dict[str, Any]:
         out = {"kind": self.kind, "name": self.name, "steps": None if self.steps is None else list(self.steps)}
         out.update(self.settings)

@@ -9,6 +9,7 @@ from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED
                                        REGULARIZATION_UNSCALED, DistributionHint)
 from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
+from ..comparison.select import Selection
 from ..comparison.engine import compare as compare_data
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
@@ -49,6 +50,9 @@ def describe(stats: Stats) -> List[str]:
 def divergence(d: Divergence) -> List[str]:
     lines = ["first divergence: %s, %s (%s)" % (step_label(d.step), d.key, STAGES.get(d.kind, d.kind))]
     lines += ["  " + line for line in describe(d.stats)]
+    if d.golden_at_worst is not None and d.actual_at_worst is not None:
+        lines.append("  at %s: golden %r, actual %r" % (list(d.stats.worst_index or ()), d.golden_at_worst,
+                                                        d.actual_at_worst))
     if d.noise is not None:
         lines += ["  " + noise_line(d.noise, d.stats),
                   "  this is not a porting error. Accept explained noise with Tolerance(accept_noise=True) "
@@ -182,7 +186,25 @@ def headline(result: Comparison) -> str:
     return verdict(result)
 
 
-def render(result: Comparison) -> str:
+def tensor_rows(result: Comparison, selection: Optional[Selection] = None) -> List[List[str]]:
+    """The per-tensor table's rows: kind, name, result, failed steps, first failed step, and
+    the worst step's numbers (over the steps the selection shows)."""
+    rows = []
+    for t in result.tensors:
+        steps = list(t.by_step) if selection is None else selection.steps_of(t)
+        if not steps:
+            continue
+        _, w = (t.worst_step, t.worst) if selection is None else selection.worst(t, steps)
+        rows.append([t.kind, t.name, _status(t), "%d/%d" % (t.failed_steps, t.steps),
+                     "-" if t.first_failed is None else step_label(t.first_failed),
+                     "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
+                     _num(w.needed_rtol), _num(max(t.by_step[s].ulps for s in steps))])
+    return rows
+
+
+def render(result: Comparison, selection: Optional[Selection] = None, width: Optional[int] = None) -> str:
+    """The text report; `selection` narrows the per-tensor table (not the verdict), `width`
+    elides long names so the table fits that many columns."""
     lines = ["%s  %s vs golden %s: %d steps compared, %d tensors" % (
         verdict(result), result.actual, result.golden, result.steps, len(result.tensors))]
     if result.golden_provenance is not None and result.golden_provenance.derived:
@@ -213,21 +235,20 @@ def render(result: Comparison) -> str:
     if result.missing:
         lines.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])
                                                             + (" ..." if len(result.missing) > 12 else "")))
-    rows = []
-    for t in result.tensors:
-        w = t.worst
-        rows.append([t.kind, t.name, _status(t), "%d/%d" % (t.failed_steps, t.steps), "-" if t.first_failed is None else step_label(t.first_failed),
-                     "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
-                     _num(w.needed_rtol), _num(max(s.ulps for s in t.by_step.values()))])
+    selection = selection if selection is not None and not selection.everything else None
+    rows = tensor_rows(result, selection)
     failing = [r for r in rows if r[2] != "ok"]  # accepted noise too: shown, not hidden
     shown = failing if failing else rows
+    part = "" if selection is None else ", showing %s" % selection.describe()
     if shown:
         lines.append("")
-        lines.append("%s (worst step of each):" % ("failing tensors" if failing else "tensors"))
+        lines.append("%s (worst step of each%s):" % ("failing tensors" if failing else "tensors", part))
         lines += table(["kind", "name", "result", "failed", "first", "differ", "max abs", "max rel", "need atol",
-                        "need rtol", "ulps"], shown[:60], right=(3, 5, 6, 7, 8, 9, 10))
+                        "need rtol", "ulps"], shown[:60], right=(3, 5, 6, 7, 8, 9, 10), width=width)
         if len(shown) > 60:
             lines.append("... and %d more" % (len(shown) - 60))
+    elif selection is not None:
+        lines += ["", "no tensor compared matches the selection (%s)" % selection.describe()]
     if result.not_compared:
         reasons: dict = {}
         for key, why in result.not_compared.items():
@@ -241,8 +262,9 @@ def render(result: Comparison) -> str:
 class Reported(Comparison):
     """What `tracekit.compare` returns: the comparison's data, and its report on request."""
 
-    def report(self) -> str:
-        return render(self)
+    def report(self, selection: Optional[Selection] = None, width: Optional[int] = None) -> str:
+        """The text report (see render)."""
+        return render(self, selection, width)
 
     def assert_ok(self) -> None:
         """Raise tracekit.Mismatch (an AssertionError) with the report unless ok."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 
 def size(nbytes: float) -> str:
@@ -13,10 +13,27 @@ def size(nbytes: float) -> str:
     return "%.1f GiB" % nbytes
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = ()) -> List[str]:
-    """Aligned columns; columns listed in `right` are right-aligned (numbers)."""
+def elide(text: str, width: int) -> str:
+    """`text` cut to `width` characters by dropping its middle (names differ at both ends)."""
+    if len(text) <= width:
+        return text
+    keep = max(width - 3, 2)
+    return text[:keep // 2] + "..." + text[len(text) - (keep - keep // 2):]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = (),
+          width: Optional[int] = None, shrink: int = 1) -> List[str]:
+    """Aligned columns; columns listed in `right` are right-aligned (numbers). With `width`, the
+    `shrink` column (the names) is elided in the middle so lines fit in `width` characters,
+    keeping at least 16 of its characters."""
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    if width is not None and header:
+        over = sum(widths) + 2 * (len(widths) - 1) - width
+        if over > 0:
+            widths[shrink] = max(widths[shrink] - over, 16, len(cells[0][shrink]))
+            for row in cells:
+                row[shrink] = elide(row[shrink], widths[shrink])
     lines = []
     for n, row in enumerate(cells):
         parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
