@@ -16,7 +16,7 @@ from .errors import (CorruptTrace, GoldenNotFound, Mismatch, NewerFormat, NotATr
                      TraceFormatError, TracekitError, TraceWriteError, UnsupportedValue, UsageError)
 from .store import Kind, Series, Step, TensorInfo, Trace, TraceWriter, create, recover, verify
 from .store import open_trace as open  # noqa: A001  # tracekit.open(path), like h5py.File / io.open
-from .report.comparison import compare
+from .report.reported import compare
 from .taps import tap
 
 __all__ = [

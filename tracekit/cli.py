@@ -119,21 +119,36 @@ def _recover(args: argparse.Namespace) -> int:
 PROFILES = ("auto",) + tuple(sorted(TOLERANCE_PROFILES))
 
 
-def _diff(args: argparse.Namespace) -> int:
+def _tolerance(args: argparse.Namespace) -> Any:
+    """The tolerance --tolerance, --profile or --exact ask for (None: auto)."""
     from .comparison import Tolerance
-    from .comparison.select import Selection, parse_steps
-    from .report.comparison import compare
 
     profile = "exact" if args.exact else args.profile
     if args.tolerance and profile != "auto":
         raise UsageError("--tolerance and --exact/--profile exclude each other")
-    tolerance = Tolerance.load(args.tolerance) if args.tolerance else (None if profile == "auto" else profile)
+    return Tolerance.load(args.tolerance) if args.tolerance else (None if profile == "auto" else profile)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from .comparison.select import Selection, parse_steps
+    from .report.reported import compare
+
+    tolerance = _tolerance(args)
     selection = Selection(tuple(args.kind or ()), args.name, None if args.step is None else parse_steps(args.step))
     result = compare(args.golden, args.actual, tolerance)
     if args.json:
         print(json.dumps(result.to_dict(by_step=not args.no_steps, selection=selection), indent=1, allow_nan=False))
     else:
         print(result.report(selection, _terminal_width()))
+    return EXIT_OK if result.ok else EXIT_FAIL
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report.reported import compare
+
+    result = compare(args.golden, args.actual, _tolerance(args))
+    result.write_html(args.output)
+    print("wrote %s: %s" % (args.output, "MATCH" if result.ok else "MISMATCH (the page shows where and why)"))
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
@@ -316,22 +331,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("script", nargs=argparse.REMAINDER, metavar="-- script.py ARGS",
                    help="the script and its arguments (or -m module ARGS)")
 
+    def comparing(p: argparse.ArgumentParser) -> None:
+        p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
+        p.add_argument("actual", metavar="ACTUAL", help="the replayed trace (tracekit.tf2.replay(...).save(path))")
+        p.add_argument("--tolerance", metavar="FILE",
+                       help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
+                            "(glob, or re:regex), steps = [start, stop] or [start], atol, rtol, equal_nan, ignore")
+        p.add_argument("--profile", choices=PROFILES, default="auto",
+                       help="the tolerance without --tolerance. auto (the default) picks from the two traces: "
+                            "default (float32 atol=1e-5, rtol=1e-6) for a replayed port or another TensorFlow; for "
+                            "two runs of the same code, exact when nothing that selects kernels differs, else "
+                            "round-off, the cross-machine bound (docs/NUMERICS.md). training: step 0 at the default, "
+                            "later steps also allowing a port's measured round-off growth (Tolerance.training()). "
+                            "auto also picks mixed-precision for a port under mixed_float16 and gpu for a port on a GPU "
+                            "(docs/DISTRIBUTE.md)")
+        p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
+
     p = command("diff", _diff, "Compare a replayed trace with its golden: per-tensor statistics and the first "
                                "step, stage and tensor that diverge.")
-    p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
-    p.add_argument("actual", metavar="ACTUAL", help="the replayed trace (tracekit.tf2.replay(...).save(path))")
-    p.add_argument("--tolerance", metavar="FILE",
-                   help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
-                        "(glob, or re:regex), steps = [start, stop] or [start], atol, rtol, equal_nan, ignore")
-    p.add_argument("--profile", choices=PROFILES, default="auto",
-                   help="the tolerance without --tolerance. auto (the default) picks from the two traces: "
-                        "default (float32 atol=1e-5, rtol=1e-6) for a replayed port or another TensorFlow; for "
-                        "two runs of the same code, exact when nothing that selects kernels differs, else "
-                        "round-off, the cross-machine bound (docs/NUMERICS.md). training: step 0 at the default, "
-                        "later steps also allowing a port's measured round-off growth (Tolerance.training()). "
-                        "auto also picks mixed-precision for a port under mixed_float16 and gpu for a port on a GPU "
-                        "(docs/DISTRIBUTE.md)")
-    p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
+    comparing(p)
     p.add_argument("--json", action="store_true",
                    help="print the comparison as JSON (result.to_dict(): verdict, first divergence, environment "
                         "difference, per-tensor statistics at every step) instead of the text report")
@@ -342,6 +360,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", metavar="GLOB", help="show only tensors whose name matches (a glob, or re:REGEX)")
     p.add_argument("--step", metavar="STEPS", help="show only these steps: N, START:STOP (stop excluded), START:, "
                                                    ":STOP; 'initial' is the initial state")
+
+    p = command("report", _report, "Compare a replayed trace with its golden and write the comparison as one "
+                                   "self-contained HTML page: verdict, first divergence, environment difference, "
+                                   "loss and learning-rate curves of both runs, errors per kind against step, a "
+                                   "tensor x step heatmap, error against magnitude, the per-tensor table. Needs "
+                                   "matplotlib (pip install 'tracekit[report]').")
+    comparing(p)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the page to write")
 
     p = command("env", _env, "Print this machine's environment fingerprint, as a trace recorded here would "
                              "store it: CPU instruction sets, oneDNN, threads, XLA, determinism, TF32, devices.")

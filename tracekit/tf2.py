@@ -25,7 +25,7 @@ from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .replay.variables import model_variables, name_of
-from .report.comparison import Reported
+from .report.reported import Reported
 from .store import Trace, open_trace
 
 __all__ = ["Conversion", "check", "gru", "keras_train_step", "logical_cpus", "lstm", "mirrored", "record", "replay",

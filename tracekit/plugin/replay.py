@@ -18,7 +18,8 @@ from ..lifecycle import pending
 from ..lifecycle.run import CREATED, FAILED, MISSING, PASSED, UPDATED, Use
 from ..lifecycle.update import write_golden
 from ..lifecycle.workspace import Workspace, in_ci
-from ..report.comparison import Reported, compare, headline
+from ..report.comparison import headline
+from ..report.reported import Reported, compare
 
 UPDATE_MODES = ("none", "new", "all")
 UNUSED_MODES = ("fail", "warn", "delete")

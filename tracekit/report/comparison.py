@@ -10,12 +10,8 @@ from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED
 from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.select import Selection
-from ..comparison.engine import compare as compare_data
 from ..comparison.stats import Stats
-from ..comparison.tolerance import Tolerance
-from ..errors import Mismatch
 from ..keys import step_label
-from ..store import Trace
 from .environment import changes, diff_lines, summary
 from .provenance import origin_line
 from .text import table
@@ -257,25 +253,6 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
         for why, keys in sorted(reasons.items()):
             lines.append("not compared, %s: %s" % (why, ", ".join(sorted(keys)[:8]) + (" ..." if len(keys) > 8 else "")))
     return "\n".join(lines)
-
-
-class Reported(Comparison):
-    """What `tracekit.compare` returns: the comparison's data, and its report on request."""
-
-    def report(self, selection: Optional[Selection] = None, width: Optional[int] = None) -> str:
-        """The text report (see render)."""
-        return render(self, selection, width)
-
-    def assert_ok(self) -> None:
-        """Raise tracekit.Mismatch (an AssertionError) with the report unless ok."""
-        if not self.ok:
-            raise Mismatch(self.report())
-
-
-def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None) -> Reported:
-    """tracekit.compare: compare a replayed trace (or any trace) with its golden (see
-    tracekit.comparison.engine.compare); the result renders itself with .report()."""
-    return compare_data(golden, actual, tolerance, result_type=Reported)  # type: ignore[return-value]
 
 
 def max_error_rows(result: Comparison) -> List[List[str]]:
