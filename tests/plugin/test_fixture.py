@@ -50,6 +50,18 @@ def test_a_wrong_port_fails_with_the_first_divergence_first(project):
     assert "the actual trace is kept as pending seed_example" in out
 
 
+def test_report_dir_gets_a_page_for_each_failing_replay(project):
+    pytest.importorskip("matplotlib", reason="the HTML report needs matplotlib (tracekit[report])")
+    project.makepyfile(test_seed=FAILING + PASSING.replace("from port import make\n", ""))
+    result = project.runpytest("-q", "-p", "no:cacheprovider", "--tracekit-report", "reports")
+    result.assert_outcomes(failed=1, passed=1)
+    pages = sorted(p.name for p in (project.path / "reports").iterdir())
+    assert pages == ["test_seed.py_test_relu_port.html"]  # the passing test has none
+    page = (project.path / "reports" / pages[0]).read_text()
+    assert "MISMATCH" in page and "step 0, tap/layer1" in page and page.count("<svg") >= 4
+    assert "HTML report: reports/test_seed.py_test_relu_port.html" in result.stdout.str()
+
+
 def test_one_golden_per_parameter(project):
     # The same port against its derived goldens: each parameter its own golden, created by the first
     # run with --tracekit-update=new, replayed by the second.

@@ -35,6 +35,9 @@ def pytest_addoption(parser: Any) -> None:
     group.addoption("--tracekit-unused", choices=UNUSED_MODES, default=None,
                     help="a golden whose owning tests all passed without using it: fail the run, warn, or "
                          "delete it (moved to .tracekit/history; never in CI). Default: fail in CI, warn locally")
+    group.addoption("--tracekit-report", metavar="DIR", default=None,
+                    help="write an HTML report (tracekit report's page) for each failing replay test into DIR, "
+                         "named after the test (needs matplotlib: tracekit[report])")
     group.addoption("--tracekit-no-keep", action="store_true", default=False,
                     help="do not keep goldens this run replaces under .tracekit/history")
     parser.addini("tracekit_goldens", "where golden names resolve, relative to the rootdir", default="goldens")

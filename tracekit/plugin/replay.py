@@ -5,6 +5,7 @@ say. TensorFlow is imported when a replay runs, not before."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -38,6 +39,7 @@ class Settings:
     keep: bool
     tolerance: str  # the ini default: a profile name or a TOML file
     ci: bool
+    report_dir: Optional[str] = None  # absolute: an HTML report for each failing replay goes here
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     invocation: str = ""
     args: Sequence[str] = ()
@@ -171,7 +173,22 @@ class GoldenReplay:
         line = headline(result) if not result.ok else "matches, but cannot replace it"
         entry = self._keep(actual, path, pending.MISMATCH, line, result.report(), result.profile.name)
         self._use(rel, FAILED, entry.name, line)
-        raise Mismatch("golden %s: %s%s\n\n%s\n\n%s" % (rel, line, refused, result.report(), self._what_now(entry)))
+        raise Mismatch("golden %s: %s%s\n\n%s\n\n%s%s" % (rel, line, refused, result.report(), self._what_now(entry),
+                                                         self._html(result)))
+
+    def _html(self, result: Reported) -> str:
+        """With --tracekit-report DIR: the failing comparison's HTML page, named after the test;
+        the line saying where it is (or why there is none)."""
+        folder = self._settings.report_dir
+        if folder is None:
+            return ""
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self._item.nodeid).strip("_")[:150] + ".html"
+        try:
+            os.makedirs(folder, exist_ok=True)
+            page = result.write_html(os.path.join(folder, name))
+        except (MissingDependency, OSError) as exc:
+            return "\nno HTML report: %s" % exc
+        return "\nHTML report: %s" % os.path.relpath(page, self._settings.root)
 
     def _missing(self, tf2: Any, path: str, rel: str, step: Any, model: Any, variables: Any,
                  data: Optional[Sequence[Mapping[str, Any]]], options: Mapping[str, Any]) -> Optional[str]:
@@ -247,11 +264,16 @@ def settings_from(config: Any, controller: Optional[Mapping[str, Any]] = None) -
                         update=config.getoption("tracekit_update"), reason=config.getoption("tracekit_reason"),
                         unused=unused, unused_given=config.getoption("tracekit_unused") is not None,
                         keep=not config.getoption("tracekit_no_keep"),
-                        tolerance=tolerance, ci=ci,
+                        tolerance=tolerance, ci=ci, report_dir=_report_dir(config, root),
                         invocation=str(config.invocation_params.dir), args=list(config.invocation_params.args))
     if controller:
         settings.run, settings.invocation, settings.args = controller["run"], controller["dir"], controller["args"]
     return settings
+
+
+def _report_dir(config: Any, root: str) -> Optional[str]:
+    folder = config.getoption("tracekit_report")
+    return None if folder is None else os.path.normpath(os.path.join(str(config.invocation_params.dir), folder))
 
 
 def for_workers(settings: Settings) -> Dict[str, Any]:
