@@ -95,6 +95,33 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if not args.npz and not args.tensorboard:
+        raise UsageError("say what to write: --npz OUT.npz, --tensorboard DIR, or both")
+    if args.actual and not args.tensorboard:
+        raise UsageError("ACTUAL is for --tensorboard (the .npz holds the golden alone)")
+    code = _export_npz(args) if args.npz else EXIT_OK
+    if args.tensorboard:
+        code = max(code, _export_tensorboard(args))
+    return code
+
+
+def _export_tensorboard(args: argparse.Namespace) -> int:
+    from .report.reported import compare
+    from .report.tensorboard import export_tensorboard
+    from .store import open_trace
+
+    with open_trace(args.golden) as golden:
+        if args.actual is None:
+            done = export_tensorboard(golden, args.tensorboard)
+        else:
+            with open_trace(args.actual) as actual:
+                done = export_tensorboard(golden, args.tensorboard, actual, compare(golden, actual))
+    print("wrote %s: %s (tensorboard --logdir %s)" % (args.tensorboard, ", ".join(
+        "run %s with %d series" % kv for kv in done.runs.items()), args.tensorboard))
+    return EXIT_OK
+
+
+def _export_npz(args: argparse.Namespace) -> int:
     from .store.export import export_npz
 
     done = export_npz(args.golden, args.npz, progress=Progress("exporting %s" % args.golden))
@@ -381,11 +408,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("verify", _verify, "Decode every tensor, recompute its checksum and check the file's structure.")
     p.add_argument("golden", metavar="GOLDEN", nargs="+", help="golden traces to check")
 
-    p = command("export", _export, "Write every tensor of a golden to a plain numpy .npz archive: keys "
-                                   "<step>/<kind>/<name>, strings as fixed-width arrays (numpy drops trailing "
-                                   "NUL bytes of bytes items), bfloat16 as raw bits named in __dtypes__.")
+    p = command("export", _export, "Write a golden for other tools. --npz: every tensor to a plain numpy .npz "
+                                   "archive: keys <step>/<kind>/<name>, strings as fixed-width arrays (numpy drops "
+                                   "trailing NUL bytes of bytes items), bfloat16 as raw bits named in __dtypes__. "
+                                   "--tensorboard: the golden (and ACTUAL, a replay of it) as TensorBoard runs "
+                                   "'golden' and 'actual': losses, learning rates, each variable's norm and, for "
+                                   "the actual run, each kind's largest error against step (needs TensorFlow 2).")
     p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")
-    p.add_argument("--npz", required=True, metavar="OUT", help="the .npz file to write")
+    p.add_argument("actual", metavar="ACTUAL", nargs="?", help="with --tensorboard: a replayed trace of the golden")
+    p.add_argument("--npz", metavar="OUT", help="the .npz file to write")
+    p.add_argument("--tensorboard", metavar="DIR", help="the TensorBoard log directory to write the runs under")
 
     def lifecycle(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         p = command(name, func, help)
