@@ -94,6 +94,7 @@ def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selec
         "first_divergence": None if first is None else divergence_dict(first),
         "likely_cause": None if cause is None else plain(cause),
         "conventions": plain(result.conventions),
+        "slips": plain(result.slips),
         "distribution": plain(result.distribution),
         "distribution_hints": plain(result.distribution_hints),
         "noise": plain(result.noise),

@@ -9,6 +9,8 @@ fingerprint of such a difference, the comparison says so (as data; report/ rende
   same while the learning rate is constant; they part at the first update after it changes.
 - AdamOptimizer -> Adam: TF1's epsilon defaults to 1e-8, Keras' to 1e-7, and enters only
   the update: the gradients and Adam's m and v agree, the updated variables do not.
+- RMSPropOptimizer -> RMSprop: the same with TF1's 1e-10 against Keras' 1e-7 (TF1 also adds
+  epsilon inside the square root, Keras outside).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..store import Trace
 
 MOMENTUM = "momentum-convention"
 ADAM_EPSILON = "adam-epsilon"
+RMSPROP_EPSILON = "rmsprop-epsilon"
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
             hints.append(ConventionHint(MOMENTUM, step, key, change))
     if kind == "var" and optimized_by("Adam") and agreed(("grad", "lr", "slot")):
         hints.append(ConventionHint(ADAM_EPSILON, step, key))
+    if kind == "var" and optimized_by("RMSProp") and agreed(("grad", "lr", "slot")):
+        hints.append(ConventionHint(RMSPROP_EPSILON, step, key))
     return hints
 
 

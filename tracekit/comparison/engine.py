@@ -22,6 +22,7 @@ from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environm
 from .noise import Noise, NoiseTracker
 from .pipeline import Pipeline
 from .series import StatsSeries
+from .slips import SlipHint, slip_hints
 from .stats import Stats, badness, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
 
@@ -178,6 +179,7 @@ class Comparison:
     tolerance: Tolerance = field(init=False)  # the profile's
     likely_cause: Optional[RoundoffCause] = None
     conventions: List[ConventionHint] = field(default_factory=list)  # known TF1/Keras differences it looks like
+    slips: List[SlipHint] = field(default_factory=list)  # usual migration slips the first divergence fits
     # A replay under a tf.distribute strategy: where it ran (replicas, devices, reduction, input
     # split), and the distribution slips the first divergence looks like.
     distribution: Optional[Dict[str, Any]] = None
@@ -452,6 +454,8 @@ class Comparer:
                                                   lambda kinds: _agreed(result, first.step, kinds))
             g_value, a_value = self._values[first.step, first.key]
             result.first_divergence = first = replace(first, golden_value=g_value, actual_value=a_value)
+            result.slips = slip_hints(golden, first.step, first.key, g_value, a_value,
+                                      lambda kinds: _agreed(result, first.step, kinds), actual_meta)
             result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
                                                            first.key, g_value, a_value)
         return result

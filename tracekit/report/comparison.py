@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, ConventionHint
+from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
 from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED, REDUCED_TWICE,
                                        REGULARIZATION_UNSCALED, DistributionHint)
 from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.select import Selection
+from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_SHIFTED, RANDOM_DRAWS,
+                                REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SlipHint)
 from ..comparison.stats import Stats
 from ..keys import step_label
 from .environment import changes, diff_lines, summary
@@ -103,7 +105,52 @@ def convention(hint: ConventionHint) -> str:
                 "agree, but %s does not: only the update differs. TF1's AdamOptimizer uses epsilon=1e-8, "
                 "Keras Adam 1e-7: pass epsilon=1e-8 (and check beta_1, beta_2, amsgrad)"
                 % (step_label(hint.step), hint.key))
+    if hint.code == RMSPROP_EPSILON:
+        return ("possible cause: RMSprop's epsilon. At %s the gradients, the learning rate and the RMSprop slots all "
+                "agree, but %s does not: only the update differs. TF1's RMSPropOptimizer uses epsilon=1e-10 (inside "
+                "the square root), Keras RMSprop 1e-7: pass epsilon=1e-10" % (step_label(hint.step), hint.key))
     return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
+
+
+def _full(x: float) -> str:
+    return "%.7g" % x
+
+
+def slip(hint: SlipHint) -> str:
+    """A usual migration slip the first divergence fits, with its evidence and the fix."""
+    e, at = hint.evidence, "%s, %s" % (step_label(hint.step), hint.key)
+    if hint.code in (REGULARIZATION_MISSING, REGULARIZATION_DOUBLED):
+        missing = hint.code == REGULARIZATION_MISSING
+        return ("hint: the regularization loss is %s. At %s is %s in the golden, %s in the replay: %s by %s, the "
+                "golden's regularization loss at that step (the gradients then differ by its gradient, lambda * w). "
+                "%s" % ("left out" if missing else "added twice", at, _full(e["golden"]), _full(e["actual"]),
+                        "lower" if missing else "higher", _full(e["regularization"]),
+                        "Add the model's regularization losses to the loss (tf.add_n(model.losses))" if missing else
+                        "Add it once: Keras' compile()/fit() already add model.losses"))
+    if hint.code in (LOSS_SUMMED, LOSS_AVERAGED):
+        summed = hint.code == LOSS_SUMMED
+        return ("hint: the loss is %s over the batch where the golden %s it. At %s is %s in the golden, %s in the "
+                "replay: a factor of the batch size, %d (the gradients scale with it). Use reduction=%s"
+                % ("summed" if summed else "averaged", "averaged" if summed else "summed", at, _full(e["golden"]),
+                   _full(e["actual"]), e["batch"], "'sum_over_batch_size'" if summed else "'sum'"))
+    if hint.code == LR_SHIFTED:
+        return ("hint: the learning-rate schedule is one step %s. At %s is %s, the golden's rate at %s (the golden's "
+                "here: %s). Evaluate the schedule at the step TF1 did (its global_step before the update, as Keras' "
+                "optimizer.iterations)" % ("ahead" if e["shift"] > 0 else "behind", at, _full(e["actual"]),
+                                           step_label(hint.step + e["shift"]), _full(e["golden"])))
+    if hint.code == BN_MOMENTUM:
+        return ("hint: batch-norm momentum. At %s moved %.3g times as far as in the golden while the forward pass and "
+                "the gradients agree: (1 - momentum) differs by that factor (a golden momentum of 0.9 against 0.99 "
+                "gives 0.1). tf.layers.batch_normalization and Keras default to 0.99, slim to 0.999: give "
+                "BatchNormalization the golden code's momentum" % (at, e["ratio"]))
+    if hint.code == RANDOM_DRAWS:
+        if e.get("random") == "none":
+            return ("hint: the random draws differ (%s): the replay ran with random='none', so dropout and the other "
+                    "random ops drew their own numbers. Replay with the random tape (random='tape', the default)" % at)
+        return ("hint: the random draws differ (%s): the port's random op did not take the golden's draws. Check that "
+                "dropout (or the random op) runs inside the replayed step, with the shape and order of the golden's "
+                "(tracekit show lists its random draws)" % at)
+    return "hint: %s at %s" % (hint.code, at)
 
 
 SPLIT_BY = {"dataset": "strategy.experimental_distribute_dataset", "function": "strategy.distribute_datasets_from_function"}
@@ -219,6 +266,7 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     if result.likely_cause is not None:
         lines += cause(result.likely_cause)
     lines += [convention(hint) for hint in result.conventions]
+    lines += [slip(hint) for hint in result.slips]
     lines += [distribution_hint(hint) for hint in result.distribution_hints]
     shown = [n for n in result.noise if first is None or n.key != first.key]
     if shown:

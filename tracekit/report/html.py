@@ -21,7 +21,7 @@ from ..comparison.engine import Comparison, TensorResult
 from ..keys import step_label
 from ..store import Trace, open_trace
 from . import plots
-from .comparison import (STAGES, cause, convention, distribution_hint, divergence, headline, noise_line,
+from .comparison import (STAGES, cause, convention, distribution_hint, divergence, headline, noise_line, slip,
                          tensor_rows, verdict)
 from .environment import diff_lines
 
@@ -186,7 +186,8 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
     if first is not None:
         why = divergence(first)
         why += cause(result.likely_cause) if result.likely_cause is not None else []
-        why += [convention(h) for h in result.conventions] + [distribution_hint(h) for h in result.distribution_hints]
+        why += [convention(h) for h in result.conventions] + [slip(h) for h in result.slips]
+        why += [distribution_hint(h) for h in result.distribution_hints]
         why += ["also: " + noise_line(n) for n in result.noise if n.key != first.key][:8]
         parts += ["<h2>First divergence: %s, %s (%s)</h2>" % (_esc(step_label(first.step)), _esc(first.key),
                                                              _esc(STAGES.get(first.kind, first.kind))), _pre(why)]

@@ -1,0 +1,116 @@
+"""The usual migration slips, recognized on synthetic traces: each fires on its own evidence,
+with the numbers in the report, and stays quiet on near misses (another factor, another
+difference), so a port that is wrong in some other way is not sent down the wrong path.
+The real wrong ports are checked in tests/replay/test_ports.py."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import numpy as np
+import pytest
+
+import tracekit
+from tracekit.comparison import slips
+
+from ..support import build_golden
+
+BATCH = 4
+REG = np.float32(0.0125)
+
+
+def trace(path, change=None, steps=3, meta=None):
+    """Inputs of batch BATCH, a loss with its regularization terms, a decaying learning rate,
+    a batch-norm layer's moving mean (momentum 0.9), gradients and a kernel."""
+    def training():
+        mean = np.zeros(3, "f4")
+        for k in range(steps):
+            batch_mean = np.array([1.0, -2.0, 0.5], "f4") * (k + 1)
+            mean = (np.float32(0.9) * mean + np.float32(0.1) * batch_mean).astype("f4")
+            yield collections.OrderedDict([
+                ("input/x:0", np.full((BATCH, 3), k, "f4")),
+                ("random/dropout:0", np.linspace(0, 1, 6, dtype="f4") + k),
+                ("tap/hidden", np.ones((BATCH, 3), "f4") * k),
+                ("loss/loss", np.float32(2.0 / (k + 1)) + REG),
+                ("loss/regularization", REG),
+                ("loss/dense/kernel/Regularizer/mul:0", REG),
+                ("lr/learning_rate", np.float32(0.1 * 0.5 ** k)),
+                ("grad/dense/kernel:0", np.full((3, 3), 0.25, "f4")),
+                ("var/dense/kernel:0", np.full((3, 3), 1.0 - 0.1 * k, "f4")),
+                ("var/bn/moving_mean:0", mean),
+            ])
+    initial = {"var/dense/kernel:0": np.ones((3, 3), "f4"), "var/bn/moving_mean:0": np.zeros(3, "f4")}
+    return build_golden(path, training(), initial, change=change, meta=meta)
+
+
+@pytest.fixture
+def golden(tmp_path):
+    return trace(str(tmp_path / "golden.h5"))
+
+
+def slip_of(golden, tmp_path, change, meta=None):
+    actual = trace(str(tmp_path / "actual.h5"), change=change, meta=meta)
+    result = tracekit.compare(golden, actual)
+    assert not result.ok
+    json.dumps(result.to_dict(by_step=False), allow_nan=False)  # hints are plain data too
+    return result, [h.code for h in result.slips]
+
+
+def at(key, step, edit):
+    return lambda k, name, value: edit(value) if (name == key and k == step) else value
+
+
+@pytest.mark.parametrize("edit, code, text", [
+    (lambda v: v - REG, slips.REGULARIZATION_MISSING, "left out. At step 1, loss/loss is 1.0125 in the golden, 1"),
+    (lambda v: v + REG, slips.REGULARIZATION_DOUBLED, "added twice"),
+    (lambda v: v * BATCH, slips.LOSS_SUMMED, "a factor of the batch size, 4"),
+    (lambda v: v / BATCH, slips.LOSS_AVERAGED, "Use reduction='sum'"),
+])
+def test_loss_slips(golden, tmp_path, edit, code, text):
+    result, codes = slip_of(golden, tmp_path, at("loss/loss", 1, edit))
+    assert codes == [code] and text in result.report()
+
+
+@pytest.mark.parametrize("edit", [lambda v: v - 2 * REG, lambda v: v * 3, lambda v: v + 0.3])
+def test_loss_off_by_something_else_is_no_slip(golden, tmp_path, edit):
+    assert slip_of(golden, tmp_path, at("loss/loss", 1, edit))[1] == []
+
+
+@pytest.mark.parametrize("factor, shift, word", [(0.5, 1, "ahead"), (2.0, -1, "behind")])
+def test_learning_rate_one_step_off(golden, tmp_path, factor, shift, word):
+    result, codes = slip_of(golden, tmp_path, at("lr/learning_rate", 1, lambda v: v * np.float32(factor)))
+    assert codes == [slips.LR_SHIFTED] and result.slips[0].evidence["shift"] == shift
+    assert "one step %s. At step 1, lr/learning_rate is" % word in result.report()
+    assert slip_of(golden, tmp_path, at("lr/learning_rate", 1, lambda v: v * np.float32(0.7)))[1] == []
+
+
+def test_batch_norm_momentum(golden, tmp_path):
+    def momentum_099(k, name, value):  # the first update with momentum 0.99: a tenth of the move
+        return (value * np.float32(0.1)).astype("f4") if name == "var/bn/moving_mean:0" and k == 0 else value
+    result, codes = slip_of(golden, tmp_path, momentum_099)
+    assert codes == [slips.BN_MOMENTUM] and result.slips[0].evidence["ratio"] == pytest.approx(0.1, rel=1e-5)
+    assert "moved 0.1 times as far as in the golden" in result.report()
+    def and_forward(k, name, value):  # moving statistics off while the forward pass differs too
+        return value + np.float32(1) if name == "tap/hidden" and k == 0 else momentum_099(k, name, value)
+    assert slip_of(golden, tmp_path, and_forward)[1] == []
+
+    def uneven(k, name, value):  # off element by element in no common proportion
+        if name == "var/bn/moving_mean:0" and k == 0:
+            return value * np.array([0.1, 0.5, 2.0], "f4")
+        return value
+    assert slip_of(golden, tmp_path, uneven)[1] == []
+
+
+@pytest.mark.parametrize("mode, text", [("none", "the replay ran with random='none'"),
+                                        ("tape", "the port's random op did not take the golden's draws")])
+def test_random_draws(golden, tmp_path, mode, text):
+    result, codes = slip_of(golden, tmp_path, at("random/dropout:0", 0, lambda v: v + 1),
+                            meta={"replay": {"random": mode}})
+    assert codes == [slips.RANDOM_DRAWS] and text in result.report()
+
+
+def test_other_tensors_and_matches_get_no_slip(golden, tmp_path):
+    assert slip_of(golden, tmp_path, at("grad/dense/kernel:0", 0, lambda v: v * 2))[1] == []
+    assert slip_of(golden, tmp_path, at("tap/hidden", 2, lambda v: v + 1))[1] == []
+    assert tracekit.compare(golden, golden).slips == []

@@ -1,0 +1,167 @@
+"""The usual migration slips, recognized from the evidence at the first divergence.
+
+Each check looks at the diverging tensor's two values and at what the golden recorded
+around it, and fires only when the numbers fit the slip closely (a ratio or a difference
+within RTOL), so round-off and other bugs do not trip it:
+
+- a regularization loss left out or added twice: the loss differs by the golden's own
+  regularization term (its "regularization" loss, or the sum of its per-variable ones);
+- the loss summed instead of averaged (or the reverse): the loss is off by the batch size;
+- a learning-rate schedule off by a step: the replay's rate is the golden's of the step
+  before or after;
+- batch-norm momentum: the moving statistics moved a constant fraction of the golden's
+  move while the forward pass and the gradients agreed;
+- random draws that differ: the replay did not take the golden's draws (random="none"),
+  or the port's random op is not the one the tape feeds.
+
+The results are data; report/ renders them with what to change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..keys import INITIAL_STEP, make_key, split_key
+from ..store import Trace
+
+REGULARIZATION_MISSING = "regularization-missing"
+REGULARIZATION_DOUBLED = "regularization-doubled"
+LOSS_SUMMED = "loss-summed"
+LOSS_AVERAGED = "loss-averaged"
+LR_SHIFTED = "lr-shifted"
+BN_MOMENTUM = "batch-norm-momentum"
+RANDOM_DRAWS = "random-draws"
+
+RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
+BN_NAMES = ("moving_mean", "moving_variance")
+
+
+@dataclass(frozen=True)
+class SlipHint:
+    """`code` names the slip; `step` and `key` where it showed; `evidence` the numbers that fit it."""
+
+    code: str
+    step: int
+    key: str
+    evidence: Dict[str, Any] = field(default_factory=dict)
+
+
+def _scalar(value: Any) -> Optional[float]:
+    array = np.asarray(value)
+    if array.size != 1 or array.dtype.kind not in "fiu":
+        return None
+    number = float(array.reshape(()))
+    return number if np.isfinite(number) else None
+
+
+def _close(a: float, b: float, scale: float) -> bool:
+    return abs(a - b) <= RTOL * max(abs(scale), 1e-30)
+
+
+def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
+               agreed: Callable[[Sequence[str]], bool], actual_meta: Mapping[str, Any]) -> List[SlipHint]:
+    """The slips the first divergence (`key` at `step`, the two values there) looks like;
+    agreed(kinds) tells whether every tensor of those kinds compared at that step agreed."""
+    kind, name = split_key(key)
+    if step == INITIAL_STEP:
+        return []
+    found: Optional[SlipHint] = None
+    if kind == "loss":
+        found = _regularization(golden, step, key, g_value, a_value) or _reduction(golden, step, key, g_value, a_value)
+    elif kind == "lr":
+        found = _lr_shift(golden, step, key, a_value)
+    elif kind == "var" and any(part in name for part in BN_NAMES):
+        found = _bn_momentum(golden, step, key, g_value, a_value, agreed)
+    elif kind == "random":
+        mode = actual_meta.get("replay", {}).get("random")
+        found = SlipHint(RANDOM_DRAWS, step, key, {"random": mode})
+    return [] if found is None else [found]
+
+
+def _regularization(golden: Trace, step: int, key: str, g_value: Any, a_value: Any) -> Optional[SlipHint]:
+    g, a = _scalar(g_value), _scalar(a_value)
+    if g is None or a is None:
+        return None
+    values = golden.step(step)
+    terms = {n: _scalar(values[make_key("loss", n)]) for n in golden.names("loss")
+             if "regulariz" in n.lower() and make_key("loss", n) != key and make_key("loss", n) in values}
+    terms = {n: v for n, v in terms.items() if v is not None and v != 0}
+    if not terms:
+        return None
+    # One aggregate ("regularization") where the golden has it, else its per-variable terms summed.
+    aggregate = [v for n, v in terms.items() if "/" not in n]
+    total = aggregate[0] if len(aggregate) == 1 else sum(v for n, v in terms.items() if "/" in n)
+    if _close(g - a, total, total):
+        return SlipHint(REGULARIZATION_MISSING, step, key, {"golden": g, "actual": a, "regularization": total})
+    if _close(a - g, total, total):
+        return SlipHint(REGULARIZATION_DOUBLED, step, key, {"golden": g, "actual": a, "regularization": total})
+    return None
+
+
+def _batch(golden: Trace, step: int) -> Optional[int]:
+    """The step's batch size: the first dimension its inputs share."""
+    values = golden.step(step)
+    sizes = {np.asarray(values[make_key("input", n)]).shape[:1] for n in golden.names("input")
+             if make_key("input", n) in values}
+    sizes.discard(())
+    return next(iter(sizes))[0] if len(sizes) == 1 else None
+
+
+def _reduction(golden: Trace, step: int, key: str, g_value: Any, a_value: Any) -> Optional[SlipHint]:
+    g, a = _scalar(g_value), _scalar(a_value)
+    batch = _batch(golden, step)
+    if g is None or a is None or g == 0 or batch is None or batch < 2:
+        return None
+    evidence = {"golden": g, "actual": a, "batch": batch}
+    if _close(a, g * batch, a):
+        return SlipHint(LOSS_SUMMED, step, key, evidence)
+    if _close(a * batch, g, g):
+        return SlipHint(LOSS_AVERAGED, step, key, evidence)
+    return None
+
+
+def _lr_shift(golden: Trace, step: int, key: str, a_value: Any) -> Optional[SlipHint]:
+    a = _scalar(a_value)
+    if a is None:
+        return None
+    rates = {}
+    for s in (step - 1, step, step + 1):
+        if 0 <= s < len(golden):
+            values = golden.step(s)
+            rates[s] = _scalar(values[key]) if key in values else None
+    here = rates.get(step)
+    for shift in (1, -1):
+        there = rates.get(step + shift)
+        if there is not None and here is not None and there != here and _close(a, there, there):
+            return SlipHint(LR_SHIFTED, step, key, {"shift": shift, "golden": here, "actual": a})
+    return None
+
+
+def _bn_momentum(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
+                 agreed: Callable[[Sequence[str]], bool]) -> Optional[SlipHint]:
+    """new = m * old + (1 - m) * batch statistic: with the same old value and the same batch
+    (the forward pass agreed), (actual - old) / (golden - old) = (1 - m_actual) / (1 - m_golden)."""
+    if not agreed(("tap", "loss", "grad")):
+        return None
+    if step == 0 and not golden.has_initial:
+        return None
+    before = golden.initial if step == 0 else golden.step(step - 1)
+    if key not in before:
+        return None
+    old = np.asarray(before[key], np.float64)
+    g, a = np.asarray(g_value, np.float64), np.asarray(a_value, np.float64)
+    if not (old.shape == g.shape == a.shape) or g.size == 0:
+        return None
+    moved = g - old
+    use = np.abs(moved) > 1e-6 * max(float(np.abs(g).max()), 1e-30)
+    if use.sum() < max(1, g.size // 2):
+        return None
+    ratios = (a - old)[use] / moved[use]
+    ratio = float(np.median(ratios))
+    # The same fraction for (nearly) every element: float32 round-off spreads the smallest moves a little.
+    if ratio <= 0 or abs(ratio - 1) < 1e-2 or float(np.percentile(np.abs(ratios - ratio), 90)) > 1e-2 * ratio:
+        return None
+    return SlipHint(BN_MOMENTUM, step, key, {"ratio": ratio})
