@@ -17,6 +17,7 @@ from .errors import (CorruptTrace, GoldenNotFound, Mismatch, NewerFormat, NotATr
 from .store import Kind, Series, Step, TensorInfo, Trace, TraceWriter, create, recover, verify
 from .store import open_trace as open  # noqa: A001  # tracekit.open(path), like h5py.File / io.open
 from .report.reported import compare
+from .report.terminal import Progress
 from .taps import tap
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Mismatch",
     "NewerFormat",
     "NotATrace",
+    "Progress",
     "RecordError",
     "ReplayError",
     "Series",

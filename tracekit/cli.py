@@ -10,12 +10,12 @@ import json
 import os
 import shutil
 import sys
-import time
 from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from ._version import __version__
 from .comparison.envdiff import PROFILES as TOLERANCE_PROFILES
 from .errors import CorruptTrace, TracekitError, UsageError
+from .report.terminal import GREEN, RED, Progress, colour
 
 if TYPE_CHECKING:
     from .lifecycle.pending import Pending
@@ -26,24 +26,6 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 EPILOG = """exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unreadable input.
 docs: README.md (workflow), docs/FORMAT.md (the golden file format)."""
-
-
-class Progress:
-    """One updating line on stderr for long work, only when stderr is a terminal."""
-
-    def __init__(self, label: str, stream=None) -> None:
-        self.label = label
-        self.stream = stream or sys.stderr
-        self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or (now - self._last < 0.2 and done < total):
-            return
-        self._last = now
-        self.stream.write("\r%s: %d/%d%s" % (self.label, done, total, "\n" if done >= total else ""))
-        self.stream.flush()
 
 
 def _shown(path: str) -> "tuple[str, bool]":
@@ -162,18 +144,22 @@ def _diff(args: argparse.Namespace) -> int:
 
     tolerance = _tolerance(args)
     selection = Selection(tuple(args.kind or ()), args.name, None if args.step is None else parse_steps(args.step))
-    result = compare(args.golden, args.actual, tolerance)
+    with Progress("comparing %s" % args.actual) as progress:
+        result = compare(args.golden, args.actual, tolerance, progress=progress)
     if args.json:
         print(json.dumps(result.to_dict(by_step=not args.no_steps, selection=selection), indent=1, allow_nan=False))
     else:
-        print(result.report(selection, _terminal_width()))
+        text = result.report(selection, _terminal_width())
+        word = text.split(" ", 1)[0]
+        print(colour(word, GREEN if result.ok else RED) + text[len(word):])
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
 def _report(args: argparse.Namespace) -> int:
     from .report.reported import compare
 
-    result = compare(args.golden, args.actual, _tolerance(args))
+    with Progress("comparing %s" % args.actual) as progress:
+        result = compare(args.golden, args.actual, _tolerance(args), progress=progress)
     result.write_html(args.output)
     print("wrote %s: %s" % (args.output, "MATCH" if result.ok else "MISMATCH (the page shows where and why)"))
     return EXIT_OK if result.ok else EXIT_FAIL
@@ -210,8 +196,9 @@ def _record(args: argparse.Namespace) -> int:
     script = list(args.script)
     if script and script[0] == "--":
         script = script[1:]
-    code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
-                      steps=args.steps)
+    with Progress("recording %s" % args.output) as progress:
+        code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
+                          steps=args.steps, progress=progress)
     print("recorded %s" % args.output, file=sys.stderr)
     return code
 

@@ -145,6 +145,15 @@ def test_step_limit_stops_recording_not_training(tf, tmp_path):
         assert len(trace) == 3
 
 
+def test_progress_is_told_each_recorded_step(tf, tmp_path):
+    calls = []
+    _record_seed(tf, str(tmp_path / "p.h5"), train_steps=5, steps=3, progress=lambda *a: calls.append(a))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    calls.clear()
+    _record_seed(tf, str(tmp_path / "q.h5"), train_steps=2, progress=lambda *a: calls.append(a))
+    assert calls == [(1, None), (2, None)]
+
+
 def _rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096 / 1e6

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import functools
 from dataclasses import dataclass, field, replace
-from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type
 
 import numpy as np
 
@@ -248,7 +248,8 @@ class Comparison:
 
 
 def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
-            result_type: Type[Comparison] = Comparison) -> Comparison:
+            result_type: Type[Comparison] = Comparison,
+            progress: Optional[Callable[[int, int], None]] = None) -> Comparison:
     """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
     The result is data; `tracekit.compare` returns a `result_type` that can also render
     itself (report/comparison.py).
@@ -257,7 +258,8 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance 
     default Tolerance() for other code (a port replayed against its golden) or another
     TensorFlow; for the same code on the same TensorFlow, bit for bit when nothing that
     selects kernels differs, else the cross-machine round-off bound. `tolerance` may also
-    name a profile: "exact", "round-off" or "default"."""
+    name a profile: "exact", "round-off" or "default". progress(steps compared, steps to
+    compare) is called after each step."""
     own = []  # traces opened here are closed here
     if not isinstance(golden, Trace):
         golden = open_trace(golden)
@@ -266,7 +268,7 @@ def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance 
         actual = open_trace(actual)
         own.append(actual)
     try:
-        return _compare(golden, actual, comparer(golden, actual.path, actual.meta, tolerance, result_type))
+        return _compare(golden, actual, comparer(golden, actual.path, actual.meta, tolerance, result_type), progress)
     finally:
         for trace in own:
             trace.close()
@@ -293,13 +295,17 @@ def comparer(golden: Trace, actual: str, actual_meta: Mapping[str, Any], toleran
     return Comparer(golden, actual, default_profile(diff, code is False, tolerance), diff, code, result_type)
 
 
-def _compare(golden: Trace, actual: Trace, comparer: "Comparer") -> Comparison:
+def _compare(golden: Trace, actual: Trace, comparer: "Comparer",
+             progress: Optional[Callable[[int, int], None]] = None) -> Comparison:
     reasons = actual.meta.get("replay", {}).get("not_replayed", {})  # key -> why, from the replayer
+    count = min(len(golden), len(actual))
     with comparer:
         if golden.has_initial and actual.has_initial:
             comparer.initial(actual.initial, reasons)
-        for index in range(min(len(golden), len(actual))):
+        for index in range(count):
             comparer.step(index, actual.step(index), reasons)
+            if progress is not None:
+                progress(index + 1, count)
             if (index + 1) % REFRESH_STEPS == 0:
                 comparer.drain()  # no read in flight
                 golden.refresh()

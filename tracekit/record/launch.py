@@ -16,7 +16,7 @@ import importlib.util
 import os
 import runpy
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from ..errors import UsageError
 from .recorder import Recorder, StopRecording
@@ -30,8 +30,10 @@ def _module_file(module: str) -> Optional[str]:
 
 
 def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode: Optional[str] = None,
-               every: int = 1, steps: Optional[int] = None) -> int:
-    """Run `argv` (a script and its arguments, or `-m module ...`) recorded; returns its exit code."""
+               every: int = 1, steps: Optional[int] = None,
+               progress: Optional[Callable[[int, Optional[int]], None]] = None) -> int:
+    """Run `argv` (a script and its arguments, or `-m module ...`) recorded; returns its exit
+    code. progress(steps recorded, steps asked for or None) is called after each step."""
     if not argv:
         raise UsageError("nothing to record: give the script after --, e.g. tracekit record -o out.h5 -- train.py")
     module = None
@@ -49,7 +51,7 @@ def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode:
     code = 0
     try:
         with Recorder(out, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta={"zero_code": meta},
-                      stop_script=steps is not None, program=program) as recorder:
+                      stop_script=steps is not None, program=program, progress=progress) as recorder:
             recorder.attach_all()
             try:
                 if module is None:

@@ -42,7 +42,8 @@ class Recorder:
 
     def __init__(self, path: str, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None,
                  every: int = 1, steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None,
-                 stop_script: bool = False, program: Optional[str] = None, **writer_options: Any) -> None:
+                 stop_script: bool = False, program: Optional[str] = None,
+                 progress: Optional[Callable[[int, Optional[int]], None]] = None, **writer_options: Any) -> None:
         if int(every) < 1:
             raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
         if steps is not None and int(steps) < 1:
@@ -73,6 +74,7 @@ class Recorder:
         self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
         self.steps = 0
         self.done = False
+        self._progress = progress  # (steps recorded, steps asked for or None), after each step
 
     # ---- the context --------------------------------------------------------------------------
 
@@ -348,6 +350,8 @@ class Recorder:
             raise
         w.end_step()
         self.steps += 1
+        if self._progress is not None:
+            self._progress(self.steps, self.steps_limit)
 
     def _maybe_stop(self) -> None:
         if self.steps_limit is not None and self.steps >= self.steps_limit and not self.done:

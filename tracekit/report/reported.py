@@ -3,7 +3,7 @@ renderings on request: the text report, the HTML page, the assertion."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from ..comparison.engine import Comparison
 from ..comparison.engine import compare as compare_data
@@ -33,7 +33,10 @@ class Reported(Comparison):
             raise Mismatch(self.report())
 
 
-def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None) -> Reported:
+def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
+            progress: Optional[Callable[[int, int], None]] = None) -> Reported:
     """tracekit.compare: compare a replayed trace (or any trace) with its golden (see
-    tracekit.comparison.engine.compare); the result renders itself with .report()."""
-    return compare_data(golden, actual, tolerance, result_type=Reported)  # type: ignore[return-value]
+    tracekit.comparison.engine.compare); the result renders itself with .report().
+    progress(done, total) after each step: tracekit.Progress draws it on a terminal."""
+    return compare_data(golden, actual, tolerance, result_type=Reported,  # type: ignore[return-value]
+                        progress=progress)
