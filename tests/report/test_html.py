@@ -128,3 +128,15 @@ def test_chromium_renders_the_page_with_its_plots(pair, tmp_path):
     dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "file://" + page],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120).stdout.decode()
     assert dom.count("<svg") == 5 and "<img" in dom and "Traceback" not in dom
+
+
+def test_a_shipped_golden_against_the_other_machines(tmp_path):
+    # Real goldens: the same program on two CPUs, compared bit for bit (a round-off mismatch).
+    from ..support import FOREIGN_GOLDENS, golden
+
+    result = tracekit.compare(os.path.join(FOREIGN_GOLDENS, "seed_example.h5"), golden("seed_example"),
+                              tracekit.Tolerance.exact())
+    page = open(result.write_html(str(tmp_path / "seed.html")), encoding="utf-8").read()
+    assert "MISMATCH" in page and "likely cause: the machine, not the code" in page
+    assert page.count("<svg") == 5 and len(_images(page)) == 1
+    assert page.count("<tr class=") == len(result.tensors) == 20

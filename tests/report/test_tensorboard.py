@@ -64,3 +64,14 @@ def test_the_golden_alone_and_bad_requests(pair, tmp_path, capsys):
     assert "is a file" in capsys.readouterr().err
     assert main(["export", golden, "--npz", str(tmp_path / "x.npz"), "--tensorboard", str(tmp_path / "both")]) == 0
     assert os.path.exists(str(tmp_path / "x.npz")) and set(read_scalars(str(tmp_path / "both"))) == {"golden"}
+
+
+def test_a_shipped_golden_and_the_other_machines_copy(tmp_path):
+    from ..support import FOREIGN_GOLDENS, golden
+
+    out = str(tmp_path / "tb")
+    assert main(["export", golden("seed_example"), os.path.join(FOREIGN_GOLDENS, "seed_example.h5"),
+                 "--tensorboard", out]) == 0
+    runs = read_scalars(out)
+    assert len(runs["golden"]["loss/loss"]) == len(runs["actual"]["loss/loss"]) == 100
+    assert 0 < max(v for _, v in runs["actual"]["error_abs/loss"]) < 1e-6  # round-off between the two CPUs

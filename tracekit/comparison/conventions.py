@@ -16,8 +16,11 @@ fingerprint of such a difference, the comparison says so (as data; report/ rende
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from ..keys import make_key
 from ..store import Trace
 
 MOMENTUM = "momentum-convention"
@@ -34,12 +37,19 @@ class ConventionHint:
     step: int
     key: str
     lr_change: Optional[Tuple[int, float, float]] = None  # (step, lr before, lr at that step)
+    # Adam: the epsilon the replay's update fits, taking TF1's default (TF1_ADAM_EPSILON) for the golden's.
+    fitted_epsilon: Optional[float] = None
+
+
+TF1_ADAM_EPSILON = 1e-8
 
 
 def convention_hints(golden: Trace, step: int, kind: str, key: str,
-                     agreed: Callable[[Sequence[str]], bool]) -> List[ConventionHint]:
-    """The known differences the first divergence (`step`, `kind`, `key`) looks like;
-    agreed(kinds) tells whether every tensor of those kinds compared at that step agreed."""
+                     agreed: Callable[[Sequence[str]], bool], g_value: Any = None,
+                     a_value: Any = None) -> List[ConventionHint]:
+    """The known differences the first divergence (`step`, `kind`, `key`, its two values)
+    looks like; agreed(kinds) tells whether every tensor of those kinds compared at that
+    step agreed."""
     if kind not in ("var", "slot") or step < 0:
         return []
     slots = set(golden.names("slot"))
@@ -55,7 +65,8 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
         if change is not None:
             hints.append(ConventionHint(MOMENTUM, step, key, change))
     if kind == "var" and optimized_by("Adam") and agreed(("grad", "lr", "slot")):
-        hints.append(ConventionHint(ADAM_EPSILON, step, key))
+        hints.append(ConventionHint(ADAM_EPSILON, step, key,
+                                    fitted_epsilon=_fitted_epsilon(golden, step, key, base, g_value, a_value)))
     if kind == "var" and optimized_by("RMSProp") and agreed(("grad", "lr", "slot")):
         hints.append(ConventionHint(RMSPROP_EPSILON, step, key))
     return hints
@@ -76,3 +87,34 @@ def _first_lr_change(golden: Trace, until: int) -> Optional[Tuple[int, float, fl
             return (step, previous, value)
         previous = value
     return None
+
+
+def _fitted_epsilon(golden: Trace, step: int, key: str, base: str, g_value: Any, a_value: Any) -> Optional[float]:
+    """The epsilon the replay's Adam update fits. Both updates are alpha * m / (sqrt(v) + eps)
+    with the same alpha, m and v (they agreed), so for each element
+    golden_move * (sqrt(v) + eps_golden) = replay_move * (sqrt(v) + eps_replay); with TF1's
+    default for eps_golden, the median of the elements' eps_replay (None: the elements do not
+    agree on one, within a factor of 2 for 80% of them)."""
+    if g_value is None or a_value is None or (step == 0 and not golden.has_initial):
+        return None
+    before = golden.initial if step == 0 else golden.step(step - 1)
+    v_key = make_key("slot", base + "/Adam_1:0")
+    values = golden.step(step)
+    if key not in before or v_key not in values:
+        return None
+    old = np.asarray(before[key], np.float64)
+    g_move = np.asarray(g_value, np.float64) - old
+    a_move = np.asarray(a_value, np.float64) - old
+    root = np.sqrt(np.asarray(values[v_key], np.float64))
+    if not (old.shape == g_move.shape == a_move.shape == root.shape):
+        return None
+    use = np.abs(a_move) > 1e-6 * max(float(np.abs(old).max()), 1e-30)
+    if use.sum() < 3:
+        return None
+    fits = (g_move * (root + TF1_ADAM_EPSILON) - a_move * root)[use] / a_move[use]
+    fitted = float(np.median(fits))
+    low, high = np.percentile(fits, [10, 90])
+    # One epsilon explains (nearly) every element only if their fits agree: else say nothing.
+    if not (fitted > 0 and np.isfinite(fitted) and fitted / 2 <= low and high <= 2 * fitted):
+        return None
+    return fitted

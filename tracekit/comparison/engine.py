@@ -456,10 +456,10 @@ class Comparer:
         result.distribution = layout(actual_meta)
         first = result.first_divergence
         if first is not None:
-            result.conventions = convention_hints(golden, first.step, first.kind, first.key,
-                                                  lambda kinds: _agreed(result, first.step, kinds))
             g_value, a_value = self._values[first.step, first.key]
             result.first_divergence = first = replace(first, golden_value=g_value, actual_value=a_value)
+            result.conventions = convention_hints(golden, first.step, first.kind, first.key,
+                                                  lambda kinds: _agreed(result, first.step, kinds), g_value, a_value)
             result.slips = slip_hints(golden, first.step, first.key, g_value, a_value,
                                       lambda kinds: _agreed(result, first.step, kinds), actual_meta)
             result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,

@@ -101,10 +101,14 @@ def convention(hint: ConventionHint) -> str:
                 "(%s -> %s). Keep TF1's rule: tf.compat.v1.train.MomentumOptimizer runs in TF2 and tracekit replays it "
                 "(pass it global_step=), or keep the learning rate constant where it must match" % (step_label(step), _num(before), _num(after)))
     if hint.code == ADAM_EPSILON:
+        fit = "" if hint.fitted_epsilon is None else (
+            "; element by element the two updates differ as one epsilon would make them (an effect that grows as "
+            "sqrt(v) shrinks): they fit epsilon=%.2g in the replay, taking TF1's 1e-8 for the golden"
+            % hint.fitted_epsilon)
         return ("possible cause: Adam's epsilon. At %s the gradients, the learning rate and Adam's m and v all "
-                "agree, but %s does not: only the update differs. TF1's AdamOptimizer uses epsilon=1e-8, "
+                "agree, but %s does not: only the update differs%s. TF1's AdamOptimizer uses epsilon=1e-8, "
                 "Keras Adam 1e-7: pass epsilon=1e-8 (and check beta_1, beta_2, amsgrad)"
-                % (step_label(hint.step), hint.key))
+                % (step_label(hint.step), hint.key, fit))
     if hint.code == RMSPROP_EPSILON:
         return ("possible cause: RMSprop's epsilon. At %s the gradients, the learning rate and the RMSprop slots all "
                 "agree, but %s does not: only the update differs. TF1's RMSPropOptimizer uses epsilon=1e-10 (inside "
