@@ -119,3 +119,22 @@ def test_reprs_are_readable(pair):
     assert tensor.startswith("<TensorResult tap/layer2: FAIL, 2 of 4 steps failed, first at step 2")
     tolerance = repr(tracekit.Tolerance().rule(kind="loss", steps=(0, 10), atol=1e-5))
     assert "Rule(kind='loss', steps=[0, 10], atol=1e-05)" in tolerance
+
+
+def test_a_result_keeps_a_sample_of_a_large_diverging_tensor(tmp_path):
+    from tracekit.comparison.engine import VALUE_SAMPLE
+
+    from ..support import build_golden
+
+    big = np.arange(3 * VALUE_SAMPLE, dtype="f4").reshape(300, -1)
+
+    def steps():
+        yield {"var/w:0": big}
+    golden = build_golden(str(tmp_path / "g.h5"), steps())
+    bumped = big.copy()
+    bumped[123, 45] += 1000
+    actual = build_golden(str(tmp_path / "a.h5"), steps(), change=lambda k, key, v: bumped)
+    first = tracekit.compare(golden, actual).first_divergence
+    assert first.stats.worst_index == (123, 45)
+    assert (first.golden_at_worst, first.actual_at_worst) == (float(big[123, 45]), float(bumped[123, 45]))
+    assert first.golden_value.size <= VALUE_SAMPLE and first.golden_value.shape == first.actual_value.shape

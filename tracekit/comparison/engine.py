@@ -15,12 +15,12 @@ from ..store import Trace, open_trace, provenance
 from ..store.provenance import Provenance
 from ..keys import INITIAL_STEP, REPLICA, STATE_KINDS, make_key, replica_base, split_key, step_label
 from .asdict import comparison_dict
-from .select import Selection
 from .conventions import ConventionHint, convention_hints
 from .distribution import DistributionHint, distribution_hints, layout
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .noise import Noise, NoiseTracker
 from .pipeline import Pipeline
+from .select import Selection
 from .series import StatsSeries
 from .slips import SlipHint, slip_hints
 from .stats import Stats, badness, compare_values, dtype_name
@@ -36,6 +36,9 @@ PAIRS_AHEAD = 4
 
 # Kinds whose failing values the noise tracker looks at (an error budget, element by element).
 NOISE_VALUES = frozenset(["var", "tap"])
+
+# Elements of the first divergence's two values a result keeps (a sample of larger ones).
+VALUE_SAMPLE = 100_000
 
 # Steps between Trace.refresh calls: memory stays flat however many steps are compared.
 REFRESH_STEPS = 16
@@ -106,9 +109,12 @@ class Divergence:
     name: str
     stats: Stats
     noise: Optional[Noise] = None  # amplified round-off explains it (not accepted, or it would not be here)
-    # The two values there (for plots of error against magnitude), and their elements at the worst index.
-    golden_value: Any = field(default=None, compare=False)
-    actual_value: Any = field(default=None, compare=False)
+    # The elements of the two values at the worst index, and the values themselves (for plots of
+    # error against magnitude): whole up to VALUE_SAMPLE elements, else every k-th element of each.
+    golden_at_worst: Any = None
+    actual_at_worst: Any = None
+    golden_value: Any = field(default=None, compare=False, repr=False)
+    actual_value: Any = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -118,16 +124,17 @@ class Divergence:
     def noise_floor(self) -> bool:
         return self.noise is not None
 
-    @property
-    def golden_at_worst(self) -> Any:
-        return _element(self.golden_value, self.stats.worst_index)
-
-    @property
-    def actual_at_worst(self) -> Any:
-        return _element(self.actual_value, self.stats.worst_index)
-
     def __repr__(self) -> str:
         return "Divergence(step=%d, %s)" % (self.step, self.key)
+
+
+def _sample(value: Any) -> Any:
+    """A numeric array cut to at most VALUE_SAMPLE elements (every k-th, flattened), so a result
+    does not keep a large tensor alive; anything else as it is."""
+    array = np.asarray(value) if isinstance(value, np.ndarray) else None
+    if array is None or array.size <= VALUE_SAMPLE:
+        return value
+    return array.reshape(-1)[::array.size // VALUE_SAMPLE + 1].copy()
 
 
 def _element(value: Any, index: Optional[Tuple[int, ...]]) -> Any:
@@ -457,7 +464,10 @@ class Comparer:
         first = result.first_divergence
         if first is not None:
             g_value, a_value = self._values[first.step, first.key]
-            result.first_divergence = first = replace(first, golden_value=g_value, actual_value=a_value)
+            index = first.stats.worst_index
+            result.first_divergence = first = replace(
+                first, golden_at_worst=_element(g_value, index), actual_at_worst=_element(a_value, index),
+                golden_value=_sample(g_value), actual_value=_sample(a_value))
             result.conventions = convention_hints(golden, first.step, first.kind, first.key,
                                                   lambda kinds: _agreed(result, first.step, kinds), g_value, a_value)
             result.slips = slip_hints(golden, first.step, first.key, g_value, a_value,
