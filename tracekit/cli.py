@@ -156,8 +156,10 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from .report.plots import pyplot
     from .report.reported import compare
 
+    pyplot()  # without matplotlib, say how to install it before a long comparison, not after
     with Progress("comparing %s" % args.actual) as progress:
         result = compare(args.golden, args.actual, _tolerance(args), progress=progress)
     result.write_html(args.output)
