@@ -19,7 +19,7 @@ from .errors import UsageError
 from .replay.conversions import Conversion, gru, lstm, transpose
 from .replay.capture import numpy
 from .replay.distribute import Distribution, batch_size, logical_cpus, mirrored
-from .replay.loop import Behind, Replayed, Sink, check_every, check_steps, replay_steps, step_for
+from .replay.loop import Behind, Replayed, Sink, check_every, check_forcing, check_steps, replay_steps, step_for
 from .replay.settings import numerics
 from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
@@ -39,7 +39,7 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
            progress: Optional[Callable[[int, int], None]] = None, strategy: Any = None,
            input_api: str = "dataset", global_batch_size: Optional[int] = None,
            determinism: Optional[bool] = None, tf32: Optional[bool] = None,
-           grappler: "Mapping[str, bool] | bool | None" = None, every: int = 1) -> Trace:
+           grappler: "Mapping[str, bool] | bool | None" = None, every: int = 1, forcing: str = "none") -> Trace:
     """Drive `step_fn` through the golden's steps and return the actual trace.
 
     step_fn(inputs): the TF2 training step (eager or tf.function), called once per
@@ -74,13 +74,18 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     determinism / tf32 / grappler: switch op determinism, TensorFloat-32 matmuls and
       Grappler passes (False: those that change float results; or a dict of options) for
       the replay; None leaves them. Recorded in the actual trace's environment.
+    forcing: "none" lets the port run from its own state; "state" (teacher forcing) sets
+      its variables, optimizer slots and step counter to the golden's state at the end of
+      the step before, before every step after the first: each step's error is then that
+      step's own (the local error), not what earlier steps accumulated. The actual trace
+      records the mode, and the comparison's report says it.
     Gradients and the learning rate are captured from the Keras optimizer, taps from
     tracekit.tap(); the variables and slots are read after each step.
     """
     trace = _replay(golden, step_fn, model=model, variables=variables, var_map=var_map, init=init, random=random,
                     steps=steps, inputs=inputs, out=out, convert=convert, progress=progress, strategy=strategy,
                     input_api=input_api, global_batch_size=global_batch_size, determinism=determinism, tf32=tf32,
-                    grappler=grappler, every=every).trace
+                    grappler=grappler, every=every, forcing=forcing).trace
     assert trace is not None  # written: replay() always writes
     return trace
 
@@ -170,7 +175,7 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
             steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
             progress: Optional[Callable[[int, int], None]], strategy: Any, input_api: str,
             global_batch_size: Optional[int], determinism: Optional[bool], tf32: Optional[bool],
-            grappler: "Mapping[str, bool] | bool | None", every: int, write: bool = True,
+            grappler: "Mapping[str, bool] | bool | None", every: int, forcing: str = "none", write: bool = True,
             watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
             stop: Optional[Callable[[], bool]] = None) -> Replayed:
     """replay()'s work, its options all given (their defaults are replay()'s); write=False
@@ -178,6 +183,7 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
     check_every(every)
+    check_forcing(forcing)
     with numerics(determinism, tf32, grappler), \
             (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         distribution = None
@@ -189,7 +195,7 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
             distribution = Distribution(strategy, input_api, size)
         return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
                     {"golden": trace.path}, distribution=distribution, every=every, write=write, watch=watch,
-                    stop=stop)
+                    stop=stop, forcing=forcing)
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -223,7 +229,8 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
          steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
          progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
          distribution: Optional[Distribution] = None, every: int = 1, write: bool = True,
-         watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None) -> Replayed:
+         watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None,
+         forcing: str = "none") -> Replayed:
     runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
     if init == "golden":
         runner.load_initial()
@@ -241,7 +248,7 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
                 "program": _program(step_fn, model)}
         return replay_steps(trace, runner, call, steps, out, about, progress, meta=meta, every=every, write=write,
-                            sink=watch(meta) if watch is not None else None, stop=stop)
+                            sink=watch(meta) if watch is not None else None, stop=stop, forcing=forcing)
 
 
 def _program(step_fn: Any, model: Any) -> Dict[str, Any]:

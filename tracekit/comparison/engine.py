@@ -203,6 +203,8 @@ class Comparison:
     not_compared: Dict[str, str] = field(default_factory=dict)  # key -> why
     notes: List[str] = field(default_factory=list)
     short: Optional[str] = None  # why the replay has fewer steps than it should
+    # "state": a teacher-forced replay (each step from the golden's state): its errors are local.
+    forcing: str = "none"
     # Where the golden's data came from: a derived golden (a TF2 run's data) is flagged in reports.
     golden_provenance: Optional[Provenance] = None
 
@@ -442,6 +444,7 @@ class Comparer:
         result, golden = self.result, self.golden
         result.golden_steps, result.actual_steps = len(golden), actual_steps
         replay = actual_meta.get("replay", {})
+        result.forcing = str(replay.get("forcing") or "none")
         if actual_steps < len(golden) and not replay.get("limited"):
             # Not asked for (replay(steps=N) says so): the replay stopped early, or is not one.
             result.short = "the golden has %d steps, the replay only %d" % (len(golden), actual_steps)

@@ -21,7 +21,7 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 import numpy as np
 
 from ..errors import ReplayError, UsageError
-from ..keys import LIGHT_KINDS, make_key, split_key
+from ..keys import LIGHT_KINDS, STATE_KINDS, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
@@ -59,6 +59,10 @@ class Runner(Protocol):
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         """After the step: raise if it did not use the draws as it must, or left the golden's
         optimizer state of `updated` (the variables the golden's step has gradients for) unpaired."""
+
+    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> None:
+        """Set the port's variables, optimizer slots and step counter to `state` ("kind/name" ->
+        the golden's value); `rates`: the golden's learning rates of the step that left it."""
 
     def meta(self) -> Dict[str, Any]:
         """What the replay learned on the way (the strategy it ran under, ...), for the trace's
@@ -183,18 +187,24 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
                  steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
                  progress: Optional[Callable[[int, int], None]] = None,
                  meta: Optional[Dict[str, Any]] = None, every: int = 1, write: bool = True,
-                 sink: Optional[Sink] = None, stop: Optional[Callable[[], bool]] = None) -> Replayed:
+                 sink: Optional[Sink] = None, stop: Optional[Callable[[], bool]] = None,
+                 forcing: str = "none") -> Replayed:
     """Replay `steps` steps (all by default) of `golden`. `about` describes the replay; it goes into
     the actual trace's metadata under "replay"; `meta` is more metadata (the framework's
     environment, under its own key). With every=K only every K-th step (0, K, 2K, ...) is
     captured in full, as the recorder's every=K: the other steps keep their inputs, random draws,
     loss and learning rate. The actual trace is written at `out` (by default a temporary
     file, removed when the caller closes or drops it) unless write=False; `sink` also gets
-    every step's values; `stop()`, asked after each step, ends the replay early."""
+    every step's values; `stop()`, asked after each step, ends the replay early. forcing="state"
+    starts every step after the first from the golden's state at the end of the step before
+    (teacher forcing: each step's error is then its own)."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     every = check_every(every)
+    forcing = check_forcing(forcing)
     meta = dict(meta or {})
-    drive = functools.partial(_drive, golden, runner, call, count, every, progress=progress, stop=stop)
+    about = dict(about or {}, forcing=forcing)
+    drive = functools.partial(_drive, golden, runner, call, count, every, progress=progress, stop=stop,
+                              forcing=forcing)
     if not write:
         ran = drive([sink] if sink is not None else [])
         return Replayed(dict(meta, **_replay_meta(golden, runner, about, ran, count, steps is not None, every)), ran)
@@ -216,6 +226,16 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     return Replayed(trace.meta, ran, trace)
 
 
+FORCING_MODES = ("none", "state")
+
+
+def check_forcing(forcing: Any) -> str:
+    if forcing not in FORCING_MODES:
+        raise UsageError("forcing must be 'none' (the port runs from its own state) or 'state' (each step starts "
+                         "from the golden's state after the step before), got %r" % (forcing,))
+    return forcing
+
+
 def check_every(every: Any) -> int:
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise UsageError("every must be an integer >= 1 (capture every K-th step in full), got %r" % (every,))
@@ -223,13 +243,16 @@ def check_every(every: Any) -> int:
 
 
 def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int, sinks: Sequence[Sink],
-           progress: Optional[Callable[[int, int], None]], stop: Optional[Callable[[], bool]]) -> int:
+           progress: Optional[Callable[[int, int], None]], stop: Optional[Callable[[], bool]],
+           forcing: str = "none") -> int:
     """Run the steps, handing each one's values to the sinks; returns how many ran."""
     initial = dict(runner.read_state())
     for sink in sinks:
         sink.initial(initial)
     kinds = set()  # the kinds of steps run so far
     for index in range(count):
+        if forcing == "state" and index > 0:
+            _force(golden, runner, index)
         g_step = golden.step(index)
         feeds = {name: g_step["input", name] for name in g_step.names("input")}
         draws = [(name, g_step["random", name]) for name in g_step.names("random")]
@@ -260,6 +283,17 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
         if stop is not None and stop():
             return index + 1
     return count
+
+
+def _force(golden: Trace, runner: Runner, index: int) -> None:
+    """Teacher forcing: the golden's state after step index - 1 into the port."""
+    before = golden.step(index - 1)
+    state = {key: before[key] for key in before if split_key(key)[0] in STATE_KINDS}
+    if not any(split_key(key)[0] == "var" for key in state):
+        raise UsageError("forcing='state' needs the golden's variables after every step, and step %d of %s has none "
+                         "(recorded with every=K): replay it without forcing" % (index - 1, golden.path))
+    rates = {name: float(before["lr", name]) for name in before.names("lr")}
+    runner.force_state(state, rates)
 
 
 def _not_replayed(golden: Trace, runner: Runner) -> Dict[str, str]:

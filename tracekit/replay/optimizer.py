@@ -217,6 +217,28 @@ class OptimizerBridge:
             out.extend((self._keys[name], step) for name in self._iterations)
         return out
 
+    def force(self, state: Dict[str, np.ndarray], rates: Dict[str, float]) -> None:
+        """Teacher forcing: the golden's slots and step count (`state`, "kind/name" -> value) into
+        the paired slots and counter; `rates`: the learning rates of the step that left them (TF1
+        momentum slots convert with them). Slots exist from the first update on: forcing starts
+        after step 0."""
+        def lr(name: str) -> float:
+            return float(rates.get(name, 1.0))
+        for name, var, role, rate in self._slots:
+            value = state.get(make_key("slot", name))
+            if value is not None:
+                var.assign(cast_for(slot_from_tf1(value, role, lr(rate)), var))
+        for conv, names, slots, role, rate in self._converted_slots:
+            values = [state.get(make_key("slot", name)) for name in names]
+            if all(v is not None for v in values):
+                golden = [slot_from_tf1(v, role, lr(rate)) for v in values]
+                for var, value in zip(slots, conv.deltas_to_port(golden)):
+                    var.assign(cast_for(value, var))
+        for name in self._iterations:
+            value = state.get(self._keys[name])
+            if value is not None and self._iteration_var is not None:
+                self._iteration_var.assign(int(value))
+
     def convert_gradients(self, values: Dict[str, np.ndarray]) -> None:
         """After a step: the port's gradients of converted variables, as the golden's."""
         for i, conv in enumerate(self._conversions):

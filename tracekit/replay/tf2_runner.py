@@ -11,7 +11,7 @@ produced is collected by a Capture (capture.py); replay/loop.py drives the steps
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -82,6 +82,20 @@ class TF2Runner:
         for conv in self.conversions:
             for variable, value in zip(conv.port, conv.values_to_port([initial["var", n] for n in conv.golden])):
                 variable.assign(cast_for(value, variable))
+
+    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> None:
+        """Teacher forcing: the golden's variables, slots and step count (`state`, "kind/name" ->
+        value, after the step before) into the port; `rates`: that step's learning rates."""
+        for name, cand in self.mapping.pairs.items():
+            value = state.get(make_key("var", name))
+            if value is not None:
+                cand.obj.assign(cast_for(value, cand.obj))
+        for conv in self.conversions:
+            values = [state.get(make_key("var", n)) for n in conv.golden]
+            if all(v is not None for v in values):
+                for variable, value in zip(conv.port, conv.values_to_port(values)):
+                    variable.assign(cast_for(value, variable))
+        self.optimizer.force(dict(state), dict(rates))
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""

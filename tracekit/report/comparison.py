@@ -196,6 +196,13 @@ def distribution_hint(hint: DistributionHint) -> str:
     return "hint (distribution): %s at %s" % (hint.code, at)
 
 
+def forcing_line(forcing: str) -> str:
+    if forcing == "state":
+        return ("forcing: state (teacher-forced: every step started from the golden's state after the step before, "
+                "so each step's error is its own, the local error, not what earlier steps accumulated)")
+    return "forcing: %s" % forcing
+
+
 def _status(t: TensorResult) -> str:
     if t.failed_steps:  # "(noise)": every failing step is explained, and not accepted
         unexplained = any(not s.ok and step not in t.noise for step, s in t.by_step.items())
@@ -258,6 +265,8 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
         lines.append("golden is " + origin_line(result.golden_provenance, result.golden))
     lines += diff_lines(result.environment_diff)
     lines.append("tolerance: %s (%s)" % (result.profile.name, result.profile.reason))
+    if result.forcing != "none":
+        lines.append(forcing_line(result.forcing))
     if result.distribution is not None:
         lines.append(distribution_line(result.distribution))
     lines += ["note: " + note for note in result.notes]

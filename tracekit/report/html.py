@@ -21,8 +21,8 @@ from ..comparison.engine import Comparison, TensorResult
 from ..keys import step_label
 from ..store import Trace, open_trace
 from . import plots
-from .comparison import (STAGES, cause, convention, distribution_hint, divergence, headline, noise_line, slip,
-                         tensor_rows, verdict)
+from .comparison import (STAGES, cause, convention, distribution_hint, divergence, forcing_line, headline,
+                         noise_line, slip, tensor_rows, verdict)
 from .environment import diff_lines
 
 HEATMAP_ROWS = 40  # the worst tensors; the table lists them all
@@ -176,6 +176,7 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
              '<p class="note">%s vs golden %s: %d steps compared, %d tensors. %s</p>' % (
                  _esc(result.actual), _esc(result.golden), result.steps, len(result.tensors), _esc(verdict(result)))]
     top = diff_lines(result.environment_diff) + ["tolerance: %s (%s)" % (result.profile.name, result.profile.reason)]
+    top += [forcing_line(result.forcing)] if result.forcing != "none" else []
     top += ["note: " + n for n in result.notes]
     if result.short is not None:
         top.append("the replay is short: %s" % result.short)

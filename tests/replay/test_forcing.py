@@ -1,0 +1,87 @@
+"""Teacher forcing (forcing="state"): every step after the first starts from the golden's
+variables, optimizer slots and step counter after the step before, so each step's error is
+its own. A correct port then matches at the default tolerance over every step (unforced,
+round-off accumulates through Adam and batch norm past it); wrong ports are still caught
+where they depart."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracekit
+from tools.ports import estimator_model, momentum_model
+
+from ..support import golden
+
+DEFAULT = tracekit.Tolerance()
+
+
+def _max_ulps(result, kind):
+    return max(e.max_ulps for e in result.max_errors() if e.kind == kind)
+
+
+def test_a_correct_port_matches_step_by_step_at_the_default_tolerance(tf2):
+    model, step = estimator_model.make()
+    drifted = tracekit.compare(golden("estimator_model"), tf2.replay(golden("estimator_model"), step, model=model),
+                               DEFAULT)
+    assert not drifted.ok and drifted.first_divergence.step > 0  # accumulated round-off, after step 0
+    model, step = estimator_model.make()
+    forced = tf2.replay(golden("estimator_model"), step, model=model, forcing="state")
+    assert forced.meta["replay"]["forcing"] == "state"
+    result = tracekit.compare(golden("estimator_model"), forced, DEFAULT)
+    assert result.ok and result.steps == 50, result.report()
+    assert result.forcing == "state" and "forcing: state (teacher-forced" in result.report()
+    assert result.to_dict(by_step=False)["forcing"] == "state"
+    # The local error is a few ulps where the accumulated one reached tens.
+    assert _max_ulps(result, "tap") < 10 < _max_ulps(drifted, "tap")
+
+
+def test_the_state_each_step_starts_from_is_the_goldens(tf2):
+    # A step that moves nothing (zero gradients, learning rate 0): the state read after step k is
+    # what forcing loaded before it, the golden's after step k - 1, with Adam's m and v decayed
+    # once and the step counter one up.
+    model, _ = estimator_model.make()
+    optimizer = tf2.tf.keras.optimizers.Adam(0.0, epsilon=1e-8)
+
+    def idle(inputs):
+        optimizer.apply_gradients([(tf2.tf.zeros_like(v), v) for v in model.trainable_variables])
+    actual = tf2.replay(golden("estimator_model"), idle, model=model, steps=4, forcing="state", random="none")
+    with tracekit.open(golden("estimator_model")) as g:
+        for k in (2, 3):
+            before, after = g.step(k - 1), actual.step(k)
+            assert np.array_equal(after["var/hidden/kernel:0"], before["var/hidden/kernel:0"])
+            assert np.allclose(after["slot/hidden/kernel/Adam:0"], before["slot/hidden/kernel/Adam:0"] * 0.9)
+            assert np.allclose(after["slot/hidden/kernel/Adam_1:0"], before["slot/hidden/kernel/Adam_1:0"] * 0.999)
+            assert int(after["var/global_step:0"]) == int(before["var/global_step:0"]) + 1
+
+
+@pytest.mark.parametrize("options, where", [
+    ({"bn_momentum": 0.99}, (0, "var/bn/moving_mean:0")),
+    ({"epsilon": 1e-7}, (0, "var/hidden/kernel:0")),
+])
+def test_wrong_ports_are_still_caught_where_they_depart(tf2, options, where):
+    model, step = estimator_model.make(**options)
+    actual = tf2.replay(golden("estimator_model"), step, model=model, steps=5, forcing="state")
+    result = tracekit.compare(golden("estimator_model"), actual, DEFAULT)
+    assert not result.ok and (result.first_divergence.step, result.first_divergence.key) == where
+    assert result.tensor(*where[1].split("/", 1)).first_failed == 0
+
+
+def test_a_later_local_error_is_found_at_its_step(tf2):
+    # Keras SGD(momentum) departs from TF1's rule once the golden's learning rate changes: the
+    # forced replay fails there too, and not before (each step from the golden's own state).
+    model, step = momentum_model.make(optimizer="keras")
+    actual = tf2.replay(golden("momentum_model"), step, model=model, forcing="state")
+    result = tracekit.compare(golden("momentum_model"), actual, DEFAULT)
+    assert not result.ok and result.first_divergence.step > 0
+    early = [t.by_step[s].ok for t in result.tensors for s in t.by_step if s < result.first_divergence.step]
+    assert all(early)
+
+
+def test_forcing_modes_are_checked(tf2):
+    model, step = estimator_model.make()
+    with pytest.raises(tracekit.UsageError, match="forcing must be 'none'"):
+        tf2.replay(golden("estimator_model"), step, model=model, forcing="taps")
+    result = tf2.check(golden("estimator_model"), step, model=model, forcing="state", steps=3, tolerance=DEFAULT)
+    assert result.ok and result.forcing == "state"
