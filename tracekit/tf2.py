@@ -77,8 +77,10 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     forcing: "none" lets the port run from its own state; "state" (teacher forcing) sets
       its variables, optimizer slots and step counter to the golden's state at the end of
       the step before, before every step after the first: each step's error is then that
-      step's own (the local error), not what earlier steps accumulated. The actual trace
-      records the mode, and the comparison's report says it.
+      step's own (the local error), not what earlier steps accumulated; "taps" also hands
+      the rest of each step the golden's value at every tracekit.tap (gradients still
+      flow through the port's ops), so each tap's error is its own layers'. The actual
+      trace records the mode, and the comparison's report says it.
     Gradients and the learning rate are captured from the Keras optimizer, taps from
     tracekit.tap(); the variables and slots are read after each step.
     """

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tools.ports import estimator_model, momentum_model
+from tools.ports import estimator_model, momentum_model, seed_example
 
 from ..support import golden
 
@@ -82,6 +82,40 @@ def test_a_later_local_error_is_found_at_its_step(tf2):
 def test_forcing_modes_are_checked(tf2):
     model, step = estimator_model.make()
     with pytest.raises(tracekit.UsageError, match="forcing must be 'none'"):
-        tf2.replay(golden("estimator_model"), step, model=model, forcing="taps")
+        tf2.replay(golden("estimator_model"), step, model=model, forcing="layers")
     result = tf2.check(golden("estimator_model"), step, model=model, forcing="state", steps=3, tolerance=DEFAULT)
     assert result.ok and result.forcing == "state"
+
+
+def test_tap_forcing_confines_a_wrong_layer_to_its_tap(tf2):
+    # A relu TF1 did not have after layer 1: unforced, every tap after it fails too; with the
+    # golden's value handed on at each tap, only layer1 fails, and the layers after it agree.
+    model, step = seed_example.make(activation="relu")
+    plain = tracekit.compare(golden("seed_example"), tf2.replay(golden("seed_example"), step, model=model, steps=5),
+                             DEFAULT)
+    assert not plain.tensor("tap", "layer2").ok and not plain.tensor("tap", "logits").ok
+    model, step = seed_example.make(activation="relu")
+    actual = tf2.replay(golden("seed_example"), step, model=model, steps=5, forcing="taps")
+    result = tracekit.compare(golden("seed_example"), actual, DEFAULT)
+    assert (result.first_divergence.step, result.first_divergence.key) == (0, "tap/layer1")
+    assert result.forcing == "taps" and "forcing: taps" in result.report()
+    for key in ("tap/layer2", "tap/logits", "loss/loss"):
+        assert result.tensor(*key.split("/", 1)).ok, result.report()
+    assert not result.tensor("grad", "dense/kernel:0").ok  # the relu's gradient is the port's own
+
+
+def test_correct_ports_pass_with_tap_forcing(tf2):
+    for name, make in (("estimator_model", estimator_model.make), ("seed_example", seed_example.make)):
+        model, step = make()
+        result = tracekit.compare(golden(name), tf2.replay(golden(name), step, model=model, forcing="taps"), DEFAULT)
+        assert result.ok and result.forcing == "taps", result.report()
+
+
+def test_a_tap_the_golden_lacks_stops_tap_forcing_with_its_name(tf2):
+    model, step = seed_example.make()
+
+    def extra(inputs):
+        tracekit.tap("not_in_golden", tf2.tf.constant([1.0]))
+        return step(inputs)
+    with pytest.raises(tracekit.ReplayError, match="taps 'not_in_golden' at step 0, and the golden recorded no"):
+        tf2.replay(golden("seed_example"), extra, model=model, steps=1, forcing="taps")

@@ -64,6 +64,10 @@ class Runner(Protocol):
         """Set the port's variables, optimizer slots and step counter to `state` ("kind/name" ->
         the golden's value); `rates`: the golden's learning rates of the step that left it."""
 
+    def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
+        """From the next step on, each tracekit.tap(name, x) hands the rest of the forward pass
+        `taps[name]` (the golden's value in this step) instead of x; gradients still flow to x."""
+
     def meta(self) -> Dict[str, Any]:
         """What the replay learned on the way (the strategy it ran under, ...), for the trace's
         replay metadata; asked after the last step."""
@@ -197,7 +201,8 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     file, removed when the caller closes or drops it) unless write=False; `sink` also gets
     every step's values; `stop()`, asked after each step, ends the replay early. forcing="state"
     starts every step after the first from the golden's state at the end of the step before
-    (teacher forcing: each step's error is then its own)."""
+    (teacher forcing: each step's error is then its own); "taps" also hands the rest of each
+    step the golden's value at every tap (each tap's error is then its layers' own)."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     every = check_every(every)
     forcing = check_forcing(forcing)
@@ -226,13 +231,14 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     return Replayed(trace.meta, ran, trace)
 
 
-FORCING_MODES = ("none", "state")
+FORCING_MODES = ("none", "state", "taps")
 
 
 def check_forcing(forcing: Any) -> str:
     if forcing not in FORCING_MODES:
-        raise UsageError("forcing must be 'none' (the port runs from its own state) or 'state' (each step starts "
-                         "from the golden's state after the step before), got %r" % (forcing,))
+        raise UsageError("forcing must be 'none' (the port runs from its own state), 'state' (each step starts from "
+                         "the golden's state after the step before) or 'taps' (also each tap hands the rest of the "
+                         "step the golden's value), got %r" % (forcing,))
     return forcing
 
 
@@ -251,9 +257,11 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
         sink.initial(initial)
     kinds = set()  # the kinds of steps run so far
     for index in range(count):
-        if forcing == "state" and index > 0:
+        if forcing in ("state", "taps") and index > 0:
             _force(golden, runner, index)
         g_step = golden.step(index)
+        if forcing == "taps":
+            runner.force_taps({name: g_step["tap", name] for name in g_step.names("tap")})
         feeds = {name: g_step["input", name] for name in g_step.names("input")}
         draws = [(name, g_step["random", name]) for name in g_step.names("random")]
         regularization = runner.regularization()  # before the update, as TF1 computed it

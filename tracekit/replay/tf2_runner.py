@@ -71,6 +71,9 @@ class TF2Runner:
                                          replicas=distribution.local_ids if distribution is not None else ())
         self._created: List[str] = []
         self._reader = VariableReader()
+        self._forced_taps: Optional[Dict[str, np.ndarray]] = None  # forcing="taps": this step's golden taps
+        self._step_index = -1
+        self._tap_error: Optional[ReplayError] = None  # why a forced tap failed (TF wraps it in its own error)
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -96,6 +99,12 @@ class TF2Runner:
                 for variable, value in zip(conv.port, conv.values_to_port(values)):
                     variable.assign(cast_for(value, variable))
         self.optimizer.force(dict(state), dict(rates))
+
+    def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
+        if self.distribution is not None:
+            raise UsageError("forcing='taps' under a tf.distribute strategy is not supported (a replica's tap holds "
+                             "its part of the batch): use forcing='state'")
+        self._forced_taps = dict(taps)
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
@@ -123,6 +132,7 @@ class TF2Runner:
     @contextlib.contextmanager
     def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool,
              full: bool = True) -> Iterator[Capture]:
+        self._step_index = index
         self.capture.reset()
         self.capture.full = full
         self.tape.start(index, draws)
@@ -135,7 +145,7 @@ class TF2Runner:
         except Exception:
             if self.capture.stale():
                 raise ReplayError(self.capture.stale()) from None
-            for error in (self.tape.error, self.optimizer.error):  # TF wraps ours in its own errors
+            for error in (self.tape.error, self.optimizer.error, self._tap_error):  # TF wraps ours in its own errors
                 if error is not None:
                     raise error from None
             raise
@@ -211,7 +221,31 @@ class TF2Runner:
 
     def _tap(self, name: str, tensor: Any) -> Any:
         self.capture.put(make_key("tap", name), tensor)
-        return tensor
+        if self._forced_taps is None:
+            return tensor
+        # The golden's value forward, the port's gradient backward: forced + (x - x) is the
+        # forced value exactly, and its derivative with respect to x is 1.
+        return tf.stop_gradient(self._golden_tap(name, tensor)) + (tensor - tf.stop_gradient(tensor))
+
+    def _golden_tap(self, name: str, tensor: Any) -> Any:
+        """A tensor holding, each time the step runs, the golden's tap `name` of that step (a side
+        op: a tf.function traced once still reads each step's value)."""
+        dtype, shape = tensor.dtype, tensor.shape
+
+        def golden() -> np.ndarray:
+            value = (self._forced_taps or {}).get(name)
+            if value is None:
+                self._tap_error = ReplayError("forcing='taps': the port taps %r at step %d, and the golden recorded no "
+                                              "such tap there (tracekit show lists its taps)" % (name, self._step_index))
+            elif not shape.is_compatible_with(np.shape(value)):
+                self._tap_error = ReplayError("forcing='taps': tap %r is %s in the port, %s in the golden at step %d"
+                                              % (name, shape, np.shape(value), self._step_index))
+            if self._tap_error is not None:
+                raise self._tap_error
+            return np.asarray(value, dtype=dtype.as_numpy_dtype)
+        forced = tf.numpy_function(golden, [], dtype, stateful=True, name="tracekit_forced_tap")
+        forced.set_shape(shape)
+        return forced
 
 
 def call_step(step_fn: Callable[..., Any], tensors: Dict[str, Any], inputs: Optional[Dict[str, str]]) -> Dict[str, np.ndarray]:
