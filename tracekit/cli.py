@@ -167,6 +167,25 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
+def _localize(args: argparse.Namespace) -> int:
+    import importlib
+
+    module_name, _, function_name = args.port.partition(":")
+    if not module_name or not function_name:
+        raise UsageError("give the port as MODULE:FUNCTION (FUNCTION() returns a fresh (model, step)), got %r"
+                         % args.port)
+    sys.path.insert(0, os.getcwd())  # the user's modules, as python -m would find them
+    try:
+        make_port = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError("cannot load the port %s: %s" % (args.port, exc)) from None
+    import tracekit.tf2  # TensorFlow: only this command needs it
+
+    found = tracekit.tf2.localize(args.golden, make_port, tolerance=_tolerance(args), out=args.out, steps=args.steps)
+    print(found.report())
+    return EXIT_OK if found.ok else EXIT_FAIL
+
+
 def _terminal_width() -> Optional[int]:
     """The terminal's width when stdout is one (tables are elided to fit), else None: logs keep whole names."""
     if not sys.stdout.isatty():
@@ -384,6 +403,21 @@ def build_parser() -> argparse.ArgumentParser:
                                    "matplotlib (pip install 'tracekit[report]').")
     comparing(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the page to write")
+
+    p = command("localize", _localize, "Find where a TF2 port first computes differently from its golden: replay it, "
+                                       "then with each step started from the golden's state (forcing='state') and "
+                                       "with each tap handed the golden's value (forcing='taps'); print the first "
+                                       "step whose own error exceeds the tolerance, the first tensor in it, and write "
+                                       "a one-step reproduction (a golden of that step and a script replaying it). "
+                                       "Exit 0 when no step does, 1 when one does. Needs TensorFlow 2.")
+    p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
+    p.add_argument("port", metavar="MODULE:FUNCTION",
+                   help="the port: FUNCTION() in MODULE (importable from here) returns a fresh (model, step function)")
+    p.add_argument("--out", metavar="DIR", help="where to write the reproduction (default: a new temporary directory)")
+    p.add_argument("--steps", type=int, metavar="N", help="replay only the first N steps")
+    p.add_argument("--tolerance", metavar="FILE", help="a TOML tolerance policy (as for diff)")
+    p.add_argument("--profile", choices=PROFILES, default="auto", help="the tolerance without --tolerance (as for diff)")
+    p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
 
     p = command("env", _env, "Print this machine's environment fingerprint, as a trace recorded here would "
                              "store it: CPU instruction sets, oneDNN, threads, XLA, determinism, TF32, devices.")

@@ -10,7 +10,7 @@ import inspect
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from .comparison.engine import REFRESH_STEPS, Comparer, comparer
 from .comparison.tolerance import Tolerance
@@ -25,11 +25,13 @@ from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .replay.variables import model_variables, name_of
+from .report.localization import Localization
 from .report.reported import Reported
 from .store import Trace, open_trace
+from .store.excerpt import write_excerpt
 
-__all__ = ["Conversion", "check", "gru", "keras_train_step", "logical_cpus", "lstm", "mirrored", "record", "replay",
-           "seeded", "transpose"]
+__all__ = ["Conversion", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm", "mirrored", "record",
+           "replay", "seeded", "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
@@ -266,6 +268,65 @@ def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
         except TypeError:  # a builtin or C-implemented callable: no file to hash
             sources.append(None)
     return program_identity(" + ".join(names), sources)
+
+
+def localize(golden: str, make_port: Callable[[], Tuple[Any, Any]], *, tolerance: "Tolerance | str | None" = None,
+             out: Optional[str] = None, steps: Optional[int] = None, **options: Any) -> Localization:
+    """Find the first step whose own (local) error exceeds the tolerance, and the first stage and
+    tensor inside it, and write a one-step reproduction of it.
+
+    make_port() returns a fresh (model, step function) each time it is called. The port runs
+    from its own state (replay's default); if it fails, again with forcing="state" (each step
+    from the golden's state), whose first divergence is the first local error; where the
+    golden has taps, the steps up to it once more with forcing="taps", which names the first
+    layer at fault. The reproduction is a golden of that one step (store/excerpt.py) written
+    under `out` (a new temporary directory by default), with a script that replays it when
+    make_port is importable by name; it is replayed once to check that it fails. `options`
+    go to every replay (var_map, convert, inputs, ...); tolerance as for tracekit.compare."""
+    def run(forcing: str, count: Optional[int]) -> Reported:
+        model, step = make_port()
+        return check(golden, step, model=model, tolerance=tolerance, forcing=forcing, steps=count, **options)
+    plain = run("none", steps)
+    if plain.ok:
+        return Localization(golden, plain, plain)
+    state = run("state", steps)
+    found = Localization(golden, plain, state)
+    first = state.first_divergence
+    if first is None:
+        return found  # only drift, or the replay is short or misses tensors: the reports say which
+    found.step, found.key = first.step, first.key
+    with open_trace(golden) as trace:
+        has_taps = bool(trace.names("tap"))
+        if first.step < 0:
+            return found  # the initial state differs: the variables as loaded, no step to reproduce
+        if has_taps:
+            found.taps = run("taps", first.step + 1)
+            tapped = found.taps.first_divergence
+            if tapped is not None and tapped.step == first.step:
+                found.key = tapped.key
+        folder = out or tempfile.mkdtemp(prefix="tracekit-localize-")
+        os.makedirs(folder, exist_ok=True)
+        stem = os.path.splitext(os.path.basename(trace.path))[0]
+        found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
+    found.script = _reproduction_script(found.reproduction, make_port, tolerance)
+    model, step = make_port()
+    found.reproduces = not check(found.reproduction, step, model=model, tolerance=tolerance, **options).ok
+    return found
+
+
+def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any) -> Optional[str]:
+    """A script replaying the reproduction with the port, where make_port is importable by name."""
+    module, name = getattr(make_port, "__module__", None), getattr(make_port, "__qualname__", "")
+    if not module or not name or "<" in name or module == "__main__":
+        return None
+    script = os.path.splitext(reproduction)[0] + ".py"
+    profile = tolerance if isinstance(tolerance, str) else None
+    with open(script, "w") as fh:
+        fh.write('"""Replays one step of a golden where the port first computes differently (tracekit localize)."""\n'
+                 "import tracekit\nimport tracekit.tf2\nfrom %s import %s\n\nmodel, step = %s()\n"
+                 "result = tracekit.tf2.check(%r, step, model=model, tolerance=%r)\nprint(result.report())\n"
+                 "raise SystemExit(0 if result.ok else 1)\n" % (module, name.split(".")[0], name, reproduction, profile))
+    return script
 
 
 def seeded(golden: "str | Trace") -> Any:

@@ -1,0 +1,38 @@
+"""A one-step excerpt of a golden: the state before the step as its initial state, the step whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracekit
+from tracekit.store.excerpt import write_excerpt
+
+from ..support import build_golden
+
+
+def _golden(path):
+    def steps():
+        for k in range(3):
+            yield {"input/x:0": np.full(2, k, "f4"), "loss/loss": np.float32(k), "grad/w:0": np.full(2, 0.5, "f4"),
+                   "var/w:0": np.full(2, 10.0 + k, "f4"), "slot/w/Adam:0": np.full(2, k / 10, "f4")}
+    return build_golden(path, steps(), {"var/w:0": np.full(2, 9.0, "f4"), "slot/w/Adam:0": np.zeros(2, "f4")},
+                        meta={"user": {"who": "test"}}, info=lambda k: {"global_step": k + 1})
+
+
+@pytest.mark.parametrize("step, before", [(0, 9.0), (2, 11.0)])
+def test_the_state_before_and_the_step(tmp_path, step, before):
+    with tracekit.open(_golden(str(tmp_path / "g.h5"))) as golden:
+        out = write_excerpt(golden, step, str(tmp_path / "x.h5"))
+    with tracekit.open(out) as excerpt:
+        assert len(excerpt) == 1 and excerpt.meta["excerpt"]["step"] == step and excerpt.meta["user"] == {"who": "test"}
+        assert np.array_equal(excerpt.initial["var/w:0"], np.full(2, before, "f4"))
+        assert set(excerpt.initial) == {"var/w:0", "slot/w/Adam:0"}
+        assert excerpt.step(0).info == {"global_step": step + 1}
+        assert float(excerpt.step(0)["loss/loss"]) == step and excerpt.meta["environment"]
+
+
+def test_a_step_that_is_not_there(tmp_path):
+    with tracekit.open(_golden(str(tmp_path / "g.h5"))) as golden:
+        with pytest.raises(tracekit.UsageError, match="no step 3 to excerpt"):
+            write_excerpt(golden, 3, str(tmp_path / "x.h5"))

@@ -1,0 +1,73 @@
+"""What `tracekit.tf2.localize` found, as data, and its text: the first step whose own (local)
+error exceeds the tolerance, the first stage and tensor inside it, whether the port only
+drifted before it, and the one-step reproduction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from ..keys import step_label
+from .comparison import STAGES, headline
+from .reported import Reported
+
+
+@dataclass
+class Localization:
+    """plain: the port from its own state; state: teacher-forced by state; taps: also forced at
+    every tap, over the steps up to `step` (None when the golden has no taps or no step fails)."""
+
+    golden: str
+    plain: Reported
+    state: Reported
+    taps: Optional[Reported] = None
+    step: Optional[int] = None  # the first step whose local error exceeds the tolerance (None: none)
+    key: Optional[str] = None  # the first tensor over it in that step, in data-flow order
+    reproduction: Optional[str] = None  # a one-step golden of that step (store/excerpt.py)
+    script: Optional[str] = None  # the lines that replay it
+    reproduces: Optional[bool] = None  # the reproduction, replayed, fails too
+
+    @property
+    def ok(self) -> bool:
+        """No step of the port computes differently from the golden's on its own."""
+        return self.step is None
+
+    @property
+    def drift_before(self) -> bool:
+        """The port run from its own state failed before `step` (or failed although no step
+        does on its own): earlier steps only accumulated differences within the tolerance."""
+        first = self.plain.first_divergence
+        return first is not None and (self.step is None or first.step < self.step)
+
+    def report(self) -> str:
+        return "\n".join(lines(self))
+
+
+def lines(found: Localization) -> List[str]:
+    plain = found.plain.first_divergence
+    out = ["localize %s:" % found.golden,
+           "  from its own state:   %s" % ("MATCH" if found.plain.ok else headline(found.plain)),
+           "  each step forced:     %s" % ("MATCH" if found.state.ok else headline(found.state))]
+    if found.taps is not None:
+        out.append("  each tap forced too:  %s" % ("MATCH" if found.taps.ok else headline(found.taps)))
+    if found.step is None:
+        if plain is None:
+            out.append("the port matches the golden: nothing to localize")
+        else:
+            out.append("every step matches on its own: the failure at %s is drift, round-off the optimizer "
+                       "accumulated over earlier steps, not a step that computes differently. Compare with a training "
+                       "tolerance (Tolerance.training()), or replay with forcing='state'"
+                       % step_label(plain.step))
+        return out
+    kind = (found.key or "").partition("/")[0]
+    out.append("first local error: %s, %s (%s)" % (step_label(found.step), found.key, STAGES.get(kind, kind)))
+    if found.drift_before:
+        out.append("  earlier steps only drifted: from its own state the port already failed at %s, but each of "
+                   "those steps matches on its own" % step_label(plain.step))
+    if found.reproduction is not None:
+        out.append("one-step reproduction: %s%s" % (found.reproduction, "" if found.reproduces is None else
+                                                    " (replayed, it %s)" % ("fails too" if found.reproduces
+                                                                            else "does NOT fail: see the reports")))
+    if found.script is not None:
+        out.append("replay it with: python %s" % found.script)
+    return out

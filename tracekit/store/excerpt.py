@@ -1,0 +1,39 @@
+"""A one-step excerpt of a golden: the state before step k as its initial state, and step k
+(inputs, random draws, taps, loss, learning rate, gradients, state after). Replayed from its
+initial state, a port runs exactly the golden's step k: a reproduction of one step's
+divergence that replays in seconds."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Dict
+
+from ..errors import UsageError
+from ..keys import STATE_KINDS, split_key
+from .reader import Trace
+from .writer import create
+
+
+def write_excerpt(golden: Trace, step: int, out: str) -> str:
+    """Write step `step` of `golden` as a golden of one step at `out`; returns `out`. Its
+    metadata is the golden's (environment, seeds, provenance) plus "excerpt": {"of", "step"}."""
+    if not 0 <= step < len(golden):
+        raise UsageError("%s has steps 0..%d: no step %d to excerpt" % (golden.path, len(golden) - 1, step))
+    before = golden.initial if step == 0 else golden.step(step - 1)
+    if step == 0 and not golden.has_initial:
+        raise UsageError("%s has no initial state: step 0 cannot be excerpted" % golden.path)
+    state: Dict[str, Any] = {key: before[key] for key in before if split_key(key)[0] in STATE_KINDS}
+    if not any(split_key(key)[0] == "var" for key in state):
+        raise UsageError("%s holds no variables after step %d (recorded with every=K): step %d cannot be "
+                         "excerpted" % (golden.path, step - 1, step))
+    meta = copy.deepcopy(dict(golden.meta))
+    meta["excerpt"] = {"of": golden.path, "step": step}
+    values = golden.step(step)
+    with create(out, meta=meta) as writer:
+        with writer.initial():
+            for key, value in state.items():
+                writer.add(*split_key(key), value=value)
+        with writer.step(dict(values.info)):
+            for key in values:
+                writer.add(*split_key(key), value=values[key])
+    return out
