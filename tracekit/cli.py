@@ -181,8 +181,15 @@ def _localize(args: argparse.Namespace) -> int:
         raise UsageError("cannot load the port %s: %s" % (args.port, exc)) from None
     import tracekit.tf2  # TensorFlow: only this command needs it
 
+    if args.html:
+        from .report.plots import pyplot
+
+        pyplot()  # without matplotlib, say so before the replays
     found = tracekit.tf2.localize(args.golden, make_port, tolerance=_tolerance(args), out=args.out, steps=args.steps)
-    print(found.report())
+    print(json.dumps(found.to_dict(), indent=1, allow_nan=False) if args.json else found.report())
+    if args.html:
+        found.write_html(args.html)
+        print("wrote %s" % args.html, file=sys.stderr)
     return EXIT_OK if found.ok else EXIT_FAIL
 
 
@@ -415,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the port: FUNCTION() in MODULE (importable from here) returns a fresh (model, step function)")
     p.add_argument("--out", metavar="DIR", help="where to write the reproduction (default: a new temporary directory)")
     p.add_argument("--steps", type=int, metavar="N", help="replay only the first N steps")
+    p.add_argument("--json", action="store_true", help="print the finding as JSON (the three comparisons included)")
+    p.add_argument("--html", metavar="FILE", help="also write the HTML report, each step's own error beside the "
+                                                  "accumulated one (needs matplotlib)")
     p.add_argument("--tolerance", metavar="FILE", help="a TOML tolerance policy (as for diff)")
     p.add_argument("--profile", choices=PROFILES, default="auto", help="the tolerance without --tolerance (as for diff)")
     p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")

@@ -5,9 +5,12 @@ is told apart from a step that computes differently."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 import tracekit
 from tracekit.cli import main
@@ -38,13 +41,20 @@ def test_a_later_step_that_computes_differently(tf2, tmp_path):
         assert repro.step(0).info == tracekit.open(golden("momentum_model")).step(change).info
 
 
-def test_drift_alone_is_not_a_local_error(tf2):
+def test_drift_alone_is_not_a_local_error(tf2, tmp_path):
     # The correct Estimator port drifts past the default tolerance at step 13; no step on its own does.
     found = tf2.localize(golden("estimator_model"), estimator_model.make, tolerance="default")
     assert found.ok and found.drift_before and found.reproduction is None
     assert not found.plain.ok and found.state.ok
     drifted = found.plain.first_divergence.step
     assert "every step matches on its own: the failure at step %d is drift" % drifted in found.report()
+    data = json.loads(json.dumps(found.to_dict(), allow_nan=False))
+    assert data["ok"] and data["drift_before"] and data["plain"]["verdict"] == "MISMATCH"
+    assert data["state"]["verdict"] == "MATCH" and data["state"]["forcing"] == "state"
+    pytest.importorskip("matplotlib", reason="the HTML report needs matplotlib (tracekit[report])")
+    page = open(found.write_html(str(tmp_path / "drift.html")), encoding="utf-8").read()
+    assert "Local error: every step from the golden's state (forcing=state)" in page
+    assert page.count("data:image/png;base64,") == 2  # the accumulated and the local heatmap
 
 
 def test_the_command_line_writes_a_script_that_replays_the_step(tmp_path, monkeypatch, capsys):
@@ -62,6 +72,9 @@ def test_the_command_line_writes_a_script_that_replays_the_step(tmp_path, monkey
                           universal_newlines=True)
     assert proc.returncode == 1 and proc.stdout.startswith("MISMATCH"), proc.stderr[-2000:]
     assert "first divergence: step 0, tap/layer1" in proc.stdout
+    assert main(["localize", golden("seed_example"), "my_port:relu_port", "--steps", "2", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert (data["step"], data["key"], data["reproduces"]) == (0, "tap/layer1", True)
     assert main(["localize", golden("seed_example"), "my_port"]) == 2
     assert main(["localize", golden("seed_example"), "no_such_module:f"]) == 2
     assert "cannot load the port" in capsys.readouterr().err

@@ -166,8 +166,11 @@ def _sort_value(column: int, cell: str) -> Optional[str]:
         return None
 
 
-def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[Trace] = None) -> str:
-    """The page; `golden` and `actual` (open traces) give the loss and learning-rate curves."""
+def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[Trace] = None,
+           local: Optional[Comparison] = None) -> str:
+    """The page; `golden` and `actual` (open traces) give the loss and learning-rate curves;
+    `local`, a teacher-forced comparison of the same port (forcing="state"), adds each step's
+    own error next to the accumulated one."""
     word = "MATCH" if result.ok else "MISMATCH"
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>tracekit: %s %s</title>" % (word, _esc(os.path.basename(result.actual))),
@@ -216,6 +219,8 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
                           % plots.heatmap(names, steps, grid, "log10 relative error, worst tensors first"),
                           "the %d worst tensors (of %d) against step: does error start in one layer and spread?"
                           % (len(names), len(result.tensors)))]
+    if local is not None:
+        parts += _local_section(result, local)
     magnitude = _magnitude(result)
     if magnitude is not None:
         parts += ["<h2>Error against magnitude, first diverging tensor</h2>",
@@ -226,15 +231,38 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
     return "\n".join(parts) + "\n"
 
 
-def write_html(result: Comparison, path: str) -> str:
+def _local_section(result: Comparison, local: Comparison) -> List[str]:
+    """Each step's own error (teacher-forced) next to the accumulated one: per kind, and as a heatmap."""
+    head = "MATCH" if local.ok else headline(local)
+    parts = ["<h2>Local error: every step from the golden's state (forcing=%s)</h2>" % _esc(local.forcing),
+             '<p class="note">teacher-forced: %s. Where the accumulated error grows and the local one stays '
+             "small, the port drifts; where the local one is large, that step computes differently.</p>" % _esc(head)]
+    figures = []
+    where = None if local.first_divergence is None else (local.first_divergence.step, local.first_divergence.kind)
+    for label, which in (("accumulated", result), ("local", local)):
+        series, limits = kind_series(which, "max_abs", "atol")
+        if series:
+            figures.append(_figure(plots.errors_by_kind("max abs error per kind, %s" % label, series, limits,
+                                                        where if which is local else None, "max abs error"),
+                                   "%s error of each kind against step" % label))
+    parts.append('<div class="figures">%s</div>' % "".join(figures))
+    names, steps, grid = heatmap_data(local)
+    if names:
+        parts.append(_figure('<img alt="heatmap of log10 local relative error" src="%s">'
+                             % plots.heatmap(names, steps, grid, "log10 local relative error, worst tensors first"),
+                             "each step's own error: the %d worst tensors against step" % len(names)))
+    return parts
+
+
+def write_html(result: Comparison, path: str, local: Optional[Comparison] = None) -> str:
     """Write the page to `path`, reading the curves from the comparison's two traces where they
     are files (a replay compared without being saved has no actual trace: its curves are left
-    out, and the page says so). Returns the path."""
+    out, and the page says so); `local` as for render. Returns the path."""
     traces: List[Optional[Trace]] = []
     try:
         for source in (result.golden, result.actual):
             traces.append(open_trace(source) if os.path.isfile(source) else None)
-        page = render(result, *traces)
+        page = render(result, traces[0], traces[1], local)
     finally:
         for trace in traces:
             if trace is not None:

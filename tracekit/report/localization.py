@@ -5,7 +5,7 @@ drifted before it, and the one-step reproduction."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from ..keys import step_label
 from .comparison import STAGES, headline
@@ -41,6 +41,20 @@ class Localization:
 
     def report(self) -> str:
         return "\n".join(lines(self))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain, JSON-serializable data: the finding, and the three comparisons without their
+        per-step statistics (each as Comparison.to_dict)."""
+        return {"golden": self.golden, "ok": self.ok, "step": self.step, "key": self.key,
+                "drift_before": self.drift_before, "reproduction": self.reproduction, "script": self.script,
+                "reproduces": self.reproduces, "plain": self.plain.to_dict(by_step=False),
+                "state": self.state.to_dict(by_step=False),
+                "taps": None if self.taps is None else self.taps.to_dict(by_step=False)}
+
+    def write_html(self, path: str) -> str:
+        """The port from its own state as the HTML report, with each step's own (teacher-forced)
+        error next to it."""
+        return self.plain.write_html(path, local=None if self.state is self.plain else self.state)
 
 
 def lines(found: Localization) -> List[str]:

@@ -22,10 +22,11 @@ class Reported(Comparison):
         """The text report (report.comparison.render)."""
         return render(self, selection, width)
 
-    def write_html(self, path: str) -> str:
+    def write_html(self, path: str, local: Optional[Comparison] = None) -> str:
         """Write the HTML report (report/html.py; needs matplotlib: the `report` extra) to
-        `path`; returns the path."""
-        return html.write_html(self, path)
+        `path`; `local`: a teacher-forced comparison of the same port (forcing="state"), shown
+        next to this one. Returns the path."""
+        return html.write_html(self, path, local)
 
     def assert_ok(self) -> None:
         """Raise tracekit.Mismatch (an AssertionError) with the report unless ok."""
