@@ -17,6 +17,7 @@ from tracekit.cli import main
 from tools.ports import estimator_model, momentum_model
 
 from ..support import ROOT, golden
+from .test_ports import WRONG
 
 
 def test_a_wrong_port_is_localized_with_a_reproduction_that_fails(tf2, tmp_path):
@@ -78,3 +79,12 @@ def test_the_command_line_writes_a_script_that_replays_the_step(tmp_path, monkey
     assert main(["localize", golden("seed_example"), "my_port"]) == 2
     assert main(["localize", golden("seed_example"), "no_such_module:f"]) == 2
     assert "cannot load the port" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", list(WRONG))
+def test_every_wrong_port_is_localized_where_it_departs(tf2, case, tmp_path):
+    name, make, options, replay_options, (step, kind, tensor) = WRONG[case]
+    found = tf2.localize(golden(name), functools.partial(make, **options), out=str(tmp_path), steps=3,
+                         tolerance="default", **replay_options)
+    assert (found.step, found.key) == (step, "%s/%s" % (kind, tensor)), found.report()
+    assert found.reproduces, found.report()  # the one-step golden fails too
