@@ -308,24 +308,31 @@ def localize(golden: str, make_port: Callable[[], Tuple[Any, Any]], *, tolerance
         os.makedirs(folder, exist_ok=True)
         stem = os.path.splitext(os.path.basename(trace.path))[0]
         found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
-    found.script = _reproduction_script(found.reproduction, make_port, tolerance)
+    found.script = _reproduction_script(found.reproduction, make_port, tolerance, options)
     model, step = make_port()
     found.reproduces = not check(found.reproduction, step, model=model, tolerance=tolerance, **options).ok
     return found
 
 
-def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any) -> Optional[str]:
-    """A script replaying the reproduction with the port, where make_port is importable by name."""
+def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any, options: Mapping[str, Any]) -> Optional[str]:
+    """A script replaying the reproduction with the port, where make_port is importable by name.
+    It passes on the tolerance if it is a profile name, and the replay options that are plain
+    values (random="none", steps, ...); it names the ones it cannot write (a var_map function)."""
     module, name = getattr(make_port, "__module__", None), getattr(make_port, "__qualname__", "")
     if not module or not name or "<" in name or module == "__main__":
         return None
+    literal = {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}
+    left_out = sorted(set(options) - set(literal))
     script = os.path.splitext(reproduction)[0] + ".py"
-    profile = tolerance if isinstance(tolerance, str) else None
     with open(script, "w") as fh:
         fh.write('"""Replays one step of a golden where the port first computes differently (tracekit localize)."""\n'
-                 "import tracekit\nimport tracekit.tf2\nfrom %s import %s\n\nmodel, step = %s()\n"
-                 "result = tracekit.tf2.check(%r, step, model=model, tolerance=%r)\nprint(result.report())\n"
-                 "raise SystemExit(0 if result.ok else 1)\n" % (module, name.split(".")[0], name, reproduction, profile))
+                 "import tracekit\nimport tracekit.tf2\nfrom %s import %s\n\nmodel, step = %s()\n%s"
+                 "result = tracekit.tf2.check(%r, step, model=model, tolerance=%r%s)\nprint(result.report())\n"
+                 "raise SystemExit(0 if result.ok else 1)\n"
+                 % (module, name.split(".")[0], name,
+                    "# localize also had %s: pass them here as it got them\n" % ", ".join(left_out) if left_out else "",
+                    reproduction, tolerance if isinstance(tolerance, str) else None,
+                    "".join(", %s=%r" % kv for kv in sorted(literal.items()))))
     return script
 
 
