@@ -36,3 +36,13 @@ def test_a_step_that_is_not_there(tmp_path):
     with tracekit.open(_golden(str(tmp_path / "g.h5"))) as golden:
         with pytest.raises(tracekit.UsageError, match="no step 3 to excerpt"):
             write_excerpt(golden, 3, str(tmp_path / "x.h5"))
+
+
+def test_no_state_before_the_step(tmp_path):
+    path = build_golden(str(tmp_path / "n.h5"), iter([{"loss/loss": np.float32(1)}, {"loss/loss": np.float32(2)}]))
+    with tracekit.open(path) as golden:
+        assert golden.before(0) is None and golden.before(1).index == 0
+        with pytest.raises(tracekit.UsageError, match="no variables from before step 0 \\(it has no initial state\\)"):
+            write_excerpt(golden, 0, str(tmp_path / "x.h5"))
+        with pytest.raises(tracekit.UsageError, match="no variables from before step 1 \\(recorded with every=K\\)"):
+            golden.state_before(1)

@@ -95,9 +95,9 @@ def _fitted_epsilon(golden: Trace, step: int, key: str, base: str, g_value: Any,
     golden_move * (sqrt(v) + eps_golden) = replay_move * (sqrt(v) + eps_replay); with TF1's
     default for eps_golden, the median of the elements' eps_replay (None: the elements do not
     agree on one, within a factor of 2 for 80% of them)."""
-    if g_value is None or a_value is None or (step == 0 and not golden.has_initial):
+    before = golden.before(step)
+    if g_value is None or a_value is None or before is None:
         return None
-    before = golden.initial if step == 0 else golden.step(step - 1)
     v_key = make_key("slot", base + "/Adam_1:0")
     values = golden.step(step)
     if key not in before or v_key not in values:

@@ -146,10 +146,8 @@ def _bn_momentum(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
     (the forward pass agreed), (actual - old) / (golden - old) = (1 - m_actual) / (1 - m_golden)."""
     if not agreed(("tap", "loss", "grad")):
         return None
-    if step == 0 and not golden.has_initial:
-        return None
-    before = golden.initial if step == 0 else golden.step(step - 1)
-    if key not in before:
+    before = golden.before(step)
+    if before is None or key not in before:
         return None
     old = np.asarray(before[key], np.float64)
     g, a = np.asarray(g_value, np.float64), np.asarray(a_value, np.float64)

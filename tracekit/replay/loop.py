@@ -21,7 +21,7 @@ from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional,
 import numpy as np
 
 from ..errors import ReplayError, UsageError
-from ..keys import LIGHT_KINDS, STATE_KINDS, make_key, split_key
+from ..keys import LIGHT_KINDS, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
@@ -295,11 +295,8 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
 
 def _force(golden: Trace, runner: Runner, index: int) -> None:
     """Teacher forcing: the golden's state after step index - 1 into the port."""
+    state = golden.state_before(index)  # forcing needs the golden's full state after every step
     before = golden.step(index - 1)
-    state = {key: before[key] for key in before if split_key(key)[0] in STATE_KINDS}
-    if not any(split_key(key)[0] == "var" for key in state):
-        raise UsageError("forcing='state' needs the golden's variables after every step, and step %d of %s has none "
-                         "(recorded with every=K): replay it without forcing" % (index - 1, golden.path))
     rates = {name: float(before["lr", name]) for name in before.names("lr")}
     runner.force_state(state, rates)
 

@@ -6,10 +6,9 @@ divergence that replays in seconds."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict
 
 from ..errors import UsageError
-from ..keys import STATE_KINDS, split_key
+from ..keys import split_key
 from .reader import Trace
 from .writer import create
 
@@ -19,13 +18,7 @@ def write_excerpt(golden: Trace, step: int, out: str) -> str:
     metadata is the golden's (environment, seeds, provenance) plus "excerpt": {"of", "step"}."""
     if not 0 <= step < len(golden):
         raise UsageError("%s has steps 0..%d: no step %d to excerpt" % (golden.path, len(golden) - 1, step))
-    before = golden.initial if step == 0 else golden.step(step - 1)
-    if step == 0 and not golden.has_initial:
-        raise UsageError("%s has no initial state: step 0 cannot be excerpted" % golden.path)
-    state: Dict[str, Any] = {key: before[key] for key in before if split_key(key)[0] in STATE_KINDS}
-    if not any(split_key(key)[0] == "var" for key in state):
-        raise UsageError("%s holds no variables after step %d (recorded with every=K): step %d cannot be "
-                         "excerpted" % (golden.path, step - 1, step))
+    state = golden.state_before(step)
     meta = copy.deepcopy(dict(golden.meta))
     meta["excerpt"] = {"of": golden.path, "step": step}
     values = golden.step(step)

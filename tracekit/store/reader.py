@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover
 import numpy as np
 
 from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
-from ..keys import INITIAL_STEP, Kind, make_key, split_key, step_label
+from ..keys import INITIAL_STEP, STATE_KINDS, Kind, make_key, split_key, step_label
 from ._backends import Backend
 from .catalog import TensorInfo
 from ._format import (HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path,
@@ -138,6 +138,25 @@ class Trace:
     @property
     def has_initial(self) -> bool:
         return self._backend.header.has_initial
+
+    def before(self, k: int) -> Optional["Step"]:
+        """What was recorded just before step k: the initial state for step 0 (None if the
+        trace has none), else step k - 1 (its state is what step k started from)."""
+        if k == 0:
+            return self.initial if self.has_initial else None
+        return self.step(k - 1)
+
+    def state_before(self, k: int) -> Dict[str, Any]:
+        """The training state step k started from ("kind/name" -> value of every variable and
+        slot); a UsageError if the trace holds none there (no initial state before step 0, or
+        a light step of a recording with every=K)."""
+        before = self.before(k)
+        state = {} if before is None else {key: before[key] for key in before
+                                           if split_key(key)[0] in STATE_KINDS}
+        if not any(split_key(key)[0] == "var" for key in state):
+            raise UsageError("%s holds no variables from before step %d (%s)" % (
+                self.path, k, "it has no initial state" if k == 0 else "recorded with every=K"))
+        return state
 
     def names(self, kind: "str | Kind") -> List[str]:
         """Names recorded under `kind`, in data-flow then recording order."""
