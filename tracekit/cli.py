@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional
 from ._version import __version__
 from .comparison.envdiff import PROFILES as TOLERANCE_PROFILES
 from .errors import CorruptTrace, TracekitError, UsageError
-from .report.terminal import GREEN, RED, Progress, colour
+from .report.terminal import GREEN, RED, Progress, colour, is_terminal
 
 if TYPE_CHECKING:
     from .lifecycle.pending import Pending
@@ -195,7 +195,7 @@ def _localize(args: argparse.Namespace) -> int:
 
 def _terminal_width() -> Optional[int]:
     """The terminal's width when stdout is one (tables are elided to fit), else None: logs keep whole names."""
-    if not sys.stdout.isatty():
+    if not is_terminal(sys.stdout):
         return None
     return shutil.get_terminal_size((100, 24)).columns
 
