@@ -167,18 +167,22 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAIL
 
 
-def _localize(args: argparse.Namespace) -> int:
+def _port(spec: str) -> Any:
+    """make_port from MODULE:FUNCTION, importable from the current directory."""
     import importlib
 
-    module_name, _, function_name = args.port.partition(":")
+    module_name, _, function_name = spec.partition(":")
     if not module_name or not function_name:
-        raise UsageError("give the port as MODULE:FUNCTION (FUNCTION() returns a fresh (model, step)), got %r"
-                         % args.port)
+        raise UsageError("give the port as MODULE:FUNCTION (FUNCTION() returns a fresh (model, step)), got %r" % spec)
     sys.path.insert(0, os.getcwd())  # the user's modules, as python -m would find them
     try:
-        make_port = getattr(importlib.import_module(module_name), function_name)
+        return getattr(importlib.import_module(module_name), function_name)
     except (ImportError, AttributeError) as exc:
-        raise UsageError("cannot load the port %s: %s" % (args.port, exc)) from None
+        raise UsageError("cannot load the port %s: %s" % (spec, exc)) from None
+
+
+def _localize(args: argparse.Namespace) -> int:
+    make_port = _port(args.port)
     import tracekit.tf2  # TensorFlow: only this command needs it
 
     if args.html:
@@ -190,6 +194,21 @@ def _localize(args: argparse.Namespace) -> int:
     if args.html:
         found.write_html(args.html)
         print("wrote %s" % args.html, file=sys.stderr)
+    return EXIT_OK if found.ok else EXIT_FAIL
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .report.calibration import default_path
+
+    make_port = _port(args.port)
+    import tracekit.tf2  # TensorFlow: only this command needs it
+
+    with Progress("calibrating %s" % args.golden, unit="replays") as progress:
+        found = tracekit.tf2.calibrate(args.golden, make_port, runs=args.runs, margin=args.margin,
+                                       progress=progress, **({} if args.steps is None else {"steps": args.steps}))
+    path = found.save(args.output or default_path(args.golden))
+    print(json.dumps(found.to_dict(), indent=1, allow_nan=False) if args.json else found.report())
+    print("wrote %s (tracekit diff --tolerance %s)" % (path, path), file=sys.stderr)
     return EXIT_OK if found.ok else EXIT_FAIL
 
 
@@ -410,6 +429,24 @@ def build_parser() -> argparse.ArgumentParser:
                                    "matplotlib (pip install 'tracekit[report]').")
     comparing(p)
     p.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the page to write")
+
+    p = command("calibrate", _calibrate, "Measure how much a model's training amplifies round-off and write a "
+                                         "tolerance that covers it: replay the port once as it is and --runs times "
+                                         "from a start moved one ulp, per tensor and band of steps take the largest "
+                                         "deviation times --margin where it exceeds the training profile's floor, "
+                                         "never past the cap (1/64 of a tensor's scale: such tensors are listed and "
+                                         "left to the noise analysis). Writes the TOML tolerance; exit 0 when the "
+                                         "port passes under it, 1 when not. Needs TensorFlow 2.")
+    p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
+    p.add_argument("port", metavar="MODULE:FUNCTION",
+                   help="the port: FUNCTION() in MODULE (importable from here) returns a fresh (model, step function)")
+    p.add_argument("--runs", type=int, default=4, metavar="N", help="replays from a perturbed start (default 4)")
+    p.add_argument("--margin", type=float, default=1.5, metavar="M",
+                   help="the factor over the largest deviation seen (default 1.5)")
+    p.add_argument("--steps", type=int, metavar="N", help="replay only the first N steps")
+    p.add_argument("-o", "--output", metavar="FILE.toml",
+                   help="where to write the tolerance (default: GOLDEN's name with .tolerance.toml)")
+    p.add_argument("--json", action="store_true", help="print what was measured and derived as JSON")
 
     p = command("localize", _localize, "Find where a TF2 port first computes differently from its golden: replay it, "
                                        "then with each step started from the golden's state (forcing='state') and "

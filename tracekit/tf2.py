@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
+from .comparison.calibration import MARGIN, Spread, derive
 from .comparison.engine import REFRESH_STEPS, Comparer, comparer
 from .comparison.tolerance import Tolerance
 from .environment import fingerprint, program_identity, tensorflow_environment
@@ -25,12 +26,13 @@ from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .replay.variables import model_variables, name_of
+from .report.calibration import Calibration
 from .report.localization import Localization
-from .report.reported import Reported
+from .report.reported import Reported, compare
 from .store import Trace, open_trace
 from .store.excerpt import write_excerpt
 
-__all__ = ["Conversion", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm", "mirrored", "record",
+__all__ = ["Conversion", "calibrate", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm", "mirrored", "record",
            "replay", "seeded", "transpose"]
 
 
@@ -181,9 +183,10 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
             global_batch_size: Optional[int], determinism: Optional[bool], tf32: Optional[bool],
             grappler: "Mapping[str, bool] | bool | None", every: int, forcing: str = "none", write: bool = True,
             watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
-            stop: Optional[Callable[[], bool]] = None) -> Replayed:
+            stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None) -> Replayed:
     """replay()'s work, its options all given (their defaults are replay()'s); write=False
-    writes nothing, watch(meta) makes a sink fed every step, stop() ends the replay early."""
+    writes nothing, watch(meta) makes a sink fed every step, stop() ends the replay early,
+    nudge=seed moves the port's starting state by one ulp (TF2Runner.nudge)."""
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
     check_every(every)
@@ -199,7 +202,7 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
             distribution = Distribution(strategy, input_api, size)
         return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
                     {"golden": trace.path}, distribution=distribution, every=every, write=write, watch=watch,
-                    stop=stop, forcing=forcing)
+                    stop=stop, forcing=forcing, nudge=nudge)
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -234,10 +237,13 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
          progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
          distribution: Optional[Distribution] = None, every: int = 1, write: bool = True,
          watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None,
-         forcing: str = "none") -> Replayed:
+         forcing: str = "none", nudge: Optional[int] = None) -> Replayed:
     runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
     if init == "golden":
         runner.load_initial()
+    if nudge is not None:
+        runner.nudge(nudge)
+        about = dict(about, nudge=nudge)  # the trace says its start was moved
     about = dict(about, init=init, random=random,
                  mapping={name: cand.name for name, cand in runner.mapping.pairs.items()},
                  matched_by=dict(runner.mapping.how),
@@ -270,12 +276,14 @@ def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
     return program_identity(" + ".join(names), sources)
 
 
-def localize(golden: str, make_port: Callable[[], Tuple[Any, Any]], *, tolerance: "Tolerance | str | None" = None,
+def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance | str | None" = None,
              out: Optional[str] = None, steps: Optional[int] = None, **options: Any) -> Localization:
     """Find the first step whose own (local) error exceeds the tolerance, and the first stage and
     tensor inside it, and write a one-step reproduction of it.
 
-    make_port() returns a fresh (model, step function) each time it is called. The port runs
+    make_port() returns a fresh (model, step function) each time it is called, or (model, step
+    function, {replay option: value}) for options that name the port's objects (convert=,
+    variables=). The port runs
     from its own state (replay's default); if it fails, again with forcing="state" (each step
     from the golden's state), whose first divergence is the first local error; where the
     golden has taps, the steps up to it once more with forcing="taps", which names the first
@@ -284,8 +292,8 @@ def localize(golden: str, make_port: Callable[[], Tuple[Any, Any]], *, tolerance
     make_port is importable by name; it is replayed once to check that it fails. `options`
     go to every replay (var_map, convert, inputs, ...); tolerance as for tracekit.compare."""
     def run(forcing: str, count: Optional[int]) -> Reported:
-        model, step = make_port()
-        return check(golden, step, model=model, tolerance=tolerance, forcing=forcing, steps=count, **options)
+        model, step, own = _made(make_port, options)
+        return check(golden, step, model=model, tolerance=tolerance, forcing=forcing, steps=count, **own)
     plain = run("none", steps)
     if plain.ok:
         return Localization(golden, plain, plain)
@@ -309,9 +317,74 @@ def localize(golden: str, make_port: Callable[[], Tuple[Any, Any]], *, tolerance
         stem = os.path.splitext(os.path.basename(trace.path))[0]
         found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
     found.script = _reproduction_script(found.reproduction, make_port, tolerance, options)
-    model, step = make_port()
-    found.reproduces = not check(found.reproduction, step, model=model, tolerance=tolerance, **options).ok
+    model, step, own = _made(make_port, options)
+    found.reproduces = not check(found.reproduction, step, model=model, tolerance=tolerance, **own).ok
     return found
+
+
+def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margin: float = MARGIN,
+              progress: Optional[Callable[[int, int], None]] = None, **options: Any) -> Calibration:
+    """Measure how much this model's training amplifies round-off and return a tolerance that
+    covers it (comparison/calibration.py says how it is derived).
+
+    make_port() returns a fresh (model, step function) each time it is called (or a third item,
+    replay options naming the port's objects, as for localize). The port is replayed once as it is, then `runs` more times each from a start moved one ulp up or down
+    at random in every element (seeds 0..runs-1: the result is reproducible). Per tensor and
+    band of steps, the largest deviation of those runs from the first, times `margin`, rounded
+    up to a power of two, becomes a rule where it exceeds the floor (the training profile); no
+    rule exceeds the cap (1/64 of a tensor's scale): a tensor that would need more is listed as
+    refused, and the tolerance then accepts only failures the noise analysis explains. The
+    result holds the tolerance (`.tolerance`, `.save(path)` as TOML) and the first replay
+    compared with the golden under it (`.port`, `.ok`). progress(done, runs + 1) after each
+    replay; `options` go to every replay (var_map, convert, inputs, steps, ...)."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise UsageError("runs must be a whole number of replays, at least 1, got %r" % (runs,))
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 1:
+        raise UsageError("margin must be a number >= 1 (the factor over the largest deviation seen), got %r"
+                         % (margin,))
+    unknown = sorted(set(options) - _REPLAY_OPTIONS - {"forcing"})
+    if unknown:
+        raise UsageError("tracekit.tf2.calibrate got unknown options %s; it takes replay()'s: %s"
+                         % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
+    if options.get("forcing", "none") != "none":
+        raise UsageError("calibrate measures how training carries round-off from step to step: it replays without "
+                         "forcing, got forcing=%r" % (options["forcing"],))
+
+    def run(seed: Optional[int], path: str) -> Trace:
+        model, step, own = _made(make_port, options)
+        arguments = _REPLAY.bind(golden, step, model=model, out=path, **own)
+        arguments.apply_defaults()
+        written = _replay(**arguments.arguments, nudge=seed).trace
+        assert written is not None  # written: out is given
+        return written
+
+    spread = Spread()
+    with tempfile.TemporaryDirectory(prefix="tracekit-calibrate-") as folder:
+        with run(None, os.path.join(folder, "unperturbed.h5")) as base:
+            for seed in range(runs):
+                if progress is not None:
+                    progress(seed + 1, runs + 1)
+                with run(seed, os.path.join(folder, "nudged-%d.h5" % seed)) as nudged:
+                    spread.add(compare(base, nudged, Tolerance.exact()))
+            derived = derive(spread, margin)
+            port = compare(golden, base, derived.tolerance)
+            if progress is not None:
+                progress(runs + 1, runs + 1)
+    return Calibration(golden, float(margin), spread, derived, port)
+
+
+def _made(make_port: Callable[[], Any], options: Mapping[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+    """A fresh port from make_port(): its model, step function, and the replay options (the
+    caller's, and those it returned as a third item)."""
+    made = make_port()
+    if not isinstance(made, tuple) or len(made) not in (2, 3) or (len(made) == 3 and not isinstance(made[2], Mapping)):
+        raise UsageError("make_port() must return (model, step function) or (model, step function, {replay option: "
+                         "value}), got %s" % type(made).__name__)
+    own = dict(made[2]) if len(made) == 3 else {}
+    twice = sorted(set(own) & set(options))
+    if twice:
+        raise UsageError("replay option(s) %s given both by make_port() and by the caller" % ", ".join(twice))
+    return made[0], made[1], dict(options, **own)
 
 
 def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any, options: Mapping[str, Any]) -> Optional[str]:
@@ -326,8 +399,9 @@ def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any, opti
     script = os.path.splitext(reproduction)[0] + ".py"
     with open(script, "w") as fh:
         fh.write('"""Replays one step of a golden where the port first computes differently (tracekit localize)."""\n'
-                 "import tracekit\nimport tracekit.tf2\nfrom %s import %s\n\nmodel, step = %s()\n%s"
-                 "result = tracekit.tf2.check(%r, step, model=model, tolerance=%r%s)\nprint(result.report())\n"
+                 "import tracekit\nimport tracekit.tf2\nfrom %s import %s\n\nmade = %s()\n%s"
+                 "result = tracekit.tf2.check(%r, made[1], model=made[0], tolerance=%r%s,\n"
+                 "                            **(made[2] if len(made) > 2 else {}))\nprint(result.report())\n"
                  "raise SystemExit(0 if result.ok else 1)\n"
                  % (module, name.split(".")[0], name,
                     "# localize also had %s: pass them here as it got them\n" % ", ".join(left_out) if left_out else "",

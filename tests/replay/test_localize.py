@@ -94,6 +94,6 @@ def test_the_script_carries_the_replay_options_it_can_write(tf2, tmp_path):
     script = tf2._reproduction_script(str(tmp_path / "g-step3.h5"), estimator_model.make, "default",
                                       {"random": "none", "var_map": lambda name: name})
     text = open(script).read()
-    assert "from tools.ports.estimator_model import make" in text and "tolerance='default', random='none')" in text
+    assert "from tools.ports.estimator_model import make" in text and "tolerance='default', random='none'," in text
     assert "# localize also had var_map: pass them here as it got them" in text
     assert tf2._reproduction_script(str(tmp_path / "h.h5"), functools.partial(estimator_model.make), None, {}) is None

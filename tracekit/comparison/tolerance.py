@@ -22,6 +22,8 @@ The migration guide's policy (loss atol=1e-5 for the first 10 steps, then rtol=0
 from __future__ import annotations
 
 import fnmatch
+import json
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
@@ -70,6 +72,13 @@ TF32_ULPS = {"tap": 16384.0, "loss": 16384.0, "fetch": 16384.0, "grad": 16384.0,
 # rate is small, so only a relative bound says anything about it.
 KIND_DEFAULTS = {"input": EXACT, "random": EXACT, "lr": (0.0, 1e-6)}
 FIELDS = ("atol", "rtol", "equal_nan", "ignore", "ulps")
+
+
+def literal(name: str) -> str:
+    """A rule's name pattern matching exactly `name`, glob characters and all."""
+    if not name.startswith("re:") and not any(c in name for c in "*?["):
+        return name
+    return "re:%s\\Z" % re.escape(name)
 
 
 class Rule:
@@ -174,6 +183,18 @@ class Tolerance:
         return {"atol": self.atol, "rtol": self.rtol, "equal_nan": self.equal_nan, "ulps": self.ulps,
                 "accept_noise": self.accept_noise, "rules": [r.to_dict() for r in self.rules]}
 
+    def to_toml(self) -> str:
+        """The policy as a TOML file `load` reads back (the CLI's --tolerance)."""
+        settings = {k: v for k, v in self.to_dict().items() if k != "rules" and v not in (None, False)}
+        out = ["%s = %s" % (key, _toml(value)) for key, value in settings.items()]
+        for rule in self.rules:
+            written = rule.to_dict()
+            if rule.steps is not None:  # TOML has no null: an open stop is [start] alone
+                start, stop = rule.steps
+                written["steps"] = [start or 0] + ([] if stop is None else [stop])
+            out += ["", "[[rule]]"] + ["%s = %s" % (key, _toml(value)) for key, value in written.items()]
+        return "\n".join(out) + "\n"
+
     @classmethod
     def from_dict(cls, data: Dict[str, Any], source: str = "tolerance") -> "Tolerance":
         """From a mapping like a TOML file's: atol, rtol, equal_nan, ulps, accept_noise, and
@@ -269,3 +290,16 @@ class Tolerance:
             raise UsageError("tolerance file %s is not valid TOML: %s" % (path, exc)) from None
         return cls.from_dict(data, source=path)
 
+
+
+def _toml(value: Any) -> str:
+    """A TOML value: booleans, finite numbers, strings (JSON's escapes are TOML's) and lists."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise UsageError("a tolerance setting of %r cannot be written to TOML" % (value,))
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "[%s]" % ", ".join(_toml(v) for v in value)

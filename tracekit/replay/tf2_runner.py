@@ -86,6 +86,20 @@ class TF2Runner:
             for variable, value in zip(conv.port, conv.values_to_port([initial["var", n] for n in conv.golden])):
                 variable.assign(cast_for(value, variable))
 
+    def nudge(self, seed: int) -> None:
+        """Move every element of every floating-point variable of the port one ulp up or down,
+        at random (`seed`): the perturbed start tracekit.tf2.calibrate measures the model's
+        sensitivity to round-off from."""
+        rng = np.random.default_rng(seed)
+        ported = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
+        for variable in ported:
+            value = numpy(variable)
+            if value.dtype.kind != "f":
+                continue
+            # the direction in the value's own dtype: a float64 infinity would step in float64
+            direction = np.where(rng.random(value.shape) < 0.5, -np.inf, np.inf).astype(value.dtype)
+            variable.assign(np.nextafter(value, direction))
+
     def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> None:
         """Teacher forcing: the golden's variables, slots and step count (`state`, "kind/name" ->
         value, after the step before) into the port; `rates`: that step's learning rates."""

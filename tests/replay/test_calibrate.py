@@ -1,0 +1,137 @@
+"""tracekit.tf2.calibrate and `tracekit calibrate`: a tolerance measured from how far the model's
+own training moves from a start one ulp off. The correct port of a bias before batch norm under
+Adam passes under it with no rule written by hand; the wrong ports still fail where they depart."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+import tracekit
+from tracekit.cli import main
+from tracekit.comparison.calibration import CAP_ULPS
+from tracekit.comparison.tolerance import TRAINING_ULPS
+from tools.ports import estimator_model, keras_fit, rnn_model
+
+from ..support import ROOT, golden
+from .test_ports import WRONG
+
+
+@pytest.fixture(scope="module")
+def fit_calibration(tf2):
+    return tf2.calibrate(golden("keras_fit"), keras_fit.make, runs=3)
+
+
+def test_a_bias_before_batch_norm_under_adam_passes_calibrated_without_hand_rules(fit_calibration, tf2, tmp_path):
+    found = fit_calibration
+    assert found.ok, found.report()  # the port itself, under the calibrated tolerance
+    # without it the default tolerance fails on the bias (tests/replay/test_keras_fit.py)
+    model, step = keras_fit.make()
+    assert not tf2.check(golden("keras_fit"), step, model=model, tolerance="default").ok
+    # the bias, whose gradient is round-off, and what Adam makes of it: beyond any bound
+    refused = {u.key for u in found.derived.unbounded}
+    assert {"var/hidden/bias:0", "grad/hidden/bias:0"} <= refused, found.report()
+    assert all(key.endswith(("hidden/bias:0", "hidden/bias/m:0", "hidden/bias/v:0", "moving_mean:0")) for key in refused)
+    assert found.tolerance.accept_noise and "refused past the cap: var/hidden/bias:0" in found.report()
+    # a stable tensor stays at the floor; nothing exceeds the cap
+    assert found.tolerance.resolve("var", "hidden/kernel:0", 10, "float32").ulps == TRAINING_ULPS["var"]
+    assert max(b.ulps for b in found.derived.bounds) == CAP_ULPS
+    # the TOML reads back, and the port passes under the file too
+    path = found.save(str(tmp_path / "keras_fit.toml"))
+    text = open(path).read()
+    assert text.startswith("# calibrated by tracekit.tf2.calibrate for %s" % golden("keras_fit"))
+    loaded = tracekit.Tolerance.load(path)
+    assert loaded.to_dict() == found.tolerance.to_dict()
+    model, step = keras_fit.make()
+    assert tf2.check(golden("keras_fit"), step, model=model, tolerance=loaded).ok
+    data = json.loads(json.dumps(found.to_dict(), allow_nan=False))
+    assert data["ok"] and data["runs"] == 3 and data["steps"] == 16 and data["port"]["verdict"] == "MATCH"
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"epsilon": 1e-8}, (0, "var/hidden/kernel:0")),
+    ({"bn_momentum": 0.9}, (0, "var/bn/moving_mean:0")),
+    ({"bn_momentum": 0.999}, (0, "var/bn/moving_mean:0")),
+    ({"dropout": 0.5}, (0, "loss/loss")),
+])
+def test_wrong_fit_ports_still_fail_under_it(fit_calibration, tf2, options, expected):
+    model, step = keras_fit.make(**options)
+    result = tf2.check(golden("keras_fit"), step, model=model, tolerance=fit_calibration.tolerance)
+    first = result.first_divergence
+    assert not result.ok and (first.step, first.key) == expected, result.report()
+
+
+@pytest.fixture(scope="module")
+def calibrated(tf2):
+    """The correct port's calibrated tolerance, per golden of the wrong ports."""
+    return {name: tf2.calibrate(golden(name), make, runs=2)
+            for name, make in {case[0]: case[1] for case in WRONG.values()}.items()}
+
+
+@pytest.mark.slow
+def test_correct_ports_pass_and_every_wrong_port_fails_calibrated(calibrated, tf2):
+    for name, found in calibrated.items():
+        assert found.ok, found.report()  # the correct port, all its steps
+    for case, (name, make, options, replay_options, (step, kind, tensor)) in WRONG.items():
+        model, port = make(**options)
+        result = tf2.check(golden(name), port, model=model, tolerance=calibrated[name].tolerance, steps=3,
+                           **replay_options)
+        first = result.first_divergence
+        assert not result.ok and (first.step, first.key) == (step, "%s/%s" % (kind, tensor)), (case, result.report())
+
+
+def test_calibration_is_reproducible_and_follows_the_margin(tf2):
+    port = functools.partial(estimator_model.make)
+    one = tf2.calibrate(golden("estimator_model"), port, runs=1, steps=6)
+    again = tf2.calibrate(golden("estimator_model"), port, runs=1, steps=6)
+    assert one.spread.deviation == again.spread.deviation  # seeded starts, one machine: bit for bit
+    assert one.spread.runs == 1 and one.spread.steps == 6 and one.ok
+    assert any(v > 0 for by_step in one.spread.deviation.values() for v in by_step.values())
+    wide = tf2.calibrate(golden("estimator_model"), port, runs=1, steps=6, margin=1e6)
+    assert wide.derived.unbounded and wide.tolerance.accept_noise  # 1e6 x any deviation passes the cap
+
+
+def lstm_port():
+    model, step = rnn_model.make("lstm")
+    return model, step, {"convert": rnn_model.conversions(model, "lstm")}  # options naming the port's objects
+
+
+def test_a_port_may_bring_replay_options_that_name_its_objects(tf2):
+    found = tf2.calibrate(golden("lstm_model"), lstm_port, runs=1, steps=4)
+    assert found.ok and ("var", "rnn/lstm_cell/kernel:0") in found.spread.deviation, found.report()
+    with pytest.raises(tracekit.UsageError, match="given both by make_port"):
+        tf2.calibrate(golden("lstm_model"), lstm_port, runs=1, steps=1, convert=())
+    with pytest.raises(tracekit.UsageError, match=r"must return \(model, step function\)"):
+        tf2.calibrate(golden("lstm_model"), lambda: rnn_model.make("lstm")[0], runs=1)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"runs": 0}, "runs must be a whole number"),
+    ({"runs": 2.5}, "runs must be a whole number"),
+    ({"margin": 0.5}, "margin must be a number >= 1"),
+    ({"forcing": "state"}, "it replays without forcing"),
+    ({"strides": 2}, "unknown options strides"),
+])
+def test_bad_arguments_say_what_to_give(tf2, arguments, message):
+    with pytest.raises(tracekit.UsageError, match=message):
+        tf2.calibrate(golden("seed_example"), estimator_model.make, **arguments)
+
+
+def test_the_command_line_writes_the_tolerance(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(ROOT)
+    out = str(tmp_path / "fit.toml")
+    assert main(["calibrate", golden("keras_fit"), "tools.ports.keras_fit:make", "--runs", "1", "-o", out]) == 0
+    captured = capsys.readouterr()
+    assert "the port against the golden under it: MATCH" in captured.out and "wrote %s" % out in captured.err
+    assert tracekit.Tolerance.load(out).accept_noise
+    assert main(["diff", golden("keras_fit"), golden("keras_fit"), "--tolerance", out]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", golden("seed_example"), "tools.ports.seed_example:make", "--runs", "1", "--steps", "2",
+                 "--json", "-o", out]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["steps"] == 2 and data["runs"] == 1 and data["unbounded"] == []
+    assert main(["calibrate", golden("seed_example"), "tools.ports.seed_example:make", "--runs", "0"]) == 2
+    assert main(["calibrate", golden("seed_example"), "no_such_module:make"]) == 2

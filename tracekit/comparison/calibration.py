@@ -1,0 +1,151 @@
+"""Calibrated tolerances: bounds measured from how far a model's own trajectory moves when its
+starting state moves by one ulp (tracekit.tf2.calibrate runs those replays; this module turns
+what they measured into a Tolerance).
+
+Per tensor and band of steps (0, 1, 2-3, 4-7, ...: round-off grows as training carries it
+on), the allowance is the largest deviation the perturbed runs showed times MARGIN, rounded up
+to a power of two. It is written only where it exceeds the floor: at step 0 the default
+tolerance, later the training profile's per-kind allowance (TRAINING_ULPS). The floor stays
+because nudging one TF 2 run cannot show how TF 1.15's kernels round differently from TF 2's
+(docs/NUMERICS.md, "Calibrated tolerances"). No allowance exceeds CAP_ULPS: a tensor whose
+deviation needs more is *unbounded* (its values are round-off, such as a bias before batch
+norm under Adam), held at the cap and left to the noise analysis (comparison/noise.py):
+the calibrated tolerance then accepts only the failures that analysis explains, and lists them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ..keys import make_key
+from .engine import Comparison
+from .tolerance import TRAINING_ULPS, Tolerance, literal
+
+MARGIN = 1.5  # Megatron-LM's factor over the largest deviation of repeated runs
+# 2**17 eps x the tensor's scale: 1/64 of it. Past that a bound no longer tells a changed
+# hyperparameter from noise (batch norm's momentum 0.99 for 0.999 moves the moving mean by
+# 0.9% of its scale in one step).
+CAP_ULPS = 2.0 ** 17
+STEP0_FLOOR = 8.0
+CALIBRATED_KINDS = tuple(sorted(TRAINING_ULPS))  # inputs, random draws and learning rates stay exact
+
+
+def bands(steps: int) -> List[Tuple[int, Optional[int]]]:
+    """Step ranges (start, stop) covering steps 0..steps-1, doubling in length; the last open."""
+    out: List[Tuple[int, Optional[int]]] = [(0, 1)]
+    start = 1
+    while start < steps:
+        out.append((start, 2 * start))
+        start *= 2
+    return out[:-1] + [(out[-1][0], None)]
+
+
+def floor(kind: str, step: int) -> float:
+    """The allowance, in eps x scale, that any port gets anyway: from step 1 the training
+    profile's; at step 0 the default rtol=1e-6, 8.4 eps at a tensor's largest element (a
+    one-ulp start moves step 0 a few ulps, but a port starts from the golden's exact state)."""
+    return STEP0_FLOOR if step == 0 else TRAINING_ULPS.get(kind, 0.0)
+
+
+@dataclass
+class Spread:
+    """The largest deviation of the perturbed runs from the unperturbed one, per tensor and
+    step, in eps x the tensor's scale at that step (inf: a value not finite in one run only)."""
+
+    deviation: Dict[Tuple[str, str], Dict[int, float]] = field(default_factory=dict)
+    runs: int = 0
+    steps: int = 0
+
+    def add(self, run: Comparison) -> None:
+        """One perturbed run, compared (exactly) with the unperturbed run as its golden."""
+        for tensor in run.tensors:
+            if tensor.kind not in CALIBRATED_KINDS:
+                continue
+            seen = self.deviation.setdefault((tensor.kind, tensor.name), {})
+            for step, stats in tensor.by_step.items():
+                if step >= 0:  # not the initial state: a replay loads the golden's
+                    ulps = float("inf") if stats.problem or stats.nonfinite else stats.ulps
+                    seen[step] = max(seen.get(step, 0.0), ulps)
+        self.runs += 1
+        self.steps = max(self.steps, run.steps)
+
+    def largest(self) -> Dict[str, float]:
+        """Per kind, the largest deviation over its tensors and steps."""
+        out: Dict[str, float] = {}
+        for (kind, _), by_step in self.deviation.items():
+            out[kind] = max([out.get(kind, 0.0)] + list(by_step.values()))
+        return out
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A calibrated allowance: `ulps` for tensor kind/name over steps [start, stop)."""
+
+    kind: str
+    name: str
+    start: int
+    stop: Optional[int]
+    measured: float  # the largest deviation seen there
+    ulps: float
+
+    @property
+    def key(self) -> str:
+        return make_key(self.kind, self.name)
+
+
+@dataclass(frozen=True)
+class Unbounded:
+    """A tensor whose deviation needs more than the cap from `step` on: held at the cap."""
+
+    kind: str
+    name: str
+    step: int
+    measured: float
+
+    @property
+    def key(self) -> str:
+        return make_key(self.kind, self.name)
+
+
+@dataclass
+class Derived:
+    tolerance: Tolerance
+    bounds: List[Bound]
+    unbounded: List[Unbounded]
+
+
+def derive(spread: Spread, margin: float = MARGIN) -> Derived:
+    """The tolerance covering `spread` x margin above the floor, up to the cap (module doc)."""
+    bounds: List[Bound] = []
+    unbounded: List[Unbounded] = []
+    for (kind, name), by_step in spread.deviation.items():
+        over: Optional[int] = None
+        measured = 0.0
+        for start, stop in bands(spread.steps):
+            inside = [ulps for step, ulps in by_step.items() if step >= start and (stop is None or step < stop)]
+            if inside:  # a band with no step captured (replay(every=K)) keeps the band before's
+                measured = max(inside)
+            need = margin * measured
+            if need <= floor(kind, start):
+                continue
+            if need > CAP_ULPS:
+                over = start if over is None else over
+                ulps = CAP_ULPS
+            else:
+                ulps = max(2.0 ** math.ceil(math.log2(need)), floor(kind, start))
+            last = bounds[-1] if bounds else None
+            if last is not None and (last.kind, last.name, last.stop, last.ulps) == (kind, name, start, ulps):
+                bounds[-1] = Bound(kind, name, last.start, stop, max(last.measured, measured), ulps)  # one rule
+            else:
+                bounds.append(Bound(kind, name, start, stop, measured, ulps))
+        if over is not None:
+            unbounded.append(Unbounded(kind, name, over, max(by_step.values())))
+    tolerance = Tolerance(accept_noise=bool(unbounded))
+    for kind in CALIBRATED_KINDS:
+        tolerance = tolerance.rule(kind=kind, steps=(1, None), ulps=TRAINING_ULPS[kind])
+    for bound in bounds:
+        tolerance = tolerance.rule(kind=bound.kind, name=literal(bound.name), steps=(bound.start, bound.stop),
+                                   ulps=bound.ulps)
+    return Derived(tolerance, bounds, unbounded)

@@ -1,0 +1,122 @@
+"""What `tracekit.tf2.calibrate` measured and derived, as data, and its text: the spread of the
+perturbed runs per kind, the bounds widened past the floor, the tensors refused past the cap,
+the tolerance itself (as TOML too), and the port under it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List
+
+from ..comparison.calibration import CALIBRATED_KINDS, CAP_ULPS, Derived, Spread
+from ..comparison.tolerance import TRAINING_ULPS, Tolerance
+from ..errors import UsageError
+from ..keys import step_label
+from ..lifecycle.atomic import publish, temporary_beside
+from .comparison import headline
+from .reported import Reported
+from .text import table
+
+
+@dataclass
+class Calibration:
+    """`tolerance` covers `spread` (the deviation of `spread.runs` replays started one ulp off
+    from the unperturbed one) x `margin`, above the floor and up to the cap; `port` is the
+    unperturbed replay against the golden under it."""
+
+    golden: str
+    margin: float
+    spread: Spread
+    derived: Derived
+    port: Reported
+
+    @property
+    def tolerance(self) -> Tolerance:
+        return self.derived.tolerance
+
+    @property
+    def ok(self) -> bool:
+        """The port passes under its calibrated tolerance."""
+        return self.port.ok
+
+    def report(self) -> str:
+        return "\n".join(lines(self))
+
+    def to_toml(self) -> str:
+        """The tolerance as a TOML file (tracekit diff --tolerance), headed by where it came from."""
+        head = ["# calibrated by tracekit.tf2.calibrate for %s" % self.golden,
+                "# %d replays started one ulp off, %d steps, margin %g; floor: the training profile; cap %g ulps"
+                % (self.spread.runs, self.spread.steps, self.margin, CAP_ULPS)]
+        head += ["# held at the cap (round-off itself): %s" % u.key for u in self.derived.unbounded]
+        return "\n".join(head) + "\n" + self.tolerance.to_toml()
+
+    def save(self, path: str) -> str:
+        """Write to_toml() to `path` (atomically) and return the path."""
+        temporary = temporary_beside(path)
+        try:
+            with open(temporary, "w", encoding="utf-8") as fh:
+                fh.write(self.to_toml())
+            publish(temporary, path)
+        except OSError as exc:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise UsageError("cannot write the tolerance to %s: %s" % (path, exc.strerror or exc)) from None
+        return path
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Plain, JSON-serializable data: what was measured, the tolerance, and the port's
+        comparison under it (without per-step statistics)."""
+        return {"golden": self.golden, "ok": self.ok, "runs": self.spread.runs, "steps": self.spread.steps,
+                "margin": self.margin, "cap_ulps": CAP_ULPS, "largest": _finite(self.spread.largest()),
+                "bounds": [{"key": b.key, "steps": [b.start, b.stop], "measured": _finite1(b.measured),
+                            "ulps": b.ulps} for b in self.derived.bounds],
+                "unbounded": [{"key": u.key, "step": u.step, "measured": _finite1(u.measured)}
+                              for u in self.derived.unbounded],
+                "tolerance": self.tolerance.to_dict(), "port": self.port.to_dict(by_step=False)}
+
+
+def _finite1(x: float) -> Any:
+    return x if x != float("inf") else "inf"  # JSON has no infinity
+
+
+def _finite(values: Dict[str, float]) -> Dict[str, Any]:
+    return {k: _finite1(v) for k, v in values.items()}
+
+
+def _steps(start: int, stop: Any) -> str:
+    if stop is None:
+        return "%d-" % start
+    return str(start) if stop == start + 1 else "%d-%d" % (start, stop - 1)
+
+
+def lines(found: Calibration) -> List[str]:
+    spread = found.spread
+    largest = spread.largest()
+    out = ["calibrate %s: %d replays started one ulp off, %d steps, margin %g"
+           % (found.golden, spread.runs, spread.steps, found.margin),
+           "  largest deviation from the unperturbed replay, in eps x scale: %s"
+           % ", ".join("%s %.3g" % (k, largest[k]) for k in CALIBRATED_KINDS if k in largest),
+           "  floor: the training profile from step 1 (%s); cap %g (1/64 of a tensor's scale)"
+           % (", ".join("%s %g" % kv for kv in sorted(TRAINING_ULPS.items())), CAP_ULPS)]
+    widened = [b for b in found.derived.bounds if b.ulps < CAP_ULPS]
+    if widened:
+        out.append("widened past the floor (%d rules):" % len(widened))
+        out += ["  " + line for line in table(["tensor", "steps", "deviation", "allowed"],
+                                              [[b.key, _steps(b.start, b.stop), "%.3g" % b.measured, "%g" % b.ulps]
+                                               for b in widened], right=(2, 3))]
+    else:
+        out.append("nothing needs more than the floor")
+    for u in found.derived.unbounded:
+        out.append("refused past the cap: %s from %s (deviation %.3g: its values are round-off); held at the cap, "
+                   "its failures pass only where the noise analysis explains them (accept_noise)"
+                   % (u.key, step_label(u.step), u.measured))
+    out.append("the port against the golden under it: %s" % ("MATCH" if found.port.ok else headline(found.port)))
+    if not found.port.ok:
+        out.append("  a calibrated tolerance covers round-off, not a step that computes differently: "
+                   "tracekit localize finds where the port departs")
+    return out
+
+
+def default_path(golden: str) -> str:
+    """Where `tracekit calibrate` writes the tolerance by default: beside the golden."""
+    return os.path.splitext(golden)[0] + ".tolerance.toml"
