@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.comparison.calibration import CAP_ULPS, MARGIN, STEP0_FLOOR, Spread, bands, derive
+from tracekit.comparison.calibration import CAP_ULPS, MARGIN, Spread, bands, derive
 from tracekit.comparison.tolerance import TRAINING_ULPS, literal
 
 from ..support.lifecycle import replayed
@@ -17,15 +17,15 @@ def spread_of(deviation, steps=16, runs=3):
     return Spread({key: dict(by_step) for key, by_step in deviation.items()}, runs=runs, steps=steps)
 
 
-def test_bands_double_and_the_last_is_open():
-    assert bands(1) == [(0, None)]
-    assert bands(2) == [(0, 1), (1, None)]
-    assert bands(16) == [(0, 1), (1, 2), (2, 4), (4, 8), (8, None)]
-    assert bands(17) == [(0, 1), (1, 2), (2, 4), (4, 8), (8, 16), (16, None)]
+def test_bands_start_at_step_1_double_and_the_last_is_open():
+    assert bands(1) == []  # one step: the default tolerance alone
+    assert bands(2) == [(1, None)]
+    assert bands(16) == [(1, 2), (2, 4), (4, 8), (8, None)]
+    assert bands(17) == [(1, 2), (2, 4), (4, 8), (8, 16), (16, None)]
 
 
 def test_within_the_floor_nothing_is_written():
-    derived = derive(spread_of({("grad", "w:0"): {0: STEP0_FLOOR / MARGIN, 5: TRAINING_ULPS["grad"] / MARGIN}}))
+    derived = derive(spread_of({("grad", "w:0"): {1: 1.0, 5: TRAINING_ULPS["grad"] / MARGIN}}))
     assert derived.bounds == [] and derived.unbounded == [] and not derived.tolerance.accept_noise
     # the floor itself is in the tolerance: the training profile's allowance from step 1
     assert derived.tolerance.resolve("grad", "w:0", 5, "float32").ulps == TRAINING_ULPS["grad"]
@@ -34,7 +34,7 @@ def test_within_the_floor_nothing_is_written():
 
 def test_the_margin_over_the_floor_rounds_up_to_a_power_of_two_per_band():
     floor = TRAINING_ULPS["var"]
-    deviation = {0: 1.0, 1: floor, 2: floor, 3: 3 * floor, 4: 3.5 * floor, 9: 100.0}
+    deviation = {1: floor, 2: floor, 3: 3 * floor, 4: 3.5 * floor, 9: 100.0}
     derived = derive(spread_of({("var", "bn/moving_mean:0"): deviation}))
     rules = [(b.start, b.stop, b.ulps) for b in derived.bounds]
     # step 1: 1.5 x floor -> 2 x floor; steps 2-3 and 4-7: 4.5 and 5.25 x floor -> 8 x floor, one
@@ -49,11 +49,11 @@ def test_the_margin_over_the_floor_rounds_up_to_a_power_of_two_per_band():
 
 
 def test_beyond_the_cap_is_refused_held_at_the_cap_and_left_to_the_noise_analysis():
-    derived = derive(spread_of({("var", "hidden/bias:0"): {0: 3e7, 1: 5e7},
+    derived = derive(spread_of({("var", "hidden/bias:0"): {1: 3e7, 2: 5e7},
                                 ("var", "bn/moving_mean:0"): {1: 1e3, 8: CAP_ULPS},
-                                ("grad", "hidden/bias:0"): {0: float("inf")}}))
+                                ("grad", "hidden/bias:0"): {1: float("inf")}}))
     assert [(u.key, u.step) for u in derived.unbounded] == [
-        ("var/hidden/bias:0", 0), ("var/bn/moving_mean:0", 8), ("grad/hidden/bias:0", 0)]
+        ("var/hidden/bias:0", 1), ("var/bn/moving_mean:0", 8), ("grad/hidden/bias:0", 1)]
     assert derived.tolerance.accept_noise
     assert max(b.ulps for b in derived.bounds) == CAP_ULPS
     assert derived.tolerance.resolve("var", "hidden/bias:0", 3, "float32").ulps == CAP_ULPS
@@ -68,7 +68,7 @@ def test_a_name_with_glob_characters_gets_a_rule_for_itself_only():
 
 
 def test_the_toml_reads_back_as_the_same_tolerance(tmp_path):
-    derived = derive(spread_of({("var", "a*[1]:0"): {0: 40.0, 1: 1e4, 12: 1e9}, ("loss", "loss"): {3: 700.0}}))
+    derived = derive(spread_of({("var", "a*[1]:0"): {1: 1e4, 12: 1e9}, ("loss", "loss"): {3: 700.0}}))
     path = tmp_path / "tolerance.toml"
     path.write_text(derived.tolerance.to_toml())
     loaded = tracekit.Tolerance.load(str(path))
@@ -96,6 +96,6 @@ def test_spread_takes_each_tensor_s_largest_deviation_per_step_over_the_runs(tmp
         spread.add(tracekit.compare(base, run, tracekit.Tolerance.exact()))
     assert spread.runs == 2 and spread.steps == 4
     var = spread.deviation[("var", "w:0")]
-    assert var[0] == 0 and 60 < var[1] < 68 and set(var) == {0, 1, 2, 3}  # not the initial state
+    assert 60 < var[1] < 68 and set(var) == {1, 2, 3}  # not step 0 nor the initial state
     assert 0 < spread.deviation[("grad", "w:0")][2] <= 1 and ("input", "x:0") not in spread.deviation
     assert spread.largest()["var"] == pytest.approx(max(var.values()))

@@ -7,13 +7,14 @@ from __future__ import annotations
 import functools
 import json
 
+import numpy as np
 import pytest
 
 import tracekit
 from tracekit.cli import main
 from tracekit.comparison.calibration import CAP_ULPS
 from tracekit.comparison.tolerance import TRAINING_ULPS
-from tools.ports import estimator_model, keras_fit, rnn_model
+from tools.ports import estimator_model, keras_fit, rnn_model, seed_example
 
 from ..support import ROOT, golden
 from .test_ports import WRONG
@@ -91,6 +92,23 @@ def test_calibration_is_reproducible_and_follows_the_margin(tf2):
     assert any(v > 0 for by_step in one.spread.deviation.values() for v in by_step.values())
     wide = tf2.calibrate(golden("estimator_model"), port, runs=1, steps=6, margin=1e6)
     assert wide.derived.unbounded and wide.tolerance.accept_noise  # 1e6 x any deviation passes the cap
+
+
+def test_the_perturbed_start_moves_each_nonzero_element_one_ulp(tf2, tmp_path):
+    model, step = seed_example.make()
+    arguments = tf2._REPLAY.bind(golden("seed_example"), step, model=model, out=str(tmp_path / "n.h5"), steps=1)
+    arguments.apply_defaults()
+    with tf2._replay(**arguments.arguments, nudge=3).trace as nudged, tracekit.open(golden("seed_example")) as g:
+        assert nudged.meta["replay"]["nudge"] == 3
+        moved = []
+        for name in nudged.initial.names("var"):  # the port's variables (no global step)
+            before, after = g.initial["var", name], nudged.initial["var", name]
+            assert np.array_equal(after[before == 0], before[before == 0])  # zeros stay
+            step_up = np.nextafter(before, np.float32(np.inf)) == after
+            step_down = np.nextafter(before, np.float32(-np.inf)) == after
+            assert np.all((step_up | step_down)[before != 0]), name
+            moved += list(np.sign(after - before)[before != 0])
+        assert 0.4 < moved.count(1) / len(moved) < 0.6  # up or down at random
 
 
 def lstm_port():

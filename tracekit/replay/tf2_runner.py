@@ -87,8 +87,8 @@ class TF2Runner:
                 variable.assign(cast_for(value, variable))
 
     def nudge(self, seed: int) -> None:
-        """Move every element of every floating-point variable of the port one ulp up or down,
-        at random (`seed`): the perturbed start tracekit.tf2.calibrate measures the model's
+        """Move every nonzero element of every floating-point variable of the port one ulp up or
+        down, at random (`seed`): the perturbed start tracekit.tf2.calibrate measures the model's
         sensitivity to round-off from."""
         rng = np.random.default_rng(seed)
         ported = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
@@ -98,7 +98,9 @@ class TF2Runner:
                 continue
             # the direction in the value's own dtype: a float64 infinity would step in float64
             direction = np.where(rng.random(value.shape) < 0.5, -np.inf, np.inf).astype(value.dtype)
-            variable.assign(np.nextafter(value, direction))
+            # zeros stay: a zero-initialized bias is exactly zero in any port, and one ulp of zero
+            # (a subnormal) would be an infinite change relative to its scale
+            variable.assign(np.where(value == 0, value, np.nextafter(value, direction)))
 
     def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> None:
         """Teacher forcing: the golden's variables, slots and step count (`state`, "kind/name" ->

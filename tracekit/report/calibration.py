@@ -96,7 +96,8 @@ def lines(found: Calibration) -> List[str]:
            % (found.golden, spread.runs, spread.steps, found.margin),
            "  largest deviation from the unperturbed replay, in eps x scale: %s"
            % ", ".join("%s %.3g" % (k, largest[k]) for k in CALIBRATED_KINDS if k in largest),
-           "  floor: the training profile from step 1 (%s); cap %g (1/64 of a tensor's scale)"
+           "  step 0: the default tolerance; floor from step 1: the training profile (%s); cap %g (1/64 of a "
+           "tensor's scale)"
            % (", ".join("%s %g" % kv for kv in sorted(TRAINING_ULPS.items())), CAP_ULPS)]
     widened = [b for b in found.derived.bounds if b.ulps < CAP_ULPS]
     if widened:
