@@ -20,6 +20,7 @@ import tracekit.tf2  # noqa: E402
 from tools.ports import (estimator_model, gan_model, keras_fit, momentum_model, rnn_model,  # noqa: E402
                          seed_example, slim_resnet, two_optimizers)
 from tracekit.comparison.calibration import CALIBRATED_KINDS  # noqa: E402
+from tracekit.report.calibration import step_range  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
 
 
@@ -59,11 +60,15 @@ def _num(x):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", metavar="NAME", help="goldens to calibrate (default: all with a port)")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="goldens to calibrate: %s (default: all)" % ", ".join(PORTS))
     parser.add_argument("--runs", type=int, default=4, help="perturbed replays per golden (default 4)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "build", "calibrated"))
     parser.add_argument("--goldens", default=os.path.join(os.path.dirname(HERE), "goldens"))
     args = parser.parse_args()
+    unknown = sorted(set(args.names) - set(PORTS))
+    if unknown:  # not argparse's choices: with nargs="*" they reject an empty list
+        parser.error("no port for %s; choose from %s" % (", ".join(unknown), ", ".join(PORTS)))
     os.makedirs(args.out, exist_ok=True)
     failed = 0
     measured, port_errors = [], []
@@ -80,8 +85,7 @@ def main():
             print(found.report())
         for bound in found.derived.bounds:
             print("          %s steps %s: deviation %s, allowed %g ulps" % (
-                bound.key, "%d-%s" % (bound.start, "" if bound.stop is None else bound.stop - 1),
-                _num(bound.measured), bound.ulps))
+                bound.key, step_range(bound.start, bound.stop), _num(bound.measured), bound.ulps))
         for refused in found.derived.unbounded:
             print("          refused past the cap from step %d: %s (deviation %s)"
                   % (refused.step, refused.key, _num(refused.measured)))

@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from ._version import __version__
+from .comparison.calibration import MARGIN
 from .comparison.envdiff import PROFILES as TOLERANCE_PROFILES
 from .errors import CorruptTrace, TracekitError, UsageError
 from .report.terminal import GREEN, RED, Progress, colour, is_terminal
@@ -205,7 +206,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     with Progress("calibrating %s" % args.golden, unit="replays") as progress:
         found = tracekit.tf2.calibrate(args.golden, make_port, runs=args.runs, margin=args.margin,
-                                       progress=progress, **({} if args.steps is None else {"steps": args.steps}))
+                                       progress=progress, steps=args.steps)
     path = found.save(args.output or default_path(args.golden))
     print(json.dumps(found.to_dict(), indent=1, allow_nan=False) if args.json else found.report())
     print("wrote %s (tracekit diff --tolerance %s)" % (path, path), file=sys.stderr)
@@ -441,8 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("port", metavar="MODULE:FUNCTION",
                    help="the port: FUNCTION() in MODULE (importable from here) returns a fresh (model, step function)")
     p.add_argument("--runs", type=int, default=4, metavar="N", help="replays from a perturbed start (default 4)")
-    p.add_argument("--margin", type=float, default=1.5, metavar="M",
-                   help="the factor over the largest deviation seen (default 1.5)")
+    p.add_argument("--margin", type=float, default=MARGIN, metavar="M",
+                   help="the factor over the largest deviation seen (default %g)" % MARGIN)
     p.add_argument("--steps", type=int, metavar="N", help="replay only the first N steps")
     p.add_argument("-o", "--output", metavar="FILE.toml",
                    help="where to write the tolerance (default: GOLDEN's name with .tolerance.toml)")

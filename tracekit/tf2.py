@@ -32,8 +32,8 @@ from .report.reported import Reported, compare
 from .store import Trace, open_trace
 from .store.excerpt import write_excerpt
 
-__all__ = ["Conversion", "calibrate", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm", "mirrored", "record",
-           "replay", "seeded", "transpose"]
+__all__ = ["Conversion", "calibrate", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm",
+           "mirrored", "record", "replay", "seeded", "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
@@ -283,16 +283,17 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
 
     make_port() returns a fresh (model, step function) each time it is called, or (model, step
     function, {replay option: value}) for options that name the port's objects (convert=,
-    variables=). The port runs
-    from its own state (replay's default); if it fails, again with forcing="state" (each step
-    from the golden's state), whose first divergence is the first local error; where the
-    golden has taps, the steps up to it once more with forcing="taps", which names the first
-    layer at fault. The reproduction is a golden of that one step (store/excerpt.py) written
+    variables=). The port runs from its own state (replay's default); if it fails, again with
+    forcing="state" (each step from the golden's state), whose first divergence is the first
+    local error; where the golden has taps, the steps up to it once more with forcing="taps",
+    which names the first layer at fault. The reproduction is a golden of that one step (store/excerpt.py) written
     under `out` (a new temporary directory by default), with a script that replays it when
     make_port is importable by name; it is replayed once to check that it fails. `options`
     go to every replay (var_map, convert, inputs, ...); tolerance as for tracekit.compare."""
+    _check_port_options(options, _LOCALIZE_SETS, "tracekit.tf2.localize")
+
     def run(forcing: str, count: Optional[int]) -> Reported:
-        model, step, own = _made(make_port, options)
+        model, step, own = _made(make_port, options, _LOCALIZE_SETS)
         return check(golden, step, model=model, tolerance=tolerance, forcing=forcing, steps=count, **own)
     plain = run("none", steps)
     if plain.ok:
@@ -317,7 +318,7 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
         stem = os.path.splitext(os.path.basename(trace.path))[0]
         found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
     found.script = _reproduction_script(found.reproduction, make_port, tolerance, options)
-    model, step, own = _made(make_port, options)
+    model, step, own = _made(make_port, options, _LOCALIZE_SETS)
     found.reproduces = not check(found.reproduction, step, model=model, tolerance=tolerance, **own).ok
     return found
 
@@ -328,30 +329,29 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
     covers it (comparison/calibration.py says how it is derived).
 
     make_port() returns a fresh (model, step function) each time it is called (or a third item,
-    replay options naming the port's objects, as for localize). The port is replayed once as it is, then `runs` more times each from a start moved one ulp up or down
-    at random in every element (seeds 0..runs-1: the result is reproducible). Per tensor and
-    band of steps, the largest deviation of those runs from the first, times `margin`, rounded
-    up to a power of two, becomes a rule where it exceeds the floor (the training profile); no
-    rule exceeds the cap (1/64 of a tensor's scale): a tensor that would need more is listed as
-    refused, and the tolerance then accepts only failures the noise analysis explains. The
-    result holds the tolerance (`.tolerance`, `.save(path)` as TOML) and the first replay
-    compared with the golden under it (`.port`, `.ok`). progress(done, runs + 1) after each
-    replay; `options` go to every replay (var_map, convert, inputs, steps, ...)."""
+    replay options naming the port's objects, as for localize). The port is replayed once as
+    it is, then `runs` more times, each from a start moved one ulp up or down at random in
+    every nonzero element (seeds 0..runs-1: the result is reproducible on one machine). Step 0
+    keeps the default tolerance; from step 1, per tensor and band of steps, the largest
+    deviation of those runs from the first, times `margin`, rounded up to a power of two,
+    becomes a rule where it exceeds the floor (the training profile). No rule exceeds the cap
+    (1/64 of a float32 tensor's scale): a tensor that would need more is listed as refused,
+    and the tolerance then accepts failures the noise analysis explains (accept_noise). The result holds
+    the tolerance (`.tolerance`, `.save(path)` as TOML) and the first replay compared with the
+    golden under it (`.port`, `.ok`). progress(done, runs + 1) as the replays finish;
+    `options` go to every replay (var_map, convert, inputs, steps, ...)."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise UsageError("runs must be a whole number of replays, at least 1, got %r" % (runs,))
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 1:
-        raise UsageError("margin must be a number >= 1 (the factor over the largest deviation seen), got %r"
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 1 <= margin < float("inf"):
+        raise UsageError("margin must be a finite number >= 1 (the factor over the largest deviation seen), got %r"
                          % (margin,))
-    unknown = sorted(set(options) - _REPLAY_OPTIONS - {"forcing"})
-    if unknown:
-        raise UsageError("tracekit.tf2.calibrate got unknown options %s; it takes replay()'s: %s"
-                         % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
-    if options.get("forcing", "none") != "none":
+    if "forcing" in options:
         raise UsageError("calibrate measures how training carries round-off from step to step: it replays without "
                          "forcing, got forcing=%r" % (options["forcing"],))
+    _check_port_options(options, _CALIBRATE_SETS, "tracekit.tf2.calibrate")
 
     def run(seed: Optional[int], path: str) -> Trace:
-        model, step, own = _made(make_port, options)
+        model, step, own = _made(make_port, options, _CALIBRATE_SETS)
         arguments = _REPLAY.bind(golden, step, model=model, out=path, **own)
         arguments.apply_defaults()
         written = _replay(**arguments.arguments, nudge=seed).trace
@@ -373,14 +373,29 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
     return Calibration(golden, float(margin), spread, derived, port)
 
 
-def _made(make_port: Callable[[], Any], options: Mapping[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+# The replay options localize and calibrate set themselves (the model is make_port()'s).
+_LOCALIZE_SETS = frozenset({"model", "forcing", "steps"})
+_CALIBRATE_SETS = frozenset({"model", "forcing"})
+
+
+def _check_port_options(options: Mapping[str, Any], sets: "frozenset[str]", where: str) -> None:
+    unknown = sorted(set(options) - (_REPLAY_OPTIONS - sets))
+    if unknown:
+        raise UsageError("%s: cannot pass on option(s) %s; it takes replay()'s options but %s: %s"
+                         % (where, ", ".join(unknown), ", ".join(sorted(sets)), ", ".join(sorted(_REPLAY_OPTIONS - sets))))
+
+
+def _made(make_port: Callable[[], Any], options: Mapping[str, Any],
+          sets: "frozenset[str]") -> Tuple[Any, Any, Dict[str, Any]]:
     """A fresh port from make_port(): its model, step function, and the replay options (the
-    caller's, and those it returned as a third item)."""
+    caller's, and those it returned as a third item, checked as the caller's are)."""
     made = make_port()
     if not isinstance(made, tuple) or len(made) not in (2, 3) or (len(made) == 3 and not isinstance(made[2], Mapping)):
+        got = "a tuple of %d" % len(made) if isinstance(made, tuple) else type(made).__name__
         raise UsageError("make_port() must return (model, step function) or (model, step function, {replay option: "
-                         "value}), got %s" % type(made).__name__)
+                         "value}), got %s" % got)
     own = dict(made[2]) if len(made) == 3 else {}
+    _check_port_options(own, sets, "the replay options make_port() returned")
     twice = sorted(set(own) & set(options))
     if twice:
         raise UsageError("replay option(s) %s given both by make_port() and by the caller" % ", ".join(twice))
@@ -389,23 +404,30 @@ def _made(make_port: Callable[[], Any], options: Mapping[str, Any]) -> Tuple[Any
 
 def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any, options: Mapping[str, Any]) -> Optional[str]:
     """A script replaying the reproduction with the port, where make_port is importable by name.
-    It passes on the tolerance if it is a profile name, and the replay options that are plain
-    values (random="none", steps, ...); it names the ones it cannot write (a var_map function)."""
+    It passes on the tolerance (a Tolerance as a TOML file beside it), and the replay options
+    that are plain values (random="none", steps, ...); it names the ones it cannot write (a
+    var_map function)."""
     module, name = getattr(make_port, "__module__", None), getattr(make_port, "__qualname__", "")
     if not module or not name or "<" in name or module == "__main__":
         return None
     literal = {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}
     left_out = sorted(set(options) - set(literal))
+    tolerance_code = repr(tolerance if isinstance(tolerance, str) else None)
+    if isinstance(tolerance, Tolerance):  # written beside the script, which loads it
+        policy = os.path.splitext(reproduction)[0] + ".tolerance.toml"
+        with open(policy, "w", encoding="utf-8") as fh:
+            fh.write(tolerance.to_toml())
+        tolerance_code = "tracekit.Tolerance.load(%r)" % policy
     script = os.path.splitext(reproduction)[0] + ".py"
     with open(script, "w") as fh:
         fh.write('"""Replays one step of a golden where the port first computes differently (tracekit localize)."""\n'
                  "import tracekit\nimport tracekit.tf2\nfrom %s import %s\n\nmade = %s()\n%s"
-                 "result = tracekit.tf2.check(%r, made[1], model=made[0], tolerance=%r%s,\n"
+                 "result = tracekit.tf2.check(%r, made[1], model=made[0], tolerance=%s%s,\n"
                  "                            **(made[2] if len(made) > 2 else {}))\nprint(result.report())\n"
                  "raise SystemExit(0 if result.ok else 1)\n"
                  % (module, name.split(".")[0], name,
                     "# localize also had %s: pass them here as it got them\n" % ", ".join(left_out) if left_out else "",
-                    reproduction, tolerance if isinstance(tolerance, str) else None,
+                    reproduction, tolerance_code,
                     "".join(", %s=%r" % kv for kv in sorted(literal.items()))))
     return script
 

@@ -64,7 +64,9 @@ def test_a_name_with_glob_characters_gets_a_rule_for_itself_only():
     tolerance = derived.tolerance
     assert tolerance.resolve("slot", "cell[0]/m:0", 1, "float32").ulps == 16384
     assert tolerance.resolve("slot", "cell0/m:0", 1, "float32").ulps == TRAINING_ULPS["slot"]
-    assert literal("a/b:0") == "a/b:0" and literal("re:x") != "re:x"
+    assert literal("a/b:0") == "a/b:0"
+    rule = tracekit.Tolerance().rule(name=literal("re:x"), ulps=1).rules[0]
+    assert rule.matches("var", "re:x", 1) and not rule.matches("var", "x", 1)
 
 
 def test_the_toml_reads_back_as_the_same_tolerance(tmp_path):
@@ -99,3 +101,21 @@ def test_spread_takes_each_tensor_s_largest_deviation_per_step_over_the_runs(tmp
     assert 60 < var[1] < 68 and set(var) == {1, 2, 3}  # not step 0 nor the initial state
     assert 0 < spread.deviation[("grad", "w:0")][2] <= 1 and ("input", "x:0") not in spread.deviation
     assert spread.largest()["var"] == pytest.approx(max(var.values()))
+
+
+@pytest.mark.parametrize("tolerance", [
+    tracekit.Tolerance.exact(),  # atol = rtol = 0: written, not left to the defaults
+    tracekit.Tolerance(atol=np.float32(1e-4), ulps=np.float64(3.0)).rule(kind="grad", steps=(None, 3), atol=0)
+    .rule(kind="var", steps=(None, None), ignore=True).rule(kind="slot", steps=(2, None), rtol=np.float64(0.5)),
+    tracekit.Tolerance().rule(name=literal('quote" back\\slash \U0001f600 del\x7f tab\t[*]'), ulps=8),
+], ids=["exact", "open-steps-and-numpy", "odd-name"])
+def test_any_tolerance_reads_back_from_its_toml(tmp_path, tolerance):
+    path = tmp_path / "t.toml"
+    path.write_text(tolerance.to_toml(), encoding="utf-8")
+    loaded = tracekit.Tolerance.load(str(path))
+    for kind, name in (("grad", "w:0"), ("var", "w:0"), ("slot", "w:0"), ("tap", 'quote" back\\slash \U0001f600 del\x7f tab\t[*]'),
+                       ("tap", "quote")):
+        for step in (-1, 0, 1, 2, 3, 5):
+            assert loaded.resolve(kind, name, step, "float32") == tolerance.resolve(kind, name, step, "float32"), \
+                (kind, name, step)
+    assert loaded.equal_nan == tolerance.equal_nan and loaded.accept_noise == tolerance.accept_noise

@@ -42,7 +42,10 @@ def test_a_bias_before_batch_norm_under_adam_passes_calibrated_without_hand_rule
     # the TOML reads back, and the port passes under the file too
     path = found.save(str(tmp_path / "keras_fit.toml"))
     text = open(path).read()
-    assert text.startswith("# calibrated by tracekit.tf2.calibrate for %s" % golden("keras_fit"))
+    head = text.splitlines()
+    assert head[0].startswith("# calibrated by tracekit.tf2.calibrate") and head[0].endswith(golden("keras_fit"))
+    assert head[1].startswith("# on TensorFlow 2.") and "# refused past the cap (held there, accept_noise): " \
+        "var/hidden/bias:0 from step 1" in text
     loaded = tracekit.Tolerance.load(path)
     assert loaded.to_dict() == found.tolerance.to_dict()
     model, step = keras_fit.make()
@@ -121,23 +124,30 @@ def test_a_port_may_bring_replay_options_that_name_its_objects(tf2):
     assert found.ok and ("var", "rnn/lstm_cell/kernel:0") in found.spread.deviation, found.report()
     with pytest.raises(tracekit.UsageError, match="given both by make_port"):
         tf2.calibrate(golden("lstm_model"), lstm_port, runs=1, steps=1, convert=())
-    with pytest.raises(tracekit.UsageError, match=r"must return \(model, step function\)"):
+    with pytest.raises(tracekit.UsageError, match=r"must return \(model, step function\).*got RNNModel"):
         tf2.calibrate(golden("lstm_model"), lambda: rnn_model.make("lstm")[0], runs=1)
+    with pytest.raises(tracekit.UsageError, match="got a tuple of 4"):
+        tf2.calibrate(golden("lstm_model"), lambda: lstm_port() + (None,), runs=1)
+    for returned in ({"forcing": "taps"}, {"model": None}, {"strides": 2}):  # checked as the caller's options are
+        with pytest.raises(tracekit.UsageError, match="the replay options make_port.. returned: cannot pass on"):
+            tf2.calibrate(golden("lstm_model"), lambda: rnn_model.make("lstm") + (returned,), runs=1)
 
 
 @pytest.mark.parametrize("arguments, message", [
     ({"runs": 0}, "runs must be a whole number"),
     ({"runs": 2.5}, "runs must be a whole number"),
-    ({"margin": 0.5}, "margin must be a number >= 1"),
+    ({"margin": 0.5}, "margin must be a finite number >= 1"),
+    ({"margin": float("inf")}, "margin must be a finite number >= 1"),
     ({"forcing": "state"}, "it replays without forcing"),
-    ({"strides": 2}, "unknown options strides"),
+    ({"strides": 2}, "cannot pass on option.s. strides"),
+    ({"model": None}, "cannot pass on option.s. model"),
 ])
 def test_bad_arguments_say_what_to_give(tf2, arguments, message):
     with pytest.raises(tracekit.UsageError, match=message):
         tf2.calibrate(golden("seed_example"), estimator_model.make, **arguments)
 
 
-def test_the_command_line_writes_the_tolerance(tmp_path, monkeypatch, capsys):
+def test_the_command_line_writes_the_tolerance(tf2, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(ROOT)
     out = str(tmp_path / "fit.toml")
@@ -145,7 +155,11 @@ def test_the_command_line_writes_the_tolerance(tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "the port against the golden under it: MATCH" in captured.out and "wrote %s" % out in captured.err
     assert tracekit.Tolerance.load(out).accept_noise
-    assert main(["diff", golden("keras_fit"), golden("keras_fit"), "--tolerance", out]) == 0
+    model, step = keras_fit.make()
+    actual = str(tmp_path / "actual.h5")
+    tf2.replay(golden("keras_fit"), step, model=model, out=actual).close()
+    assert main(["diff", golden("keras_fit"), actual, "--tolerance", out]) == 0  # the port passes under the file
+    assert main(["diff", golden("keras_fit"), actual, "--profile", "default"]) == 1  # and needs it
     capsys.readouterr()
     assert main(["calibrate", golden("seed_example"), "tools.ports.seed_example:make", "--runs", "1", "--steps", "2",
                  "--json", "-o", out]) == 0

@@ -97,3 +97,10 @@ def test_the_script_carries_the_replay_options_it_can_write(tf2, tmp_path):
     assert "from tools.ports.estimator_model import make" in text and "tolerance='default', random='none'," in text
     assert "# localize also had var_map: pass them here as it got them" in text
     assert tf2._reproduction_script(str(tmp_path / "h.h5"), functools.partial(estimator_model.make), None, {}) is None
+    policy = tracekit.Tolerance.training().rule(kind="loss", steps=(None, 2), atol=0)  # a Tolerance: written beside
+    text = open(tf2._reproduction_script(str(tmp_path / "g-step3.h5"), estimator_model.make, policy, {})).read()
+    written = str(tmp_path / "g-step3.tolerance.toml")
+    assert "tolerance=tracekit.Tolerance.load(%r)" % written in text
+    loaded = tracekit.Tolerance.load(written)
+    assert all(loaded.resolve("loss", "loss", k, "float32") == policy.resolve("loss", "loss", k, "float32")
+               for k in (-1, 0, 1, 2, 3))

@@ -11,8 +11,9 @@ The floor stays because nudging one TF 2 run cannot show how TF 1.15's kernels r
 differently from TF 2's (docs/NUMERICS.md, "Calibrated tolerances"). No allowance exceeds
 CAP_ULPS: a tensor whose deviation needs more is *unbounded* (its values are round-off, such as
 a bias before batch norm under Adam), held at the cap and left to the noise analysis
-(comparison/noise.py): the calibrated tolerance then accepts only the failures that analysis
-explains, and lists them.
+(comparison/noise.py): the calibrated tolerance then accepts the failures that analysis
+explains (accept_noise, one switch for every tensor, as in the training profile) and lists
+them. Deviations count in each dtype's own eps: the cap is 1/64 of the scale for float32.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .engine import Comparison
 from .tolerance import TRAINING_ULPS, Tolerance, literal
 
 MARGIN = 1.5  # Megatron-LM's factor over the largest deviation of repeated runs
-# 2**17 eps x the tensor's scale: 1/64 of it, below the guide's long-run loss tolerance (rtol
+# 2**17 eps x the tensor's scale: 1/64 of it for float32, below the guide's long-run loss tolerance (rtol
 # 0.05). What calibration may loosen by itself stops there: a tensor that one ulp moves further
 # is round-off itself, and no bound on its values tests anything.
 CAP_ULPS = 2.0 ** 17
@@ -105,6 +106,8 @@ class Unbounded:
 
 @dataclass
 class Derived:
+    """What derive() made of a spread: the tolerance, its widened rules, the tensors refused."""
+
     tolerance: Tolerance
     bounds: List[Bound]
     unbounded: List[Unbounded]

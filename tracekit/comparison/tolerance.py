@@ -24,12 +24,15 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import numbers
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from ..errors import UsageError
-from ..keys import Kind
+from ..keys import INITIAL_STEP, Kind
 
 # (atol, rtol) when nothing else says: float32 is the guide's forward-pass tolerance.
 DTYPE_DEFAULTS = {
@@ -185,13 +188,17 @@ class Tolerance:
 
     def to_toml(self) -> str:
         """The policy as a TOML file `load` reads back (the CLI's --tolerance)."""
-        settings = {k: v for k, v in self.to_dict().items() if k != "rules" and v not in (None, False)}
+        # TOML has no null: an unset setting is left out (a zero is written: atol = 0 is exact)
+        settings = {k: v for k, v in self.to_dict().items() if k != "rules" and v is not None and v is not False}
         out = ["%s = %s" % (key, _toml(value)) for key, value in settings.items()]
         for rule in self.rules:
             written = rule.to_dict()
-            if rule.steps is not None:  # TOML has no null: an open stop is [start] alone
+            if rule.steps is not None:
                 start, stop = rule.steps
-                written["steps"] = [start or 0] + ([] if stop is None else [stop])
+                if start is None and stop is None:
+                    del written["steps"]  # every step
+                else:  # an open start is the initial state on; an open stop is [start] alone
+                    written["steps"] = [INITIAL_STEP if start is None else start] + ([] if stop is None else [stop])
             out += ["", "[[rule]]"] + ["%s = %s" % (key, _toml(value)) for key, value in written.items()]
         return "\n".join(out) + "\n"
 
@@ -291,15 +298,17 @@ class Tolerance:
         return cls.from_dict(data, source=path)
 
 
-
 def _toml(value: Any) -> str:
-    """A TOML value: booleans, finite numbers, strings (JSON's escapes are TOML's) and lists."""
-    if isinstance(value, bool):
+    """A TOML value: booleans, finite numbers (numpy's too), strings and lists."""
+    if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
         if not math.isfinite(value):
             raise UsageError("a tolerance setting of %r cannot be written to TOML" % (value,))
-        return repr(value)
+        return repr(float(value))
     if isinstance(value, str):
-        return json.dumps(value)
+        # JSON's escapes are TOML's; TOML also wants DEL escaped, and takes other characters as UTF-8
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     return "[%s]" % ", ".join(_toml(v) for v in value)

@@ -87,9 +87,10 @@ class TF2Runner:
                 variable.assign(cast_for(value, variable))
 
     def nudge(self, seed: int) -> None:
-        """Move every nonzero element of every floating-point variable of the port one ulp up or
+        """Move every nonzero element of every float16/32/64 variable of the port one ulp up or
         down, at random (`seed`): the perturbed start tracekit.tf2.calibrate measures the model's
-        sensitivity to round-off from."""
+        sensitivity to round-off from. Optimizer slots are loaded at the first update, after
+        this, and stay as the golden has them; bfloat16 variables stay too (no numpy ulp)."""
         rng = np.random.default_rng(seed)
         ported = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
         for variable in ported:

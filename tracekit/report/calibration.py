@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
+from .._version import __version__
 from ..comparison.calibration import CALIBRATED_KINDS, CAP_ULPS, Derived, Spread
 from ..comparison.tolerance import TRAINING_ULPS, Tolerance
 from ..errors import UsageError
 from ..keys import step_label
 from ..lifecycle.atomic import publish, temporary_beside
 from .comparison import headline
+from .environment import summary
 from .reported import Reported
 from .text import table
 
@@ -44,10 +46,12 @@ class Calibration:
 
     def to_toml(self) -> str:
         """The tolerance as a TOML file (tracekit diff --tolerance), headed by where it came from."""
-        head = ["# calibrated by tracekit.tf2.calibrate for %s" % self.golden,
+        head = ["# calibrated by tracekit.tf2.calibrate (tracekit %s) for %s" % (__version__, self.golden),
+                "# on %s" % summary(self.port.environment_diff.actual),
                 "# %d replays started one ulp off, %d steps, margin %g; floor: the training profile; cap %g ulps"
                 % (self.spread.runs, self.spread.steps, self.margin, CAP_ULPS)]
-        head += ["# held at the cap (round-off itself): %s" % u.key for u in self.derived.unbounded]
+        head += ["# refused past the cap (held there, accept_noise): %s from step %d" % (u.key, u.step)
+                 for u in self.derived.unbounded]
         return "\n".join(head) + "\n" + self.tolerance.to_toml()
 
     def save(self, path: str) -> str:
@@ -83,13 +87,16 @@ def _finite(values: Dict[str, float]) -> Dict[str, Any]:
     return {k: _finite1(v) for k, v in values.items()}
 
 
-def _steps(start: int, stop: Any) -> str:
+def step_range(start: int, stop: Optional[int]) -> str:
+    """Steps [start, stop) as text: "4", "4-7", "8-" (open)."""
     if stop is None:
         return "%d-" % start
     return str(start) if stop == start + 1 else "%d-%d" % (start, stop - 1)
 
 
 def lines(found: Calibration) -> List[str]:
+    """The report: what was measured, every rule past the floor (those at the cap marked), the
+    tensors refused, and the port under the result."""
     spread = found.spread
     largest = spread.largest()
     out = ["calibrate %s: %d replays started one ulp off, %d steps, margin %g"
@@ -97,19 +104,19 @@ def lines(found: Calibration) -> List[str]:
            "  largest deviation from the unperturbed replay, in eps x scale: %s"
            % ", ".join("%s %.3g" % (k, largest[k]) for k in CALIBRATED_KINDS if k in largest),
            "  step 0: the default tolerance; floor from step 1: the training profile (%s); cap %g (1/64 of a "
-           "tensor's scale)"
-           % (", ".join("%s %g" % kv for kv in sorted(TRAINING_ULPS.items())), CAP_ULPS)]
-    widened = [b for b in found.derived.bounds if b.ulps < CAP_ULPS]
-    if widened:
-        out.append("widened past the floor (%d rules):" % len(widened))
-        out += ["  " + line for line in table(["tensor", "steps", "deviation", "allowed"],
-                                              [[b.key, _steps(b.start, b.stop), "%.3g" % b.measured, "%g" % b.ulps]
-                                               for b in widened], right=(2, 3))]
+           "float32 tensor's scale)" % (", ".join("%s %g" % kv for kv in sorted(TRAINING_ULPS.items())), CAP_ULPS)]
+    bounds = found.derived.bounds
+    if bounds:
+        out.append("widened past the floor (%d rules):" % len(bounds))
+        out += ["  " + line for line in table(
+            ["tensor", "steps", "deviation", "allowed"],
+            [[b.key, step_range(b.start, b.stop), "%.3g" % b.measured,
+              "%g%s" % (b.ulps, " (cap)" if b.ulps >= CAP_ULPS else "")] for b in bounds], right=(2, 3))]
     else:
         out.append("nothing needs more than the floor")
     for u in found.derived.unbounded:
-        out.append("refused past the cap: %s from %s (deviation %.3g: its values are round-off); held at the cap, "
-                   "its failures pass only where the noise analysis explains them (accept_noise)"
+        out.append("refused past the cap: %s from %s (one ulp grew to %.3g eps x its scale); held at the cap, its "
+                   "failures pass only where the noise analysis explains them (accept_noise)"
                    % (u.key, step_label(u.step), u.measured))
     out.append("the port against the golden under it: %s" % ("MATCH" if found.port.ok else headline(found.port)))
     if not found.port.ok:
