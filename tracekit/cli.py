@@ -393,6 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("script", nargs=argparse.REMAINDER, metavar="-- script.py ARGS",
                    help="the script and its arguments (or -m module ARGS)")
 
+    def porting(p: argparse.ArgumentParser) -> None:
+        p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
+        p.add_argument("port", metavar="MODULE:FUNCTION",
+                       help="the port: FUNCTION() in MODULE (importable from here) returns a fresh (model, step "
+                            "function), or (model, step function, {replay option: value})")
+
     def comparing(p: argparse.ArgumentParser) -> None:
         p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
         p.add_argument("actual", metavar="ACTUAL", help="the replayed trace (tracekit.tf2.replay(...).save(path))")
@@ -438,9 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          "never past the cap (1/64 of a tensor's scale: such tensors are listed and "
                                          "left to the noise analysis). Writes the TOML tolerance; exit 0 when the "
                                          "port passes under it, 1 when not. Needs TensorFlow 2.")
-    p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
-    p.add_argument("port", metavar="MODULE:FUNCTION",
-                   help="the port: FUNCTION() in MODULE (importable from here) returns a fresh (model, step function)")
+    porting(p)
     p.add_argument("--runs", type=int, default=4, metavar="N", help="replays from a perturbed start (default 4)")
     p.add_argument("--margin", type=float, default=MARGIN, metavar="M",
                    help="the factor over the largest deviation seen (default %g)" % MARGIN)
@@ -455,9 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "step whose own error exceeds the tolerance, the first tensor in it, and write "
                                        "a one-step reproduction (a golden of that step and a script replaying it). "
                                        "Exit 0 when no step does, 1 when one does. Needs TensorFlow 2.")
-    p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
-    p.add_argument("port", metavar="MODULE:FUNCTION",
-                   help="the port: FUNCTION() in MODULE (importable from here) returns a fresh (model, step function)")
+    porting(p)
     p.add_argument("--out", metavar="DIR", help="where to write the reproduction (default: a new temporary directory)")
     p.add_argument("--steps", type=int, metavar="N", help="replay only the first N steps")
     p.add_argument("--json", action="store_true", help="print the finding as JSON (the three comparisons included)")

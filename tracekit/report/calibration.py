@@ -48,8 +48,8 @@ class Calibration:
         """The tolerance as a TOML file (tracekit diff --tolerance), headed by where it came from."""
         head = ["# calibrated by tracekit.tf2.calibrate (tracekit %s) for %s" % (__version__, self.golden),
                 "# on %s" % summary(self.port.environment_diff.actual),
-                "# %d replays started one ulp off, %d steps, margin %g; floor: the training profile; cap %g ulps"
-                % (self.spread.runs, self.spread.steps, self.margin, CAP_ULPS)]
+                "# %s started one ulp off, %d steps, margin %g; floor: the training profile; cap %g ulps"
+                % (_replays(self.spread.runs), self.spread.steps, self.margin, CAP_ULPS)]
         head += ["# refused past the cap (held there, accept_noise): %s from step %d" % (u.key, u.step)
                  for u in self.derived.unbounded]
         return "\n".join(head) + "\n" + self.tolerance.to_toml()
@@ -87,6 +87,10 @@ def _finite(values: Dict[str, float]) -> Dict[str, Any]:
     return {k: _finite1(v) for k, v in values.items()}
 
 
+def _replays(count: int) -> str:
+    return "1 replay" if count == 1 else "%d replays" % count
+
+
 def step_range(start: int, stop: Optional[int]) -> str:
     """Steps [start, stop) as text: "4", "4-7", "8-" (open)."""
     if stop is None:
@@ -99,8 +103,8 @@ def lines(found: Calibration) -> List[str]:
     tensors refused, and the port under the result."""
     spread = found.spread
     largest = spread.largest()
-    out = ["calibrate %s: %d replays started one ulp off, %d steps, margin %g"
-           % (found.golden, spread.runs, spread.steps, found.margin),
+    out = ["calibrate %s: %s started one ulp off, %d steps, margin %g"
+           % (found.golden, _replays(spread.runs), spread.steps, found.margin),
            "  largest deviation from the unperturbed replay, in eps x scale: %s"
            % ", ".join("%s %.3g" % (k, largest[k]) for k in CALIBRATED_KINDS if k in largest),
            "  step 0: the default tolerance; floor from step 1: the training profile (%s); cap %g (1/64 of a "
