@@ -286,10 +286,11 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     variables=). The port runs from its own state (replay's default); if it fails, again with
     forcing="state" (each step from the golden's state), whose first divergence is the first
     local error; where the golden has taps, the steps up to it once more with forcing="taps",
-    which names the first layer at fault. The reproduction is a golden of that one step (store/excerpt.py) written
-    under `out` (a new temporary directory by default), with a script that replays it when
-    make_port is importable by name; it is replayed once to check that it fails. `options`
-    go to every replay (var_map, convert, inputs, ...); tolerance as for tracekit.compare."""
+    which names the first layer at fault. The reproduction is a golden of that one step
+    (store/excerpt.py) written under `out` (a new temporary directory by default), with a
+    script that replays it when make_port is importable by name; it is replayed once to check
+    that it fails. `options` go to every replay (var_map, convert, inputs, ...); tolerance as
+    for tracekit.compare."""
     _check_port_options(options, _LOCALIZE_SETS, "tracekit.tf2.localize")
 
     def run(forcing: str, count: Optional[int]) -> Reported:
@@ -336,10 +337,10 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
     deviation of those runs from the first, times `margin`, rounded up to a power of two,
     becomes a rule where it exceeds the floor (the training profile). No rule exceeds the cap
     (1/64 of a float32 tensor's scale): a tensor that would need more is listed as refused,
-    and the tolerance then accepts failures the noise analysis explains (accept_noise). The result holds
-    the tolerance (`.tolerance`, `.save(path)` as TOML) and the first replay compared with the
-    golden under it (`.port`, `.ok`). progress(done, runs + 1) as the replays finish;
-    `options` go to every replay (var_map, convert, inputs, steps, ...)."""
+    and the tolerance then accepts failures the noise analysis explains (accept_noise). The
+    result holds the tolerance (`.tolerance`, `.save(path)` as TOML) and the first replay
+    compared with the golden under it (`.port`, `.ok`). progress(done, runs + 1) as the
+    replays finish; `options` go to every replay (var_map, convert, inputs, steps, ...)."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise UsageError("runs must be a whole number of replays, at least 1, got %r" % (runs,))
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 1 <= margin < float("inf"):
@@ -382,7 +383,8 @@ def _check_port_options(options: Mapping[str, Any], sets: "frozenset[str]", wher
     unknown = sorted(set(options) - (_REPLAY_OPTIONS - sets))
     if unknown:
         raise UsageError("%s: cannot pass on option(s) %s; it takes replay()'s options but %s: %s"
-                         % (where, ", ".join(unknown), ", ".join(sorted(sets)), ", ".join(sorted(_REPLAY_OPTIONS - sets))))
+                         % (where, ", ".join(unknown), ", ".join(sorted(sets)),
+                            ", ".join(sorted(_REPLAY_OPTIONS - sets))))
 
 
 def _made(make_port: Callable[[], Any], options: Mapping[str, Any],

@@ -103,18 +103,20 @@ def test_spread_takes_each_tensor_s_largest_deviation_per_step_over_the_runs(tmp
     assert spread.largest()["var"] == pytest.approx(max(var.values()))
 
 
+ODD = 'quote" back\\slash \U0001f600 del\x7f tab\t[*]'  # each needs its own escape in TOML
+
+
 @pytest.mark.parametrize("tolerance", [
     tracekit.Tolerance.exact(),  # atol = rtol = 0: written, not left to the defaults
     tracekit.Tolerance(atol=np.float32(1e-4), ulps=np.float64(3.0)).rule(kind="grad", steps=(None, 3), atol=0)
     .rule(kind="var", steps=(None, None), ignore=True).rule(kind="slot", steps=(2, None), rtol=np.float64(0.5)),
-    tracekit.Tolerance().rule(name=literal('quote" back\\slash \U0001f600 del\x7f tab\t[*]'), ulps=8),
+    tracekit.Tolerance().rule(name=literal(ODD), ulps=8),
 ], ids=["exact", "open-steps-and-numpy", "odd-name"])
 def test_any_tolerance_reads_back_from_its_toml(tmp_path, tolerance):
     path = tmp_path / "t.toml"
     path.write_text(tolerance.to_toml(), encoding="utf-8")
     loaded = tracekit.Tolerance.load(str(path))
-    for kind, name in (("grad", "w:0"), ("var", "w:0"), ("slot", "w:0"), ("tap", 'quote" back\\slash \U0001f600 del\x7f tab\t[*]'),
-                       ("tap", "quote")):
+    for kind, name in (("grad", "w:0"), ("var", "w:0"), ("slot", "w:0"), ("tap", ODD), ("tap", "quote")):
         for step in (-1, 0, 1, 2, 3, 5):
             assert loaded.resolve(kind, name, step, "float32") == tolerance.resolve(kind, name, step, "float32"), \
                 (kind, name, step)
