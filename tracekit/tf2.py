@@ -114,11 +114,9 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
         raise UsageError("tracekit.tf2.check got unknown options %s; it takes replay()'s: %s"
                          % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
-        arguments = _REPLAY.bind(trace, step_fn, out=out, **options)
-        arguments.apply_defaults()  # replay()'s defaults, written once
         live = _Live(trace, out, tolerance)
         try:
-            replayed = _replay(**arguments.arguments, write=out is not None, watch=live,
+            replayed = _replay(**_arguments(trace, step_fn, out, options), write=out is not None, watch=live,
                                stop=(lambda: live.diverged) if fail_fast else None)
         except BaseException:
             live.close(quiet=True)  # the replay's error is the news
@@ -175,6 +173,13 @@ class _Live:
 
 _REPLAY = inspect.signature(replay)
 _REPLAY_OPTIONS = frozenset(_REPLAY.parameters) - {"golden", "step_fn", "out"}
+
+
+def _arguments(golden: Any, step_fn: Any, out: Optional[str], options: Mapping[str, Any]) -> Dict[str, Any]:
+    """replay()'s arguments for _replay, its defaults filled in (written once, in replay())."""
+    arguments = _REPLAY.bind(golden, step_fn, out=out, **options)
+    arguments.apply_defaults()
+    return dict(arguments.arguments)
 
 
 def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, var_map: Any, init: str, random: str,
@@ -353,9 +358,7 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
 
     def run(seed: Optional[int], path: str) -> Trace:
         model, step, own = _made(make_port, options, _CALIBRATE_SETS)
-        arguments = _REPLAY.bind(golden, step, model=model, out=path, **own)
-        arguments.apply_defaults()
-        written = _replay(**arguments.arguments, nudge=seed).trace
+        written = _replay(**_arguments(golden, step, path, dict(own, model=model)), nudge=seed).trace
         assert written is not None  # written: out is given
         return written
 

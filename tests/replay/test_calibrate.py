@@ -100,9 +100,8 @@ def test_calibration_is_reproducible_and_follows_the_margin(tf2):
 
 def test_the_perturbed_start_moves_each_nonzero_element_one_ulp(tf2, tmp_path):
     model, step = seed_example.make()
-    arguments = tf2._REPLAY.bind(golden("seed_example"), step, model=model, out=str(tmp_path / "n.h5"), steps=1)
-    arguments.apply_defaults()
-    with tf2._replay(**arguments.arguments, nudge=3).trace as nudged, tracekit.open(golden("seed_example")) as g:
+    arguments = tf2._arguments(golden("seed_example"), step, str(tmp_path / "n.h5"), {"model": model, "steps": 1})
+    with tf2._replay(**arguments, nudge=3).trace as nudged, tracekit.open(golden("seed_example")) as g:
         assert nudged.meta["replay"]["nudge"] == 3
         moved = []
         for name in nudged.initial.names("var"):  # the port's variables (no global step)

@@ -74,6 +74,19 @@ def copy(source: str, path: str) -> None:
         raise
 
 
+def write_text(path: str, text: str) -> None:
+    """Write `text` (UTF-8) to `path` atomically: a reader sees the old file or the whole new one."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    temporary = temporary_beside(path)
+    try:
+        with open(temporary, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        publish(temporary, path)
+    except BaseException:
+        discard(temporary)
+        raise
+
+
 def discard(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.remove(path)

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from .._version import __version__
+from ..comparison.asdict import plain
 from ..comparison.calibration import CALIBRATED_KINDS, CAP_ULPS, Derived, Spread
 from ..comparison.tolerance import TRAINING_ULPS, Tolerance
 from ..errors import UsageError
 from ..keys import step_label
-from ..lifecycle.atomic import publish, temporary_beside
+from ..lifecycle.atomic import write_text
 from .comparison import headline
 from .environment import summary
 from .reported import Reported
@@ -56,35 +57,22 @@ class Calibration:
 
     def save(self, path: str) -> str:
         """Write to_toml() to `path` (atomically) and return the path."""
-        temporary = temporary_beside(path)
         try:
-            with open(temporary, "w", encoding="utf-8") as fh:
-                fh.write(self.to_toml())
-            publish(temporary, path)
+            write_text(path, self.to_toml())
         except OSError as exc:
-            if os.path.exists(temporary):
-                os.remove(temporary)
             raise UsageError("cannot write the tolerance to %s: %s" % (path, exc.strerror or exc)) from None
         return path
 
     def to_dict(self) -> Dict[str, Any]:
         """Plain, JSON-serializable data: what was measured, the tolerance, and the port's
         comparison under it (without per-step statistics)."""
-        return {"golden": self.golden, "ok": self.ok, "runs": self.spread.runs, "steps": self.spread.steps,
-                "margin": self.margin, "cap_ulps": CAP_ULPS, "largest": _finite(self.spread.largest()),
-                "bounds": [{"key": b.key, "steps": [b.start, b.stop], "measured": _finite1(b.measured),
-                            "ulps": b.ulps} for b in self.derived.bounds],
-                "unbounded": [{"key": u.key, "step": u.step, "measured": _finite1(u.measured)}
-                              for u in self.derived.unbounded],
-                "tolerance": self.tolerance.to_dict(), "port": self.port.to_dict(by_step=False)}
-
-
-def _finite1(x: float) -> Any:
-    return x if x != float("inf") else "inf"  # JSON has no infinity
-
-
-def _finite(values: Dict[str, float]) -> Dict[str, Any]:
-    return {k: _finite1(v) for k, v in values.items()}
+        return plain({"golden": self.golden, "ok": self.ok, "runs": self.spread.runs, "steps": self.spread.steps,
+                      "margin": self.margin, "cap_ulps": CAP_ULPS, "largest": self.spread.largest(),
+                      "bounds": [{"key": b.key, "steps": [b.start, b.stop], "measured": b.measured, "ulps": b.ulps}
+                                 for b in self.derived.bounds],
+                      "unbounded": [{"key": u.key, "step": u.step, "measured": u.measured}
+                                    for u in self.derived.unbounded],
+                      "tolerance": self.tolerance.to_dict(), "port": self.port.to_dict(by_step=False)})
 
 
 def _replays(count: int) -> str:
