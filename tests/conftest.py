@@ -15,6 +15,18 @@ from .support import LEGACY_PYTHON  # noqa: E402
 
 pytest_plugins = ["pytester"]  # the plugin's tests run pytest itself (tests/plugin)
 
+try:
+    from hypothesis import settings
+except ImportError:  # pragma: no cover  # the test extra brings it
+    pass
+else:
+    # No deadline: a test never judges by time (machines differ). No example database: a run does
+    # not depend on what an earlier one left in the working directory. CI draws the same examples
+    # every run (a failure there reproduces); elsewhere each run explores new ones.
+    settings.register_profile("tracekit", deadline=None, database=None,
+                              derandomize=os.environ.get("CI") == "true", print_blob=True)
+    settings.load_profile("tracekit")
+
 
 @pytest.fixture
 def all_chunked(monkeypatch):

@@ -111,7 +111,10 @@ def _unfinished_copy(tmp_path, steps=2):
 
 @pytest.mark.parametrize("value, message", [
     ({"k": "weights", "n": "a", "st": None, "leaves": []}, "unknown kind 'weights'"),
-    ({"k": "var", "n": "a", "st": None}, "malformed record \\(ValueError: value record without leaves"),
+    ({"k": "var", "n": "a", "st": None}, "malformed record \\(ValueError: value record without a list of leaves"),
+    # a bare value has one leaf; a structure as many as it says (None: none)
+    ({"k": "var", "n": "a", "st": None, "leaves": []}, "value record of 0 leaves whose structure holds 1"),
+    ({"k": "var", "n": "a", "st": ["list", [["leaf"]]], "leaves": []}, "of 0 leaves whose structure holds 1"),
     ({"k": "var", "n": "a", "st": None, "leaves": [{"l": "plain"}]}, "malformed record"),
 ])
 def test_hand_made_journal_records(tmp_path, value, message):

@@ -132,6 +132,7 @@ def step_values(step, big=False):
         ("var/dense/kernel:0", (np.arange(3 * n, dtype="f4").reshape(3, n) * 0.01 + step * 1e-3).astype("f4")),
         ("var/global_step:0", np.int64(step + 1)),
         ("fetch/train", [None, np.float32(step)]),
+        ("fetch/run", None),  # what sess.run(train_op) returns: a value without leaves
     ])
 
 

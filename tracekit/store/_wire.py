@@ -32,7 +32,7 @@ import numpy as np
 
 from ..keys import KIND_ORDER
 from ._format import PARTIAL_SUFFIX
-from .values import ARRAY, CHUNKED, NUMPY_SCALAR, PLAIN, PYTHON
+from .values import ARRAY, CHUNKED, NUMPY_SCALAR, PLAIN, PYTHON, leaf_count
 
 XOR = "xor"  # the one delta encoding
 
@@ -240,8 +240,12 @@ class ValueRecord:
         if structure is not None and not isinstance(structure, list):
             raise ValueError("structure %r is not a list" % (structure,))
         leaves = wire.get("leaves")
-        if not isinstance(leaves, list) or not leaves:
-            raise ValueError("value record without leaves")
+        if not isinstance(leaves, list):
+            raise ValueError("value record without a list of leaves")
+        # A structure may hold no leaf at all (what sess.run(train_op) returns: None), a bare value one.
+        expected = leaf_count(structure)
+        if len(leaves) != expected:
+            raise ValueError("value record of %d leaves whose structure holds %d" % (len(leaves), expected))
         return cls(_int(wire.get("q"), "attempt"), _int(wire.get("s"), "step"), kind, _text(wire.get("n"), "name"), structure, tuple(LeafDescriptor.from_wire(d) for d in leaves))
 
 

@@ -306,6 +306,31 @@ def _flatten(value: Any, leaves: List[Any], where: str, depth: int) -> list:
     )
 
 
+def leaf_count(spec: Optional[list]) -> int:
+    """How many leaves a value of structure `spec` holds (a bare leaf: 1; None, [] or {}: 0);
+    ValueError for what flatten never writes."""
+    if spec is None:
+        return 1
+    count, todo = 0, [(spec, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > MAX_DEPTH or not isinstance(node, (list, tuple)) or not node:
+            raise ValueError("structure %.100r is not one tracekit writes" % (node,))
+        tag = node[0]
+        if tag == "leaf":
+            count += 1
+        elif tag in ("list", "tuple", "dict", "namedtuple") and len(node) >= 2:
+            children = node[-1] if tag == "namedtuple" else node[1]
+            if not isinstance(children, (list, tuple)):
+                raise ValueError("structure %.100r is not one tracekit writes" % (node,))
+            for child in children:
+                todo.append((child[1] if tag == "dict" and isinstance(child, (list, tuple)) and len(child) == 2
+                             else child, depth + 1))
+        elif tag != "none":
+            raise ValueError("unknown structure tag %.100r" % (tag,))
+    return count
+
+
 _namedtuples: Dict[Tuple[str, Tuple[str, ...]], Any] = {}
 
 

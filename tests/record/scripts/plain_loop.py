@@ -1,4 +1,5 @@
-"""A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE].
+"""A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE] [--train-only]
+(each step runs only the train op: `sess.run(train)` returns None).
 CRASH_AT=k in the environment raises after k steps. Knows nothing about tracekit."""
 import argparse
 import os
@@ -12,6 +13,7 @@ if hasattr(tf.compat.v1, "disable_eager_execution"):
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--exit", type=int, default=0)
+parser.add_argument("--train-only", action="store_true")
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
 x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
@@ -28,6 +30,11 @@ with tf.compat.v1.Session() as sess:
     for step in range(args.steps):
         if step == crash_at:
             raise RuntimeError("legacy script crashed at step %d" % step)
-        _, value = sess.run([train, loss], {x: rng.randn(4, 3).astype(np.float32)})
-        print("step %d loss %.5f" % (step, value), flush=True)
+        feed = {x: rng.randn(4, 3).astype(np.float32)}
+        if args.train_only:
+            sess.run(train, feed)
+            print("step %d" % step, flush=True)
+        else:
+            _, value = sess.run([train, loss], feed)
+            print("step %d loss %.5f" % (step, value), flush=True)
 sys.exit(args.exit)
