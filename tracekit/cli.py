@@ -239,6 +239,9 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
+    from .store.writer import check_path
+
+    check_path(args.output)  # before TensorFlow is imported and the script trains
     from .record.launch import run_script  # imports TensorFlow: only this command needs it
 
     script = list(args.script)

@@ -20,8 +20,8 @@ def golden(name):
     return os.path.join(GOLDENS, name + ".h5")
 
 
-def run_python(python, code_or_args, timeout=300, env=None, check=True, unset=()):
-    """Run a Python child (this interpreter or the legacy one), with `env` added to this
+def run_python(python, code_or_args, timeout=300, env=None, check=True, unset=(), cwd=ROOT):
+    """Run a Python child (this interpreter or the legacy one) in `cwd`, with `env` added to this
     process's environment and the variables in `unset` removed; returns CompletedProcess."""
     args = [python] + (["-c", code_or_args] if isinstance(code_or_args, str) else list(code_or_args))
     full_env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
@@ -29,7 +29,7 @@ def run_python(python, code_or_args, timeout=300, env=None, check=True, unset=()
     for name in unset:
         full_env.pop(name, None)
     proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                          env=full_env, cwd=ROOT, universal_newlines=True)
+                          env=full_env, cwd=cwd, universal_newlines=True)
     if check and proc.returncode != 0:
         raise AssertionError("child failed (%d):\nstdout:\n%s\nstderr:\n%s"
                              % (proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))

@@ -46,6 +46,8 @@ def recover(path: str) -> RecoverResult:
     from ._backends.journal import JournalBackend
     from .reader import Trace, open_trace, unfinished_data
 
+    if os.path.isdir(path):
+        raise UsageError("%s is a directory, not a trace: name the golden file a recording was writing" % path)
     journal = journal_path(path)
     busy = UsageError("%s is still being recorded (its journal %s is locked by a running process): recover "
                       "only a recording whose writer was killed or crashed" % (path, journal))
@@ -72,7 +74,11 @@ def recover(path: str) -> RecoverResult:
             finally:
                 if data is not None:
                     data.close()
-        os.replace(tmp_path(path), path)  # a golden there until now is replaced in one step
+        try:
+            os.replace(tmp_path(path), path)  # a golden there until now is replaced in one step
+        except OSError:
+            os.remove(tmp_path(path))  # the recording stays as it was: nothing half-done beside it
+            raise
         if data_path != path:
             os.remove(data_path)
         os.remove(journal)

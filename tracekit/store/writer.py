@@ -55,6 +55,18 @@ def _close_at_exit() -> None:
             pass
 
 
+def check_path(path: str) -> None:
+    """Raise TraceWriteError if a golden cannot be written at `path` (a directory, or in a
+    directory that does not exist): asked before a recording starts, not when it ends."""
+    if os.path.isdir(path):
+        raise TraceWriteError("%s is a directory: name the golden file to write, e.g. %s"
+                              % (path, os.path.join(path, "golden.h5")))
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise TraceWriteError("cannot write a trace to %s: the directory %s does not exist; create it first"
+                              % (path, parent))
+
+
 def producer_string() -> str:
     import sys
 
@@ -82,6 +94,7 @@ class TraceWriter:
         if mode not in ("w", "w-", "x"):
             raise UsageError("mode must be 'w' (overwrite) or 'w-'/'x' (fail if it exists), got %r" % (mode,))
         self.path = os.fspath(path)
+        check_path(self.path)
         self.level = None if level is None else int(level)
         self.delta = bool(delta)
         self._journal_path = journal_path(self.path)
