@@ -3,6 +3,7 @@ The tensor vocabulary (kinds, "kind/name" keys, step labels) is tracekit.keys.""
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 
@@ -118,3 +119,19 @@ def userblock_token(path: str) -> "str | None":
         if line.startswith("token "):
             return line[len("token "):].strip()
     return None
+
+
+def identity(path: str) -> "tuple | None":
+    """What is at `path` now, to tell later whether it was replaced meanwhile: its inode and
+    recording token (None if there is nothing)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, userblock_token(path)
+
+
+def beside(path: str, token: str) -> str:
+    """Where a recording that must not replace the golden at `path` is kept: g.h5 -> g.<token>.h5."""
+    stem, ext = os.path.splitext(path)
+    return "%s.%s%s" % (stem, token[:12], ext or ".h5")

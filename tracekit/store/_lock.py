@@ -24,7 +24,9 @@ try:
 except ImportError:  # pragma: no cover  # Windows
     fcntl = None  # type: ignore[assignment]
 
-# How long to retry a lock another process holds for an instant (a reader asking held()).
+# How long to retry a lock that readers hold for an instant (held() takes a shared lock). An
+# exclusive lock is a live writer's or recovery's: never waited out, or a second writer would
+# go on once the first finished and then replace its golden (test_writer_races.py).
 BRIEF = 0.25
 
 
@@ -77,7 +79,7 @@ def held(path: str) -> bool:
 
 def take(path: str) -> Optional[int]:
     """Lock an existing journal no live process holds; returns the descriptor holding the
-    lock, or None if another process holds it. FileNotFoundError if there is none."""
+    lock, or None at once if a writer or recovery holds it. FileNotFoundError if there is none."""
     fd = os.open(path, os.O_RDWR)
     deadline = time.monotonic() + BRIEF
     while True:
@@ -85,27 +87,46 @@ def take(path: str) -> Optional[int]:
             _lock(fd, exclusive=True)
             return fd
         except BlockingIOError:
-            if time.monotonic() > deadline:
+            if _held_exclusively(fd) or time.monotonic() > deadline:
                 os.close(fd)
                 return None
             time.sleep(0.02)
 
 
-def remove_stale(path: str) -> bool:
-    """Remove a journal no live process holds (True, also if there was none); False if one does."""
+def remove_stale(path: str, vanished_ok: bool = True) -> bool:
+    """Remove a journal no live process holds: True once it is gone. False if a live process
+    holds it; with vanished_ok=False also if it was gone or replaced before it could be locked
+    (its recording finished meanwhile: a writer that found it there must not go on)."""
     try:
         fd = take(path)
     except FileNotFoundError:
-        return True
+        return vanished_ok
     if fd is None:
         return False
     try:
-        with contextlib.suppress(FileNotFoundError):
-            if os.path.samestat(os.fstat(fd), os.stat(path)):  # not replaced meanwhile
-                os.unlink(path)
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            return vanished_ok
+        if not same:
+            return vanished_ok
+        os.unlink(path)
         return True
     finally:
         os.close(fd)
+
+
+def _held_exclusively(fd: int) -> bool:
+    """Does another open file hold an exclusive lock (a writer's) on this one, rather than
+    shared ones (readers asking held())?"""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def _lock(fd: int, exclusive: bool) -> None:

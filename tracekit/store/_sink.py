@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Union
 
 from . import values
+from ._format import beside, identity
 from ._golden import GoldenFile, LeafData, fsync_dir
 from ._journal import JournalWriter
 from ._lock import remove_stale
@@ -65,13 +66,16 @@ class Sink:
         self.path = path
         self.journal_path = journal_path
         self.data_path = path + opening.data  # renamed to `path` when finished
+        self.token = opening.token
         # The journal first: it is the lock that makes this the only recording to this path
         # (FileExistsError if a live one holds it), and a data file without it would pass
         # for a finished golden. A journal no process holds is an interrupted recording's.
         try:
             self.journal = JournalWriter(journal_path, opening)
         except FileExistsError:
-            if not (replace_stale and remove_stale(journal_path)):
+            # Only a journal that is still there, and no live process's, is an interrupted
+            # recording's: one that vanished meanwhile was a recording finishing right now.
+            if not (replace_stale and remove_stale(journal_path, vanished_ok=False)):
                 raise
             self.journal = JournalWriter(journal_path, opening)  # FileExistsError: another writer came first
         try:
@@ -130,16 +134,25 @@ class Sink:
         self._queue.put(Flush(closing=True))
         self._thread.join()
 
-    def finish(self, steps: int) -> None:
-        """Complete the golden (after stop()); it is finished the moment its journal is gone."""
+    def finish(self, steps: int, found: Any) -> str:
+        """Complete the golden (after stop()); it is finished the moment its journal is gone.
+        `found`: the identity of what was at the path when the recording started (_format.identity).
+        A golden put there since (another recording that finished as this one started) is not
+        replaced: this one is kept beside it (_format.beside). Returns where the golden is."""
         meta = dict(self.meta, catalog=[t.to_dict() for t in self.catalog.entries()])
         self.golden.finish(meta, steps, recovered=False)  # closed and synced
         self.io.close()
+        where = self.path
         if self.data_path != self.path:
-            os.replace(self.data_path, self.path)  # a golden already there is replaced in one step
+            # No other writer can rename to the path now (this one holds its journal), so what is
+            # there cannot change between this look and the rename.
+            if identity(self.path) != found:
+                where = beside(self.path, self.token)
+            os.replace(self.data_path, where)  # a golden already there is replaced in one step
             fsync_dir(self.path)
         self.journal.close(sync=False, remove=True)
         fsync_dir(self.path)
+        return where
 
     def abandon(self) -> None:
         """Close what is open, quietly: the journal describes what was committed."""

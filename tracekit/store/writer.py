@@ -31,7 +31,7 @@ from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
 from . import values
 from ._encode import DeltaBases, encode_leaves
-from ._format import FORMAT_VERSION, PARTIAL_SUFFIX, journal_path
+from ._format import FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
 from ._lock import held
 from ._sink import Commit, Drop, Flush, Meta, Sink, Value
 from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
@@ -62,6 +62,9 @@ def check_path(path: str) -> None:
         raise TraceWriteError("%s is a directory: name the golden file to write, e.g. %s"
                               % (path, os.path.join(path, "golden.h5")))
     parent = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(parent) and not os.path.isdir(parent):
+        raise TraceWriteError("cannot write a trace to %s: %s is not a directory; choose a writable path"
+                              % (path, parent))
     if not os.path.isdir(parent):
         raise TraceWriteError("cannot write a trace to %s: the directory %s does not exist; create it first"
                               % (path, parent))
@@ -95,6 +98,9 @@ class TraceWriter:
             raise UsageError("mode must be 'w' (overwrite) or 'w-'/'x' (fail if it exists), got %r" % (mode,))
         self.path = os.fspath(path)
         check_path(self.path)
+        # What this recording will replace: a golden another recording puts there while this one
+        # runs is never replaced (close() keeps this one beside it and says so).
+        self._found = identity(self.path)
         self.level = None if level is None else int(level)
         self.delta = bool(delta)
         self._journal_path = journal_path(self.path)
@@ -261,7 +267,9 @@ class TraceWriter:
         self._wait(lambda: self._sink.commits_written >= self._commits_sent and self._sink.drained())
 
     def close(self) -> str:
-        """Finish: an open step is dropped, the golden is completed. Returns the path."""
+        """Finish: an open step is dropped, the golden is completed. Returns the path. If another
+        recording's golden was put at the path after this writer started, that one stays and this
+        one is kept beside it (TraceWriteError names where)."""
         if self.closed:
             return self.path
         self.closed = True
@@ -274,9 +282,13 @@ class TraceWriter:
             self._sink.abandon()
             raise _write_error(self.path, error)
         try:
-            self._sink.finish(self.steps)
+            where = self._sink.finish(self.steps, self._found)
         except OSError as exc:
             raise _write_error(self.path, exc)
+        if where != self.path:
+            raise TraceWriteError("another recording to %s finished while this one ran, after this one started: "
+                                  "its golden stays in place, and this recording is kept at %s; compare the two "
+                                  "(tracekit diff) and move the one you want to %s" % (self.path, where, self.path))
         return self.path
 
     def __enter__(self) -> "TraceWriter":
@@ -328,5 +340,7 @@ def _write_error(path: str, exc: BaseException) -> Exception:
 
 
 def create(path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None, **options: Any) -> TraceWriter:
-    """Start writing a trace at `path` ('w' overwrites, 'w-'/'x' refuses an existing file)."""
+    """Start writing a trace at `path` ('w' overwrites, 'w-'/'x' refuses an existing file).
+    A recording to the path that is running refuses it (TraceWriteError); 'w' replaces only the
+    golden that was there when this writer started (see TraceWriter.close)."""
     return TraceWriter(path, mode=mode, meta=meta, **options)
