@@ -17,41 +17,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import tracekit.tf2  # noqa: E402
-from tools.ports import (estimator_model, gan_model, keras_fit, momentum_model, rnn_model,  # noqa: E402
-                         seed_example, slim_resnet, two_optimizers)
+from tools.ports import EXAMPLES, example_port  # noqa: E402
 from tracekit.comparison.calibration import CALIBRATED_KINDS  # noqa: E402
 from tracekit.report.calibration import step_range  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
 
 
-def _rnn(cell):
-    def make():
-        model, step = rnn_model.make(cell)
-        return model, step, {"convert": rnn_model.conversions(model, cell)}
-    return make
-
-
-def _two_optimizers():
-    model, step, ema = two_optimizers.make()
-    return None, step, {"variables": two_optimizers.variables(model, ema)}
-
-
-def _gan():
-    models, steps = gan_model.make()
-    return None, steps, {"variables": gan_model.variables(models)}
-
-
-PORTS = {  # golden -> make_port
-    "seed_example": seed_example.make,
-    "estimator_model": estimator_model.make,
-    "slim_resnet": slim_resnet.make,
-    "lstm_model": _rnn("lstm"),
-    "gru_model": _rnn("gru"),
-    "two_optimizers": _two_optimizers,
-    "keras_fit": keras_fit.make,
-    "momentum_model": momentum_model.make,
-    "gan_model": _gan,
-}
+PORTS = {name: example_port(name) for name in EXAMPLES}  # golden -> make_port
 
 
 def _num(x):

@@ -60,3 +60,40 @@ def distributed_step(strategy, model, optimizer, per_example_loss, global_batch_
         return {"loss": strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)}
 
     return tf.function(step) if jit else step
+
+
+def example_port(golden):
+    """make_port for the shipped golden `golden` (goldens/<golden>.h5): a function returning
+    (model, step, replay options), as tracekit.tf2.calibrate and localize take it. The options
+    name the port's own objects: weight conversions (the RNNs), variables (no single model)."""
+    from . import estimator_model, gan_model, keras_fit, momentum_model, rnn_model, seed_example, slim_resnet, \
+        two_optimizers
+
+    def plain(make):
+        return lambda: make() + ({},)
+
+    def rnn(cell):
+        def make():
+            model, step = rnn_model.make(cell)
+            return model, step, {"convert": rnn_model.conversions(model, cell)}
+        return make
+
+    def two():
+        model, step, ema = two_optimizers.make()
+        return None, step, {"variables": two_optimizers.variables(model, ema)}
+
+    def gan():
+        models, steps = gan_model.make()
+        return None, steps, {"variables": gan_model.variables(models)}
+
+    ports = {"seed_example": plain(seed_example.make), "estimator_model": plain(estimator_model.make),
+             "slim_resnet": plain(slim_resnet.make), "lstm_model": rnn("lstm"), "gru_model": rnn("gru"),
+             "two_optimizers": two, "keras_fit": plain(keras_fit.make), "momentum_model": plain(momentum_model.make),
+             "gan_model": gan}
+    if golden not in ports:
+        raise KeyError("no port of a shipped golden %r; the shipped ones: %s" % (golden, ", ".join(ports)))
+    return ports[golden]
+
+
+EXAMPLES = ("seed_example", "estimator_model", "slim_resnet", "lstm_model", "gru_model", "two_optimizers",
+            "keras_fit", "momentum_model", "gan_model")  # the shipped goldens, each with example_port

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from .._version import __version__
 from ..errors import UsageError
-from ..keys import split_key
+from ..keys import STATE_KINDS, split_key
 from ..store import Trace, create, journal_path, open_trace, provenance
 from ..store.provenance import DERIVED, KindDrift, Provenance, Update, utc_now
 from . import atomic
@@ -65,10 +65,11 @@ def write_locked(actual: "Trace | str", golden: str, workspace: Workspace, *, by
             changes = drift(base, source) if base is not None else []
             history = provenance.read(base.meta, base.created) if base is not None else None
             kept = _history_path(golden, workspace, "") if base is not None and keep else None
+            kept_initial = _kept_initial(base, source) if base is not None else {}
             record = _provenance(history, source, changes, kept and workspace.relative(kept), by=by, reason=reason,
-                                 test=test)
+                                 test=test, initial_kept=sorted(kept_initial))
             infos = [base.step(i).info for i in range(min(len(base), len(source)))] if base is not None else []
-            _copy(source, temporary, _meta(base, source, record), infos)
+            _copy(source, temporary, _meta(base, source, record), infos, kept_initial)
         finally:
             if base is not None:
                 base.close()
@@ -135,15 +136,26 @@ def _history_path(golden: str, workspace: Workspace, label: str) -> str:
     return path
 
 
+def _kept_initial(base: Trace, source: Trace) -> Dict[str, Any]:
+    """The replaced golden's initial values of the state the run records in its steps but did not
+    have before its first step: Keras makes optimizer slots (and its step counter) at the first
+    update, where a replay loads them from the golden. The new golden keeps them, so that a replay
+    of it starts from the same state ("kind/name" -> value)."""
+    before = set(source.initial)
+    wanted = [t.key for t in source.catalog if t.kind in STATE_KINDS and t.steps and t.key not in before]
+    initial = base.initial
+    return {key: initial[key] for key in wanted if key in initial}
+
+
 def _provenance(history: Optional[Provenance], source: Trace, changes: List[KindDrift], kept: Optional[str], *,
-                by: str, reason: Optional[str], test: Optional[str]) -> Provenance:
+                by: str, reason: Optional[str], test: Optional[str], initial_kept: List[str]) -> Provenance:
     """The new golden's provenance: `history` is the replaced golden's (None: there was none)."""
     tensorflow = source.meta.get("tensorflow")
     update = Update(date=utc_now(), by=by, reason=reason, test=test, tracekit=__version__,
                     tensorflow=tensorflow.get("version") if isinstance(tensorflow, dict) else None,
                     environment=dict(source.meta.get("environment") or {}), created=history is None,
                     replaced=kept, replaced_origin=None if history is None else history.origin, drift=changes,
-                    steps=len(source))
+                    steps=len(source), initial_kept=initial_kept)
     if history is None:
         return Provenance(DERIVED, None, [update], [test] if test else [])
     owners = list(history.owners) + ([test] if test and test not in history.owners else [])
@@ -161,13 +173,17 @@ def _meta(base: Optional[Trace], source: Trace, record: Provenance) -> Dict[str,
     return meta
 
 
-def _copy(source: Trace, path: str, meta: Dict[str, Any], infos: List[Dict[str, Any]]) -> None:
-    """Every tensor of `source`, step by step, into a new trace at `path`; step k's info is the
-    replaced golden's (its train ops and global step), not the replay's bookkeeping."""
+def _copy(source: Trace, path: str, meta: Dict[str, Any], infos: List[Dict[str, Any]],
+          initial: Dict[str, Any]) -> None:
+    """Every tensor of `source`, step by step, into a new trace at `path`, its initial state
+    completed by `initial` (_kept_initial); step k's info is the replaced golden's (its train ops
+    and global step), not the replay's bookkeeping."""
     with create(path, mode="w-", meta=meta) as writer:
-        if source.has_initial:
+        if source.has_initial or initial:
             with writer.initial():
                 for key, value in source.initial.items():
+                    writer.add(*split_key(key), value=value, copy=False)
+                for key, value in initial.items():
                     writer.add(*split_key(key), value=value, copy=False)
         for index, step in enumerate(source):
             with writer.step(info=infos[index] if index < len(infos) else {}):

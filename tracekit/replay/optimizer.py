@@ -25,7 +25,7 @@ from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
 from .tf_import import tf
 from .varmap import Mapping, Slot
-from .variables import cast_for, unwrap
+from .variables import cast_for, initial_value, unwrap
 
 # Keras slot attributes (new optimizers; legacy ones name their slots by role) for each TF1 slot role.
 NEW_OPTIMIZER_SLOTS = {"m": ("_momentums",), "v": ("_velocities",), "vhat": ("_velocity_hats",),
@@ -350,9 +350,9 @@ class OptimizerBridge:
                 initial = self.golden.initial
                 lr = float(numpy(learning_rate(optimizer)))
                 for name, var, role, _ in self._slots[slots:]:
-                    var.assign(cast_for(slot_from_tf1(initial["slot", name], role, lr), var))
+                    var.assign(cast_for(slot_from_tf1(initial_value(self.golden, "slot", name), role, lr), var))
                 for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
-                    golden = [slot_from_tf1(initial["slot", name], role, lr) for name in names]
+                    golden = [slot_from_tf1(initial_value(self.golden, "slot", name), role, lr) for name in names]
                     for var, value in zip(port_slots, conv.deltas_to_port(golden)):
                         var.assign(cast_for(value, var))
                 for name in self._iterations:

@@ -25,7 +25,7 @@ from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchroni
 from .optimizer import OptimizerBridge, passed_key
 from .random_tape import RandomTape
 from .tf_import import tf
-from .variables import cast_for, map_variables, model_variables, shape_of
+from .variables import cast_for, initial_value, map_variables, model_variables, shape_of
 
 INIT_MODES = ("golden", "seed")
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
@@ -79,11 +79,11 @@ class TF2Runner:
 
     def load_initial(self) -> None:
         """Assign the golden's initial model variables (slots follow at the first update)."""
-        initial = self.golden.initial
         for name, cand in self.mapping.pairs.items():
-            cand.obj.assign(cast_for(initial["var", name], cand.obj))
+            cand.obj.assign(cast_for(initial_value(self.golden, "var", name), cand.obj))
         for conv in self.conversions:
-            for variable, value in zip(conv.port, conv.values_to_port([initial["var", n] for n in conv.golden])):
+            values = conv.values_to_port([initial_value(self.golden, "var", n) for n in conv.golden])
+            for variable, value in zip(conv.port, values):
                 variable.assign(cast_for(value, variable))
 
     def nudge(self, seed: int) -> None:

@@ -7,6 +7,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from ..errors import ReplayError
+from ..keys import make_key
 from . import conversions, varmap
 
 
@@ -86,3 +87,18 @@ def mismatch_lines(mapping: varmap.Mapping) -> List[str]:
     for cand in mapping.unmatched_tf2:
         out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
     return out
+
+
+def initial_value(golden: Any, kind: str, name: str) -> np.ndarray:
+    """The golden's initial value of a variable or slot a replay with init='golden' loads: a
+    ReplayError naming the golden and what to do where it has none (raised inside a traced step,
+    the runner hands it on in place of TensorFlow's own error)."""
+    initial = golden.initial
+    if make_key(kind, name) not in initial:
+        raise ReplayError(
+            "%s: the initial state has no %s/%s, which a replay with init='golden' loads into the port%s; the golden "
+            "holds it in its steps but not before them (an update by an earlier tracekit kept only what the "
+            "TF2 run had before its first step): update the golden again from a recording that has it, or "
+            "replay with init='seed' to start from the port's own values"
+            % (golden.path, kind, name, "'s optimizer at its first update" if kind == "slot" else ""))
+    return initial[kind, name]

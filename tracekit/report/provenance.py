@@ -73,6 +73,10 @@ def _update_lines(number: int, update: Update) -> List[str]:
             "legacy-recorded" if update.replaced_origin == RECORDED else "derived", update.replaced))
     elif not update.created:
         lines.append("  kept     the replaced golden was not kept")
+    if update.initial_kept:
+        kinds = sorted({key.split("/", 1)[0] for key in update.initial_kept})
+        lines.append("  initial  %d %s kept from the replaced golden (made by the TF2 run only at its first step, "
+                     "which started from them)" % (len(update.initial_kept), "/".join(kinds)))
     if update.drift:
         rows = [[d.kind, "%d/%d" % (d.changed, d.tensors), "%.3g" % d.max_abs, "%.3g" % d.max_rel,
                  "-" if d.first_step is None else step_label(d.first_step)] for d in update.drift]

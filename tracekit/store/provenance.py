@@ -10,7 +10,7 @@ date, command and environment are kept through every update.
      "recording": {"date", "command", "cwd", "environment", "tensorflow"} or nil,
      "updates": [{"date", "by", "test", "reason", "tracekit", "tensorflow", "environment",
                   "created", "replaced", "drift": [{"kind", "tensors", "changed", "max_abs",
-                                                    "max_rel", "first_step"}]}],
+                                                    "max_rel", "first_step"}], "initial_kept"}],
      "owners": [pytest node ids of the tests that wrote it]}
 
 Goldens written before this key existed read as recordings made when the file was
@@ -71,6 +71,9 @@ class Update:
     replaced_origin: Optional[str] = None  # RECORDED or DERIVED: what the replaced golden was
     drift: List[KindDrift] = field(default_factory=list)  # against the replaced golden
     steps: Optional[int] = None  # steps of the new data
+    # "kind/name" of the initial state kept from the replaced golden: what the run made only at its
+    # first step (Keras optimizer slots), which its replay had loaded from that golden
+    initial_kept: List[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def _update(data: Mapping[str, Any]) -> Update:
                                       "steps")}
     return Update(date=str(data.get("date") or "?"), by=str(data.get("by") or "?"),
                   environment=_dict(data.get("environment")), created=bool(data.get("created")), drift=drift,
-                  **known)
+                  initial_kept=[str(k) for k in data.get("initial_kept") or []], **known)
 
 
 def _dict(value: Any) -> Dict[str, Any]:

@@ -1,0 +1,99 @@
+"""The update workflow on every shipped golden, as a user's project runs it: the port changes on
+purpose (it halves its first float input, as a new preprocessing would), its replay test fails,
+the golden is rewritten (pytest --tracekit-update=all, or tracekit accept), the changed port then
+passes against it, and `tracekit log` shows the update. Goldens with optimizer slots (Adam,
+Momentum, Adagrad, FTRL: Keras makes slots at the first update) keep the initial state the
+replay started from, and say so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+import tracekit
+from tools.ports import EXAMPLES
+from tracekit.cli import main
+from tracekit.store import provenance
+
+from ..support import golden
+
+pytestmark = pytest.mark.slow
+
+TEST = '''
+from tools.ports import example_port
+
+NAME = %r
+
+
+def changed(step):
+    """The port, changed on purpose: its first float input halved."""
+    if isinstance(step, dict):  # a step function per train op
+        return {op: changed(function) for op, function in step.items()}
+
+    def run(inputs):
+        name = min(k for k, v in inputs.items() if v.dtype.is_floating)
+        return step(dict(inputs, **{name: inputs[name] * 0.5}))
+    return run
+
+
+def test_port(tracekit_replay):
+    model, step, options = example_port(NAME)()
+    tracekit_replay(NAME, changed(step), model=model, **options)
+'''
+
+
+@pytest.fixture(scope="module")
+def ports_imported(warm):
+    """The ports' modules imported before pytester snapshots sys.modules (see conftest.warm)."""
+    import importlib
+
+    for name in ("estimator_model", "gan_model", "keras_fit", "momentum_model", "rnn_model", "seed_example",
+                 "slim_resnet", "two_optimizers"):
+        importlib.import_module("tools.ports." + name)
+
+
+def _slots(path):
+    """(initial slots, slots in the steps) of a golden."""
+    with tracekit.open(path) as trace:
+        return ({key: trace.initial[key] for key in trace.initial if key.startswith("slot/")},
+                {t.key for t in trace.catalog if t.kind == "slot" and t.steps})
+
+
+@pytest.mark.parametrize("how", ["--tracekit-update=all", "tracekit accept"])
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_changed_port_updates_its_golden_and_then_passes(project, ports_imported, capsys, name, how):
+    path = project.path / "goldens" / (name + ".h5")
+    shutil.copyfile(golden(name), str(path))
+    project.makepyfile(test_port=TEST % name)
+    slots, _ = _slots(str(path))
+    result = project.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)  # the change is real: the legacy golden catches it
+    if how == "tracekit accept":
+        assert (project.path / ".tracekit" / "pending" / (name + ".h5")).exists()
+        assert main(["accept", "--all", "--reason", "inputs halved on purpose"]) == 0
+    else:
+        result = project.runpytest("-p", "no:cacheprovider", how, "--tracekit-reason", "inputs halved on purpose")
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*1 updated*"])
+    # The changed port now passes against the rewritten golden, from the same initial state.
+    project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    # Every slot the new golden holds in its steps starts from the legacy golden's initial value
+    # (TF1's own optimizer state without a Keras counterpart, beta1_power, is not replayed).
+    after, in_steps = _slots(str(path))
+    assert set(after) == in_steps and set(after) <= set(slots)
+    assert bool(after) == bool(slots)
+    for key, value in after.items():
+        assert value.tobytes() == slots[key].tobytes(), key
+    with tracekit.open(str(path)) as trace:
+        prov = provenance.read(trace.meta, trace.created)
+    assert prov.derived and [u.reason for u in prov.updates] == ["inputs halved on purpose"]
+    assert set(after) <= set(prov.last.initial_kept)
+    capsys.readouterr()
+    assert main(["log", str(path)]) == 0
+    log = capsys.readouterr().out
+    assert "update 1" in log and "inputs halved on purpose" in log and "drift against the golden it replaced" in log
+    if slots:
+        assert "kept from the replaced golden (made by the TF2 run only at its first step" in log
+    assert sorted(os.listdir(str(project.path / "goldens"))) == sorted({"seed_example.h5", name + ".h5"})
