@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import pytest
 
@@ -40,11 +41,16 @@ def test_a_crash_is_reported_not_suffered(sig, name):
 
 def test_verify_and_show_report_a_crash_of_the_library(tmp_path, monkeypatch, capsys):
     path = write_steps(str(tmp_path / "g.h5"), 2)
-    monkeypatch.setattr(tracekit.store, "verify", lambda *args: _die(signal.SIGSEGV))
-    monkeypatch.setattr(tracekit.store, "open_trace", lambda *args: _die(signal.SIGABRT))
+    checking = sys.modules["tracekit.store.verify"]  # the module; tracekit.store.verify is the function
+    monkeypatch.setattr(checking, "_verify", lambda *args: _die(signal.SIGSEGV))  # the library dies reading
+    crashed = "%s: the HDF5 library crashed reading it (SIGSEGV); the file is damaged: restore it or record it " \
+              "again" % path
+    # the Python API: the crash is a problem found, in a child; this process lives on
+    result = tracekit.verify(path)
+    assert not result.ok and result.problems == [crashed]
     assert main(["verify", path, path]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out == ["DAMAGED  %s: the HDF5 library crashed reading it (SIGSEGV); the file is damaged: restore it "
-                   "or record it again" % path] * 2  # and it went on to the next file
+    assert out == ["DAMAGED  %s: 1 problem" % path, "  " + crashed] * 2  # and it went on to the next file
+    monkeypatch.setattr(tracekit.store, "open_trace", lambda *args: _die(signal.SIGABRT))
     assert main(["show", path]) == 1
     assert "damaged: %s: the HDF5 library crashed reading it (SIGABRT)" % path in capsys.readouterr().err

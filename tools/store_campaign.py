@@ -14,24 +14,30 @@ Cases (each depends only on --seed and its id, so any one can be rebuilt alone):
 
 Every case runs in two fresh processes, so an HDF5 crash is seen as a signal: the real CLI
 (`python -m tracekit verify FILE`) and a reader (this script, --child-read) that opens the
-file with tracekit.open and fingerprints the header, meta, every step's info, key list and
-value; the parent compares those with the undamaged golden's, read once in-process. Each
-child runs under --timeout and an RLIMIT_AS of --mem-limit-mb; wait4 gives its peak RSS
-and CPU time (its own and its waited-for children's: the CLI may fork to read). The table
-also gives a bare `python -c "import tracekit"`'s, the floor of both.
+file with tracekit.open, fingerprints the header, meta, every step's info, key list and
+value, then runs tracekit.verify: the Python API, in its own process. The parent compares
+the fingerprints with the undamaged golden's, read once in-process. Each child runs under an
+RLIMIT_AS of --mem-limit-mb; wait4 gives its peak RSS and CPU time (its own and its
+waited-for children's: the CLI and the API fork to read). The table also gives a bare
+`python -c "import tracekit"`'s, the floor of both.
 
-Bugs: crash (a signal), timeout, memory (MemoryError or an allocation failure anywhere in
-the output, or peak RSS over --rss-mb), raw (a Python traceback, or an exit code other than
-0/1/2), verbose (a message line over 4 KiB), slow (CPU seconds over --slow-s for a fuzz case,
---slow-damage-s for a damage case: CPU, not wall time, so a busy machine does not make
-verdicts), silent (a read returned a value that differs from the golden's and nothing
-reported damage), reported-but-wrong-read (verify reported damage but a read still returned
-a wrong value), verify-missed (verify said ok while a read raised). Fine: reported, intact
-(the damage hit unused bytes), accepted (a fuzz file that verify and reads accept). Counted
-apart, the documented limits (docs/ROBUSTNESS.md): unprotected (damage to the metadata of a
-golden of the earlier layout, which predates the metadata checksums, read wrong) and api-crash (the HDF5
-library crashed in the reader's own process, as it would under the Python API, on a file
-that `tracekit verify` reports damaged).
+Time and memory are judged against a calibration measured in the same run, not in seconds:
+each child is also run on every undamaged file a case is made from, and a case is slow when
+a child takes over --slow-factor times the CPU time of the same child on its undamaged
+file, a hang (timeout) past --timeout-factor times its wall time (never under
+--timeout-floor-s), and a memory bug past --rss-extra-mb over its peak RSS. Machines differ
+in speed by several times; a ratio of 8 to the same work on the same machine does not.
+
+Bugs: crash (the CLI died of a signal), api-crash (the reader died of a signal: the Python
+API crashed in the caller's process), timeout, memory (MemoryError or an allocation failure
+anywhere in the output, or the peak RSS above), raw (a Python traceback, or an exit code
+other than 0/1/2), verbose (a message line over 4 KiB), slow, silent (a read returned a
+value that differs from the golden's and nothing reported damage), reported-but-wrong-read
+(verify reported damage but a read still returned a wrong value), verify-missed (verify
+said ok while a read raised). Fine: reported, intact (the damage hit unused bytes), accepted
+(a fuzz file that verify and reads accept). Counted apart, the documented limit
+(docs/ROBUSTNESS.md): unprotected (damage to the metadata of a golden of the earlier layout,
+which predates the metadata checksums, read wrong).
 
 The goldens are the shipped ones (goldens/) unless --goldens names another directory (e.g.
 tests/data/foreign_cpu, goldens of the earlier layout); hostile files come from
@@ -70,12 +76,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from tools.store_fuzz import GOLDENS_DIR, Base, build_fuzz, goldens_in, make_bases  # noqa: E402
-BUGS = ("crash", "timeout", "memory", "raw", "verbose", "slow", "silent", "reported-but-wrong-read",
+BUGS = ("crash", "api-crash", "timeout", "memory", "raw", "verbose", "slow", "silent", "reported-but-wrong-read",
         "verify-missed")
 # unprotected: damage to the metadata of a golden written before it had a checksum, read wrong:
 # the documented limit of old goldens (docs/ROBUSTNESS.md), counted apart from the bugs.
-# api-crash: the HDF5 library crashed in the reader's own process on a file verify reports damaged.
-FINE = ("reported", "intact", "accepted", "skipped", "unprotected", "api-crash")
+FINE = ("reported", "intact", "accepted", "skipped", "unprotected")
 TRACEBACK = "Traceback (most recent call last)"
 MEMORY_RE = re.compile(r"MemoryError|Unable to allocate|memory allocation failed|std::bad_alloc|"
                        r"Cannot allocate memory|out of memory", re.IGNORECASE)
@@ -83,12 +88,18 @@ MEMORY_RE = re.compile(r"MemoryError|Unable to allocate|memory allocation failed
 
 @dataclass
 class Limits:
-    timeout_s: float = 30.0
+    """What is a bug, relative to the same child on the undamaged file (its calibration, measured
+    in the same run): seconds differ between machines several times over, ratios do not."""
+
+    slow_factor: float = 8.0  # CPU time over this many times the calibration's (a read is ~2x its floor)
+    timeout_factor: float = 30.0  # wall time over this many times the calibration's is a hang
+    timeout_floor_s: float = 30.0  # ... but never under this: a busy machine's calibration may be quick
+    rss_extra_mb: float = 200.0  # peak RSS this much over the calibration's
     mem_limit_mb: int = 2048  # RLIMIT_AS: a huge allocation fails instead of swapping the machine
-    rss_mb: float = 200.0
-    slow_s: float = 2.0  # fuzz files are 150 KB: reading one takes ~0.3 s
-    slow_damage_s: float = 10.0  # the biggest golden verifies in ~1.2 s
     line_chars: int = 4096
+
+    def timeout_s(self, calibration: Optional["ChildResult"]) -> float:
+        return max(self.timeout_floor_s, self.timeout_factor * calibration.wall_s if calibration else 0.0)
 
 
 # ---- fingerprints: what the reader child prints and the parent compares ------------------------
@@ -191,6 +202,15 @@ def _child_read(path: str) -> int:
         print(json.dumps({"x": key, "m": ("%s: %s" % (type(exc).__name__, exc))[:300]}))
 
     walk_trace(path, item, error, unexpected)
+    import tracekit
+
+    try:  # the Python API's verify, in this process: a crash of the HDF5 library must not be ours
+        result = tracekit.verify(path)
+        print(json.dumps({"v": result.ok}))
+    except tracekit.TracekitError as exc:
+        error("verify", exc)
+    except Exception as exc:  # noqa: BLE001  # a raw exception: the finding
+        unexpected("verify", exc)
     sys.stdout.flush()
     return 3 if state["raw"] else 1 if state["error"] else 0
 
@@ -224,6 +244,7 @@ class Task:
     key: Any
     role: str
     argv: List[str]
+    timeout_s: float = 120.0  # wall seconds before the child is interrupted, then killed
 
 
 # Each child is started by this small launcher (`python -S`: stdlib only): it forks and execs the
@@ -269,9 +290,9 @@ def _collect(path: str) -> Tuple[str, int]:
 
 def run_tasks(tasks: Iterable[Task], jobs: int, limits: Limits, workdir: str) -> Iterator[Tuple[Task, ChildResult]]:
     """Run tasks `jobs` at a time, pulling the next one (which may build its file) only when a
-    slot is free; yields each as it ends. A child over the timeout gets SIGINT (a Python traceback
-    says where it was), then SIGKILL 3 s later: sent to its process group (the launcher, the
-    child, and what the child forked)."""
+    slot is free; yields each as it ends. A child over its task's timeout gets SIGINT (a Python
+    traceback says where it was), then SIGKILL 3 s later: sent to its process group (the
+    launcher, the child, and what the child forked)."""
     pending, running = iter(tasks), {}
     exhausted, serial = False, 0
     try:
@@ -296,9 +317,9 @@ def run_tasks(tasks: Iterable[Task], jobs: int, limits: Limits, workdir: str) ->
                 got, status, usage = os.wait4(pid, os.WNOHANG)
                 now = time.monotonic()
                 if not got:
-                    if now - start > limits.timeout_s + 3:
+                    if now - start > task.timeout_s + 3:
                         os.killpg(pid, signal.SIGKILL)
-                    elif now - start > limits.timeout_s and not timed_out:
+                    elif now - start > task.timeout_s and not timed_out:
                         entry[6] = True
                         os.killpg(pid, signal.SIGINT)
                     continue
@@ -324,9 +345,12 @@ def run_tasks(tasks: Iterable[Task], jobs: int, limits: Limits, workdir: str) ->
             os.waitpid(pid, 0)
 
 
-def run_child(argv: List[str], limits: Optional[Limits] = None, role: str = "child") -> ChildResult:
+def run_child(argv: List[str], limits: Optional[Limits] = None, role: str = "child",
+              timeout_s: Optional[float] = None) -> ChildResult:
+    limits = limits or Limits()
+    task = Task(None, role, argv, limits.timeout_floor_s if timeout_s is None else timeout_s)
     with tempfile.TemporaryDirectory() as work:
-        return next(run_tasks([Task(None, role, argv)], 1, limits or Limits(), work))[1]
+        return next(run_tasks([task], 1, limits, work))[1]
 
 
 def verify_argv(path: str) -> List[str]:
@@ -401,32 +425,34 @@ UNPROTECTED = re.compile(r"^(header|meta|info/-?\d+|keys/-?\d+)$")
 
 
 def classify(kind: str, verify: ChildResult, read: ChildResult, original: Optional[Dict[str, str]],
-             limits: Limits, old_format: bool = False) -> Tuple[str, str]:
+             limits: Limits, calibration: Dict[str, ChildResult], old_format: bool = False) -> Tuple[str, str]:
     """(outcome, detail) of one case from its two children; `original` is None for fuzz cases.
-    `old_format`: the golden predates the metadata checksums, so a wrong value read from its
-    metadata is its known limit ("unprotected"), not a bug. The reader child reads in its own
-    process as the Python API does, which no code can shield from a crash of the HDF5 library:
-    when it dies of a signal while `tracekit verify` (which reads in a child) reports the file
-    damaged, that is "api-crash", counted apart; a crash of verify itself is a bug."""
+    `calibration`: the same two children ("verify", "read") on the undamaged file the case was
+    made from, which time and memory are judged against. `old_format`: the golden predates the
+    metadata checksums, so a wrong value read from its metadata is its known limit
+    ("unprotected"), not a bug. The reader child reads through the Python API in its own
+    process: a signal there is "api-crash", a crash of the caller's process."""
     children = (verify, read)
     for c in children:
         if c.signal:
             name = signal.Signals(c.signal).name if c.signal in signal.Signals._value2member_map_ else c.signal
-            also = "" if c is verify else "; verify: %.150s" % _problem_line(verify)  # the CLI forks to read
-            outcome = "api-crash" if c is read and not verify.signal and verify.returncode == 1 else "crash"
-            return outcome, "%s: %s at %s%s" % (c.role, name, _where(c.stderr) or _last_line(c.stderr), also)
+            also = "" if c is verify else "; verify: %.150s" % _problem_line(verify)
+            return "api-crash" if c is read else "crash", "%s: %s at %s%s" % (
+                c.role, name, _where(c.stderr) or _last_line(c.stderr), also)
     for c in children:
         if c.timed_out:
-            return "timeout", "%s: over %gs (%s) %s" % (c.role, limits.timeout_s, _where(c.stderr),
-                                                        _last_line(c.stderr))
+            return "timeout", "%s: over %.0f s, %gx its %.2f s on the undamaged file (%s) %s" % (
+                c.role, limits.timeout_s(calibration[c.role]), limits.timeout_factor, calibration[c.role].wall_s,
+                _where(c.stderr), _last_line(c.stderr))
     for c in children:
         found = MEMORY_RE.search(c.stdout + c.stderr)
-        if found or c.maxrss_mb > limits.rss_mb:
+        allowed = calibration[c.role].maxrss_mb + limits.rss_extra_mb
+        if found or c.maxrss_mb > allowed:
             text = c.stdout + "\n" + c.stderr
             line = next((ln for ln in text.splitlines() if MEMORY_RE.search(ln)), "") if found else ""
             where = _where(c.stderr)
-            return "memory", "%s: peak RSS %.0f MB%s%s%s" % (
-                c.role, c.maxrss_mb, ", raw traceback" if TRACEBACK in c.stderr else "",
+            return "memory", "%s: peak RSS %.0f MB (%.0f on the undamaged file)%s%s%s" % (
+                c.role, c.maxrss_mb, calibration[c.role].maxrss_mb, ", raw traceback" if TRACEBACK in c.stderr else "",
                 " at " + where if where else "", ": " + line.strip()[:300] if line else "")
     for c in children:
         if TRACEBACK in c.stderr or c.returncode not in (0, 1, 2):
@@ -436,10 +462,11 @@ def classify(kind: str, verify: ChildResult, read: ChildResult, original: Option
     if longest > limits.line_chars:
         return "verbose", "a message line of %d characters: %.200s..." % (longest, max(
             (verify.stdout + verify.stderr).splitlines() + [m for _, m in log.errors], key=len))
-    slow = limits.slow_s if kind == "fuzz" else limits.slow_damage_s
     for c in children:
-        if c.cpu_s > slow:
-            return "slow", "%s: %.1f s CPU (%.1f s wall)" % (c.role, c.cpu_s, c.wall_s)
+        floor = calibration[c.role].cpu_s
+        if c.cpu_s > limits.slow_factor * floor:
+            return "slow", "%s: %.1f s CPU, %.1fx its %.2f s on the undamaged file (%.1f s wall)" % (
+                c.role, c.cpu_s, c.cpu_s / floor, floor, c.wall_s)
     if original is not None:
         wrong = [k for k, d in log.items.items() if k not in ("open", "close") and original.get(k) != d]
         if read.returncode == 0:  # nothing raised, so anything not read went missing silently
@@ -572,6 +599,9 @@ class Campaign:
     cases: List[Case]
     baseline: ChildResult  # a bare `python -c "import tracekit"`: the floor of every child's RSS and time
     wall_s: float = 0.0
+    limits: Limits = field(default_factory=Limits)
+    # each undamaged file a case was made from -> its children ("verify", "read"): what cases are judged against
+    calibration: Dict[str, Dict[str, ChildResult]] = field(default_factory=dict)
 
     @property
     def bugs(self) -> List[Case]:
@@ -593,7 +623,8 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="store_campaign-")
     todo = plan(goldens, cases, fuzz, controls, only)
-    campaign = Campaign(seed, goldens_dir, todo, run_child([sys.executable, "-c", "import tracekit"], limits, "baseline"))
+    campaign = Campaign(seed, goldens_dir, todo, run_child([sys.executable, "-c", "import tracekit"], limits, "baseline"),
+                        limits=limits)
     originals: Dict[str, Dict[str, str]] = {}
     try:
         bases = make_bases(workdir, goldens) if any(c.kind == "fuzz" for c in todo) else {}
@@ -605,8 +636,11 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
                     continue
                 if case.kind != "fuzz" and case.golden not in originals:
                     originals[case.golden] = read_original(case.source)
-                yield Task(case, "verify", verify_argv(case.path))
-                yield Task(case, "read", read_argv(case.path))
+                if case.source not in campaign.calibration:
+                    campaign.calibration[case.source] = calibrate(case.source, limits)
+                measured = campaign.calibration[case.source]
+                yield Task(case, "verify", verify_argv(case.path), limits.timeout_s(measured["verify"]))
+                yield Task(case, "read", read_argv(case.path), limits.timeout_s(measured["read"]))
 
         done = 0
         for task, result in run_tasks(tasks(), jobs, limits, workdir):
@@ -616,6 +650,7 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
                 continue
             case.outcome, case.detail = classify(case.kind, case.verify, case.read,
                                                  None if case.kind == "fuzz" else originals[case.golden], limits,
+                                                 campaign.calibration[case.source],
                                                  old_format=case.kind != "fuzz" and not has_meta_crc(case.source))
             case.read.stdout = case.read.stdout[-2000:]  # the fingerprints are spent: keep memory flat
             case.detail = case.detail.replace(case.path, "FILE")
@@ -632,6 +667,19 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
         shutil.rmtree(workdir, ignore_errors=True)
     campaign.wall_s = round(time.monotonic() - start, 1)
     return campaign
+
+
+def calibrate(path: str, limits: Limits) -> Dict[str, ChildResult]:
+    """Both children on an undamaged file: the time and memory its damaged copies are judged
+    against. The undamaged file must verify and read cleanly, or the harness is wrong."""
+    measured = {}
+    for role, argv in (("verify", verify_argv(path)), ("read", read_argv(path))):
+        child = run_child(argv, limits, role, timeout_s=4 * limits.timeout_floor_s)
+        if child.returncode != 0 or child.timed_out:
+            raise RuntimeError("store_campaign: the undamaged %s does not %s cleanly (exit %d): %s"
+                               % (path, role, child.returncode, _last_line(child.stderr + child.stdout)))
+        measured[role] = child
+    return measured
 
 
 def _counts(cases: Iterable[Case]) -> str:
@@ -663,6 +711,12 @@ def report(campaign: Campaign, command: str = "tools/store_campaign.py") -> str:
             lines.append("%-6s peak RSS MB %s; wall s %s; CPU s %s" % (
                 role, _stat([r.maxrss_mb for r in runs]), _stat([r.wall_s for r in runs]),
                 _stat([r.cpu_s for r in runs])))
+        floors = [m[role] for m in campaign.calibration.values()]
+        ratios = [getattr(c, role).cpu_s / campaign.calibration[c.source][role].cpu_s for c in campaign.cases
+                  if getattr(c, role) is not None and c.source in campaign.calibration]
+        if floors:
+            lines.append("       on the %d undamaged files: CPU s %s; damaged/undamaged CPU %s (slow past %gx)" % (
+                len(floors), _stat([r.cpu_s for r in floors]), _stat(ratios), campaign.limits.slow_factor))
     bugs = campaign.bugs
     lines += ["", "%d bug case%s" % (len(bugs), "" if len(bugs) == 1 else "s") + (":" if bugs else "")]
     goldens_arg = "" if campaign.goldens_dir == GOLDENS_DIR else " --goldens " + os.path.relpath(campaign.goldens_dir)
@@ -687,17 +741,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--only", metavar="IDS", help="run only these cases, e.g. d17,f42 (ids the table prints)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="children run at once (default: 2, or 1 on one core)")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds a child may run (default 30)")
+    parser.add_argument("--slow-factor", type=float, default=8.0,
+                        help="a child is slow past this many times its CPU time on the undamaged file (default 8)")
+    parser.add_argument("--timeout-factor", type=float, default=30.0,
+                        help="a child hangs past this many times its wall time on the undamaged file (default 30)")
+    parser.add_argument("--timeout-floor-s", type=float, default=30.0,
+                        help="... but never under this many seconds (default 30)")
+    parser.add_argument("--rss-extra-mb", type=float, default=200.0,
+                        help="peak RSS this much over the undamaged file's is a memory bug (default 200)")
     parser.add_argument("--mem-limit-mb", type=int, default=2048, help="each child's RLIMIT_AS (default 2048)")
-    parser.add_argument("--rss-mb", type=float, default=200.0, help="peak RSS that is a memory bug (default 200)")
-    parser.add_argument("--slow-s", type=float, default=2.0, help="CPU seconds a fuzz child may take (default 2)")
-    parser.add_argument("--slow-damage-s", type=float, default=10.0,
-                        help="CPU seconds a damage child may take (default 10)")
     parser.add_argument("--json", metavar="PATH", help="write every case record (both children's exit, times, "
                                                        "RSS, output tails) to PATH")
     parser.add_argument("--keep", metavar="DIR", help="copy the file of every bug case to DIR/<id>-<outcome>.h5")
     args = parser.parse_args(argv)
-    limits = Limits(args.timeout, args.mem_limit_mb, args.rss_mb, args.slow_s, args.slow_damage_s)
+    limits = Limits(slow_factor=args.slow_factor, timeout_factor=args.timeout_factor,
+                    timeout_floor_s=args.timeout_floor_s, rss_extra_mb=args.rss_extra_mb, mem_limit_mb=args.mem_limit_mb)
     campaign = run_campaign(args.seed, args.cases, args.fuzz, args.jobs, limits,
                             args.only.split(",") if args.only else None, args.keep, not args.no_controls,
                             args.goldens)
@@ -705,6 +763,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"seed": args.seed, "wall_s": campaign.wall_s, "baseline": campaign.baseline.record(),
+                       "calibration": {os.path.relpath(path, ROOT): {role: child.record() for role, child in m.items()}
+                                       for path, m in campaign.calibration.items()},
                        "cases": [c.record() for c in campaign.cases]}, fh, indent=1)
     return 1 if campaign.bugs else 0
 

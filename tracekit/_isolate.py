@@ -6,6 +6,7 @@ Where there is no fork (Windows) the call runs in this process."""
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import pickle
@@ -23,13 +24,16 @@ class ChildCrashed(Exception):
         self.signal_name = signal_name
 
 
-def in_child(call: Callable[..., T], *args: Any) -> T:
+def in_child(call: Callable[..., T], *args: Any, hold: Any = None) -> T:
     """call(*args) in a forked child: its result, or the exception it raised (if it pickles;
-    else a RuntimeError naming it). ChildCrashed if the child died of a signal."""
+    else a RuntimeError naming it). ChildCrashed if the child died of a signal. `hold`: a lock
+    taken around the fork, so that no other thread holds it as the child is made (a lock held
+    by another thread at the fork stays held forever in the child)."""
     if not hasattr(os, "fork"):  # pragma: no cover  # Windows
         return call(*args)
     read, write = os.pipe()
-    pid = os.fork()
+    with hold if hold is not None else contextlib.nullcontext():
+        pid = os.fork()
     if pid == 0:  # the child: answer through the pipe, then leave without running the parent's exit handlers
         try:
             os.close(read)

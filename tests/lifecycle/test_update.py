@@ -130,7 +130,7 @@ def test_a_failed_write_leaves_the_golden_whole_and_nothing_else(project, tmp_pa
     before = open(golden, "rb").read()
     actual = replayed(str(tmp_path / "a.h5"), change=bump(0, "loss/loss"))
 
-    def broken_write(source, path, meta, infos):
+    def broken_write(source, path, meta, infos, initial):
         with open(path, "wb") as fh:
             fh.write(b"half a golden")
         raise OSError(28, "No space left on device")

@@ -73,6 +73,11 @@ def child(role, rc=0, stdout="", stderr="", **kw):
     return sc.ChildResult(role, rc, stdout=stdout, stderr=stderr, **kw)
 
 
+# The two children on the undamaged file: what time and memory are judged against.
+CALIBRATION = {"verify": child("verify", cpu_s=0.5, wall_s=0.6, maxrss_mb=120.0),
+               "read": child("read", cpu_s=0.4, wall_s=0.5, maxrss_mb=110.0)}
+
+
 def read_out(items, errors=()):
     lines = ['{"k": "%s", "d": "%s"}' % kv for kv in items.items()]
     lines += ['{"e": "%s", "m": "%s", "n": %d}' % (key, msg, len(msg)) for key, msg in errors]
@@ -98,19 +103,30 @@ TRACEBACK = 'Traceback (most recent call last):\n  File "/x/tracekit/store/value
     (child("verify", 1, stderr=TRACEBACK), child("read"), None, "raw"),
     (child("verify", 3), child("read"), None, "raw"),
     (child("verify", 1, "x: cannot be read (MemoryError: Unable to allocate 3.6 TiB)"), child("read"), None, "memory"),
-    (child("verify", maxrss_mb=900.0), child("read"), None, "memory"),
+    (child("verify", maxrss_mb=330.0), child("read"), None, "memory"),  # 210 MB over the undamaged file's
+    (child("verify", maxrss_mb=310.0), child("read"), None, "accepted"),
     (child("verify", -9, timed_out=True), child("read"), None, "timeout"),
-    (child("verify", cpu_s=3.0), child("read"), None, "slow"),
-    (child("verify", cpu_s=3.0), child("read", 0, read_out(ORIGINAL)), ORIGINAL, "intact"),  # damage: 10 s
+    (child("verify", cpu_s=4.1), child("read"), None, "slow"),  # over 8x the undamaged file's 0.5 s
+    (child("verify", cpu_s=3.9), child("read", 0, read_out(ORIGINAL)), ORIGINAL, "intact"),
+    (child("verify"), child("read", cpu_s=3.3), None, "slow"),  # each child against its own calibration
     (child("verify", 1, "DAMAGED x: " + "y" * 5000), child("read", 1), None, "verbose"),
-    (child("verify"), child("read", -11), ORIGINAL, "crash"),  # verify missed what crashed the reader
-    (child("verify", 1, "DAMAGED x: the HDF5 library crashed reading it (SIGSEGV)"), child("read", -11), ORIGINAL,
-     "api-crash"),
+    (child("verify"), child("read", -11), ORIGINAL, "api-crash"),  # the Python API crashed its process
+    (child("verify", 1, "DAMAGED x: the HDF5 library crashed"), child("read", -11), ORIGINAL, "api-crash"),
     (child("verify", -11), child("read", 1), ORIGINAL, "crash"),
 ])
 def test_classify(verify, read, original, expected):
     kind = "fuzz" if original is None else "damage"
-    assert sc.classify(kind, verify, read, original, sc.Limits())[0] == expected
+    assert sc.classify(kind, verify, read, original, sc.Limits(), CALIBRATION)[0] == expected
+
+
+def test_limits_are_relative_to_the_same_work_on_the_undamaged_file():
+    # A machine four times slower calibrates four times slower: the same case is not slow there.
+    slow_machine = {role: child(role, cpu_s=4 * c.cpu_s, wall_s=4 * c.wall_s, maxrss_mb=c.maxrss_mb)
+                    for role, c in CALIBRATION.items()}
+    case = child("verify", cpu_s=4.1)
+    assert sc.classify("fuzz", case, child("read"), None, sc.Limits(), CALIBRATION)[0] == "slow"
+    assert sc.classify("fuzz", case, child("read"), None, sc.Limits(), slow_machine)[0] == "accepted"
+    assert sc.Limits().timeout_s(slow_machine["verify"]) == max(30.0, 30 * 2.4)
 
 
 def test_old_goldens_metadata_is_their_known_limit_and_nothing_else():
@@ -120,28 +136,28 @@ def test_old_goldens_metadata_is_their_known_limit_and_nothing_else():
             (False, ORIGINAL, meta_changed, "silent"),  # a current one must catch it
             (True, ORIGINAL, CHANGED, "silent")]:  # a tensor is checksummed in every golden
         got = sc.classify("damage", child("verify"), child("read", 0, read_out(read)), original, sc.Limits(),
-                          old_format=old_format)[0]
+                          CALIBRATION, old_format=old_format)[0]
         assert got == expected, (old_format, read, got)
 
 
 def test_a_segfault_is_a_crash():
     segv = sc.run_child([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], role="verify")
     assert segv.signal == signal.SIGSEGV and not segv.timed_out
-    outcome, detail = sc.classify("fuzz", segv, child("read"), None, sc.Limits())
+    outcome, detail = sc.classify("fuzz", segv, child("read"), None, sc.Limits(), CALIBRATION)
     assert outcome == "crash" and "SIGSEGV" in detail
 
 
 def test_a_hang_is_a_timeout_and_says_where():
-    hang = sc.run_child([PY, "-c", "import time\ndef stuck():\n    time.sleep(60)\nstuck()"], sc.Limits(timeout_s=1))
-    assert hang.timed_out and hang.wall_s < 10
-    assert sc.classify("fuzz", hang, child("read"), None, sc.Limits())[0] == "timeout"
+    hang = sc.run_child([PY, "-c", "import time\ndef stuck():\n    time.sleep(600)\nstuck()"], role="verify", timeout_s=1)
+    assert hang.timed_out and hang.returncode != 0  # interrupted by the harness, not ended by itself
+    assert sc.classify("fuzz", hang, child("read"), None, sc.Limits(), CALIBRATION)[0] == "timeout"
     assert "in stuck" in hang.stderr  # SIGINT first: the traceback shows where it hung
 
 
 def test_the_address_space_limit_turns_a_huge_allocation_into_memory():
-    big = sc.run_child([PY, "-c", "bytearray(3 << 30)"], sc.Limits(mem_limit_mb=1024))
+    big = sc.run_child([PY, "-c", "bytearray(3 << 30)"], sc.Limits(mem_limit_mb=1024), role="verify")
     assert big.returncode == 1 and big.maxrss_mb < 200
-    assert sc.classify("fuzz", big, child("read"), None, sc.Limits())[0] == "memory"
+    assert sc.classify("fuzz", big, child("read"), None, sc.Limits(), CALIBRATION)[0] == "memory"
 
 
 def test_fingerprints_see_every_bit():

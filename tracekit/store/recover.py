@@ -22,6 +22,7 @@ from ._format import journal_path
 from ._golden import GoldenFile, LeafData, fsync_dir
 from ._journal import Committed, read_payload, scan
 from ._lock import remove_stale, take
+from ._screen import trust
 from ._wire import LeafDescriptor
 
 
@@ -83,6 +84,7 @@ def recover(path: str) -> RecoverResult:
             os.remove(data_path)
         os.remove(journal)
         fsync_dir(path)
+        trust(path)  # rebuilt whole by this process, never trusting the unfinished file's HDF5 metadata
     finally:
         os.close(lock)
     return RecoverResult(path, "recovered", steps, committed.dropped, reason)

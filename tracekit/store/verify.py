@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional
 
+from .._isolate import ChildCrashed, in_child
 from ..errors import TracekitError
 from ..keys import INITIAL_STEP
 from ._backends.base import short
+from ._h5compat import phil
+from ._screen import off_in_this_process
 from .reader import open_trace
 
 
@@ -33,7 +36,23 @@ class VerifyResult:
 
 def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> VerifyResult:
     """Check one trace. Raises TracekitError if it cannot be opened at all; damage found
-    inside is collected in `problems`. `progress(done, total)` is called after each step."""
+    inside is collected in `problems`. `progress(done, total)` is called after each step.
+
+    The check reads every byte and every HDF5 object of the file, which is where a damaged
+    file can crash the HDF5 library itself; so it runs in a child process (where there is
+    fork), and such a crash is a problem found, not the end of the caller's process.
+    `progress` is called in that child: it may draw, but what it changes stays there."""
+    def child() -> VerifyResult:
+        off_in_this_process()  # this child is the isolation: its reads need no screening of their own
+        return _verify(path, progress)
+    try:
+        return in_child(child, hold=phil)
+    except ChildCrashed as crash:
+        return VerifyResult(path, problems=["%s: the HDF5 library crashed reading it (%s); the file is damaged: "
+                                            "restore it or record it again" % (path, crash.signal_name)])
+
+
+def _verify(path: str, progress: Optional[Callable[[int, int], None]]) -> VerifyResult:
     result = VerifyResult(path)
     with open_trace(path) as trace:
         trace._backend.thorough = True  # every leaf's crc32, even where zstd checked the frames' bytes

@@ -33,6 +33,7 @@ from . import values
 from ._encode import DeltaBases, encode_leaves
 from ._format import FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
 from ._lock import held
+from ._screen import trust
 from ._sink import Commit, Drop, Flush, Meta, Sink, Value
 from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
 
@@ -285,6 +286,7 @@ class TraceWriter:
             where = self._sink.finish(self.steps, self._found)
         except OSError as exc:
             raise _write_error(self.path, exc)
+        trust(where)  # written whole by this process: reading it back needs no screening
         if where != self.path:
             raise TraceWriteError("another recording to %s finished while this one ran, after this one started: "
                                   "its golden stays in place, and this recording is kept at %s; compare the two "

@@ -199,16 +199,7 @@ class Backend(abc.ABC):
         if desc.layout == values.PLAIN:
             return self.plain(ref), None
         dtype = desc.numpy_dtype
-        # What the file declares is checked before anything is allocated: a damaged or hostile
-        # shape must fail here, not ask for terabytes.
-        nbytes = dtype.itemsize * int(np.prod(desc.shape, dtype=np.float64))
-        if nbytes > memory_bytes() // 2:
-            raise ValueError("it declares a %.1f GiB value (shape %s), more than half this machine's memory"
-                             % (nbytes / (1 << 30), desc.shape))
-        expected = _codec.chunk_count(desc.shape, desc.chunk or ())
-        stored = self.stored_chunks(ref)
-        if stored is not None and stored != expected:
-            raise ValueError("%d of %d chunks present" % (stored, expected))
+        self.declared_chunks(ref)
         base = None
         if desc.delta_base is not None:
             if desc.delta_base >= step or desc.delta_base < INITIAL_STEP:
@@ -239,6 +230,21 @@ class Backend(abc.ABC):
         if base is not None:
             whole = np.bitwise_xor(_codec.bits(whole), _codec.bits(base)).view(dtype)
         return whole, None
+
+    def declared_chunks(self, ref: LeafRef) -> int:
+        """How many chunks a chunked leaf has, once what the file declares of it is checked before
+        anything is allocated or read: a damaged or hostile shape fails here (ValueError), it does
+        not ask for terabytes."""
+        desc = ref.desc
+        nbytes = desc.numpy_dtype.itemsize * int(np.prod(desc.shape, dtype=np.float64))
+        if nbytes > memory_bytes() // 2:
+            raise ValueError("it declares a %.1f GiB value (shape %s), more than half this machine's memory"
+                             % (nbytes / (1 << 30), desc.shape))
+        expected = _codec.chunk_count(desc.shape, desc.chunk or ())
+        stored = self.stored_chunks(ref)
+        if stored is not None and stored != expected:
+            raise ValueError("%d of %d chunks present" % (stored, expected))
+        return expected
 
     def _chunked(self, ref: LeafRef, dtype: np.dtype, base: Optional[np.ndarray]) -> Tuple[np.ndarray, Optional[int]]:
         """The leaf decoded from its chunks by tracekit's codec, and its checksum when computed on

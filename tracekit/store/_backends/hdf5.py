@@ -21,6 +21,7 @@ from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_
                        BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET,
                        STEPS_GROUP, blob_crc, escape_name, step_path, unescape_name, value_path)
 from .._h5compat import phil
+from .._screen import screen
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
 from .base import Backend, LeafRef, short
@@ -129,8 +130,47 @@ def _chunked_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
     return replace(desc, level=None)
 
 
+def _from_hdf5(exc: BaseException) -> bool:
+    """Did h5py raise it (HDF5 failed), rather than tracekit's own checks of what it read?"""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    name = tb.tb_frame.f_code.co_filename if tb is not None else ""
+    return name.startswith("h5py") or (os.sep + "h5py" + os.sep) in name
+
+
+class _Quietly:
+    """Calls that may fail, the HDF5 library's failures noted (the walk looks for damage HDF5
+    finds, and for crashes; tracekit's own checks are the reader's to report)."""
+
+    def __init__(self) -> None:
+        self.damage: List[str] = []
+
+    def __call__(self, read: Any, *args: Any) -> Any:
+        try:
+            return read(*args)
+        except Exception as exc:  # noqa: BLE001
+            if _from_hdf5(exc) and len(self.damage) < 20:
+                self.damage.append(short(exc))
+            return None
+
+
+def walk(path: str) -> Tuple[str, ...]:
+    """Make every HDF5 call that reading the golden at `path` makes; returns what HDF5 raised on
+    the way (the screen's child, _screen.py). TracekitError if it does not open."""
+    backend = HDF5Backend(path, screened=False)
+    try:
+        return backend.walk()
+    finally:
+        backend.close()
+
+
 class HDF5Backend(Backend):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, screened: bool = True) -> None:
+        """Open a golden; `screened`: walk it in a child first, the first time this process opens
+        it (_screen.py), so that a crash of the HDF5 library on a damaged file is not this process's."""
+        if screened:
+            screen(path, walk)
         super().__init__(path)
         # The last few steps' index and group, shared by reader threads: OrderedDict's popitem
         # evicts in one call, where iterating a dict another thread grows would raise.
@@ -340,6 +380,26 @@ class HDF5Backend(Backend):
                 elif replace(ref.desc, nbytes=desc.nbytes) != desc or stored.tobytes() != data:
                     problems.append("%s: the step index and the dataset disagree; the file is damaged" % where)
         return problems
+
+    def walk(self) -> Tuple[str, ...]:
+        """What reading every value asks of HDF5, without decoding: each step's group and
+        attributes, its list of values, and each stored leaf a read opens (a chunked leaf's
+        dataset, its creation properties and its chunks, read raw; in goldens without a step
+        index, every dataset with its attributes). Returns what HDF5 raised on the way: only
+        damage HDF5 finds and crashes matter here (_screen.py). verify's cross-check, which
+        opens every dataset, runs in a child process of its own."""
+        quietly = _Quietly()
+        steps = ([INITIAL_STEP] if self.header.has_initial else []) + list(range(self.header.nsteps))
+        for step in steps:
+            quietly(self._info, step)
+            for kind, name in quietly(self._keys, step) or ():
+                found = quietly(self.entry, step, kind, name)
+                for ref in found[1] if found else ():
+                    if ref.desc.layout != values.CHUNKED:
+                        quietly(self.plain, ref)
+                    elif quietly(self.declared_chunks, ref) is not None and quietly(self.fallback, ref) is None:
+                        quietly(lambda: [None for _ in self.chunks(ref)])
+        return tuple(quietly.damage)
 
     def _ref(self, ds: h5py.Dataset) -> LeafRef:
         """A finished golden keeps a leaf's descriptor as HDF5 facts and attributes."""

@@ -1,0 +1,128 @@
+"""Keep a crash of the HDF5 library out of the caller's process.
+
+HDF5 trusts a file's metadata: on a damaged golden it can read out of bounds and die of
+SIGSEGV, or abort in free() on the error path after a failed checksum. That is no
+exception to catch: the process is gone, pytest and the user's session with it. Whether
+it dies depends on what the library read before, so no reader can tell in advance which
+call will crash it; what can be told is whether HDF5 finds the file's structure damaged.
+
+So the first time a process opens a golden, a forked child makes every HDF5 call that
+reading it makes (HDF5Backend.walk: the file, its attributes, each group's links, each
+dataset's header, layout and chunks, without decoding them) and reports what happened.
+A golden whose walk killed the child, or made HDF5 itself report damage, is not read in
+this process: `open` raises CorruptTrace, and `verify` does its work in a child, as the
+CLI does. A golden the walk found whole is read here as usual. The answer is kept per
+file identity (device, inode, size, modification and change times): a file that changes
+is walked again.
+
+The child inherits what the process has loaded, so the cost is a fork and one pass over
+the file's HDF5 objects and raw bytes (tools/bench_screen.py measures it). Where there is
+no fork (Windows) nothing is screened. TRACEKIT_SCREEN=0 turns it off for a process that
+trusts its files.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+from .._isolate import ChildCrashed, in_child
+from ..errors import CorruptTrace, TracekitError
+from ._h5compat import phil
+
+Identity = Tuple[int, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Screening:
+    """What the walk of one golden found."""
+
+    crashed: Optional[str] = None  # the signal the child died of
+    unopened: Optional[TracekitError] = None  # opening it failed with this: raised again, not retried here
+    damage: Tuple[str, ...] = ()  # what HDF5 itself raised on the way: its structure is damaged
+
+    @property
+    def whole(self) -> bool:
+        return self.crashed is None and self.unopened is None and not self.damage
+
+
+class DamagedStructure(CorruptTrace):
+    """A golden HDF5 crashed on or reported damaged in a child: not read in this process."""
+
+
+_answers: Dict[Identity, Screening] = {}
+_lock = threading.Lock()  # one walk per file at a time
+_off = False  # set in a child that reads a damaged golden on purpose (verify)
+
+
+def enabled() -> bool:
+    return not _off and hasattr(os, "fork") and os.environ.get("TRACEKIT_SCREEN", "1") != "0"
+
+
+def _identity(path: str) -> Identity:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def screen(path: str, walk: Callable[[str], Tuple[str, ...]]) -> None:
+    """Raise unless walk(path), run in a child once per file identity, found the golden whole:
+    DamagedStructure if it crashed or HDF5 raised on the way, the error opening it raised."""
+    if not enabled():
+        return
+    key = _identity(path)
+    with _lock:
+        if key not in _answers:
+            _answers[key] = _walked(path, walk)
+        found = _answers[key]
+    if found.crashed is not None:
+        raise DamagedStructure("%s: the HDF5 library crashed (%s) reading its structure, in a child process; the "
+                               "file is damaged: restore it or record it again" % (path, found.crashed))
+    if found.unopened is not None:
+        raise found.unopened
+    if found.damage:
+        raise DamagedStructure("%s: HDF5 reports damage in the file's structure (%d error%s, first: %s); reading it "
+                               "in this process could crash the HDF5 library, so it is not read: restore it or "
+                               "record it again (tracekit verify lists what is damaged)"
+                               % (path, len(found.damage), "" if len(found.damage) == 1 else "s", found.damage[0]))
+
+
+def _silenced(walk: Callable[[str], Tuple[str, ...]], path: str) -> Screening:
+    """The child's walk, its stderr closed: a crash is reported once, by the parent, not also
+    by the C library ("free(): invalid pointer")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        return Screening(damage=walk(path))
+    except TracekitError as exc:
+        return Screening(unopened=exc)
+
+
+def _walked(path: str, walk: Callable[[str], Tuple[str, ...]]) -> Screening:
+    try:
+        return in_child(_silenced, walk, path, hold=phil)  # no other thread of ours in HDF5 at the fork
+    except ChildCrashed as crash:
+        return Screening(crashed=crash.signal_name)
+    except Exception:  # noqa: BLE001  # the walk itself failed: no verdict, the file is read as before
+        return Screening()
+
+
+def trust(path: str) -> None:
+    """A golden this process has just written whole (a writer's close, a recovery): reading it
+    needs no walk while it stays as it is."""
+    with _lock:
+        _answers[_identity(path)] = Screening()
+
+
+def off_in_this_process() -> None:
+    """A child that reads a golden the screen refused, to report its damage (verify), reads it."""
+    global _off
+    _off = True
+
+
+def forget() -> None:
+    """Walk every file again at its next opening (tests)."""
+    with _lock:
+        _answers.clear()
