@@ -4,7 +4,6 @@ unless asked; fail_fast stops at the first divergence."""
 
 from __future__ import annotations
 
-import glob
 import os
 import tempfile
 
@@ -45,16 +44,19 @@ def summary(result):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_check_finds_what_compare_of_the_replay_finds(tf2, case, tmp_path):
+def test_check_finds_what_compare_of_the_replay_finds(tf2, case, tmp_path, monkeypatch):
     name, make, options, replay_options = CASES[case]
+    scratch = tmp_path / "scratch"  # this test's own temporary directory: other processes write in /tmp
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     for tolerance in (TRAINING, None):
         model, step = make(**options)
         actual = tf2.replay(golden(name), step, model=model, steps=4, **replay_options)
         expected = tracekit.compare(golden(name), actual, tolerance)
         model, step = make(**options)
-        before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tracekit-replay-*")))
+        before = set(os.listdir(str(scratch)))
         checked = tf2.check(golden(name), step, model=model, steps=4, tolerance=tolerance, **replay_options)
-        assert set(glob.glob(os.path.join(tempfile.gettempdir(), "tracekit-replay-*"))) == before  # nothing written
+        assert set(os.listdir(str(scratch))) == before  # nothing written
         assert summary(checked) == summary(expected)
         assert "(not written)" in checked.actual and checked.actual in checked.report()
         assert checked.ok == expected.ok == case.endswith("correct")

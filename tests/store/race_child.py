@@ -1,6 +1,7 @@
 """One side of tests/store/test_writer_races.py: python -m tests.store.race_child ROLE DIR SCHEDULE
 
-SCHEDULE is a JSON list, one entry per round, of wall-clock times. Role "a" records round i to
+SCHEDULE is a JSON list, one entry per round, of times relative to a start the child reads from
+stdin once it has printed "ready" (imported). Role "a" records round i to
 DIR/<i>.h5, printing "token i TOKEN" (its recording's), and closes it at its time. Role "b"
 starts a recording to the same path at its time and prints "refused i MESSAGE" if that is
 refused, else "found i TOKEN" (of the golden that was at the path when it started, or none),
@@ -28,6 +29,9 @@ def _wait(until: float) -> None:
 
 def main() -> int:
     role, directory, schedule = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())
+    schedule = [start + at for at in schedule]
     for index, at in enumerate(schedule):
         path = os.path.join(directory, "%d.h5" % index)
         if role == "a":

@@ -35,7 +35,7 @@ def _offsets(rounds):
 
 def _run(role, directory, schedule):
     return subprocess.Popen([sys.executable, "-m", "tests.store.race_child", role, directory, json.dumps(schedule)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=ROOT), universal_newlines=True)
 
 
@@ -47,10 +47,15 @@ def _events(out, word):
 @pytest.mark.slow
 def test_a_second_writer_never_silently_replaces_the_first(tmp_path):
     offsets = _offsets(ROUNDS)
-    first = time.time() + 3.0  # both children have imported tracekit by then
-    closes = [first + i * SPACING for i in range(ROUNDS)]
+    closes = [0.5 + i * SPACING for i in range(ROUNDS)]  # after the start both children are given
     a = _run("a", str(tmp_path), closes)
     b = _run("b", str(tmp_path), [at + off for at, off in zip(closes, offsets)])
+    for child in (a, b):  # however long importing takes here, both start from one moment
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+    start = "%f\n" % time.time()
+    for child in (a, b):
+        child.stdin.write(start)
+        child.stdin.flush()
     (a_out, a_err), (b_out, b_err) = a.communicate(timeout=600), b.communicate(timeout=600)
     assert a.returncode == 0 and b.returncode == 0, (a_err[-3000:], b_err[-3000:])
     tokens, found = _events(a_out, "token"), _events(b_out, "found")
@@ -70,7 +75,7 @@ def test_a_second_writer_never_silently_replaces_the_first(tmp_path):
         if i in refused:
             assert "is being recorded right now by another writer" in refused[i]
         else:  # started before the first's golden was in place: kept beside it, and close() said where
-            assert found[i] == "none" and "finished while this one ran" in beside[i]
+            assert found[i] == "none" and "while this recording ran" in beside[i]
             other = beside[i].split(" is kept at ")[1].split(";")[0]
             assert tracekit.verify(other).ok and os.path.dirname(other) == str(tmp_path)
             kept.append(other)
@@ -92,7 +97,7 @@ def test_a_golden_put_in_place_while_a_recording_runs_is_not_replaced(tmp_path):
         with other.step():
             other.add("loss", "loss", 2.0)
     os.replace(late, path)
-    with pytest.raises(tracekit.TraceWriteError, match="finished while this one ran.*is kept at (.*); compare") as info:
+    with pytest.raises(tracekit.TraceWriteError, match="put at .* while this recording ran.*is kept at (.*); compare") as info:
         writer.close()
     kept = info.value.args[0].split(" is kept at ")[1].split(";")[0]
     with tracekit.open(path) as trace:

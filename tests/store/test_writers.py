@@ -19,16 +19,28 @@ from ..support import ROOT, write_steps
 
 
 def _start(path, name, start_at, steps=20):
-    return subprocess.Popen([sys.executable, "-m", "tests.store.writer_child", path, name, "%f" % start_at,
-                             str(steps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "tests.store.writer_child", path, name,
+                             "-" if start_at is None else "%f" % start_at, str(steps)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=ROOT), universal_newlines=True)
+
+
+def started_together(procs, offsets):
+    """Once every child has imported tracekit (however long that takes on this machine), hand
+    each its start time: a moment from now, plus its offset."""
+    for proc in procs.values():
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+    start = time.time() + 0.2
+    for name, proc in procs.items():
+        proc.stdin.write("%f\n" % (start + offsets.get(name, 0.0)))
+        proc.stdin.flush()
 
 
 @pytest.mark.parametrize("offset", [0.0, 0.0, 0.01, 0.05, 0.1, 0.1])
 def test_two_writers_race_and_one_recording_survives_whole(tmp_path, offset):
     path = str(tmp_path / "g.h5")
-    start = time.time() + 1.5  # both have imported tracekit by then
-    procs = {"a": _start(path, "a", start), "b": _start(path, "b", start + offset)}
+    procs = {"a": _start(path, "a", None), "b": _start(path, "b", None)}
+    started_together(procs, {"b": offset})
     ends = {}
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=120)
@@ -105,7 +117,8 @@ def test_a_reader_polling_a_recording_never_sees_damage(tmp_path):
     # As the recording starts (journal made, file not yet) and ends (file renamed, journal
     # removed) a reader sees "no trace", an unfinished one or the golden: never "damaged".
     path = str(tmp_path / "g.h5")
-    proc = _start(path, "a", time.time() + 1.0, steps=30)
+    proc = _start(path, "a", None, steps=30)
+    started_together({"a": proc}, {})
     seen = set()
     while True:
         finished = proc.poll() is not None  # then one last look, at the golden

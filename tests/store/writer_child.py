@@ -1,6 +1,7 @@
 """A recording to race another: python -m tests.store.writer_child PATH NAME START_AT [STEPS]
 
-Waits until the wall clock reads START_AT, then records STEPS steps (each ~20 ms) to PATH
+START_AT "-": prints "ready" once imported and reads the start time from stdin. Waits until the
+wall clock reads START_AT, then records STEPS steps (each ~20 ms) to PATH
 with meta {"user": {"writer": NAME}}. Prints "done T" or "refused T <message>" (T: the time
 it ended) and exits 0, or 3 when refused."""
 
@@ -15,7 +16,12 @@ import tracekit
 
 
 def main() -> int:
-    path, name, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    path, name = sys.argv[1], sys.argv[2]
+    if sys.argv[3] == "-":  # imported: say so, then take the start time from stdin
+        print("ready", flush=True)
+        start_at = float(sys.stdin.readline())
+    else:
+        start_at = float(sys.argv[3])
     steps = int(sys.argv[4]) if len(sys.argv) > 4 else 20
     while time.time() < start_at:
         time.sleep(0.001)

@@ -288,9 +288,9 @@ class TraceWriter:
             raise _write_error(self.path, exc)
         trust(where)  # written whole by this process: reading it back needs no screening
         if where != self.path:
-            raise TraceWriteError("another recording to %s finished while this one ran, after this one started: "
-                                  "its golden stays in place, and this recording is kept at %s; compare the two "
-                                  "(tracekit diff) and move the one you want to %s" % (self.path, where, self.path))
+            raise TraceWriteError("another golden was put at %s while this recording ran: it stays in place, and "
+                                  "this recording is kept at %s; compare the two (tracekit diff) and move the one "
+                                  "you want to %s" % (self.path, where, self.path))
         return self.path
 
     def __enter__(self) -> "TraceWriter":

@@ -130,13 +130,18 @@ def _chunked_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
     return replace(desc, level=None)
 
 
-def _from_hdf5(exc: BaseException) -> bool:
-    """Did h5py raise it (HDF5 failed), rather than tracekit's own checks of what it read?"""
+def _from_hdf5(exc: Optional[BaseException], depth: int = 0) -> bool:
+    """Did h5py raise it (HDF5 failed), or raise what it was raised for (_attr words an HDF5
+    failure its own way), rather than tracekit's own checks of what it read?"""
+    if exc is None or depth > 8:
+        return False
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     name = tb.tb_frame.f_code.co_filename if tb is not None else ""
-    return name.startswith("h5py") or (os.sep + "h5py" + os.sep) in name
+    if name.startswith("h5py") or (os.sep + "h5py" + os.sep) in name:
+        return True
+    return _from_hdf5(exc.__cause__ or exc.__context__, depth + 1)
 
 
 class _Quietly:
