@@ -13,10 +13,11 @@ Cases (each depends only on --seed and its id, so any one can be rebuilt alone):
   c<N>  control: an undamaged golden, which must come back `intact` (checks the harness)
 
 Every case runs in two fresh processes, so an HDF5 crash is seen as a signal: the real CLI
-(`python -m tracekit verify FILE`) and a reader (this script, --child-read) that opens the
-file with tracekit.open, fingerprints the header, meta, every step's info, key list and
-value, then runs tracekit.verify: the Python API, in its own process. The parent compares
-the fingerprints with the undamaged golden's, read once in-process. Each child runs under an
+(`python -m tracekit verify FILE`, which calls the Python API's tracekit.verify in its own
+process) and a reader (this script, --child-read) that opens the file with tracekit.open and
+fingerprints the header, meta, every step's info, key list and value, in its own process as
+a user's code does. The parent compares the fingerprints with the undamaged golden's, read
+once in-process. Each child runs under an
 RLIMIT_AS of --mem-limit-mb; wait4 gives its peak RSS and CPU time (its own and its
 waited-for children's: the CLI and the API fork to read). The table also gives a bare
 `python -c "import tracekit"`'s, the floor of both.
@@ -28,8 +29,8 @@ file, a hang (timeout) past --timeout-factor times its wall time (never under
 --timeout-floor-s), and a memory bug past --rss-extra-mb over its peak RSS. Machines differ
 in speed by several times; a ratio of 8 to the same work on the same machine does not.
 
-Bugs: crash (the CLI died of a signal), api-crash (the reader died of a signal: the Python
-API crashed in the caller's process), timeout, memory (MemoryError or an allocation failure
+Bugs: crash (verify died of a signal: tracekit.verify crashed its caller's process),
+api-crash (the reader died of a signal: tracekit.open or a read crashed the caller's process), timeout, memory (MemoryError or an allocation failure
 anywhere in the output, or the peak RSS above), raw (a Python traceback, or an exit code
 other than 0/1/2), verbose (a message line over 4 KiB), slow, silent (a read returned a
 value that differs from the golden's and nothing reported damage), reported-but-wrong-read
@@ -202,15 +203,6 @@ def _child_read(path: str) -> int:
         print(json.dumps({"x": key, "m": ("%s: %s" % (type(exc).__name__, exc))[:300]}))
 
     walk_trace(path, item, error, unexpected)
-    import tracekit
-
-    try:  # the Python API's verify, in this process: a crash of the HDF5 library must not be ours
-        result = tracekit.verify(path)
-        print(json.dumps({"v": result.ok}))
-    except tracekit.TracekitError as exc:
-        error("verify", exc)
-    except Exception as exc:  # noqa: BLE001  # a raw exception: the finding
-        unexpected("verify", exc)
     sys.stdout.flush()
     return 3 if state["raw"] else 1 if state["error"] else 0
 
@@ -628,6 +620,8 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
     originals: Dict[str, Dict[str, str]] = {}
     try:
         bases = make_bases(workdir, goldens) if any(c.kind == "fuzz" for c in todo) else {}
+        sources = (goldens if any(c.kind != "fuzz" for c in todo) else []) + [b.path for b in bases.values()]
+        campaign.calibration = calibrate(sources, jobs, limits, workdir)
 
         def tasks() -> Iterator[Task]:
             for case in todo:
@@ -636,8 +630,6 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
                     continue
                 if case.kind != "fuzz" and case.golden not in originals:
                     originals[case.golden] = read_original(case.source)
-                if case.source not in campaign.calibration:
-                    campaign.calibration[case.source] = calibrate(case.source, limits)
                 measured = campaign.calibration[case.source]
                 yield Task(case, "verify", verify_argv(case.path), limits.timeout_s(measured["verify"]))
                 yield Task(case, "read", read_argv(case.path), limits.timeout_s(measured["read"]))
@@ -669,16 +661,18 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
     return campaign
 
 
-def calibrate(path: str, limits: Limits) -> Dict[str, ChildResult]:
-    """Both children on an undamaged file: the time and memory its damaged copies are judged
-    against. The undamaged file must verify and read cleanly, or the harness is wrong."""
-    measured = {}
-    for role, argv in (("verify", verify_argv(path)), ("read", read_argv(path))):
-        child = run_child(argv, limits, role, timeout_s=4 * limits.timeout_floor_s)
+def calibrate(paths: List[str], jobs: int, limits: Limits, workdir: str) -> Dict[str, Dict[str, ChildResult]]:
+    """Both children on each undamaged file a case can be made from: the time and memory its
+    damaged copies are judged against. An undamaged file must verify and read cleanly, or the
+    harness is wrong."""
+    tasks = [Task(path, role, argv, 4 * limits.timeout_floor_s) for path in paths
+             for role, argv in (("verify", verify_argv(path)), ("read", read_argv(path)))]
+    measured: Dict[str, Dict[str, ChildResult]] = {}
+    for task, child in run_tasks(tasks, jobs, limits, workdir):
         if child.returncode != 0 or child.timed_out:
             raise RuntimeError("store_campaign: the undamaged %s does not %s cleanly (exit %d): %s"
-                               % (path, role, child.returncode, _last_line(child.stderr + child.stdout)))
-        measured[role] = child
+                               % (task.key, task.role, child.returncode, _last_line(child.stderr + child.stdout)))
+        measured.setdefault(task.key, {})[task.role] = child
     return measured
 
 

@@ -65,7 +65,8 @@ def _slots(path):
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_a_changed_port_updates_its_golden_and_then_passes(project, ports_imported, capsys, name, how):
     path = project.path / "goldens" / (name + ".h5")
-    shutil.copyfile(golden(name), str(path))
+    if name != "seed_example":  # the project holds the seed golden already (its first 10 of 100 steps)
+        shutil.copyfile(golden(name), str(path))
     project.makepyfile(test_port=TEST % name)
     slots, _ = _slots(str(path))
     result = project.runpytest("-p", "no:cacheprovider")

@@ -25,7 +25,7 @@ from tracekit.store.recover import tmp_path as recovering
 
 from ..support import payloads, structures
 
-SETTINGS = settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+SETTINGS = settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                             HealthCheck.function_scoped_fixture])
 
 
