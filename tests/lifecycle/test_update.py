@@ -15,7 +15,8 @@ from tracekit.lifecycle.update import retire, write_golden
 from tracekit.lifecycle.workspace import Workspace
 from tracekit.store import provenance
 
-from ..support.lifecycle import LEGACY_META, bump, legacy_golden, replayed
+from ..support import build_golden
+from ..support.lifecycle import LEGACY_META, bump, legacy_golden, replayed, step_values
 
 
 @pytest.fixture
@@ -165,3 +166,25 @@ def test_retire_moves_a_golden_to_the_history(project):
     before = open(golden, "rb").read()
     moved = retire(golden, workspace, "unused")
     assert not os.path.exists(golden) and open(moved, "rb").read() == before and moved.endswith(".unused.h5")
+
+
+@pytest.mark.parametrize("init, kept", [("golden", True), ("seed", False)])
+def test_the_initial_state_a_run_made_only_at_its_first_step_is_kept_from_the_golden(project, tmp_path, init, kept):
+    # Keras makes its optimizer slots at the first update: a replay's trace has them in its steps
+    # but not before them. With init='golden' the replay loaded them from the golden, which the
+    # new golden keeps; with init='seed' it started from the port's own, which nothing holds.
+    workspace, golden = project
+    slot = np.full((3, 2), 0.25, np.float32)
+    build_golden(golden, (dict(s, **{"slot/w/Adam:0": s["var/w:0"] * 0}) for s in step_values(4)),
+                 {"var/w:0": np.zeros((3, 2), np.float32), "slot/w/Adam:0": slot}, meta=dict(LEGACY_META))
+    actual = str(tmp_path / "a.h5")
+    build_golden(actual, (dict(s, **{"slot/w/Adam:0": s["var/w:0"] + 1}) for s in step_values(4)),
+                 {"var/w:0": np.zeros((3, 2), np.float32)},
+                 meta={"replay": {"golden": "g.h5", "steps": 4, "limited": False, "init": init}})
+    written = write_golden(actual, golden, workspace, by="test")
+    assert written.provenance.last.initial_kept == (["slot/w/Adam:0"] if kept else [])
+    with tracekit.open(golden) as trace:
+        assert ("slot/w/Adam:0" in trace.initial) == kept
+        if kept:
+            assert np.array_equal(trace.initial["slot/w/Adam:0"], slot)
+        assert np.array_equal(trace.step(3)["slot/w/Adam:0"], list(step_values(4))[3]["var/w:0"] + 1)

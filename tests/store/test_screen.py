@@ -74,6 +74,19 @@ def test_a_crash_in_the_walk_keeps_the_golden_out_of_this_process(tmp_path, monk
         assert len(trace) == 2
 
 
+def test_a_walk_killed_by_another_signal_says_so_and_is_not_kept(tmp_path, monkeypatch):
+    # SIGKILL (an out-of-memory killer) is no crash of the library: nothing is known of the file.
+    path = write_steps(str(tmp_path / "g.h5"), 2)
+    _screen.forget()
+    monkeypatch.setattr(hdf5, "walk", lambda p: os.kill(os.getpid(), signal.SIGKILL))
+    with pytest.raises(tracekit.TracekitError, match=r"killed \(SIGKILL\), not by a crash of the HDF5 library") as info:
+        tracekit.open(path)
+    assert not isinstance(info.value, tracekit.CorruptTrace) and not _screen._answers
+    monkeypatch.setattr(hdf5, "walk", lambda p: ())  # the next opening walks again
+    with tracekit.open(path) as trace:
+        assert len(trace) == 2
+
+
 def test_damage_hdf5_reports_keeps_the_golden_out_and_verify_lists_it(tmp_path):
     # A zeroed block in the middle of a golden's HDF5 metadata: HDF5 raises reading it.
     source = write_steps(str(tmp_path / "g.h5"), 8)

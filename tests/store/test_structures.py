@@ -134,7 +134,8 @@ def test_leaf_count(spec, count):
     assert store_values.leaf_count(spec) == count
 
 
-@pytest.mark.parametrize("spec", [[], ["leaves"], ["list", 3], "leaf", ["list", [["list"] * 1]]])
+@pytest.mark.parametrize("spec", [[], ["leaves"], ["list", 3], "leaf", ["list", [["list"] * 1]], ["dict", [["leaf"]]],
+                                  ["namedtuple", "P", [["leaf"]]]])
 def test_leaf_count_refuses_what_flatten_never_writes(spec):
     with pytest.raises(ValueError):
         store_values.leaf_count(spec)

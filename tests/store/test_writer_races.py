@@ -59,11 +59,13 @@ def test_a_second_writer_never_silently_replaces_the_first(tmp_path):
         child.stdin.flush()
     (a_out, a_err), (b_out, b_err) = a.communicate(timeout=600), b.communicate(timeout=600)
     assert a.returncode == 0 and b.returncode == 0, (a_err[-3000:], b_err[-3000:])
-    tokens, found = _events(a_out, "token"), _events(b_out, "found")
+    tokens, found, skipped = _events(a_out, "token"), _events(b_out, "found"), _events(a_out, "skipped")
     refused, beside, done = _events(b_out, "refused"), _events(b_out, "beside"), _events(b_out, "done")
-    assert set(tokens) == set(range(ROUNDS)) and set(refused) | set(beside) | set(done) == set(range(ROUNDS))
+    rounds = set(range(ROUNDS))
+    assert set(tokens) | set(skipped) == rounds and set(refused) | set(beside) | set(done) == rounds
+    assert len(skipped) <= ROUNDS // 10, "the machine could not keep the schedule: %d rounds skipped" % len(skipped)
     silent, kept = [], []
-    for i in range(ROUNDS):
+    for i in sorted(tokens):
         path = str(tmp_path / ("%d.h5" % i))
         assert tracekit.verify(path).ok
         at_path = userblock_token(path)
@@ -106,7 +108,13 @@ def test_a_golden_put_in_place_while_a_recording_runs_is_not_replaced(tmp_path):
     with tracekit.open(kept) as trace:
         assert trace.meta["user"] == {"writer": "b"} and trace.step(0)["loss/loss"] == 1.0
     assert sorted(os.listdir(str(tmp_path))) == sorted(["g.h5", os.path.basename(kept)])
-    # a golden that was there when the recording started is replaced, as mode 'w' says
+    # a golden that was there when the recording started is replaced, as mode 'w' says; one removed
+    # while a recording ran is no reason to keep the recording aside
+    writer = tracekit.create(path, meta={"user": {"writer": "d"}})
+    os.remove(path)
+    writer.close()
+    with tracekit.open(path) as trace:
+        assert trace.meta["user"] == {"writer": "d"}
     with tracekit.create(path, meta={"user": {"writer": "c"}}) as writer:
         with writer.step():
             writer.add("loss", "loss", 3.0)

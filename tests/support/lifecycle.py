@@ -18,7 +18,8 @@ LEGACY_META = {
 }
 
 
-def _steps(n, scale=1.0):
+def step_values(n, scale=1.0):
+    """The toy training's `n` steps, {"kind/name": value} each, derived from the step index."""
     for k in range(n):
         rng = np.random.RandomState(k)
         yield {"input/x:0": rng.randn(4, 3).astype(np.float32),
@@ -30,8 +31,8 @@ def _steps(n, scale=1.0):
 
 def legacy_golden(path, steps=4):
     """A golden as the legacy recorder leaves it (no provenance key: an older recording)."""
-    return build_golden(path, _steps(steps), {"var/w:0": np.zeros((3, 2), np.float32)}, meta=dict(LEGACY_META),
-                        info=lambda k: {"global_step": k + 1, "train_ops": ["GradientDescent"]})
+    return build_golden(path, step_values(steps), {"var/w:0": np.zeros((3, 2), np.float32)},
+                        meta=dict(LEGACY_META), info=lambda k: {"global_step": k + 1, "train_ops": ["GradientDescent"]})
 
 
 def replayed(path, steps=4, change=None, limited=False, program="port.py"):
@@ -39,7 +40,7 @@ def replayed(path, steps=4, change=None, limited=False, program="port.py"):
     meta = {"replay": {"golden": "g.h5", "steps": steps, "limited": limited, "not_replayed": {}},
             "tensorflow": {"version": "2.21.0"}, "program": {"entry": program, "sha256": "cd" * 32},
             "environment": {"python": "3.11.7", "tensorflow": "2.21.0", "cpu": "Modern CPU", "cpu_isa": ["avx512f"]}}
-    return build_golden(path, _steps(steps), {"var/w:0": np.zeros((3, 2), np.float32)}, meta=meta,
+    return build_golden(path, step_values(steps), {"var/w:0": np.zeros((3, 2), np.float32)}, meta=meta,
                         info=lambda k: {"golden_step": k}, change=change)
 
 

@@ -139,8 +139,12 @@ def _history_path(golden: str, workspace: Workspace, label: str) -> str:
 def _kept_initial(base: Trace, source: Trace) -> Dict[str, Any]:
     """The replaced golden's initial values of the state the run records in its steps but did not
     have before its first step: Keras makes optimizer slots (and its step counter) at the first
-    update, where a replay loads them from the golden. The new golden keeps them, so that a replay
-    of it starts from the same state ("kind/name" -> value)."""
+    update, where a replay with init='golden' loads them from the golden. The new golden keeps them,
+    so that a replay of it starts from the same state ("kind/name" -> value). A replay with
+    init='seed' started them from the port's own values, which its trace does not hold: nothing."""
+    replay = source.meta.get("replay")
+    if not isinstance(replay, dict) or replay.get("init", "golden") != "golden":
+        return {}
     before = set(source.initial)
     wanted = [t.key for t in source.catalog if t.kind in STATE_KINDS and t.steps and t.key not in before]
     initial = base.initial

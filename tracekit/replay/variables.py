@@ -98,7 +98,8 @@ def initial_value(golden: Any, kind: str, name: str) -> np.ndarray:
         raise ReplayError(
             "%s: the initial state has no %s/%s, which a replay with init='golden' loads into the port%s; the golden "
             "holds it in its steps but not before them (an update by an earlier tracekit kept only what the "
-            "TF2 run had before its first step): update the golden again from a recording that has it, or "
-            "replay with init='seed' to start from the port's own values"
+            "TF2 run had before its first step, or one from a replay with init='seed'): restore the golden it "
+            "replaced (tracekit log names where it was kept) and update from that, or replay with init='seed' "
+            "to start from the port's own values"
             % (golden.path, kind, name, "'s optimizer at its first update" if kind == "slot" else ""))
     return initial[kind, name]

@@ -67,12 +67,7 @@ def held(path: str) -> bool:
     except OSError:
         return False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
+        return _held_exclusively(fd)
     finally:
         os.close(fd)
 
@@ -117,8 +112,8 @@ def remove_stale(path: str, vanished_ok: bool = True) -> bool:
 
 
 def _held_exclusively(fd: int) -> bool:
-    """Does another open file hold an exclusive lock (a writer's) on this one, rather than
-    shared ones (readers asking held())?"""
+    """Does another open file hold an exclusive lock (a writer's or a recovery's) on this one,
+    rather than shared ones (readers asking held()) or none?"""
     if fcntl is None:
         return False
     try:

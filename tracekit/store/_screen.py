@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
 
 from .._isolate import ChildCrashed, in_child
-from ..errors import CorruptTrace, TracekitError
+from ..errors import CorruptTrace, GoldenNotFound, TracekitError
 from ._h5compat import phil
 
 Identity = Tuple[int, int, int, int, int]
@@ -52,8 +52,13 @@ class DamagedStructure(CorruptTrace):
     """A golden HDF5 crashed on or reported damaged in a child: not read in this process."""
 
 
+# The signals a crash of the library ends a process with. Another (SIGKILL from an out-of-memory
+# killer, SIGTERM) says nothing of the file: no answer is kept, the next opening walks again.
+CRASHES = frozenset(("SIGSEGV", "SIGBUS", "SIGABRT", "SIGILL", "SIGFPE"))
+
 _answers: Dict[Identity, Screening] = {}
-_lock = threading.Lock()  # one walk per file at a time
+_walking: Dict[Identity, threading.Lock] = {}  # one walk of a file at a time; other files meanwhile
+_lock = threading.Lock()  # guards both dicts
 _off = False  # set in a child that reads a damaged golden on purpose (verify)
 
 
@@ -71,11 +76,23 @@ def screen(path: str, walk: Callable[[str], Tuple[str, ...]]) -> None:
     DamagedStructure if it crashed or HDF5 raised on the way, the error opening it raised."""
     if not enabled():
         return
-    key = _identity(path)
+    try:
+        key = _identity(path)
+    except FileNotFoundError:
+        raise GoldenNotFound("no trace at %s (it was removed as it was opened)" % path) from None
     with _lock:
-        if key not in _answers:
-            _answers[key] = _walked(path, walk)
-        found = _answers[key]
+        walking = _walking.setdefault(key, threading.Lock())
+    with walking:
+        with _lock:
+            found = _answers.get(key)
+        if found is None:
+            found = _walked(path, walk)
+            if found.crashed is None or found.crashed in CRASHES:
+                with _lock:
+                    _answers[key] = found
+    if found.crashed is not None and found.crashed not in CRASHES:
+        raise TracekitError("%s: the process walking it was killed (%s), not by a crash of the HDF5 library; "
+                            "nothing is known of the file: open it again" % (path, found.crashed))
     if found.crashed is not None:
         raise DamagedStructure("%s: the HDF5 library crashed (%s) reading its structure, in a child process; the "
                                "file is damaged: restore it or record it again" % (path, found.crashed))
@@ -112,8 +129,12 @@ def _walked(path: str, walk: Callable[[str], Tuple[str, ...]]) -> Screening:
 def trust(path: str) -> None:
     """A golden this process has just written whole (a writer's close, a recovery): reading it
     needs no walk while it stays as it is."""
+    try:
+        key = _identity(path)
+    except OSError:
+        return  # gone already: nothing to trust
     with _lock:
-        _answers[_identity(path)] = Screening()
+        _answers[key] = Screening()
 
 
 def off_in_this_process() -> None:
@@ -126,3 +147,4 @@ def forget() -> None:
     """Walk every file again at its next opening (tests)."""
     with _lock:
         _answers.clear()
+        _walking.clear()

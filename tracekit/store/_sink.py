@@ -144,9 +144,11 @@ class Sink:
         self.io.close()
         where = self.path
         if self.data_path != self.path:
-            # No other writer can rename to the path now (this one holds its journal), so what is
-            # there cannot change between this look and the rename.
-            if identity(self.path) != found:
+            # Another golden put there since this recording started (a recording finishing as this
+            # one began; an update, which renames under the goldens directory's lock) stays. A
+            # golden removed meanwhile is no reason to keep this one aside.
+            now = identity(self.path)
+            if now is not None and now != found:
                 where = beside(self.path, self.token)
             os.replace(self.data_path, where)  # a golden already there is replaced in one step
             fsync_dir(self.path)

@@ -9,6 +9,7 @@ metadata) and atomically puts it in place, then removes the journal.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from dataclasses import dataclass, replace
@@ -78,7 +79,8 @@ def recover(path: str) -> RecoverResult:
         try:
             os.replace(tmp_path(path), path)  # a golden there until now is replaced in one step
         except OSError:
-            os.remove(tmp_path(path))  # the recording stays as it was: nothing half-done beside it
+            with contextlib.suppress(OSError):  # the recording stays as it was: nothing half-done beside it
+                os.remove(tmp_path(path))
             raise
         if data_path != path:
             os.remove(data_path)

@@ -319,15 +319,18 @@ def leaf_count(spec: Optional[list]) -> int:
         tag = node[0]
         if tag == "leaf":
             count += 1
-        elif tag in ("list", "tuple", "dict", "namedtuple") and len(node) >= 2:
-            children = node[-1] if tag == "namedtuple" else node[1]
+        elif tag in ("list", "tuple", "dict", "namedtuple") and len(node) == (4 if tag == "namedtuple" else 2):
+            children = node[-1]
             if not isinstance(children, (list, tuple)):
                 raise ValueError("structure %.100r is not one tracekit writes" % (node,))
             for child in children:
-                todo.append((child[1] if tag == "dict" and isinstance(child, (list, tuple)) and len(child) == 2
-                             else child, depth + 1))
+                if tag == "dict":
+                    if not isinstance(child, (list, tuple)) or len(child) != 2:
+                        raise ValueError("dict entry %.100r is not [key, child]" % (child,))
+                    child = child[1]
+                todo.append((child, depth + 1))
         elif tag != "none":
-            raise ValueError("unknown structure tag %.100r" % (tag,))
+            raise ValueError("structure %.100r is not one tracekit writes" % (node,))
     return count
 
 

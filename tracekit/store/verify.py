@@ -11,7 +11,7 @@ from ..errors import TracekitError
 from ..keys import INITIAL_STEP
 from ._backends.base import short
 from ._h5compat import phil
-from ._screen import off_in_this_process
+from ._screen import CRASHES, off_in_this_process
 from .reader import open_trace
 
 
@@ -48,6 +48,9 @@ def verify(path: str, progress: Optional[Callable[[int, int], None]] = None) -> 
     try:
         return in_child(child, hold=phil)
     except ChildCrashed as crash:
+        if crash.signal_name not in CRASHES:
+            raise TracekitError("%s: the process verifying it was killed (%s), not by a crash of the HDF5 "
+                                "library; nothing is known of the file: verify it again" % (path, crash.signal_name))
         return VerifyResult(path, problems=["%s: the HDF5 library crashed reading it (%s); the file is damaged: "
                                             "restore it or record it again" % (path, crash.signal_name)])
 

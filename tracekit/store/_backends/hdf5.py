@@ -65,6 +65,10 @@ class _BadIndex(ValueError):
     """A step index that decodes but says what no golden says."""
 
 
+class _HDF5Failure(ValueError):
+    """HDF5 failed to read what the file holds (reworded from h5py's error): damage HDF5 found."""
+
+
 class _Dataset:
     """A chunked leaf's dataset, opened when its bytes are first read: a leaf served from the
     reader's cache (a delta base, most often) never opens it."""
@@ -94,9 +98,9 @@ def _attr(attrs: h5py.AttributeManager, name: str, default: Any = None) -> Any:
     try:
         present = name in attrs
     except Exception as exc:  # HDF5 could not read the object header that would hold it
-        raise ValueError("attribute %r unreadable (%s)" % (name, short(exc, typed=False))) from None
+        raise _HDF5Failure("attribute %r unreadable (%s)" % (name, short(exc, typed=False))) from None
     if present:
-        raise ValueError("attribute %r exists but cannot be read" % name)
+        raise _HDF5Failure("attribute %r exists but cannot be read" % name)
     return default
 
 
@@ -131,10 +135,12 @@ def _chunked_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
 
 
 def _from_hdf5(exc: Optional[BaseException], depth: int = 0) -> bool:
-    """Did h5py raise it (HDF5 failed), or raise what it was raised for (_attr words an HDF5
-    failure its own way), rather than tracekit's own checks of what it read?"""
+    """Did HDF5 fail (h5py raised it, or what it was raised for, or _attr reworded its failure),
+    rather than tracekit's own checks of what it read?"""
     if exc is None or depth > 8:
         return False
+    if isinstance(exc, _HDF5Failure):
+        return True
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -151,11 +157,13 @@ class _Quietly:
     def __init__(self) -> None:
         self.damage: List[str] = []
 
-    def __call__(self, read: Any, *args: Any) -> Any:
+    def __call__(self, read: Any, *args: Any, damage: bool = True) -> Any:
+        """read(*args), or None if it raises; `damage`: an HDF5 failure there is damage (a filter
+        HDF5 lacks, as in fallback(), is not: the reader reports it for that value alone)."""
         try:
             return read(*args)
         except Exception as exc:  # noqa: BLE001
-            if _from_hdf5(exc) and len(self.damage) < 20:
+            if damage and _from_hdf5(exc) and len(self.damage) < 20:
                 self.damage.append(short(exc))
             return None
 
@@ -387,10 +395,11 @@ class HDF5Backend(Backend):
         return problems
 
     def walk(self) -> Tuple[str, ...]:
-        """What reading every value asks of HDF5, without decoding: each step's group and
-        attributes, its list of values, and each stored leaf a read opens (a chunked leaf's
-        dataset, its creation properties and its chunks, read raw; in goldens without a step
-        index, every dataset with its attributes). Returns what HDF5 raised on the way: only
+        """What reading every value asks of HDF5: each step's group and attributes, its list of
+        values, and each stored leaf a read opens (a chunked leaf's dataset, its creation
+        properties and its chunks, read raw, not decoded; in goldens without a step index, every
+        dataset with its attributes; a dataset re-packed with other filters decoded by HDF5, as
+        the reader has it decoded). Returns what HDF5 raised on the way: only
         damage HDF5 finds and crashes matter here (_screen.py). verify's cross-check, which
         opens every dataset, runs in a child process of its own."""
         quietly = _Quietly()
@@ -402,7 +411,8 @@ class HDF5Backend(Backend):
                 for ref in found[1] if found else ():
                     if ref.desc.layout != values.CHUNKED:
                         quietly(self.plain, ref)
-                    elif quietly(self.declared_chunks, ref) is not None and quietly(self.fallback, ref) is None:
+                    elif quietly(self.declared_chunks, ref) is not None and \
+                            quietly(self.fallback, ref, damage=False) is None:
                         quietly(lambda: [None for _ in self.chunks(ref)])
         return tuple(quietly.damage)
 
