@@ -566,6 +566,18 @@ def plan(goldens: List[str], cases: int, fuzz: int, controls: bool = True,
     return [Case(i, KINDS[i[0]]) for i in ids]
 
 
+def _golden_for(case: Case, rng: random.Random, goldens: List[str]) -> str:
+    """The golden a damage or control case copies: its rng's first draw."""
+    return goldens[int(case.id[1:]) % len(goldens)] if case.kind == "control" else rng.choice(goldens)
+
+
+def sources_of(todo: List[Case], seed: int, goldens: List[str], bases: Dict[str, Base]) -> List[str]:
+    """The undamaged files the cases are made from (each is calibrated once): the goldens the
+    damage and control cases copy, and every base when there is a fuzz case."""
+    picked = {_golden_for(c, random.Random("%d:%s" % (seed, c.id)), goldens) for c in todo if c.kind != "fuzz"}
+    return [g for g in goldens if g in picked] + [b.path for b in bases.values()]
+
+
 def prepare(case: Case, seed: int, workdir: str, goldens: List[str], bases: Dict[str, Base]) -> None:
     """Build the case's file from the seed, its id and the goldens alone."""
     rng = random.Random("%d:%s" % (seed, case.id))
@@ -577,7 +589,7 @@ def prepare(case: Case, seed: int, workdir: str, goldens: List[str], bases: Dict
             case.outcome, case.label, golden = "skipped", str(exc).split(":")[0], bases["golden"].path
             case.detail = str(exc)[:300]
     else:
-        golden = goldens[int(case.id[1:]) % len(goldens)] if case.kind == "control" else rng.choice(goldens)
+        golden = _golden_for(case, rng, goldens)
         shutil.copyfile(golden, case.path)
         case.label = "undamaged" if case.kind == "control" else damage(case.path, rng)
     case.source = golden
@@ -620,8 +632,7 @@ def run_campaign(seed: int = 0, cases: int = 300, fuzz: int = 500, jobs: int = 2
     originals: Dict[str, Dict[str, str]] = {}
     try:
         bases = make_bases(workdir, goldens) if any(c.kind == "fuzz" for c in todo) else {}
-        sources = (goldens if any(c.kind != "fuzz" for c in todo) else []) + [b.path for b in bases.values()]
-        campaign.calibration = calibrate(sources, jobs, limits, workdir)
+        campaign.calibration = calibrate(sources_of(todo, seed, goldens, bases), jobs, limits, workdir)
 
         def tasks() -> Iterator[Task]:
             for case in todo:

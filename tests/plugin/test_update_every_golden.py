@@ -1,9 +1,9 @@
 """The update workflow on every shipped golden, as a user's project runs it: the port changes on
 purpose (it halves its first float input, as a new preprocessing would), its replay test fails,
-the golden is rewritten (pytest --tracekit-update=all, or tracekit accept), the changed port then
-passes against it, and `tracekit log` shows the update. Goldens with optimizer slots (Adam,
-Momentum, Adagrad, FTRL: Keras makes slots at the first update) keep the initial state the
-replay started from, and say so."""
+the golden is rewritten (tracekit accept; then, from the legacy golden again, pytest
+--tracekit-update=all), the changed port passes against it, and `tracekit log` shows the update.
+Goldens with optimizer slots (Adam, Momentum, Adagrad, FTRL: Keras makes slots at the first
+update) keep the initial state the replay started from, and say so."""
 
 from __future__ import annotations
 
@@ -61,40 +61,49 @@ def _slots(path):
                 {t.key for t in trace.catalog if t.kind == "slot" and t.steps})
 
 
-@pytest.mark.parametrize("how", ["--tracekit-update=all", "tracekit accept"])
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_a_changed_port_updates_its_golden_and_then_passes(project, ports_imported, capsys, name, how):
-    path = project.path / "goldens" / (name + ".h5")
-    if name != "seed_example":  # the project holds the seed golden already (its first 10 of 100 steps)
-        shutil.copyfile(golden(name), str(path))
-    project.makepyfile(test_port=TEST % name)
-    slots, _ = _slots(str(path))
-    result = project.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)  # the change is real: the legacy golden catches it
-    if how == "tracekit accept":
-        assert (project.path / ".tracekit" / "pending" / (name + ".h5")).exists()
-        assert main(["accept", "--all", "--reason", "inputs halved on purpose"]) == 0
-    else:
-        result = project.runpytest("-p", "no:cacheprovider", how, "--tracekit-reason", "inputs halved on purpose")
-        result.assert_outcomes(passed=1)
-        result.stdout.fnmatch_lines(["*1 updated*"])
-    # The changed port now passes against the rewritten golden, from the same initial state.
-    project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
-    # Every slot the new golden holds in its steps starts from the legacy golden's initial value
-    # (TF1's own optimizer state without a Keras counterpart, beta1_power, is not replayed).
-    after, in_steps = _slots(str(path))
+def _updated_as_asked(path, slots, capsys):
+    """The rewritten golden starts every slot it holds in its steps from the legacy golden's
+    initial value, says why it changed, and `tracekit log` shows it."""
+    # TF1's own optimizer state without a Keras counterpart (beta1_power) is not replayed.
+    after, in_steps = _slots(path)
     assert set(after) == in_steps and set(after) <= set(slots)
     assert bool(after) == bool(slots)
     for key, value in after.items():
         assert value.tobytes() == slots[key].tobytes(), key
-    with tracekit.open(str(path)) as trace:
+    with tracekit.open(path) as trace:
         prov = provenance.read(trace.meta, trace.created)
     assert prov.derived and [u.reason for u in prov.updates] == ["inputs halved on purpose"]
     assert set(after) <= set(prov.last.initial_kept)
     capsys.readouterr()
-    assert main(["log", str(path)]) == 0
+    assert main(["log", path]) == 0
     log = capsys.readouterr().out
     assert "update 1" in log and "inputs halved on purpose" in log and "drift against the golden it replaced" in log
     if slots:
         assert "kept from the replaced golden (made by the TF2 run only at its first step" in log
-    assert sorted(os.listdir(str(project.path / "goldens"))) == sorted({"seed_example.h5", name + ".h5"})
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_changed_port_updates_its_golden_and_then_passes(project, ports_imported, capsys, name):
+    goldens = project.path / "goldens"
+    path = str(goldens / (name + ".h5"))
+    if name != "seed_example":  # the project holds the seed golden already (its first 10 of 100 steps)
+        shutil.copyfile(golden(name), path)
+    legacy = shutil.copyfile(path, str(project.path / "legacy.h5"))
+    project.makepyfile(test_port=TEST % name)
+    slots, _ = _slots(path)
+    # tracekit accept: the legacy golden catches the change, the replay is kept pending and accepted
+    project.runpytest("-p", "no:cacheprovider").assert_outcomes(failed=1)
+    assert (project.path / ".tracekit" / "pending" / (name + ".h5")).exists()
+    assert main(["accept", "--all", "--reason", "inputs halved on purpose"]) == 0
+    # the changed port now passes against the accepted golden, from the same initial state
+    project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    _updated_as_asked(path, slots, capsys)
+    # pytest --tracekit-update=all, from the legacy golden again: that run rewrites it, the next passes
+    shutil.copyfile(legacy, path)
+    result = project.runpytest("-p", "no:cacheprovider", "--tracekit-update=all",
+                               "--tracekit-reason", "inputs halved on purpose")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 updated*"])
+    project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    _updated_as_asked(path, slots, capsys)
+    assert sorted(os.listdir(str(goldens))) == sorted({"seed_example.h5", name + ".h5"})

@@ -24,10 +24,10 @@ PY = sys.executable
 
 
 def test_bounded_campaign():
-    # 40 + 40 cases: ~41 s on two cores. Every bug case is listed with the command that reruns it.
-    campaign = sc.run_campaign(seed=20240, cases=40, fuzz=40, jobs=2, controls=False)
+    # 24 + 24 cases. Every bug case is listed with the command that reruns it.
+    campaign = sc.run_campaign(seed=20240, cases=24, fuzz=24, jobs=2, controls=False)
     assert all(c.outcome for c in campaign.cases)
-    assert sum(c.outcome == "reported" for c in campaign.cases if c.kind == "damage") >= 20  # damage is seen
+    assert sum(c.outcome == "reported" for c in campaign.cases if c.kind == "damage") >= 12  # damage is seen
     assert not any(c.outcome == "unprotected" for c in campaign.cases)  # the shipped goldens carry every checksum
     if campaign.bugs:
         pytest.fail(sc.report(campaign), pytrace=False)
@@ -36,7 +36,7 @@ def test_bounded_campaign():
 def test_bounded_campaign_on_goldens_of_the_earlier_layout():
     # Goldens written before the step index and the metadata checksums still never crash
     # `verify`, raise raw or read a tensor wrong (their metadata is the documented limit).
-    campaign = sc.run_campaign(seed=20241, cases=12, fuzz=6, jobs=2, controls=False, goldens_dir=FOREIGN_GOLDENS)
+    campaign = sc.run_campaign(seed=20241, cases=8, fuzz=6, jobs=2, controls=False, goldens_dir=FOREIGN_GOLDENS)
     assert all(c.outcome for c in campaign.cases) and any(c.outcome == "reported" for c in campaign.cases)
     if campaign.bugs:
         pytest.fail(sc.report(campaign), pytrace=False)
