@@ -15,12 +15,12 @@ SCRIPTS = os.path.join(ROOT, "tests", "record", "scripts")
 
 def record_cli(out, script, *script_args, **options):
     """`python -m tracekit record -o out [options] -- script args` in this interpreter."""
-    check, env = options.pop("check", True), options.pop("env", None)
+    check, env, timeout = options.pop("check", True), options.pop("env", None), options.pop("timeout", 300)
     args = ["-m", "tracekit", "record", "-o", str(out)]
     for key, value in options.items():
         args += ["--" + key.replace("_", "-"), str(value)]
     args += ["--", os.path.join(SCRIPTS, script)] + [str(a) for a in script_args]
-    return run_python(sys.executable, args, check=check, env=env)
+    return run_python(sys.executable, args, check=check, env=env, timeout=timeout)
 
 
 def seed_model(tf, optimizer="sgd", regularize=False):

@@ -65,7 +65,12 @@ class Recorder:
         self._writer: Any = None
         self._seeds: Optional[SeedControl] = None
         self._models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # Two locks: _lock guards the recorder's books (graph models, the recorded graph) for a
+        # moment; _step_lock makes steps one at a time and is held across a step's session run.
+        # Runs on other threads (queue runners feeding the step) take only _lock, so they go on
+        # while a step waits for them.
         self._lock = threading.RLock()
+        self._step_lock = threading.RLock()
         self._local = threading.local()
         self._attached: List[Tuple[Any, str]] = []
         self._global: List[Tuple[Any, str, Any]] = []
@@ -251,7 +256,7 @@ class Recorder:
 
     def _step(self, sess: Any, run: Callable[..., Any], plan: StepPlan, fetches: Any, feed_dict: Any,
               options: Any, run_metadata: Any) -> Any:
-        with self._lock:
+        with self._step_lock:
             self._local.busy = True
             try:
                 self._begin(sess, run)
@@ -291,7 +296,7 @@ class Recorder:
         def call(*args: Any, **kwargs: Any) -> Any:
             if recorder.done:
                 return variant(False)[0](*args, **kwargs)[:count]
-            with recorder._lock:
+            with recorder._step_lock:
                 recorder._local.busy = True
                 try:
                     recorder._begin(sess, recorder._base_run)
