@@ -2,12 +2,11 @@
 
 Works from the graph alone, so it covers every way a graph was built (before or
 after recording started, by tf.train optimizers, Keras or tf_slim):
-- a training step is a run that executes an optimizer update (an `Apply*` /
-  `ResourceApply*` op, an op an intercepted `apply_gradients` returned, or the
-  global step's increment);
-- each update op names, by its op-def input names, the variable (`var`), the
-  gradient (`grad`/`delta`), the learning rate (`lr`/`alpha`) and the optimizer
-  slots (the other variable inputs);
+- a training step is a run that updates a variable (updates.py: an `Apply*` /
+  `ResourceApply*` op, or an assign op a custom optimizer computed from gradients),
+  runs an op an intercepted `apply_gradients` returned, or advances the global step;
+- each update says which variable it changes, with what gradient, learning rate and
+  slots (updates.py);
 - the loss is the tensor an intercepted `compute_gradients`/`get_gradients` was
   given, else the `ys` of `tf.gradients` (found through the seed of its gradients);
 - the other tensors recorded are those the run executes anyway: taps, stateful
@@ -28,8 +27,8 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import make_key
 from ..taps import graph_taps
+from .updates import ASSIGN_OPS, ASSIGNED, Update, advances, assigned_updates, is_gradient_seed, op_updates, variable_name
 
-UPDATE_OP = re.compile(r"^(Resource)?(Sparse)?Apply[A-Z]")
 RANDOM_OPS = frozenset([
     "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
     "ParameterizedTruncatedNormal", "RandomGamma", "RandomPoisson", "RandomPoissonV2",
@@ -42,70 +41,21 @@ INPUT_OPS = frozenset([
     "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
     "QueueDequeueUpTo", "QueueDequeueUpToV2",
 ])
-VARIABLE_OPS = frozenset(["VariableV2", "Variable", "VarHandleOp", "AutoReloadVariable"])
-PASS_THROUGH = frozenset(["Identity", "ReadVariableOp", "Enter", "RefEnter", "Switch", "RefSwitch"])
-GRADIENTS_SCOPE = re.compile(r"^gradients(_\d+)?$")  # tf.gradients' scope, uniquified by later calls
-GRAD_SEED = re.compile(r"^(Fill|grad_ys_\d+)$")
-DT_RESOURCE = 20
-GRAD_ARGS = ("grad", "delta")
-LR_ARGS = ("lr", "alpha")
-STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slot of one variable
-
-# Filled by optimizer interception (optimizer.py): graph -> losses, train ops, optimizer variables.
+# Filled by interception (optimizer.py): graph -> losses, train ops, optimizer variables,
+# (variable name, gradient) pairs and (gradient, clipped gradient) pairs.
 _intercepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+NOTES = ("loss", "train_op", "slot", "gradient", "clipped")
 
 
 def note_intercepted(graph: Any, what: str, value: Any) -> None:
     notes = _intercepted.get(graph)
     if notes is None:
-        notes = _intercepted[graph] = {"loss": [], "train_op": [], "slot": []}
+        notes = _intercepted[graph] = {kind: [] for kind in NOTES}
     notes[what].append(value)
 
 
 def _intercepted_for(graph: Any) -> Dict[str, list]:
-    return _intercepted.get(graph) or {"loss": [], "train_op": [], "slot": []}
-
-
-class Update:
-    """One optimizer update op: the variable, gradient, learning rate and slots it uses."""
-
-    __slots__ = ("op", "var", "grad", "indices", "lr", "slots", "roles")
-
-    def __init__(self, op: Any) -> None:
-        self.op = op
-        self.var: Optional[str] = None
-        self.grad: Any = None
-        self.indices: Any = None
-        self.lr: Any = None
-        self.slots: List[str] = []
-        self.roles: Dict[str, str] = {}  # slot name -> the update op's argument it is ("m", "accum", ...)
-        for arg, tensor in zip(op.op_def.input_arg, op.inputs):
-            if arg.name == "var":
-                self.var = variable_name(tensor)
-            elif arg.name in GRAD_ARGS:
-                self.grad = tensor
-            elif arg.name == "indices":
-                self.indices = tensor
-            elif arg.name in LR_ARGS:
-                self.lr = tensor
-            elif arg.is_ref or arg.type == DT_RESOURCE or arg.name in STATE_ARGS:
-                name = variable_name(tensor)
-                if name is not None:
-                    self.slots.append(name)
-                    if arg.name not in STATE_ARGS:
-                        self.roles[name] = arg.name
-
-
-def variable_name(tensor: Any) -> Optional[str]:
-    """The variable a tensor reads (through Identity/ReadVariableOp/...), e.g. 'dense/kernel:0'."""
-    op = tensor.op
-    for _ in range(16):
-        if op.type in VARIABLE_OPS:
-            return op.name + ":0"
-        if op.type not in PASS_THROUGH or not op.inputs:
-            return None
-        op = op.inputs[0].op
-    return None
+    return _intercepted.get(graph) or {kind: [] for kind in NOTES}
 
 
 @dataclass
@@ -132,6 +82,7 @@ class GraphModel:
         self._plans: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan] = {}
         self._warned: Set[str] = set()
         self.warnings: List[str] = []
+        self._updates_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, its updates)
 
     # ---- variables --------------------------------------------------------------------------
 
@@ -159,12 +110,20 @@ class GraphModel:
         for update in self._updates():
             if update.var is not None:
                 for slot, arg in update.roles.items():
-                    out.setdefault(slot, {"var": update.var, "update": update.op.type, "arg": arg})
+                    out.setdefault(slot, {"var": update.var, "update": update.kind, "arg": arg})
         return out
 
     def _updates(self) -> List[Update]:
-        """Every optimizer update op in the graph."""
-        return [Update(op) for op in self.graph.get_operations() if UPDATE_OP.match(op.type)]
+        """Every update of a variable in the graph: optimizer update ops and hand-written ones
+        (updates.py), found again only when the graph has grown."""
+        if self._updates_at is None or self._updates_at[0] != self.graph.version:
+            notes = _intercepted_for(self.graph)
+            trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
+            gradients = {name: grad for name, grad in notes["gradient"]}
+            clipped = {grad.name: after for grad, after in notes["clipped"]}
+            self._updates_at = (self.graph.version, op_updates(self.graph)
+                                + assigned_updates(self.graph, trainable, gradients, clipped))
+        return self._updates_at[1]
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -180,12 +139,12 @@ class GraphModel:
     def _make_plan(self, fetch_ops: List[Any], fed: FrozenSet[str]) -> StepPlan:
         executed = sorted(executed_ops(fetch_ops, fed), key=lambda op: op._id)  # creation order: deterministic
         names = set(op.name for op in executed)
-        updates = [Update(op) for op in executed if UPDATE_OP.match(op.type)]
+        updates = [u for u in self._updates() if u.op.name in names]
         intercepted = _intercepted_for(self.graph)
         train_ops = [op for op in intercepted["train_op"] if op.name in names]
         global_step = self._global_step()
         increments = global_step is not None and any(
-            op.type in ("AssignAdd", "AssignAddVariableOp") and variable_name(op.inputs[0]) == global_step.name
+            op.type in ASSIGN_OPS and variable_name(op.inputs[0]) == global_step.name and advances(op)
             for op in executed)
         training = bool(updates or train_ops or increments)
         fetch: collections.OrderedDict = collections.OrderedDict()
@@ -228,6 +187,10 @@ class GraphModel:
         for tensor in rates:
             add("lr", "learning_rate" if len(rates) == 1 else tensor.name, tensor)
         for update in updates:
+            if update.kind == ASSIGNED and update.grad is None:
+                self._warn("the gradient of %s, which the run updates by an assign op, was not found, so it is "
+                           "not recorded: build the graph inside the recorder (tracekit record does), where "
+                           "tf.gradients and compute_gradients are seen" % update.var)
             if update.var is None or update.grad is None:
                 continue
             if update.indices is None:
@@ -250,10 +213,9 @@ class GraphModel:
         "<scope>gradients/<op>_grad/..." ("gradients_1" and on for later calls)."""
         roots = []
         for op in ordered:
-            parts = op.name.split("/")
-            if op.type != "Fill" or len(parts) < 2 or not GRADIENTS_SCOPE.match(parts[-2]) or \
-                    not GRAD_SEED.match(parts[-1]):
+            if op.type != "Fill" or not is_gradient_seed(op):
                 continue
+            parts = op.name.split("/")
             scope = op.name[:-len(parts[-1])]
             for consumer in op.outputs[0].consumers():
                 rest = consumer.name[len(scope):] if consumer.name.startswith(scope) else ""

@@ -2,9 +2,12 @@
 
 While a recorder is active, `compute_gradients` / `apply_gradients` (and so
 `minimize`) of `tf.compat.v1.train.Optimizer`, and `get_gradients` /
-`apply_gradients` of Keras optimizers, note in their graph the loss they differentiate, the train op they
-return and the optimizer's own variables (slots, Adam's beta powers). graph.py
-reads these notes; it also finds gradients and learning rates without them.
+`apply_gradients` of Keras optimizers, note in their graph the loss they differentiate,
+the gradient of each variable, the train op they return and the optimizer's own variables
+(slots, Adam's beta powers); `tf.gradients` notes each variable's gradient and
+`tf.clip_by_global_norm` what it made of each gradient, for hand-written updates
+(updates.py). graph.py reads these notes; it also finds gradients and learning rates of
+optimizer update ops without them.
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ def install(tf: Any) -> None:
             if original is not None:
                 _installed.append((cls, name, original))
                 setattr(cls, name, _wrap(name, original))
+    for module in (tf, tf.compat.v1):
+        for name, note in (("gradients", _note_gradients), ("clip_by_global_norm", _note_clipped)):
+            original = getattr(module, name, None)
+            if original is not None:
+                _installed.append((module, name, original))
+                setattr(module, name, _wrap_function(original, note))
 
 
 def uninstall() -> None:
@@ -60,12 +69,53 @@ def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _wrap_function(original: Callable[..., Any], note: Callable[..., None]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            note(args, kwargs, result)
+        except Exception:  # noting must never break the user's graph construction
+            pass
+        return result
+    return wrapper
+
+
+def _gradient(variable: Any, grad: Any) -> None:
+    """Note a variable's gradient (a dense tensor in a graph; sparse ones come from update ops)."""
+    graph = getattr(grad, "graph", None)
+    name = getattr(variable, "name", None)
+    if graph is not None and hasattr(grad, "op") and isinstance(name, str):
+        note_intercepted(graph, "gradient", (name, grad))
+
+
+def _note_gradients(args: tuple, kwargs: dict, result: Any) -> None:
+    xs = args[1] if len(args) > 1 else kwargs.get("xs")
+    for variable, grad in zip(xs if isinstance(xs, (list, tuple)) else [xs], result):
+        _gradient(variable, grad)
+
+
+def _note_clipped(args: tuple, kwargs: dict, result: Any) -> None:
+    before = args[0] if args else kwargs.get("t_list")
+    for grad, after in zip(before, result[0]):
+        graph = getattr(after, "graph", None)
+        if graph is not None and hasattr(grad, "op") and hasattr(after, "op"):
+            note_intercepted(graph, "clipped", (grad, after))
+
+
 def _note(name: str, optimizer: Any, args: tuple, kwargs: dict, result: Any) -> None:
     if name in ("compute_gradients", "get_gradients"):
         loss = args[0] if args else kwargs.get("loss")
         graph = getattr(loss, "graph", None)
         if graph is not None and hasattr(loss, "op"):  # a tensor, not a callable (eager)
             note_intercepted(graph, "loss", loss)
+        if name == "compute_gradients":
+            for grad, variable in result:
+                _gradient(variable, grad)
+        else:
+            params = args[1] if len(args) > 1 else kwargs.get("params")
+            for variable, grad in zip(params or [], result):
+                _gradient(variable, grad)
         return
     graph = getattr(result, "graph", None)
     if graph is None or not hasattr(result, "type"):  # an op in a graph

@@ -115,9 +115,10 @@ class Recorder:
         self._writer.close()
         if exc_type is None and self.steps == 0:
             raise RecordError(
-                "%s: no training step was recorded. A step is a session run that updates variables "
-                "through an optimizer (apply_gradients, minimize, an Apply* op); check that the code "
-                "trains inside the recorder, with a session it is attached to" % self.path)
+                "%s: no training step was recorded. A step is a session run that updates trainable "
+                "variables, through an optimizer (apply_gradients, minimize, an Apply* op) or by assign ops "
+                "computed from gradients; check that the code trains inside the recorder, with a session it "
+                "is attached to" % self.path)
 
     def _finish_meta(self) -> None:
         seeds = {"seed": self.seed, "mode": None if self.seed_mode is None else self.seed_mode.value}

@@ -1,0 +1,98 @@
+"""Training steps that update variables by assign ops: custom optimizers (a tf.compat.v1.train
+.Optimizer subclass whose apply_gradients assigns), decoupled weight decay, gradients from
+tf.gradients clipped by global norm, the global step advanced by hand. A run is a step when it
+assigns a trainable variable a value computed from gradients; the gradient recorded is the one
+the update reads; the optimizer state assigned in the same run is the variable's slots, paired by
+dataflow. Assigns without gradients (initializers, set_weights) are not steps."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import tracekit
+
+from ..support.recording import record_cli
+
+B1, B2 = 0.9, 0.999  # assign_optimizer.py's AdamWeightDecay
+
+
+def test_a_custom_assign_optimizer_records_gradients_and_slots(tmp_path):
+    path = tmp_path / "adamw.h5"
+    proc = record_cli(path, "assign_optimizer.py", "--steps", 6)
+    printed = [float(v) for v in re.findall(r"^step \d+ loss (\S+)$", proc.stdout, re.M)]
+    params = ["hidden/kernel:0", "hidden/bias:0", "out/kernel:0", "out/bias:0"]
+    with tracekit.open(str(path)) as trace:
+        assert len(trace) == 6 and trace.complete
+        assert sorted(trace.names("grad")) == sorted(params)
+        slots = {p: [p[:-2] + "/adam_m:0", p[:-2] + "/adam_v:0"] for p in params}
+        assert sorted(trace.names("slot")) == sorted(sum(slots.values(), []))
+        roles = trace.meta["slots"]
+        for param, (m, v) in slots.items():
+            assert roles[m] == {"var": param, "update": "assign", "arg": "adam_m"}
+            assert roles[v] == {"var": param, "update": "assign", "arg": "adam_v"}
+        before = trace.initial
+        for k, step in enumerate(trace):
+            assert round(float(step["loss/loss"]), 5) == printed[k]
+            assert step.info["global_step"] == k + 1  # advanced by hand
+            grads = [step["grad/" + p].astype(np.float64) for p in params]
+            # the gradient the update reads: after tf.clip_by_global_norm(grads, 1.0), which these hit
+            assert abs(np.sqrt(sum((g ** 2).sum() for g in grads)) - 1.0) < 1e-5
+            for param, grad in zip(params, grads):
+                m, v = slots[param]
+                np.testing.assert_allclose(step["slot/" + m], B1 * before["slot/" + m] + (1 - B1) * grad, rtol=1e-5,
+                                           atol=1e-7)
+                np.testing.assert_allclose(step["slot/" + v], B2 * before["slot/" + v] + (1 - B2) * grad ** 2,
+                                           rtol=1e-5, atol=1e-9)
+            before = {key: step[key] for key in step.keys() if key.startswith(("slot/", "var/"))}
+
+
+def _momentum_sgd(tf, x):
+    """A hand-written momentum SGD on one dense layer: (weights, velocity, train op)."""
+    w = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.compat.v1.constant_initializer(0.5))
+    velocity = tf.compat.v1.get_variable("w/velocity", [3, 1], trainable=False,
+                                         initializer=tf.compat.v1.zeros_initializer())
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+    grad, = tf.gradients(loss, [w])
+    new_velocity = 0.9 * velocity + grad
+    train = tf.group(velocity.assign(new_velocity), w.assign(w - 0.1 * new_velocity))
+    return w, velocity, train
+
+
+def test_assigns_without_gradients_are_not_steps(tf, graph, tmp_path):
+    path = str(tmp_path / "momentum.h5")
+    x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+    feed = {x: np.ones((4, 3), np.float32)}
+    with tracekit.tf1.record(path) as rec:
+        w, velocity, train = _momentum_sgd(tf, x)
+        new_w = tf.compat.v1.placeholder(tf.float32, [3, 1])
+        set_weights = w.assign(new_w)
+        with tf.compat.v1.Session() as sess:
+            rec.session(sess)
+            sess.run(tf.compat.v1.global_variables_initializer())  # assigns from initial values
+            sess.run(set_weights, {new_w: np.full((3, 1), 0.25, np.float32)})  # as Keras set_weights does
+            sess.run(train, feed)
+            sess.run(train, feed)
+    with tracekit.open(path) as trace:
+        assert len(trace) == 2
+        assert trace.names("grad") == ["w:0"] and trace.names("slot") == ["w/velocity:0"]
+        assert trace.meta["slots"]["w/velocity:0"]["var"] == "w:0"
+        assert (trace.initial["var/w:0"] == 0.25).all()  # the state the first step started from
+        assert trace.meta["warnings"] == []
+
+
+def test_a_graph_built_before_recording_still_steps_and_says_what_it_missed(tf, graph, tmp_path):
+    path = str(tmp_path / "before.h5")
+    x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+    w, velocity, train = _momentum_sgd(tf, x)  # tf.gradients ran before the recorder: not seen
+    with tracekit.tf1.record(path) as rec:
+        with tf.compat.v1.Session() as sess:
+            rec.session(sess)
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(train, {x: np.ones((4, 3), np.float32)})
+    with tracekit.open(path) as trace:
+        assert len(trace) == 1 and trace.names("slot") == ["w/velocity:0"]  # paired by dataflow alone
+        assert trace.names("grad") == []
+        assert any("gradient of w:0" in w and "build the graph inside the recorder" in w
+                   for w in trace.meta["warnings"])

@@ -1,0 +1,198 @@
+"""Which ops of a TF1 graph update which variable, and with what gradient, learning rate and slots.
+
+Two kinds of update:
+- an optimizer's update op (`Apply*` / `ResourceApply*` / `*SparseApply*`), whose op-def
+  input names say which input is the variable (`var`), the gradient (`grad`/`delta`), the
+  learning rate (`lr`/`alpha`) and the slots (the other variable inputs);
+- a hand-written update (a custom optimizer's `apply_gradients`, decoupled weight decay,
+  LAMB, ...): an assign op (`assign`, `assign_add`, `assign_sub`) on a trainable variable
+  whose new value is computed from gradients. Its gradient is the one `tf.gradients` or
+  `compute_gradients` gave for that variable (noted while the graph was built; after
+  `tf.clip_by_global_norm`, the clipped one when the update reads that). Its slots are
+  the variables assigned in the same way whose new value reads that gradient and which the
+  variable's new value reads (paired by dataflow, whatever their names). Initializers,
+  checkpoint restores and `set_weights` assign without gradients: never updates.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Iterable, List, Optional, Set
+
+UPDATE_OP = re.compile(r"^(Resource)?(Sparse)?Apply[A-Z]")
+ASSIGN_OPS = frozenset(["Assign", "AssignAdd", "AssignSub", "AssignVariableOp", "AssignAddVariableOp",
+                        "AssignSubVariableOp"])
+VARIABLE_OPS = frozenset(["VariableV2", "Variable", "VarHandleOp", "AutoReloadVariable"])
+PASS_THROUGH = frozenset(["Identity", "ReadVariableOp", "Enter", "RefEnter", "Switch", "RefSwitch"])
+GRADIENTS_SCOPE = re.compile(r"^gradients(_\d+)?$")  # tf.gradients' scope, uniquified by later calls
+GRAD_SEED = re.compile(r"^(Fill|grad_ys_\d+)$")
+DT_RESOURCE = 20
+GRAD_ARGS = ("grad", "delta")
+LR_ARGS = ("lr", "alpha")
+STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slot of one variable
+ASSIGNED = "assign"  # the update "type" of a hand-written update, in the golden's slot roles
+
+
+class Update:
+    """One variable's update: the op, the variable, gradient, learning rate and slots it uses."""
+
+    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles")
+
+    def __init__(self, op: Any, kind: str, var: Optional[str], grad: Any = None, indices: Any = None,
+                 lr: Any = None, roles: Optional[Dict[str, str]] = None, state: Iterable[str] = ()) -> None:
+        self.op = op
+        self.kind = kind  # the update op's type, or ASSIGNED
+        self.var = var
+        self.grad = grad
+        self.indices = indices
+        self.lr = lr
+        self.roles: Dict[str, str] = dict(roles or {})  # slot name -> what it is ("m", "accum", "adam_m", ...)
+        self.slots: List[str] = list(self.roles) + [s for s in state if s not in self.roles]
+
+    @classmethod
+    def of_op(cls, op: Any) -> "Update":
+        """An optimizer's update op, read through its op-def's input names."""
+        fields: Dict[str, Any] = {}
+        roles: Dict[str, str] = {}
+        state: List[str] = []
+        for arg, tensor in zip(op.op_def.input_arg, op.inputs):
+            if arg.name == "var":
+                fields["var"] = variable_name(tensor)
+            elif arg.name in GRAD_ARGS:
+                fields["grad"] = tensor
+            elif arg.name == "indices":
+                fields["indices"] = tensor
+            elif arg.name in LR_ARGS:
+                fields["lr"] = tensor
+            elif arg.is_ref or arg.type == DT_RESOURCE or arg.name in STATE_ARGS:
+                name = variable_name(tensor)
+                if name is not None:
+                    if arg.name in STATE_ARGS:
+                        state.append(name)
+                    else:
+                        roles[name] = arg.name
+        return cls(op, op.type, fields.pop("var", None), roles=roles, state=state, **fields)
+
+
+def variable_name(tensor: Any) -> Optional[str]:
+    """The variable a tensor reads (through Identity/ReadVariableOp/...), e.g. 'dense/kernel:0'."""
+    op = tensor.op
+    for _ in range(16):
+        if op.type in VARIABLE_OPS:
+            return op.name + ":0"
+        if op.type not in PASS_THROUGH or not op.inputs:
+            return None
+        op = op.inputs[0].op
+    return None
+
+
+def op_updates(graph: Any) -> List[Update]:
+    """Every optimizer update op in the graph."""
+    return [Update.of_op(op) for op in graph.get_operations() if UPDATE_OP.match(op.type)]
+
+
+def advances(op: Any) -> bool:
+    """Does an assign to a counter advance it (assign_add, or an assign of a value computed from
+    the counter itself: `global_step.assign(global_step + 1)`), rather than set it (its
+    initializer, a checkpoint restore, a value fed)?"""
+    if op.type in ("AssignAdd", "AssignAddVariableOp"):
+        return True
+    target = variable_name(op.inputs[0])
+    return target is not None and target.rsplit(":", 1)[0] in _upstream(op.inputs[1].op, limit=64)
+
+
+def is_gradient_seed(op: Any) -> bool:
+    """The op a tf.gradients call starts from: "<scope>gradients/Fill" (TF 1.15) or
+    "<scope>gradients/grad_ys_0" (TF 2, or grad_ys given)."""
+    parts = op.name.split("/")
+    return len(parts) >= 2 and bool(GRADIENTS_SCOPE.match(parts[-2])) and bool(GRAD_SEED.match(parts[-1]))
+
+
+def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
+                     clipped: Dict[str, Any]) -> List[Update]:
+    """The hand-written updates of the graph's trainable variables. `gradients`: variable name ->
+    the gradient tensor tf.gradients / compute_gradients gave for it; `clipped`: a gradient
+    tensor's name -> what tf.clip_by_global_norm made of it."""
+    derived = _downstream([op for op in graph.get_operations() if is_gradient_seed(op)]
+                          + [g.op for g in gradients.values()])
+    own: List[Any] = []
+    state: Dict[str, Any] = {}  # other variables assigned from gradients: candidate slots
+    for op in graph.get_operations():
+        if op.type in ASSIGN_OPS and op.name in derived:
+            target = variable_name(op.inputs[0])
+            if target in trainable:
+                own.append((op, target))
+            elif target is not None:
+                state.setdefault(target, op)
+    upstream: Dict[str, Set[str]] = {}
+
+    def reads(assign: Any) -> Set[str]:
+        if assign.name not in upstream:
+            upstream[assign.name] = _upstream(assign.inputs[1].op, derived)
+        return upstream[assign.name]
+
+    downstream: Dict[str, Set[str]] = {}
+
+    def feeds(slot: str, assign: Any) -> Set[str]:
+        """What the slot's value flows into (its reads: a slot is read by its updates only)."""
+        if slot not in downstream:
+            downstream[slot] = _downstream([assign.inputs[0].op])
+        return downstream[slot]
+
+    updates = []
+    for op, var in own:
+        grad = gradients.get(var)
+        if grad is not None:
+            after = clipped.get(grad.name)
+            if after is not None and after.op.name in reads(op):
+                grad = after
+            elif grad.op.name not in reads(op):
+                grad = None  # a gradient of another tf.gradients call than the one this update uses
+        roles = {}
+        for slot, assign in state.items():
+            if op.name not in feeds(slot, assign):
+                continue  # the variable's new value does not read it
+            if grad is not None and grad.op.name not in reads(assign):
+                continue  # computed from another variable's gradient
+            roles[slot] = _role(slot, var)
+        updates.append(Update(op, ASSIGNED, var, grad=grad, roles=roles))
+    return updates
+
+
+def _role(slot: str, var: str) -> str:
+    """What a hand-written slot is, from its name: "adam_m" for "dense/kernel/adam_m:0" of "dense/kernel:0"."""
+    name, owner = slot.rsplit(":", 1)[0], var.rsplit(":", 1)[0]
+    return name[len(owner) + 1:] if name.startswith(owner + "/") else name.rsplit("/", 1)[-1]
+
+
+def _downstream(ops: Iterable[Any]) -> Set[str]:
+    """The names of `ops` and of every op that consumes their outputs, transitively."""
+    seen: Set[str] = set()
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        for tensor in op.outputs:
+            stack.extend(c for c in tensor.consumers() if c.name not in seen)
+    return seen
+
+
+def _upstream(op: Any, within: Optional[Set[str]] = None, limit: Optional[int] = None) -> Set[str]:
+    """The names of `op` and of the ops its inputs come from (data edges), transitively (the first
+    `limit` of them). With `within` (what gradients flow through), only through those: past
+    them, only to the variable an op reads (a read of a slot is seen, the forward pass is not
+    walked)."""
+    seen: Set[str] = set()
+    stack = [op]
+    while stack and (limit is None or len(seen) < limit):
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if within is None or op.name in within:
+            stack.extend(t.op for t in op.inputs if t.op.name not in seen)
+        elif op.type in PASS_THROUGH and op.inputs:
+            stack.append(op.inputs[0].op)
+    return seen
