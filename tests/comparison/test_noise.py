@@ -119,3 +119,32 @@ def test_accept_noise_in_a_tolerance_file():
 ])
 def test_slot_owner(slot, owner):
     assert slot_owner(slot, ["dense/kernel:0", "dense/bias:0", "bias:0"]) == owner
+
+
+def _sparse(path, ids):
+    """An embedding's sparse gradient (its rows' ids, int64) beside a dense one of larger scale."""
+    def steps():
+        for k in range(STEPS):
+            yield {"loss/loss": np.float32(1.0 - 0.1 * k),
+                   "grad/dense/kernel:0": np.full((3, CH), 0.5, np.float32),
+                   "grad/emb:0/values": np.full((len(ids), CH), 0.25, np.float32),
+                   "grad/emb:0/indices": (np.asarray(ids) + k).astype(np.int64),
+                   "tap/crossed_ids": (np.asarray(ids) % 3).astype(np.int64),
+                   "var/emb:0": np.ones((50, CH), np.float32)}
+    return build_golden(str(path), steps())
+
+
+def test_integers_that_differ_are_never_noise(tmp_path):
+    # Ids have no round-off: a golden scale of 0 and no max error in float terms must not put
+    # them at a noise floor, under any tolerance (crossed-column ids, sparse gradient rows).
+    golden = _sparse(tmp_path / "golden.h5", [1, 4, 7, 9, 12, 20, 33])
+    actual = _sparse(tmp_path / "actual.h5", [1, 5, 8, 10, 13, 21, 34])
+    for tolerance in (None, tracekit.Tolerance.training(), tracekit.Tolerance(accept_noise=True, atol=1e9)):
+        result = tracekit.compare(golden, actual, tolerance)
+        first = result.first_divergence
+        assert not result.ok and result.noise == [] and first.noise is None, result.report()
+        assert (first.step, first.key) == (0, "tap/crossed_ids")
+        failing = {t.key for t in result.tensors if not t.ok}
+        assert failing == {"tap/crossed_ids", "grad/emb:0/indices"}
+        assert first.stats.discrete and first.stats.mismatched == 6
+        assert "compared exactly (integers" in result.report() and "would pass with" not in result.report()

@@ -16,7 +16,7 @@ def oracle_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     stats.atol, stats.rtol, stats.allowed_ulps = tol.atol, tol.rtol, tol.ulps
     g, a = _as_array(golden), _as_array(actual)
     if g is None or a is None:  # structures, strings as Python objects: exact
-        stats.total = 1
+        stats.total, stats.discrete = 1, True
         if repr(golden) != repr(actual):
             stats.ok, stats.mismatched, stats.problem = False, 1, "values differ"
         return stats
@@ -28,6 +28,7 @@ def oracle_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     if g.size == 0:
         return stats
     floats = _floaty(g.dtype) and _floaty(a.dtype)
+    stats.discrete = not floats
     if tol.exact or not floats:
         diff = np.asarray(g != a)
         if floats and tol.equal_nan:

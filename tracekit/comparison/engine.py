@@ -497,7 +497,9 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
     noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
                     [s for t, s, _ in compared if t.kind == "loss"])
     for tensor, stats, failed in compared:
-        explained = None if failed is None else noise.explain(index, tensor.kind, tensor.name, *failed)
+        # Integers and booleans (ids, indices, masks) never differ by round-off: never noise.
+        explained = None if failed is None or stats.discrete else noise.explain(index, tensor.kind, tensor.name,
+                                                                                 *failed)
         tensor.add(index, stats, explained, tolerance.accept_noise)
         if failed is None:
             continue

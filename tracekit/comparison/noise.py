@@ -65,11 +65,12 @@ def slot_owner(slot: str, variables: Iterable[str]) -> Optional[str]:
 def _floor_names(grads: List[Tuple[str, Stats]]) -> Set[str]:
     """Gradients at their step's noise floor: golden values and difference both tiny next to
     the step's median gradient scale."""
-    scales = [s.golden_scale for _, s in grads if s.golden_scale > 0]
+    scales = [s.golden_scale for _, s in grads if s.golden_scale > 0 and not s.discrete]
     if len(scales) < 2:
         return set()
     floor = NOISE_FLOOR * statistics.median(scales)
-    return {name for name, s in grads if not s.problem and s.golden_scale <= floor and s.max_abs <= 2 * floor}
+    return {name for name, s in grads
+            if not s.problem and not s.discrete and s.golden_scale <= floor and s.max_abs <= 2 * floor}
 
 
 class NoiseTracker:

@@ -17,7 +17,7 @@ from .stats import Stats
 
 _FLOATS = ("max_abs", "max_rel", "needed_atol", "needed_rtol", "golden_scale", "atol", "rtol", "ulps", "allowed_ulps")
 _INTS = ("total", "mismatched", "nonfinite")
-_ROW_INTS = 1 + len(_INTS) + 2  # ok, _INTS, the worst index's start and length
+_ROW_INTS = 2 + len(_INTS) + 2  # ok, discrete, _INTS, the worst index's start and length
 
 
 class StatsSeries(Mapping[int, Stats]):
@@ -26,7 +26,7 @@ class StatsSeries(Mapping[int, Stats]):
     def __init__(self) -> None:
         self._steps = array.array("q")
         self._floats = array.array("d")  # len(_FLOATS) a step
-        self._ints = array.array("q")  # _ROW_INTS a step: ok, _INTS, the worst index's start (-1: none), length
+        self._ints = array.array("q")  # _ROW_INTS a step (the worst index's start is -1 for none)
         self._worst = array.array("q")  # the worst indices' elements, back to back
         self._problems: Dict[int, str] = {}  # row -> problem, for the few that have one
 
@@ -36,7 +36,7 @@ class StatsSeries(Mapping[int, Stats]):
         row = len(self._steps)
         self._steps.append(step)
         self._floats.extend(getattr(stats, name) for name in _FLOATS)
-        self._ints.append(int(stats.ok))
+        self._ints.extend((int(stats.ok), int(stats.discrete)))
         self._ints.extend(getattr(stats, name) for name in _INTS)
         if stats.worst_index is None:
             self._ints.extend((-1, 0))
@@ -59,8 +59,8 @@ class StatsSeries(Mapping[int, Stats]):
         for name, value in zip(_FLOATS, self._floats[row * nf:(row + 1) * nf]):
             setattr(stats, name, value)
         ints = self._ints[row * _ROW_INTS:(row + 1) * _ROW_INTS]
-        stats.ok = bool(ints[0])
-        for name, value in zip(_INTS, ints[1:]):
+        stats.ok, stats.discrete = bool(ints[0]), bool(ints[1])
+        for name, value in zip(_INTS, ints[2:]):
             setattr(stats, name, value)
         start, ndim = ints[-2], ints[-1]
         stats.worst_index = None if start < 0 else tuple(self._worst[start:start + ndim])

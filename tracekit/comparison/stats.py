@@ -20,10 +20,13 @@ class Stats:
     zero), mismatched count, worst index, the smallest atol (at the rule's rtol and ulps) and
     rtol (at its atol and ulps) that would pass (inf: no rtol passes a difference at a golden
     zero), and `ulps`: the max abs error in units of eps * the tensor's largest |golden|, the
-    smallest `ulps` setting that passes alone (the measure of round-off)."""
+    smallest `ulps` setting that passes alone (the measure of round-off). `discrete`: integers,
+    booleans, strings and structures, compared for equality only: no tolerance applies, and no
+    difference of theirs is round-off."""
 
     __slots__ = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol",
-                 "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps")
+                 "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps",
+                 "discrete")
 
     def __init__(self) -> None:
         self.ok = True
@@ -41,6 +44,7 @@ class Stats:
         self.rtol = 0.0
         self.ulps = 0.0
         self.allowed_ulps = 0.0
+        self.discrete = False
 
     @property
     def fraction(self) -> float:
@@ -60,7 +64,7 @@ def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     stats.atol, stats.rtol, stats.allowed_ulps = tol.atol, tol.rtol, tol.ulps
     g, a = _as_array(golden), _as_array(actual)
     if g is None or a is None:  # structures, strings as Python objects: exact
-        stats.total = 1
+        stats.total, stats.discrete = 1, True
         if repr(golden) != repr(actual):
             stats.ok, stats.mismatched, stats.problem = False, 1, "values differ"
         return stats
@@ -72,6 +76,7 @@ def compare_values(golden: Any, actual: Any, tol: Resolved) -> Stats:
     if g.size == 0:
         return stats
     floats = _floaty(g.dtype) and _floaty(a.dtype)
+    stats.discrete = not floats
     if tol.exact or not floats:
         diff = np.asarray(g != a)
         if floats and tol.equal_nan:

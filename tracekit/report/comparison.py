@@ -30,6 +30,11 @@ def describe(stats: Stats) -> List[str]:
     """Lines saying how a tensor differs."""
     if stats.problem:
         return [stats.problem]
+    if stats.discrete:
+        return ["%d of %d elements differ (%.1f%%)%s; compared exactly (integers, booleans, strings: no tolerance "
+                "applies, and round-off never explains them)"
+                % (stats.mismatched, stats.total, 100 * stats.fraction,
+                   "" if stats.worst_index is None else ", first at %s" % (list(stats.worst_index),))]
     lines = ["%d of %d elements differ (%.1f%%); max abs error %s, max rel error %s%s"
              % (stats.mismatched, stats.total, 100 * stats.fraction, _num(stats.max_abs), _num(stats.max_rel),
                 "" if stats.worst_index is None else ", worst at %s" % (list(stats.worst_index),))]
