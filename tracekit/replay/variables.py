@@ -17,13 +17,22 @@ KERAS3_RNG_STATE = "seed_generator_state"
 
 
 def model_variables(model: Any) -> List[Any]:
+    """The model's variables; other trackables Keras lists among them (an adapted StringLookup's
+    vocabulary table handler) and Keras 3's random-number state are not the golden's."""
     if model is None:
         return []
     try:
         found = list(model.variables)
     except ValueError:  # an unbuilt Keras model refuses to list its weights
         return []
-    return [v for v in found if name_of(v).rpartition("/")[2] != KERAS3_RNG_STATE]
+    return [v for v in found if is_variable(v) and name_of(v).rpartition("/")[2] != KERAS3_RNG_STATE]
+
+
+def is_variable(value: Any) -> bool:
+    """A variable of TF 2, tf-keras or Keras 3: named, shaped, typed and assignable."""
+    names = (getattr(value, "path", None), getattr(value, "name", None))
+    return (any(isinstance(n, str) and n for n in names) and hasattr(value, "assign")
+            and hasattr(value, "shape") and hasattr(value, "dtype"))
 
 
 def unwrap(variable: Any) -> Any:
