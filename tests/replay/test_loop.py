@@ -48,6 +48,9 @@ class NumpyRunner:
     def regularization(self):
         return None
 
+    def own_initial(self):
+        return {}
+
     @contextlib.contextmanager
     def step(self, index, draws, first, full=True):
         self.full.append(full)

@@ -12,7 +12,10 @@ within RTOL), so round-off and other bugs do not trip it:
 - batch-norm momentum: the moving statistics moved a constant fraction of the golden's
   move while the forward pass and the gradients agreed;
 - random draws that differ: the replay did not take the golden's draws (random="none"),
-  or the port's random op is not the one the tape feeds.
+  or the port's random op is not the one the tape feeds;
+- an optimizer slot that starts elsewhere: the port's optimizer makes it with other initial
+  values than the TF1 one did (Adagrad's initial_accumulator_value), seen in the initial
+  state the replay read before it loaded the golden's.
 
 The results are data; report/ renders them with what to change.
 """
@@ -34,6 +37,7 @@ LOSS_AVERAGED = "loss-averaged"
 LR_SHIFTED = "lr-shifted"
 BN_MOMENTUM = "batch-norm-momentum"
 RANDOM_DRAWS = "random-draws"
+SLOT_INITIAL = "slot-initial-value"
 
 RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
 BN_NAMES = ("moving_mean", "moving_variance")
@@ -57,6 +61,11 @@ def _scalar(value: Any) -> Optional[float]:
     return number if np.isfinite(number) else None
 
 
+def _constant(value: Any) -> Optional[float]:
+    """The one value every element of `value` holds, or None."""
+    return _scalar(np.unique(np.asarray(value)))
+
+
 def _close(a: float, b: float, scale: float) -> bool:
     return abs(a - b) <= RTOL * max(abs(scale), 1e-30)
 
@@ -67,7 +76,10 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
     agreed(kinds) tells whether every tensor of those kinds compared at that step agreed."""
     kind, name = split_key(key)
     if step == INITIAL_STEP:
-        return []
+        start = _constant(a_value) if kind == "slot" else None  # what the port's optimizer made
+        if start is None:
+            return []
+        return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start})]
     found: Optional[SlipHint] = None
     if kind == "loss":
         found = _regularization(golden, step, key, g_value, a_value) or _reduction(golden, step, key, g_value, a_value)

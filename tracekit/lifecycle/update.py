@@ -137,15 +137,16 @@ def _history_path(golden: str, workspace: Workspace, label: str) -> str:
 
 
 def _kept_initial(base: Trace, source: Trace) -> Dict[str, Any]:
-    """The replaced golden's initial values of the state the run records in its steps but did not
-    have before its first step: Keras makes optimizer slots (and its step counter) at the first
-    update, where a replay with init='golden' loads them from the golden. The new golden keeps them,
-    so that a replay of it starts from the same state ("kind/name" -> value). A replay with
-    init='seed' started them from the port's own values, which its trace does not hold: nothing."""
+    """The replaced golden's initial values of the state a replay with init='golden' loaded at
+    its first update: Keras makes optimizer slots (and its step counter) there, and the replay
+    replaces what the port made (its trace's initial state of those slots, or nothing) with the
+    golden's. The new golden keeps those, what its steps started from, so that a replay of it
+    starts from the same state ("kind/name" -> value). A replay with init='seed' started them
+    from the port's own values: nothing."""
     replay = source.meta.get("replay")
     if not isinstance(replay, dict) or replay.get("init", "golden") != "golden":
         return {}
-    before = set(source.initial)
+    before = set(source.initial) - set(replay.get("own_initial") or [])
     wanted = [t.key for t in source.catalog if t.kind in STATE_KINDS and t.steps and t.key not in before]
     initial = base.initial
     return {key: initial[key] for key in wanted if key in initial}
@@ -186,7 +187,8 @@ def _copy(source: Trace, path: str, meta: Dict[str, Any], infos: List[Dict[str, 
         if source.has_initial or initial:
             with writer.initial():
                 for key, value in source.initial.items():
-                    writer.add(*split_key(key), value=value, copy=False)
+                    if key not in initial:  # a slot the port made: the steps started from the golden's
+                        writer.add(*split_key(key), value=value, copy=False)
                 for key, value in initial.items():
                     writer.add(*split_key(key), value=value, copy=False)
         for index, step in enumerate(source):

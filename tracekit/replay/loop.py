@@ -56,6 +56,12 @@ class Runner(Protocol):
         first step of its kind (the train ops it runs), where a port may create variables;
         `full`: capture everything (else only the LIGHT_KINDS: loss, learning rate, draws)."""
 
+    def own_initial(self) -> Dict[str, np.ndarray]:
+        """After the first step: the port's own initial optimizer state that the golden's replaced
+        when its optimizer made it ("slot/<golden name>" -> value, in the golden's convention).
+        It is the replay's initial state of those slots, so a port whose optimizer would start
+        elsewhere (an Adagrad accumulator of 0.0 where TF1's was 0.1) differs there."""
+
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         """After the step: raise if it did not use the draws as it must, or left the golden's
         optimizer state of `updated` (the variables the golden's step has gradients for) unpaired."""
@@ -253,8 +259,8 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
            forcing: str = "none") -> int:
     """Run the steps, handing each one's values to the sinks; returns how many ran."""
     initial = dict(runner.read_state())
-    for sink in sinks:
-        sink.initial(initial)
+    if not count:
+        _send_initial(sinks, initial, runner)
     kinds = set()  # the kinds of steps run so far
     for index in range(count):
         if forcing in ("state", "taps") and index > 0:
@@ -283,6 +289,8 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
         if full:
             produced.update(runner.read_state())
         values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
+        if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
+            _send_initial(sinks, initial, runner)
         reasons = _not_replayed(golden, runner)
         for sink in sinks:
             sink.step(index, values, reasons, fed)
@@ -291,6 +299,15 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
         if stop is not None and stop():
             return index + 1
     return count
+
+
+def _send_initial(sinks: Sequence[Sink], initial: Dict[str, Any], runner: Runner) -> None:
+    """The state before the first step: the variables as read then, and the slots as the port's
+    optimizer made them at its first update, before the golden's values replaced them."""
+    state = dict(initial)
+    state.update(runner.own_initial())
+    for sink in sinks:
+        sink.initial(state)
 
 
 def _force(golden: Trace, runner: Runner, index: int) -> None:

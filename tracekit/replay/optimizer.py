@@ -191,6 +191,9 @@ class OptimizerBridge:
         self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
         self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None  # (class, method, wrapper)
         self.aggregated: Dict[str, bool] = {}  # grad key -> whether its optimizer all-reduced it over replicas
+        # "slot/<golden name>" -> the port's own initial value of that slot (TF1 convention), read
+        # before the golden's replaced it: the loop compares it as the initial state.
+        self.own_initial: Dict[str, np.ndarray] = {}
 
     def state_variables(self) -> List[Any]:
         """The variables `read` reads: the paired slots and the step counter."""
@@ -350,6 +353,7 @@ class OptimizerBridge:
                 initial = self.golden.initial
                 lr = float(numpy(learning_rate(optimizer)))
                 for name, var, role, _ in self._slots[slots:]:
+                    self.own_initial[make_key("slot", name)] = slot_to_tf1(numpy(var), role, lr)
                     var.assign(cast_for(slot_from_tf1(initial_value(self.golden, "slot", name), role, lr), var))
                 for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
                     golden = [slot_from_tf1(initial_value(self.golden, "slot", name), role, lr) for name in names]

@@ -123,6 +123,9 @@ class TF2Runner:
                              "its part of the batch): use forcing='state'")
         self._forced_taps = dict(taps)
 
+    def own_initial(self) -> Dict[str, np.ndarray]:
+        return dict(self.optimizer.own_initial)
+
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
         variables = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
@@ -219,13 +222,17 @@ class TF2Runner:
                 self._slips[slip] = {"step": index, "tensors": tensors}
 
     def meta(self) -> Dict[str, Any]:
-        """What the replay learned, for the actual trace's replay metadata."""
+        """What the replay learned, for the actual trace's replay metadata; `own_initial`: the
+        slots whose initial state in the trace is the port's own, the golden's being what the
+        steps started from."""
+        found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial)}
         if self.distribution is None:
-            return {}
+            return found
         out = self.distribution.layout.to_meta()
         out["unsynchronized_batch_norm"] = unsynchronized_batch_norm(self._model)
         out["slips"] = dict(self._slips)
-        return {"distribution": out}
+        found["distribution"] = out
+        return found
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         self.tape.check(index)

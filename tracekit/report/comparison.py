@@ -10,7 +10,7 @@ from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED
 from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.select import Selection
-from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_SHIFTED, RANDOM_DRAWS,
+from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_SHIFTED, RANDOM_DRAWS, SLOT_INITIAL,
                                 REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SlipHint)
 from ..comparison.stats import Stats
 from ..keys import step_label
@@ -159,6 +159,12 @@ def slip(hint: SlipHint) -> str:
         return ("hint: the random draws differ (%s): the port's random op did not take the golden's draws. Check that "
                 "dropout (or the random op) runs inside the replayed step, with the shape and order of the golden's "
                 "(tracekit show lists its random draws)" % at)
+    if hint.code == SLOT_INITIAL:
+        golden = "%s everywhere" % _full(e["golden"]) if e.get("golden") is not None else "other values"
+        return ("hint: the port's optimizer starts %s at %s where the TF1 optimizer started it at %s. The replay "
+                "loaded the golden's state, but the port on its own would not train like TF1: give the optimizer "
+                "TF1's initial value (Adagrad's and Ftrl's initial_accumulator_value; TF1 defaults to 0.1)"
+                % (hint.key, _full(e["actual"]), golden))
     return "hint: %s at %s" % (hint.code, at)
 
 

@@ -1,5 +1,6 @@
 """A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE] [--train-only]
-(each step runs only the train op: `sess.run(train)` returns None).
+(each step runs only the train op: `sess.run(train)` returns None) [--optimizer adagrad]
+[--dropout RATE] (0: none).
 CRASH_AT=k in the environment raises after k steps. Knows nothing about tracekit."""
 import argparse
 import os
@@ -14,15 +15,19 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--exit", type=int, default=0)
 parser.add_argument("--train-only", action="store_true")
+parser.add_argument("--optimizer", choices=["adam", "adagrad"], default="adam")
+parser.add_argument("--dropout", type=float, default=0.3)
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
 x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
 # Seeded initializers: on TF 2 an unseeded Keras initializer draws its seed from Python's `random`.
 init = tf.compat.v1.glorot_uniform_initializer(seed=2)
 hidden = tf.compat.v1.layers.dense(x, 5, activation=tf.nn.relu, kernel_initializer=init, name="hidden")
-out = tf.compat.v1.layers.dense(tf.nn.dropout(hidden, rate=0.3), 1, kernel_initializer=init, name="out")
+dropped = tf.nn.dropout(hidden, rate=args.dropout) if args.dropout else hidden
+out = tf.compat.v1.layers.dense(dropped, 1, kernel_initializer=init, name="out")
 loss = tf.reduce_mean(tf.square(out - 1.0))
-train = tf.compat.v1.train.AdamOptimizer(0.05).minimize(loss)
+optimizer = {"adam": tf.compat.v1.train.AdamOptimizer, "adagrad": tf.compat.v1.train.AdagradOptimizer}[args.optimizer]
+train = optimizer(0.05).minimize(loss)
 rng = np.random.RandomState(0)
 crash_at = int(os.environ.get("CRASH_AT", "-1"))
 with tf.compat.v1.Session() as sess:
