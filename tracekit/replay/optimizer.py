@@ -45,6 +45,12 @@ def slot_to_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
     return (-value / lr).astype(value.dtype) if role == TF1_MOMENTUM else value
 
 
+def _one_value(value: np.ndarray) -> bool:
+    """A slot as an optimizer makes it: one value everywhere (zeros, an initial accumulator)."""
+    flat = np.asarray(value).reshape(-1)
+    return flat.size > 0 and bool((flat == flat[0]).all())
+
+
 def _port_grad(conversion: int, variable: int) -> str:
     """The capture's name for a converted port variable's gradient, until it is converted."""
     return "#conversion%d/%d" % (conversion, variable)
@@ -352,9 +358,12 @@ class OptimizerBridge:
             if self._load_initial:
                 initial = self.golden.initial
                 lr = float(numpy(learning_rate(optimizer)))
+                fresh = self._golden_starts_fresh()
                 for name, var, role, _ in self._slots[slots:]:
-                    self.own_initial[make_key("slot", name)] = slot_to_tf1(numpy(var), role, lr)
-                    var.assign(cast_for(slot_from_tf1(initial_value(self.golden, "slot", name), role, lr), var))
+                    golden = initial_value(self.golden, "slot", name)
+                    if fresh and _one_value(golden):  # what the TF1 optimizer made: where the port's should start
+                        self.own_initial[make_key("slot", name)] = slot_to_tf1(numpy(var), role, lr)
+                    var.assign(cast_for(slot_from_tf1(golden, role, lr), var))
                 for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
                     golden = [slot_from_tf1(initial_value(self.golden, "slot", name), role, lr) for name in names]
                     for var, value in zip(port_slots, conv.deltas_to_port(golden)):
@@ -362,6 +371,14 @@ class OptimizerBridge:
                 for name in self._iterations:
                     if self._keys[name] in initial and counter is not None:
                         counter.assign(int(initial[self._keys[name]]))
+
+    def _golden_starts_fresh(self) -> bool:
+        """Did the golden's recording start at the optimizer's first update (its step counter at 0,
+        or none recorded)? One recorded mid-run holds trained slots: nothing to say where the
+        port's optimizer should start."""
+        initial = self.golden.initial
+        counts = [initial[self._keys[name]] for name in self._iterations if self._keys[name] in initial]
+        return all(int(np.asarray(count)) == 0 for count in counts)
 
     def _lr_name(self, optimizer: Any, slot_names: List[str]) -> str:
         """The golden's learning rate this optimizer ports: the only one; else the one whose TF1
