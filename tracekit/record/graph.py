@@ -27,7 +27,8 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import make_key
 from ..taps import graph_taps
-from .updates import ASSIGN_OPS, ASSIGNED, Update, advances, assigned_updates, is_gradient_seed, op_updates, variable_name
+from .updates import (ASSIGN_OPS, ASSIGNED, Update, advances, assigned_updates, is_gradient_seed, op_updates,
+                      variable_name)
 
 RANDOM_OPS = frozenset([
     "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",

@@ -82,10 +82,11 @@ def _wrap_function(original: Callable[..., Any], note: Callable[..., None]) -> C
 
 
 def _gradient(variable: Any, grad: Any) -> None:
-    """Note a variable's gradient (a dense tensor in a graph; sparse ones come from update ops)."""
+    """Note a variable's gradient: a dense tensor in a graph (IndexedSlices, an embedding's rows,
+    are read from the optimizer's sparse update ops)."""
     graph = getattr(grad, "graph", None)
     name = getattr(variable, "name", None)
-    if graph is not None and hasattr(grad, "op") and isinstance(name, str):
+    if graph is not None and hasattr(grad, "op") and not hasattr(grad, "indices") and isinstance(name, str):
         note_intercepted(graph, "gradient", (name, grad))
 
 
