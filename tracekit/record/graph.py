@@ -27,8 +27,8 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import make_key
 from ..taps import graph_taps
-from .updates import (ASSIGN_OPS, ASSIGNED, Update, advances, assigned_updates, is_gradient_seed, op_updates,
-                      variable_name)
+from .updates import (ASSIGN_OPS, ASSIGNED, UPDATE_OP, Update, advances, assigned_updates, is_gradient_seed,
+                      op_updates, variable_name)
 
 RANDOM_OPS = frozenset([
     "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
@@ -83,7 +83,7 @@ class GraphModel:
         self._plans: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan] = {}
         self._warned: Set[str] = set()
         self.warnings: List[str] = []
-        self._updates_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, its updates)
+        self._assigned_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, its hand-written updates)
 
     # ---- variables --------------------------------------------------------------------------
 
@@ -115,16 +115,18 @@ class GraphModel:
         return out
 
     def _updates(self) -> List[Update]:
-        """Every update of a variable in the graph: optimizer update ops and hand-written ones
-        (updates.py), found again only when the graph has grown."""
-        if self._updates_at is None or self._updates_at[0] != self.graph.version:
+        """Every update of a variable in the graph: optimizer update ops and hand-written ones."""
+        return op_updates(self.graph) + self._assigned()
+
+    def _assigned(self) -> List[Update]:
+        """The graph's hand-written updates (updates.py), found again only when it has grown."""
+        if self._assigned_at is None or self._assigned_at[0] != self.graph.version:
             notes = _intercepted_for(self.graph)
             trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
             gradients = {name: grad for name, grad in notes["gradient"]}
             clipped = {grad.name: after for grad, after in notes["clipped"]}
-            self._updates_at = (self.graph.version, op_updates(self.graph)
-                                + assigned_updates(self.graph, trainable, gradients, clipped))
-        return self._updates_at[1]
+            self._assigned_at = (self.graph.version, assigned_updates(self.graph, trainable, gradients, clipped))
+        return self._assigned_at[1]
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -140,7 +142,9 @@ class GraphModel:
     def _make_plan(self, fetch_ops: List[Any], fed: FrozenSet[str]) -> StepPlan:
         executed = sorted(executed_ops(fetch_ops, fed), key=lambda op: op._id)  # creation order: deterministic
         names = set(op.name for op in executed)
-        updates = [u for u in self._updates() if u.op.name in names]
+        updates = [Update.of_op(op) for op in executed if UPDATE_OP.match(op.type)]
+        if any(op.type in ASSIGN_OPS for op in executed):  # the whole graph's dataflow only for these runs
+            updates += [u for u in self._assigned() if u.op.name in names]
         intercepted = _intercepted_for(self.graph)
         train_ops = [op for op in intercepted["train_op"] if op.name in names]
         global_step = self._global_step()
