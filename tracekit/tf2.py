@@ -17,7 +17,7 @@ from .comparison.engine import REFRESH_STEPS, Comparer, comparer
 from .comparison.tolerance import Tolerance
 from .environment import fingerprint, program_identity, tensorflow_environment
 from .errors import UsageError
-from .replay.conversions import Conversion, gru, lstm, transpose
+from .replay.conversions import Conversion, gru, lstm, partitioned, transpose
 from .replay.capture import numpy
 from .replay.distribute import Distribution, batch_size, logical_cpus, mirrored
 from .replay.loop import Behind, Replayed, Sink, check_every, check_forcing, check_steps, replay_steps, step_for
@@ -33,7 +33,7 @@ from .store import Trace, open_trace
 from .store.excerpt import write_excerpt
 
 __all__ = ["Conversion", "calibrate", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm",
-           "mirrored", "record", "replay", "seeded", "transpose"]
+           "mirrored", "partitioned", "record", "replay", "seeded", "transpose"]
 
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,

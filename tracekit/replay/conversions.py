@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import ReplayError, UsageError
+from . import varmap
 
 Arrays = Sequence[np.ndarray]
 
@@ -169,6 +170,61 @@ def transpose(golden_name: str, port_variable: Any, axes: Optional[Sequence[int]
                       (golden_name,), (port_variable,), to_port, to_golden)
 
 
+PARTITION_STRATEGIES = ("div", "mod")
+
+
+def partitioned(golden_names: Sequence[str], port_variable: Any, strategy: str = "div") -> Conversion:
+    """TF1 partitions of one variable (`<var>/part_0:0`, `part_1`, ..., in this order), split along
+    the first axis as TF1's partitioners split, <-> one port variable holding the whole. Which
+    rows each partition holds is the lookup's `partition_strategy`: "div" (contiguous blocks:
+    feature columns, TF2's lookups, the whole variable read at once) or "mod" (row r in
+    partition r % n: TF1's `tf.nn.embedding_lookup` default). A replay makes the "div" conversion
+    itself for a golden variable in several partitions whose whole shape matches a port
+    variable; one partition alone maps by name."""
+    if strategy not in PARTITION_STRATEGIES:
+        raise UsageError("partitioned(..., strategy=%r): use 'div' or 'mod', the partition_strategy of the TF1 "
+                         "lookups" % (strategy,))
+    names = tuple(golden_names)
+    rows: List[int] = []  # each partition's rows, from the golden's shapes (bind's probe)
+
+    def to_port(golden: Arrays) -> List[np.ndarray]:
+        rows[:] = [int(part.shape[0]) for part in golden]
+        if strategy == "div":
+            return [np.concatenate(list(golden), axis=0)]
+        whole = np.empty((sum(rows),) + golden[0].shape[1:], dtype=golden[0].dtype)
+        for k, part in enumerate(golden):
+            whole[k::len(golden)] = part
+        return [whole]
+
+    def to_golden(port: Arrays) -> List[np.ndarray]:
+        if strategy == "div":
+            return [np.ascontiguousarray(part) for part in np.split(port[0], np.cumsum(rows)[:-1], axis=0)]
+        return [np.ascontiguousarray(port[0][k::len(rows)]) for k in range(len(rows))]
+
+    var = varmap.PARTITION.match(names[0])
+    scope = var.group("var") if var else names[0]
+    return Conversion("TF1 %s in %d partitions (%s) -> %s" % (scope, len(names), strategy,
+                                                              getattr(port_variable, "name", "?")),
+                      names, (port_variable,), to_port, to_golden)
+
+
+def partition_groups(golden: Sequence[Tuple[str, Tuple[int, ...]]]) -> Dict[str, List[Tuple[str, Tuple[int, ...]]]]:
+    """"<var>:0" -> its partitions (name, shape) in order, for each golden variable held in
+    several partitions along its first axis (part_0 ... part_<n-1>, the other axes alike)."""
+    found: Dict[str, Dict[int, Tuple[str, Tuple[int, ...]]]] = {}
+    for name, shape in golden:
+        part = varmap.PARTITION.match(name)
+        if part:
+            found.setdefault(part.group("var") + ":0", {})[int(part.group("index"))] = (name, tuple(shape))
+    out = {}
+    for whole, parts in found.items():
+        ordered = [parts[i] for i in range(len(parts)) if i in parts]
+        if len(ordered) > 1 and len(ordered) == len(parts) and all(
+                len(shape) >= 1 and shape[1:] == ordered[0][1][1:] for _, shape in ordered):
+            out[whole] = ordered
+    return out
+
+
 def bind(conversions: Sequence[Conversion], golden_shapes: Dict[str, Tuple[int, ...]],
          port_shape: Callable[[Any], Tuple[int, ...]]) -> None:
     """Check each conversion against the golden and the port before anything is loaded: every
@@ -201,10 +257,16 @@ _RECURRENT = (
 
 def suggest(golden: Sequence[Tuple[str, Tuple[int, ...]]], port: Sequence[Tuple[str, Tuple[int, ...]]]) -> List[str]:
     """Conversions that would fit the golden and port variables a mapping left unpaired: a TF1
-    cell's kernel (inputs + units, blocks * units) and a Keras recurrent kernel (units, blocks' * units)."""
+    cell's kernel (inputs + units, blocks * units) and a Keras recurrent kernel (units, blocks' *
+    units); a TF1 variable held in partitions."""
     recurrent = [(n[:-2] if n.endswith(":0") else n, tuple(s)) for n, s in port]
     recurrent = [(n, s) for n, s in recurrent if n.endswith("recurrent_kernel") and len(s) == 2]
     hints = []
+    for whole, parts in partition_groups(golden).items():
+        shape = (sum(s[0] for _, s in parts),) + parts[0][1][1:]
+        hints.append("%s is held in %d TF1 partitions, %s as a whole: a TF2 variable of that shape named like it is "
+                     "converted without being asked; else pass convert=[tracekit.tf2.partitioned([<its %d partitions' "
+                     "names>], <the TF2 variable>)]" % (whole[:-2], len(parts), shape, len(parts)))
     for name, shape in golden:
         for suffix, blocks, port_blocks, cell, layer, call in _RECURRENT:
             if not name.endswith(suffix) or len(shape) != 2 or shape[1] % blocks:

@@ -20,18 +20,34 @@ from ..errors import ReplayError, UsageError
 from ..keys import make_key, replica_name
 from . import varmap
 from .capture import Capture, VariableReader, numpy
-from .conversions import Conversion, bind
+from .conversions import Conversion, bind, partition_groups, partitioned
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge, passed_key
 from .random_tape import RandomTape
 from .tf_import import tf
-from .variables import cast_for, initial_value, map_variables, model_variables, shape_of
+from .variables import cast_for, initial_value, map_variables, model_variables, name_of, shape_of
 
 INIT_MODES = ("golden", "seed")
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
 _OTHER_WORKERS = "per replica only (other workers hold the rest of the global batch): see <name>@replica<id>"
 RANDOM_MODES = ("tape", "seed", "none")
+
+
+def _partitioned(given: Sequence[Conversion], golden: List[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any],
+                 var_map: Any) -> List[Conversion]:
+    """Conversions for the golden's variables held in several partitions, each paired (by the
+    whole variable's name and shape, as any variable) with a port variable no conversion takes."""
+    taken = {name for conv in given for name in conv.golden}
+    ported = {id(v) for conv in given for v in conv.port}
+    groups = {whole: parts for whole, parts in partition_groups(golden).items()
+              if not any(name in taken for name, _ in parts)}
+    if not groups:
+        return []
+    wholes = [(whole, (sum(shape[0] for _, shape in parts),) + parts[0][1][1:]) for whole, parts in groups.items()]
+    offered = [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars if id(v) not in ported]
+    found = varmap.match(wholes, offered, var_map)
+    return [partitioned([name for name, _ in groups[whole]], cand.obj) for whole, cand in found.pairs.items()]
 
 
 class TF2Runner:
@@ -59,6 +75,8 @@ class TF2Runner:
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         tf_vars = list(variables) if variables is not None else model_variables(model)
         self.conversions = list(convert)
+        self.conversions += _partitioned(self.conversions, [(n, shapes.get(n) or ()) for n in model_names],
+                                         tf_vars, var_map)
         bind(self.conversions, {n: shapes.get(n) or () for n in model_names}, shape_of)
         converted = {name for conv in self.conversions for name in conv.golden}
         ported = {id(v) for conv in self.conversions for v in conv.port}
@@ -225,7 +243,8 @@ class TF2Runner:
         """What the replay learned, for the actual trace's replay metadata; `own_initial`: the
         slots whose initial state in the trace is the port's own, the golden's being what the
         steps started from."""
-        found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial)}
+        found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial),
+                                 "optimizer_settings": self.optimizer.settings}
         if self.distribution is None:
             return found
         out = self.distribution.layout.to_meta()
