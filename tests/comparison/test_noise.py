@@ -145,6 +145,8 @@ def test_integers_that_differ_are_never_noise(tmp_path):
         assert not result.ok and result.noise == [] and first.noise is None, result.report()
         assert (first.step, first.key) == (0, "tap/crossed_ids")
         failing = {t.key for t in result.tensors if not t.ok}
-        assert failing == {"tap/crossed_ids", "grad/emb:0/indices"}
+        # the rows of other ids (compared on the union of ids) fail too, unless atol=1e9 hides them
+        assert {"tap/crossed_ids", "grad/emb:0/indices"} <= failing <= {"tap/crossed_ids", "grad/emb:0/indices",
+                                                                         "grad/emb:0"}
         assert first.stats.discrete and first.stats.mismatched == 6
         assert "compared exactly (integers" in result.report() and "would pass with" not in result.report()

@@ -327,3 +327,36 @@ def test_exception_in_training_keeps_completed_steps(tf, tmp_path):
     with tracekit.open(path) as trace:
         assert trace.complete and len(trace) == 3
     assert tracekit.verify(path).ok
+
+
+def test_each_update_says_its_learning_rate_and_settings(tf, tmp_path):
+    # Two optimizers over two halves of a model: a replay pairs each TF2 optimizer with the learning
+    # rate its variables' updates read, and compares its settings with the constants they read.
+    path = str(tmp_path / "updates.h5")
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            x = v1.placeholder(tf.float32, [4, 3], name="x")
+            wide = v1.get_variable("wide", [3, 1], initializer=v1.zeros_initializer())
+            deep = v1.get_variable("deep", [3, 1], initializer=v1.ones_initializer())
+            loss = tf.reduce_sum(tf.matmul(x, wide) * tf.matmul(x, deep))
+            ftrl = v1.train.FtrlOptimizer(0.2, l1_regularization_strength=0.25)
+            rmsprop = v1.train.RMSPropOptimizer(0.01, decay=0.8, momentum=0.5)
+            train = tf.group(ftrl.minimize(loss, var_list=[wide]), rmsprop.minimize(loss, var_list=[deep]))
+            with v1.Session() as sess:
+                rec.session(sess)
+                sess.run(v1.global_variables_initializer())
+                sess.run(train, {x: np.ones((4, 3), np.float32)})
+    with tracekit.open(path) as trace:
+        updates = trace.meta["updates"]
+        rates = trace.names("lr")
+    assert sorted(updates) == ["deep:0", "wide:0"] and len(rates) == 2
+    # resource variables by default on TF 2: the Resource* update ops
+    assert updates["wide:0"]["update"].endswith("ApplyFtrl") and updates["deep:0"]["update"].endswith("ApplyRMSProp")
+    assert updates["wide:0"]["lr"] in rates and updates["deep:0"]["lr"] in rates
+    assert updates["wide:0"]["lr"] != updates["deep:0"]["lr"]
+    # TF 2's FtrlOptimizer computes l2 (l2 + beta / (2 lr)) in the graph: only constants are recorded
+    ftrl = updates["wide:0"]["hyper"]
+    assert ftrl.pop("l2", 0.0) == 0.0 and ftrl == {"l1": 0.25, "lr_power": -0.5}
+    hyper = updates["deep:0"]["hyper"]
+    assert np.isclose(hyper["rho"], 0.8) and np.isclose(hyper["momentum"], 0.5) and np.isclose(hyper["epsilon"], 1e-10)

@@ -94,6 +94,39 @@ def test_split_state_takes_what_the_recorder_saw_over_slot_names():
     assert by_name == [Slot("w/Momentum:0", "w:0", "momentum", True)]
 
 
+def test_slot_roles_of_ftrl_adadelta_and_centered_rmsprop():
+    recorded = {"w/Ftrl:0": {"var": "w:0", "update": "ResourceSparseApplyFtrl", "arg": "accum"},
+                "w/Ftrl_1:0": {"var": "w:0", "update": "ResourceSparseApplyFtrl", "arg": "linear"},
+                "u/Adadelta:0": {"var": "u:0", "update": "ApplyAdadelta", "arg": "accum"},
+                "u/Adadelta_1:0": {"var": "u:0", "update": "ApplyAdadelta", "arg": "accum_update"},
+                "r/RMSProp:0": {"var": "r:0", "update": "ResourceApplyCenteredRMSProp", "arg": "ms"},
+                "r/RMSProp_1:0": {"var": "r:0", "update": "ResourceApplyCenteredRMSProp", "arg": "mg"},
+                "r/RMSProp_2:0": {"var": "r:0", "update": "ResourceApplyCenteredRMSProp", "arg": "mom"},
+                "p/ProximalAdagrad:0": {"var": "p:0", "update": "ApplyProximalAdagrad", "arg": "accum"}}
+    _, slots, _, _ = split_state(sorted(recorded), recorded)
+    assert {s.name: s.role for s in slots} == {
+        "w/Ftrl:0": "accumulator", "w/Ftrl_1:0": "linear", "u/Adadelta:0": "accum_grad",
+        "u/Adadelta_1:0": "accum_var", "r/RMSProp:0": "rms", "r/RMSProp_1:0": "mg", "r/RMSProp_2:0": "momentum",
+        "p/ProximalAdagrad:0": "accumulator"}
+    assert not any(s.tf1_momentum for s in slots)
+    # an older golden, without the recorder's record: the names say it where they can
+    _, by_name, _, _ = split_state(["w/Ftrl:0", "w/Ftrl_1:0", "u/Adadelta:0", "u/Adadelta_1:0"])
+    assert [s.role for s in by_name] == ["accumulator", "linear", "accum_grad", "accum_var"]
+
+
+def test_feature_column_names_match_keras_layers():
+    # partitioned variables (one partition), a linear model's weights and bias, an embedding table
+    result, pairs = _match([("dnn/hiddenlayer_0/kernel/part_0:0", (5, 4)),
+                            ("linear/linear_model/bias_weights/part_0:0", (1,)),
+                            ("dnn/input_from_feature_columns/input_layer/shape_embedding/embedding_weights/part_0:0",
+                             (3, 3))],
+                           [("hiddenlayer_0/kernel:0", (5, 4)), ("linear_model/bias:0", (1,)),
+                            ("shape_embedding/embeddings:0", (3, 3))])
+    assert result.ok and {g: how for g, (_, how) in pairs.items()} == {
+        "dnn/hiddenlayer_0/kernel/part_0:0": "suffix", "linear/linear_model/bias_weights/part_0:0": "suffix",
+        "dnn/input_from_feature_columns/input_layer/shape_embedding/embedding_weights/part_0:0": "suffix"}
+
+
 def test_a_name_tf_uniquified_matches_after_the_names_as_they_are():
     result, pairs = _match([("w/ExponentialMovingAverage:0", (2,)), ("v/Adam_1:0", (2,))],
                            [("m/w/ExponentialMovingAverage_3:0", (2,)), ("m/v/Adam_1:0", (2,))])

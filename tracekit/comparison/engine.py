@@ -22,6 +22,7 @@ from .noise import Noise, NoiseTracker
 from .pipeline import Pipeline
 from .select import Selection
 from .series import StatsSeries
+from . import sparse
 from .slips import SlipHint, slip_hints
 from .stats import Stats, badness, compare_values, dtype_name
 from .tolerance import ROUNDOFF_ULPS, Resolved, Tolerance
@@ -64,6 +65,7 @@ class TensorResult:
     noise: Dict[int, Noise] = field(default_factory=dict)
     accepted_steps: int = 0
     driven_by_noise: bool = False  # round-off alone moved it (noise.NoiseTracker.driven), or it follows
+    form: str = ""  # how it was compared where the sides hold it in other forms (sparse.py), else ""
 
     @property
     def key(self) -> str:
@@ -344,6 +346,8 @@ class Comparer:
         self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
         self._work = Pipeline(ahead=PAIRS_AHEAD)
         self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
+        self._forms: Dict[str, str] = {}  # key -> how a gradient sparse on some side is compared
+        self._var_shapes = {t.name: t.shape for t in golden.catalog if t.kind == "var"}
 
     def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
         """Compare the initial states, when the golden has one."""
@@ -362,10 +366,23 @@ class Comparer:
         result.steps += index != INITIAL_STEP
         copies = _replica_copies(a_step)
         keys = []
+        sparse_pairs = sparse.pairs(g_step.keys(), a_step.keys())
         for key in g_step:
             kind, name = split_key(key)
+            pair = sparse_pairs.get(key)
             if kind in NOT_REPLAYED or key in reasons:
                 result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
+            elif pair is not None:  # one gradient, sparse on some side: compared once, in one form
+                if pair.golden[0] == key:
+                    self._seen.update(pair.golden)
+                    parts = [(pair.key, False)]
+                    if pair.form == sparse.BY_ROWS:  # the ids first: rows of other ids are other rows
+                        parts.insert(0, (pair.key + sparse.INDICES, True))
+                    for part, indices in parts:
+                        self._forms[part] = sparse.INDEX_SET if indices else pair.form
+                        keys.append(part)
+                        self._work.put(functools.partial(self._pair_sparse, index, g_step, a_step, pair, indices),
+                                       key in self._big)
             elif key not in a_step:
                 self._absent.add(key)
             else:
@@ -403,7 +420,7 @@ class Comparer:
             for a_key, a_value, stats in outcomes:
                 tensor = self._by_key.get(a_key)
                 if tensor is None:
-                    tensor = self._by_key[a_key] = TensorResult(*split_key(a_key))
+                    tensor = self._by_key[a_key] = TensorResult(*split_key(a_key), form=self._forms.get(a_key, ""))
                     result.tensors.append(tensor)
                 failed = None if stats.ok else (g_value, a_value, tol) if keep else (None, None, tol)
                 compared.append((tensor, stats, failed))
@@ -428,6 +445,19 @@ class Comparer:
             a_value = a_step[a_key]
             outcomes.append((a_key, a_value, compare_values(g_value, a_value, tol)))
         return tol, g_value, outcomes
+
+    def _pair_sparse(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any],
+                     pair: sparse.SparsePair, indices: bool) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
+        """`_pair` of a gradient one side holds as rows and indices, in the pair's form (`indices`:
+        the distinct indices of one both sides hold so, compared exactly)."""
+        name = split_key(pair.key)[1]
+        key = pair.key + sparse.INDICES if indices else pair.key
+        tol = self.result.tolerance.resolve("grad", split_key(key)[1], index,
+                                            dtype_name(g_step[pair.golden[1 if indices else 0]]))
+        if tol.ignore:
+            return tol, None, []
+        g_value, a_value = sparse.values(pair, g_step, a_step, self._var_shapes.get(name), indices)
+        return tol, g_value, [(key, a_value, compare_values(g_value, a_value, tol))]
 
     @property
     def diverged(self) -> bool:

@@ -15,7 +15,11 @@ within RTOL), so round-off and other bugs do not trip it:
   or the port's random op is not the one the tape feeds;
 - an optimizer slot that starts elsewhere: the port's optimizer makes it with other initial
   values than the TF1 one did (Adagrad's initial_accumulator_value), seen in the initial
-  state the replay read before it loaded the golden's.
+  state the replay read before it loaded the golden's;
+- an optimizer setting that differs: a variable (or its slot) diverges after its update, and
+  the port's optimizer sets a hyperparameter (FTRL's l1, l2, shrinkage, learning-rate power,
+  Adam's betas, RMSprop's rho, a momentum, an epsilon) to another value than the constant
+  the TF1 update op read.
 
 The results are data; report/ renders them with what to change.
 """
@@ -38,6 +42,7 @@ LR_SHIFTED = "lr-shifted"
 BN_MOMENTUM = "batch-norm-momentum"
 RANDOM_DRAWS = "random-draws"
 SLOT_INITIAL = "slot-initial-value"
+OPTIMIZER_SETTING = "optimizer-setting"
 
 RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
 BN_NAMES = ("moving_mean", "moving_variance")
@@ -90,7 +95,29 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
     elif kind == "random":
         mode = actual_meta.get("replay", {}).get("random")
         found = SlipHint(RANDOM_DRAWS, step, key, {"random": mode})
+    if found is None and kind in ("var", "slot"):
+        found = _setting(golden, step, key, actual_meta)
     return [] if found is None else [found]
+
+
+def _setting(golden: Trace, step: int, key: str, actual_meta: Mapping[str, Any]) -> Optional[SlipHint]:
+    """The port's optimizer sets a hyperparameter of the diverging variable's update (or its
+    slot's variable's) otherwise than the TF1 update op read it."""
+    kind, name = split_key(key)
+    if kind == "slot":
+        slot = (golden.meta.get("slots") or {}).get(name)
+        name = slot.get("var") if isinstance(slot, dict) else None
+    recorded = (golden.meta.get("updates") or {}).get(name)
+    port = ((actual_meta.get("replay") or {}).get("optimizer_settings") or {}).get(name)
+    if not isinstance(recorded, dict) or not isinstance(port, dict):
+        return None
+    tf1, own = recorded.get("hyper") or {}, port.get("settings") or {}
+    differ = [[arg, own[arg][0], tf1[arg], own[arg][1]] for arg in sorted(tf1)
+              if arg in own and not np.isclose(float(tf1[arg]), float(own[arg][1]), rtol=1e-6, atol=0.0)]
+    if not differ:
+        return None
+    return SlipHint(OPTIMIZER_SETTING, step, key, {"update": recorded.get("update"), "variable": name,
+                                                   "optimizer": port.get("optimizer"), "differ": differ})
 
 
 def _regularization(golden: Trace, step: int, key: str, g_value: Any, a_value: Any) -> Optional[SlipHint]:

@@ -114,6 +114,22 @@ class GraphModel:
                     out.setdefault(slot, {"var": update.var, "update": update.kind, "arg": arg})
         return out
 
+    def update_facts(self) -> Dict[str, Dict[str, Any]]:
+        """{variable name: {"update": op type, "lr": the learning-rate tensor's name, "hyper": {argument:
+        value}}} of every optimizer update op: a replay pairs each TF2 optimizer with the learning
+        rate the updates of its variables read, and compares its settings with the constant ones."""
+        out: Dict[str, Dict[str, Any]] = {}
+        for update in op_updates(self.graph):
+            if update.var is None or update.var in out:
+                continue
+            hyper = {}
+            for arg, tensor in update.hyper.items():
+                value = _constant(self._tf, tensor)
+                if value is not None:
+                    hyper[arg] = value
+            out[update.var] = {"update": update.kind, "lr": getattr(update.lr, "name", None), "hyper": hyper}
+        return out
+
     def _updates(self) -> List[Update]:
         """Every update of a variable in the graph: optimizer update ops and hand-written ones."""
         return op_updates(self.graph) + self._assigned()
@@ -272,6 +288,21 @@ def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
             if control.name not in seen:
                 stack.append(control)
     return list(seen.values())
+
+
+def _constant(tf: Any, tensor: Any) -> Optional[float]:
+    """A scalar tensor's value when the graph fixes it (a constant, through identities), else None."""
+    for _ in range(8):
+        try:
+            value = tf.get_static_value(tensor)
+        except Exception:
+            value = None
+        if value is not None:
+            return float(value) if getattr(value, "size", 1) == 1 else None
+        if tensor.op.type not in ("Identity", "Cast") or not tensor.op.inputs:
+            return None
+        tensor = tensor.op.inputs[0]
+    return None
 
 
 def _unique(tensors: Iterable[Any]) -> List[Any]:

@@ -321,7 +321,8 @@ class Recorder:
         with self._writer.initial():
             for (key, _), value in zip(self._variables, values):
                 self._writer.add(*split_key(key), value=value, copy=False)
-        self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess), "slots": model.slot_roles()})
+        self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess), "slots": model.slot_roles(),
+                                 "updates": model.update_facts()})
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]]) -> None:

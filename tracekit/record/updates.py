@@ -36,10 +36,11 @@ ASSIGNED = "assign"  # the update "type" of a hand-written update, in the golden
 class Update:
     """One variable's update: the op, the variable, gradient, learning rate and slots it uses."""
 
-    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles")
+    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper")
 
     def __init__(self, op: Any, kind: str, var: Optional[str], grad: Any = None, indices: Any = None,
-                 lr: Any = None, roles: Optional[Dict[str, str]] = None, state: Iterable[str] = ()) -> None:
+                 lr: Any = None, roles: Optional[Dict[str, str]] = None, state: Iterable[str] = (),
+                 hyper: Optional[Dict[str, Any]] = None) -> None:
         self.op = op
         self.kind = kind  # the update op's type, or ASSIGNED
         self.var = var
@@ -48,6 +49,8 @@ class Update:
         self.lr = lr
         self.roles: Dict[str, str] = dict(roles or {})  # slot name -> what it is ("m", "accum", "adam_m", ...)
         self.slots: List[str] = list(self.roles) + [s for s in state if s not in self.roles]
+        # the update op's other inputs, its hyperparameters ("l1", "epsilon", "momentum", ...) -> tensor
+        self.hyper: Dict[str, Any] = dict(hyper or {})
 
     @classmethod
     def of_op(cls, op: Any) -> "Update":
@@ -55,6 +58,7 @@ class Update:
         fields: Dict[str, Any] = {}
         roles: Dict[str, str] = {}
         state: List[str] = []
+        hyper: Dict[str, Any] = {}
         for arg, tensor in zip(op.op_def.input_arg, op.inputs):
             if arg.name == "var":
                 fields["var"] = variable_name(tensor)
@@ -71,7 +75,9 @@ class Update:
                         state.append(name)
                     else:
                         roles[name] = arg.name
-        return cls(op, op.type, fields.pop("var", None), roles=roles, state=state, **fields)
+            else:
+                hyper[arg.name] = tensor
+        return cls(op, op.type, fields.pop("var", None), roles=roles, state=state, hyper=hyper, **fields)
 
 
 def variable_name(tensor: Any) -> Optional[str]:

@@ -27,10 +27,16 @@ from .tf_import import tf
 from .varmap import Mapping, Slot
 from .variables import cast_for, initial_value, unwrap
 
-# Keras slot attributes (new optimizers; legacy ones name their slots by role) for each TF1 slot role.
+# Keras slot attributes (new optimizers, tf-keras' and Keras 3's; legacy ones name their slots
+# by role) for each slot role.
 NEW_OPTIMIZER_SLOTS = {"m": ("_momentums",), "v": ("_velocities",), "vhat": ("_velocity_hats",),
                        "momentum": ("momentums", "_momentums"),  # SGD, RMSprop
-                       "rms": ("_velocities",), "accumulator": ("_accumulators",)}
+                       "rms": ("_velocities",), "mg": ("_average_gradients",), "accumulator": ("_accumulators",),
+                       "linear": ("_linears",), "accum_grad": ("_accumulated_grads",),
+                       "accum_var": ("_accumulated_delta_vars",)}
+# tf.compat.v1.train optimizers' slot names for a role, where they differ from it (FtrlOptimizer
+# calls its accumulator "accum", AdadeltaOptimizer its two averages "accum" and "accum_update").
+V1_SLOTS = {"accumulator": ("accumulator", "accum"), "accum_grad": ("accum",), "accum_var": ("accum_update",)}
 
 TF1_MOMENTUM = "tf1-momentum"
 
@@ -144,8 +150,10 @@ def _optimizer_classes(method: str) -> List[Any]:
 
 
 def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
-    if hasattr(optimizer, "get_slot_names"):  # legacy OptimizerV2: slots are named by role
-        return optimizer.get_slot(variable, role) if role in optimizer.get_slot_names() else None
+    if hasattr(optimizer, "get_slot_names"):  # legacy OptimizerV2 and tf.compat.v1.train: named by role
+        names = optimizer.get_slot_names()
+        found = [n for n in (V1_SLOTS.get(role, ()) if _is_v1(optimizer) else ()) + (role,) if n in names]
+        return optimizer.get_slot(variable, found[0]) if found else None
     slots = next((getattr(optimizer, a) for a in NEW_OPTIMIZER_SLOTS.get(role, ()) if getattr(optimizer, a, None)),
                  None)
     if hasattr(optimizer, "_get_variable_index"):  # Keras 3
@@ -160,12 +168,48 @@ def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
     return slots[index]
 
 
+# TF1 update ops' hyperparameter arguments -> the port optimizer's setting of it: its Keras config
+# key (new, legacy and Keras 3 optimizers agree), and tf.compat.v1.train's attributes.
+SETTINGS = {"l1": ("l1_regularization_strength", ("_l1_regularization_strength",)),
+            "l2": ("l2_regularization_strength", ("_l2_regularization_strength",)),
+            "l2_shrinkage": ("l2_shrinkage_regularization_strength", ("_l2_shrinkage_regularization_strength",)),
+            "lr_power": ("learning_rate_power", ("_learning_rate_power",)),
+            "beta1": ("beta_1", ("_beta1",)), "beta2": ("beta_2", ("_beta2",)), "epsilon": ("epsilon", ("_epsilon",)),
+            "momentum": ("momentum", ("_momentum",)), "rho": ("rho", ("_decay", "_rho"))}
+
+
+def settings(optimizer: Any) -> Dict[str, Tuple[str, float]]:
+    """TF1 argument -> (the port's name for it, its value) of each hyperparameter the optimizer sets
+    to a number."""
+    if _is_v1(optimizer):
+        found = {arg: next(((a, getattr(optimizer, a)) for a in attrs if hasattr(optimizer, a)), None)
+                 for arg, (_, attrs) in SETTINGS.items()}
+    else:
+        try:
+            config = optimizer.get_config()
+        except Exception:  # a custom optimizer without a config: nothing to compare
+            return {}
+        found = {arg: (key, config[key]) if key in config else None for arg, (key, _) in SETTINGS.items()}
+    out = {}
+    for arg, pair in found.items():
+        if pair is None:
+            continue
+        try:
+            value = float(numpy(optimizer._call_if_callable(pair[1]) if _is_v1(optimizer) else pair[1]))
+        except (TypeError, ValueError, AttributeError):
+            continue  # a schedule, None (Keras' momentum=None), a callable Keras would call
+        out[arg] = (pair[0].lstrip("_"), value)
+    return out
+
+
 # Which TF1 optimizers (by their default names, the prefix of their learning-rate tensors and
 # the suffix of their slots) a Keras optimizer class ports.
 TF1_NAMES = {"SGD": ("GradientDescent", "Momentum"), "Adam": ("Adam",), "RMSprop": ("RMSProp",),
-             "Adagrad": ("Adagrad",), "GradientDescentOptimizer": ("GradientDescent",),
-             "MomentumOptimizer": ("Momentum",), "AdamOptimizer": ("Adam",), "RMSPropOptimizer": ("RMSProp",),
-             "AdagradOptimizer": ("Adagrad",)}
+             "Adagrad": ("Adagrad",), "Ftrl": ("Ftrl",), "Adadelta": ("Adadelta",),
+             "GradientDescentOptimizer": ("GradientDescent",), "MomentumOptimizer": ("Momentum",),
+             "AdamOptimizer": ("Adam",), "RMSPropOptimizer": ("RMSProp",), "AdagradOptimizer": ("Adagrad",),
+             "FtrlOptimizer": ("Ftrl",), "AdadeltaOptimizer": ("Adadelta",),
+             "ProximalAdagradOptimizer": ("ProximalAdagrad",)}
 
 
 class OptimizerBridge:
@@ -185,6 +229,8 @@ class OptimizerBridge:
         self._keys = keys  # golden state name -> "var/..." or "slot/..."
         self._load_initial = load_initial
         self._by_var = {id(c.obj): name for name, c in mapping.pairs.items()}
+        # variables whose gradient the golden holds as rows and indices (an IndexedSlices)
+        self._sparse = {n[:-len("/values")] for n in golden.names("grad") if n.endswith("/values")}
         self._conversions = list(conversions)
         for i, conv in enumerate(self._conversions):  # their gradients are converted after the step
             self._by_var.update((id(v), _port_grad(i, j)) for j, v in enumerate(conv.port))
@@ -200,6 +246,8 @@ class OptimizerBridge:
         # "slot/<golden name>" -> the port's own initial value of that slot (TF1 convention), read
         # before the golden's replaced it: the loop compares it as the initial state.
         self.own_initial: Dict[str, np.ndarray] = {}
+        # golden variable name -> {"optimizer": the port's class, "settings": {TF1 argument: [its name, value]}}
+        self.settings: Dict[str, Dict[str, Any]] = {}
 
     def state_variables(self) -> List[Any]:
         """The variables `read` reads: the paired slots and the step counter."""
@@ -292,7 +340,13 @@ class OptimizerBridge:
             named = []
             for grad, var in pairs:
                 name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or _port_grad
-                if grad is not None and name is not None:
+                if grad is None or name is None:
+                    continue
+                if isinstance(grad, tf.IndexedSlices) and name in bridge._sparse and replica_id() is None:
+                    # kept as rows, as the golden has it (the comparison sums each index's rows)
+                    named += [(make_key("grad", name + "/values"), grad.values),
+                              (make_key("grad", name + "/indices"), grad.indices)]
+                else:
                     named.append((make_key("grad", name), tf.convert_to_tensor(grad)))
             aggregated = _aggregates(optimizer, original, args, kwargs)
             bridge.aggregated.update((key, aggregated) for key, _ in named)
@@ -339,6 +393,9 @@ class OptimizerBridge:
         self._optimizers.append(optimizer)
         updated = {self._by_var.get(id(v)) or self._by_var.get(id(unwrap(v))) for v in var_list}
         with tf.init_scope():  # runs once, eagerly, also while a tf.function is traced
+            own = {"optimizer": type(optimizer).__name__,
+                   "settings": {arg: list(pair) for arg, pair in settings(optimizer).items()}}
+            self.settings.update((name, own) for name in self._golden_names(updated))
             if _is_v1(optimizer):
                 optimizer._create_slots([unwrap(v) for v in var_list])
             elif hasattr(optimizer, "_create_all_weights"):  # legacy (OptimizerV2)
@@ -350,8 +407,9 @@ class OptimizerBridge:
                 self._iteration_var = counter
             slots, converted = len(self._slots), len(self._converted_slots)
             plain, converted_slots = self._map_slots(optimizer, updated)
-            rate = self._lr_names[id(optimizer)] = self._lr_name(optimizer, [name for name, _, _ in plain] +
-                                                                 [n for _, names, _, _ in converted_slots for n in names])
+            rate = self._lr_names[id(optimizer)] = self._lr_name(
+                optimizer, updated, [name for name, _, _ in plain] + [n for _, names, _, _ in converted_slots
+                                                                      for n in names])
             self._slots += [(name, slot, role, rate) for name, slot, role in plain]
             self._converted_slots += [(conv, names, port_slots, role, rate)
                                       for conv, names, port_slots, role in converted_slots]
@@ -372,6 +430,16 @@ class OptimizerBridge:
                     if self._keys[name] in initial and counter is not None:
                         counter.assign(int(initial[self._keys[name]]))
 
+    def _golden_names(self, updated: Set[Optional[str]]) -> List[str]:
+        """The golden variables behind `updated` (golden names, or converted variables' capture names)."""
+        out: List[str] = []
+        for name in sorted(n for n in updated if n is not None):
+            if name.startswith("#conversion"):
+                out.extend(self._conversions[int(name[len("#conversion"):].split("/")[0])].golden)
+            else:
+                out.append(name)
+        return out
+
     def _golden_starts_fresh(self) -> bool:
         """Did the golden's recording start at the optimizer's first update (its step counter at 0,
         or none recorded)? One recorded mid-run holds trained slots: nothing to say where the
@@ -380,19 +448,27 @@ class OptimizerBridge:
         counts = [initial[self._keys[name]] for name in self._iterations if self._keys[name] in initial]
         return all(int(np.asarray(count)) == 0 for count in counts)
 
-    def _lr_name(self, optimizer: Any, slot_names: List[str]) -> str:
-        """The golden's learning rate this optimizer ports: the only one; else the one whose TF1
-        optimizer owns the slots just paired (their names end in its name); else the first
-        unclaimed one of a TF1 optimizer this Keras class ports; else the first unclaimed one."""
+    def _lr_name(self, optimizer: Any, updated: Set[Optional[str]], slot_names: List[str]) -> str:
+        """The golden's learning rate this optimizer ports: the only one; else the one the TF1 update
+        ops of the variables it updates (`updated`) read, as recorded; for goldens without that
+        record, the one whose TF1 optimizer owns the slots just paired (their names end in its
+        name), else the first unclaimed one of a TF1 optimizer this Keras class ports, else the
+        first unclaimed one."""
         rates = self.golden.names("lr")
         if len(rates) <= 1:
             return rates[0] if rates else "learning_rate"
+        recorded = self.golden.meta.get("updates")
+        if isinstance(recorded, dict):
+            read = [fact.get("lr") for var, fact in recorded.items() if var in updated and isinstance(fact, dict)]
+            by_update = [r for r in rates if r in read]
+            if len(by_update) == 1:
+                return by_update[0]
         claimed = set(self._lr_names.values())
         free = [r for r in rates if r not in claimed]
         owners = {name.rpartition("/")[2][:-2].split("_")[0] for name in slot_names}  # v/Adam_1:0 -> Adam
         kinds = TF1_NAMES.get(type(optimizer).__name__, ())
-        by_owner = [r for r in free if r.split("/")[0] in owners]
-        by_kind = [r for r in free if kinds and r.split("/")[0].startswith(kinds)]
+        by_owner = [r for r in free if owners.intersection(r.split("/")[:-1] or r.split("/"))]
+        by_kind = [r for r in free if kinds and any(part.startswith(kinds) for part in r.split("/"))]
         return (by_owner or by_kind or free or rates)[0]
 
     def counted(self) -> Dict[str, str]:

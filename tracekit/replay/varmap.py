@@ -1,7 +1,8 @@
 """Matching the golden's TF1 variable names to the TF2 port's variables. No TensorFlow here.
 
 Automatic matching, in order:
-1. the same name once normalized: ":0" dropped, `weights` -> `kernel`, `biases` -> `bias`;
+1. the same name once normalized: ":0" and a partition's "/part_<n>" dropped, `weights` ->
+   `kernel`, `biases` and `bias_weights` -> `bias`, `embedding_weights` -> `embeddings`;
 2. a unique match by suffix, on scope paths and on flattened names (`a/b/conv1` and
    `b_conv1`): a Keras model prefixes its own name (`my_model/dense/kernel`), a port
    may flatten slim's scopes into layer names; then the same with a "_<n>" that TF added
@@ -34,8 +35,13 @@ _TF1_SLOTS = [
     (re.compile(r"^(?P<var>.+)/Momentum:0$"), "momentum"),
     (re.compile(r"^(?P<var>.+)/RMSProp_1:0$"), "momentum"),
     (re.compile(r"^(?P<var>.+)/RMSProp:0$"), "rms"),
-    (re.compile(r"^(?P<var>.+)/Adagrad:0$"), "accumulator"),
-    (re.compile(r"^training/[^/]+/(?P<var>.+)/(?P<role>m|v|vhat|momentum|rms|mg|accumulator):0$"), None),
+    (re.compile(r"^(?P<var>.+)/(Proximal)?Adagrad:0$"), "accumulator"),
+    (re.compile(r"^(?P<var>.+)/Ftrl_1:0$"), "linear"),
+    (re.compile(r"^(?P<var>.+)/Ftrl:0$"), "accumulator"),
+    (re.compile(r"^(?P<var>.+)/Adadelta_1:0$"), "accum_var"),
+    (re.compile(r"^(?P<var>.+)/Adadelta:0$"), "accum_grad"),
+    (re.compile(r"^training/[^/]+/(?P<var>.+)/(?P<role>m|v|vhat|momentum|rms|mg|accumulator|linear|accum_grad|"
+                r"accum_var):0$"), None),
 ]
 ITERATIONS = ("global_step:0",)
 NO_COUNTERPART = re.compile(r"^(beta1_power|beta2_power)(_\d+)?:0$|^training/[^/]+/"
@@ -51,12 +57,20 @@ def parse_slot(name: str) -> Optional[Tuple[str, str]]:
     return None
 
 
+# TF1 names of a variable's role -> Keras': slim's weights and biases, feature columns' linear
+# weights, bias and embedding tables.
+_ROLES = {"weights": "kernel", "biases": "bias", "bias_weights": "bias", "embedding_weights": "embeddings"}
+PARTITION = re.compile(r"^(?P<var>.+)/part_(?P<index>\d+):0$")
+
+
 @functools.lru_cache(maxsize=1 << 16)  # asked of every pair of names: a model may have thousands
 def _parts(name: str) -> Tuple[str, ...]:
     name = name[:-2] if name.endswith(":0") else name
     parts = [p for p in name.split("/") if p]
+    if len(parts) > 1 and re.match(r"^part_\d+$", parts[-1]):
+        parts.pop()  # a partitioned variable's partition (several are converted before matching)
     if parts:
-        parts[-1] = {"weights": "kernel", "biases": "bias"}.get(parts[-1], parts[-1])
+        parts[-1] = _ROLES.get(parts[-1], parts[-1])
     return tuple(parts)
 
 
@@ -247,18 +261,22 @@ def _explicit(explicit: Any, name: str) -> Any:
 
 @dataclass(frozen=True)
 class Slot:
-    """A golden optimizer slot: its variable, its role in Keras terms ("m", "v", "momentum",
-    "rms", "accumulator", ...), and whether it holds TF1 MomentumOptimizer's accumulator (the
-    sum of gradients, where Keras SGD keeps the sum of steps)."""
+    """A golden optimizer slot: its variable, its role in the terms of Keras' legacy optimizers'
+    slot names ("m", "v", "momentum", "rms", "mg", "accumulator", "linear", "accum_grad",
+    "accum_var", ...), whether it holds TF1 MomentumOptimizer's accumulator (the sum of
+    gradients, where Keras SGD keeps the sum of steps), and the TF1 update op that used it."""
 
     name: str
     var: str
     role: str
     tf1_momentum: bool = False
+    update: str = ""
 
 
-# TF1 update ops' slot arguments -> Keras roles ("accum" is a momentum in Momentum updates).
-_ARG_ROLES = {"m": "m", "v": "v", "vhat": "vhat", "ms": "rms", "mom": "momentum", "mg": "mg"}
+# TF1 update ops' slot arguments -> Keras roles. "accum" is a momentum in Momentum updates and
+# Adadelta's squared-gradient average; "accum_update" is Adadelta's squared-step average.
+_ARG_ROLES = {"m": "m", "v": "v", "vhat": "vhat", "ms": "rms", "mom": "momentum", "mg": "mg", "linear": "linear",
+              "accum_update": "accum_var"}
 _TF1_MOMENTUM_UPDATES = re.compile(r"^(Resource)?(Sparse)?ApplyMomentum$")
 
 
@@ -268,10 +286,10 @@ def _recorded_slot(name: str, recorded: Dict[str, Any]) -> Optional[Slot]:
     if not isinstance(var, str) or not isinstance(arg, str):
         return None
     if arg == "accum":
-        role = "momentum" if "Momentum" in update else "accumulator"
+        role = "momentum" if "Momentum" in update else "accum_grad" if "Adadelta" in update else "accumulator"
     else:
         role = _ARG_ROLES.get(arg, arg)
-    return Slot(name, var, role, role == "momentum" and bool(_TF1_MOMENTUM_UPDATES.match(update)))
+    return Slot(name, var, role, role == "momentum" and bool(_TF1_MOMENTUM_UPDATES.match(update)), update)
 
 
 def split_state(names: Sequence[str], recorded: Optional[Dict[str, Any]] = None

@@ -10,8 +10,8 @@ from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED
 from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.select import Selection
-from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_SHIFTED, RANDOM_DRAWS, SLOT_INITIAL,
-                                REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SlipHint)
+from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_SHIFTED, OPTIMIZER_SETTING, RANDOM_DRAWS,
+                                REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SLOT_INITIAL, SlipHint)
 from ..comparison.stats import Stats
 from ..keys import step_label
 from .environment import changes, diff_lines, summary
@@ -21,6 +21,16 @@ from .text import table
 STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "fetches", "loss": "loss",
           "lr": "learning rate", "grad": "gradients", "var": "updated variables", "slot": "optimizer slots"}
 
+
+
+def form_lines(result: Comparison) -> List[str]:
+    """Which tensors the two sides hold in other forms (a sparse gradient), and how they were compared."""
+    formed = [t for t in result.tensors if t.form]
+    if not formed:
+        return []
+    return ["compared in another form (%d): %s" % (len(formed), "; ".join("%s %s" % (t.key, t.form)
+                                                                          for t in formed[:6]))
+            + (" ..." if len(formed) > 6 else "")]
 
 def _num(x: float) -> str:
     return "%.3g" % x
@@ -165,6 +175,12 @@ def slip(hint: SlipHint) -> str:
                 "loaded the golden's state, but the port on its own would not train like TF1: give the optimizer "
                 "TF1's initial value (Adagrad's and Ftrl's initial_accumulator_value; TF1 defaults to 0.1)"
                 % (hint.key, _full(e["actual"]), golden))
+    if hint.code == OPTIMIZER_SETTING:
+        return ("hint: the port's %s sets %s where the TF1 update of %s (%s) used %s: give the TF2 optimizer "
+                "TF1's settings" % (e["optimizer"], ", ".join("%s=%s" % (own, _full(value)) for _, own, _, value
+                                                               in e["differ"]),
+                                     e["variable"], e["update"], ", ".join("%s=%s" % (arg, _full(value))
+                                                                           for arg, _, value, _ in e["differ"])))
     return "hint: %s at %s" % (hint.code, at)
 
 
@@ -303,6 +319,7 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     if result.missing:
         lines.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])
                                                             + (" ..." if len(result.missing) > 12 else "")))
+    lines += form_lines(result)
     selection = selection if selection is not None and not selection.everything else None
     rows = tensor_rows(result, selection)
     failing = [r for r in rows if r[2] != "ok"]  # accepted noise too: shown, not hidden

@@ -21,8 +21,8 @@ from ..comparison.engine import Comparison, TensorResult
 from ..keys import step_label
 from ..store import Trace, open_trace
 from . import plots
-from .comparison import (STAGES, cause, convention, distribution_hint, divergence, forcing_line, headline,
-                         noise_line, slip, tensor_rows, verdict)
+from .comparison import (STAGES, cause, convention, distribution_hint, divergence, forcing_line, form_lines,
+                         headline, noise_line, slip, tensor_rows, verdict)
 from .environment import diff_lines
 
 HEATMAP_ROWS = 40  # the worst tensors; the table lists them all
@@ -185,6 +185,7 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
         top.append("the replay is short: %s" % result.short)
     if result.missing:
         top.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])))
+    top += form_lines(result)
     parts += ["<h2>Environment and tolerance</h2>", _pre(top)]
     first = result.first_divergence
     if first is not None:

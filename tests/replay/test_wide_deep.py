@@ -1,0 +1,152 @@
+"""A canned TF1 Wide & Deep model (DNNLinearCombinedClassifier on feature columns: partitioned
+variables, FTRL and Adagrad, sparse gradients), recorded for real in TF 1.15, and the Keras port
+a team would write today: preprocessing layers, a LinearModel over one-hot features, an
+Embedding, Keras Ftrl and Adagrad. The correct port matches with var_map="auto" whichever
+optimizer it applies first; each usual slip is caught where it happens, with its hint."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import tracekit
+from tracekit.comparison import sparse
+from tracekit.comparison.slips import LOSS_AVERAGED, OPTIMIZER_SETTING, SLOT_INITIAL
+from tracekit.keys import INITIAL_STEP
+
+from ..support import ROOT, run_python
+from ..support.recording import SCRIPTS
+
+COLORS = ["red", "green", "blue", "black"]  # as tests/record/scripts/wide_deep.py
+SHAPES = ["circle", "square", "star"]
+
+
+@pytest.fixture(scope="module")
+def golden(legacy_python, tmp_path_factory):
+    where = tmp_path_factory.mktemp("wide_deep")
+    path = str(where / "wide_deep.h5")
+    run_python(legacy_python, ["-m", "tracekit", "record", "-o", path, "--", os.path.join(SCRIPTS, "wide_deep.py"),
+                               "--steps", "4", str(where / "model")], cwd=ROOT)
+    return path
+
+
+def _optimizers(tf, family, ftrl_lr, adagrad_lr, initial_accumulator_value, l2):
+    """Ftrl and Adagrad of Keras (new or legacy) or tf.compat.v1.train, as a port may choose."""
+    if family == "v1":
+        train = tf.compat.v1.train
+        return (train.FtrlOptimizer(ftrl_lr, l2_regularization_strength=l2),
+                train.AdagradOptimizer(adagrad_lr, initial_accumulator_value=initial_accumulator_value))
+    keras = tf.keras.optimizers.legacy if family == "legacy" else tf.keras.optimizers
+    return (keras.Ftrl(ftrl_lr, l2_regularization_strength=l2),
+            keras.Adagrad(adagrad_lr, initial_accumulator_value=initial_accumulator_value))
+
+
+def _port(tf, ftrl_first=True, ftrl_lr=0.005, adagrad_lr=0.001, initial_accumulator_value=0.1, l2=0.0,
+          reduce=None, cross_order=(0, 1), family="keras"):
+    """The Keras port, with the slips the tests make on purpose as options."""
+    reduce = reduce or tf.reduce_sum  # the TF1 canned estimators' head sums the batch's losses
+
+    class WideDeep(tf.keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.color = tf.keras.layers.StringLookup(vocabulary=COLORS, num_oov_indices=0)
+            self.shape = tf.keras.layers.StringLookup(vocabulary=SHAPES, num_oov_indices=0)
+            self.cross = tf.keras.layers.HashedCrossing(num_bins=16)
+            self.linear = tf.keras.experimental.LinearModel(units=1, name="linear_model")
+            self.shape_embedding = tf.keras.layers.Embedding(len(SHAPES), 3, name="shape_embedding")
+            self.hidden = tf.keras.layers.Dense(4, activation="relu", name="hiddenlayer_0")
+            self.logits = tf.keras.layers.Dense(1, name="logits")
+
+        def call(self, features):
+            ids = (self.color(features["IteratorGetNext:0"]), self.shape(features["IteratorGetNext:1"]))
+            size, weight = features["IteratorGetNext:2"][:, None], features["IteratorGetNext:3"][:, None]
+            crossed = self.cross(tuple(ids[i] for i in cross_order))
+            wide = self.linear({"color": tf.one_hot(ids[0], len(COLORS)), "color_X_shape": tf.one_hot(crossed, 16),
+                                "size": size})
+            deep = self.logits(self.hidden(tf.concat([self.shape_embedding(ids[1]), size, weight], axis=1)))
+            return wide, deep
+
+    model = WideDeep()
+    model({"IteratorGetNext:0": tf.constant(["red"]), "IteratorGetNext:1": tf.constant(["star"]),
+           "IteratorGetNext:2": tf.zeros([1]), "IteratorGetNext:3": tf.zeros([1])})
+    wide_vars = model.linear.trainable_variables
+    deep_vars = [v for layer in (model.shape_embedding, model.hidden, model.logits) for v in layer.trainable_variables]
+    ftrl, adagrad = _optimizers(tf, family, ftrl_lr, adagrad_lr, initial_accumulator_value, l2)
+
+    @tf.function
+    def step(inputs):
+        labels = tf.cast(inputs["IteratorGetNext:4"], tf.float32)[:, None]
+        with tf.GradientTape() as tape:
+            wide, deep = model(inputs)
+            loss = reduce(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=wide + deep))
+        grads = tape.gradient(loss, wide_vars + deep_vars)
+        updates = [(ftrl, zip(grads[:len(wide_vars)], wide_vars)), (adagrad, zip(grads[len(wide_vars):], deep_vars))]
+        for optimizer, pairs in (updates if ftrl_first else updates[::-1]):
+            optimizer.apply_gradients(pairs)
+        return {"loss": loss}
+    return model, step
+
+
+def _compare(tf2, golden, **slips):
+    model, step = _port(tf2.tf, **slips)
+    with tf2.replay(golden, step, model=model) as actual:
+        return tracekit.compare(golden, actual, tracekit.Tolerance.training())
+
+
+@pytest.mark.parametrize("ftrl_first, family", [(True, "keras"), (False, "keras"), (False, "legacy"), (True, "v1")],
+                         ids=["ftrl-first", "adagrad-first", "legacy-optimizers", "tf.compat.v1-optimizers"])
+def test_the_natural_keras_port_matches(tf2, golden, ftrl_first, family):
+    result = _compare(tf2, golden, ftrl_first=ftrl_first, family=family)
+    assert result.ok and not result.missing, result.report()
+    with tracekit.open(golden) as trace:
+        variables = trace.names("var")
+        rates = trace.names("lr")
+    # every partitioned variable (one partition each) was paired by name, nothing left out
+    assert sum(name.endswith("/part_0:0") for name in variables) == 9
+    uncounted = {"global_step:0"} if family == "v1" else set()  # given no global_step=, nothing counts steps
+    assert {t.name for t in result.tensors if t.kind == "var"} == set(variables) - uncounted
+    assert all("pass global_step=" in result.not_compared["var/" + name] for name in uncounted)
+    assert sorted(t.name for t in result.tensors if t.kind == "lr") == sorted(rates) and len(rates) == 2
+    forms = {t.name: t.form for t in result.tensors if t.form}
+    embedding = "dnn/input_from_feature_columns/input_layer/shape_embedding/embedding_weights/part_0:0"
+    assert forms == {embedding: sparse.BY_ROWS, embedding + "/indices": sparse.INDEX_SET,
+                     "linear/linear_model/color/weights/part_0:0": sparse.DENSIFIED,
+                     "linear/linear_model/color_X_shape/weights/part_0:0": sparse.DENSIFIED}
+    assert "compared in another form (4)" in result.report()
+
+
+def test_learning_rates_swapped_fail_at_step_0(tf2, golden):
+    result = _compare(tf2, golden, ftrl_lr=0.001, adagrad_lr=0.005)
+    first = result.first_divergence
+    assert not result.ok and first.step == 0 and first.kind == "lr", result.report()
+
+
+def test_a_sum_ported_as_a_mean_fails_at_step_0_with_its_hint(tf2, golden):
+    result = _compare(tf2, golden, reduce=tf2.tf.reduce_mean)
+    first = result.first_divergence
+    assert not result.ok and (first.step, first.key) == (0, "loss/loss"), result.report()
+    assert [h.code for h in result.slips] == [LOSS_AVERAGED]
+
+
+def test_adagrads_initial_accumulator_is_compared(tf2, golden):
+    result = _compare(tf2, golden, initial_accumulator_value=0.0)
+    first = result.first_divergence
+    assert not result.ok and first.step == INITIAL_STEP and first.kind == "slot", result.report()
+    assert "/Adagrad:0" in first.name and [h.code for h in result.slips] == [SLOT_INITIAL]
+
+
+def test_an_ftrl_setting_that_differs_fails_at_step_0_and_is_named(tf2, golden):
+    result = _compare(tf2, golden, l2=0.5)
+    first = result.first_divergence
+    assert not result.ok and first.step == 0 and first.name.startswith("linear/"), result.report()
+    assert [h.code for h in result.slips] == [OPTIMIZER_SETTING]
+    assert "sets l2_regularization_strength=0.5 where the TF1 update of" in result.report()
+    assert "used l2=0" in result.report()
+
+
+def test_a_crossed_feature_hashed_otherwise_fails_at_step_0(tf2, golden):
+    result = _compare(tf2, golden, cross_order=(1, 0))
+    first = result.first_divergence
+    assert not result.ok and first.step == 0, result.report()
+    assert first.key == "grad/linear/linear_model/color_X_shape/weights/part_0:0", result.report()
