@@ -11,6 +11,9 @@ from typing import Tuple
 from .errors import UsageError
 
 INITIAL_STEP = -1  # the state before the first step
+# The update "type" of a hand-written update (assign ops computed from gradients) in a golden's
+# slots and updates metadata, where an optimizer's update op gives its op type.
+ASSIGNED = "assign"
 
 
 class Kind(str, Enum):

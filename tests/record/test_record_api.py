@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tracekit
+from tracekit.report.trace import show
 
 from ..support.recording import seed_feeds, seed_model
 
@@ -360,3 +361,40 @@ def test_each_update_says_its_learning_rate_and_settings(tf, tmp_path):
     assert ftrl.pop("l2", 0.0) == 0.0 and ftrl == {"l1": 0.25, "lr_power": -0.5}
     hyper = updates["deep:0"]["hyper"]
     assert np.isclose(hyper["rho"], 0.8) and np.isclose(hyper["momentum"], 0.5) and np.isclose(hyper["epsilon"], 1e-10)
+
+
+@pytest.mark.parametrize("how", ["grouped", "late-read", "ordered"])
+def test_a_learning_rate_read_unordered_with_its_counters_increment_is_a_race(tf, tmp_path, how):
+    # TF1 research code groups the update with global_step.assign_add(1): nothing orders the
+    # rate's read of the counter against the increment. apply_gradients(global_step=) orders it.
+    path = str(tmp_path / "race.h5")
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            x = v1.placeholder(tf.float32, [4, 3], name="x")
+            w = v1.get_variable("w", [3, 1], initializer=v1.ones_initializer())
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w)))
+            global_step = v1.train.get_or_create_global_step()
+            counter = global_step
+            if how == "late-read":
+                with tf.control_dependencies([loss]):
+                    counter = global_step.read_value()
+            optimizer = v1.train.GradientDescentOptimizer(
+                v1.train.exponential_decay(0.1, counter, decay_steps=1, decay_rate=0.5, staircase=True))
+            grads = optimizer.compute_gradients(loss)
+            train = optimizer.apply_gradients(grads, global_step=global_step) if how == "ordered" else \
+                tf.group(optimizer.apply_gradients(grads), v1.assign_add(global_step, 1))
+            with v1.Session() as sess:
+                rec.session(sess)
+                sess.run(v1.global_variables_initializer())
+                for _ in range(2):
+                    sess.run(train, {x: np.ones((4, 3), np.float32)})
+    with tracekit.open(path) as trace:
+        races, warnings = trace.meta.get("races", []), trace.meta["warnings"]
+        shown = show(trace)
+    if how == "ordered":
+        assert races == [] and not any("race" in w for w in warnings) and "race " not in shown
+        return
+    assert [(r["lr"], r["counter"]) for r in races] == [("lr/learning_rate", "global_step:0")]
+    assert any("a race in the training step" in w for w in warnings)
+    assert "race      lr/learning_rate reads global_step:0" in shown

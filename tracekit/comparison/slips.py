@@ -8,7 +8,9 @@ within RTOL), so round-off and other bugs do not trip it:
   regularization term (its "regularization" loss, or the sum of its per-variable ones);
 - the loss summed instead of averaged (or the reverse): the loss is off by the batch size;
 - a learning-rate schedule off by a step: the replay's rate is the golden's of the step
-  before or after;
+  before or after; where the recorder found the TF1 step reading its counter unordered with
+  the counter's increment (a race, the golden's `races`), a learning rate that differs names
+  the race instead: the golden's rate may be the next step's;
 - batch-norm momentum: the moving statistics moved a constant fraction of the golden's
   move while the forward pass and the gradients agreed;
 - random draws that differ: the replay did not take the golden's draws (random="none"),
@@ -43,6 +45,7 @@ BN_MOMENTUM = "batch-norm-momentum"
 RANDOM_DRAWS = "random-draws"
 SLOT_INITIAL = "slot-initial-value"
 OPTIMIZER_SETTING = "optimizer-setting"
+LR_RACE = "lr-race"
 
 RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
 BN_NAMES = ("moving_mean", "moving_variance")
@@ -90,6 +93,10 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         found = _regularization(golden, step, key, g_value, a_value) or _reduction(golden, step, key, g_value, a_value)
     elif kind == "lr":
         found = _lr_shift(golden, step, key, a_value)
+        race = next((r for r in golden.meta.get("races") or [] if isinstance(r, dict) and r.get("lr") == key), None)
+        if race is not None:  # the golden's own rate is one of two: the race is the news, not the port
+            found = SlipHint(LR_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
+                                                   "shift": found.evidence["shift"] if found is not None else None})
     elif kind == "var" and any(part in name for part in BN_NAMES):
         found = _bn_momentum(golden, step, key, g_value, a_value, agreed)
     elif kind == "random":

@@ -71,6 +71,9 @@ class StepPlan:
     # apply_gradients returned), else the ops it fetched. A port replays alternating train
     # ops with one step function per train op.
     train_ops: List[str] = field(default_factory=list)
+    # Learning rates the run reads from the step counter it also increments, unordered
+    # (unordered_reads): which value a step reads is up to the scheduler.
+    races: List[Dict[str, str]] = field(default_factory=list)
 
 
 class GraphModel:
@@ -220,7 +223,18 @@ class GraphModel:
                 add("grad", update.var + "/values", update.grad)
                 add("grad", update.var + "/indices", update.indices)
         trained = sorted(op.name for op in train_ops) or sorted(op.name for op in fetch_ops)
-        return StepPlan(True, fetch, global_step, regularization, trained)
+        races = []
+        if increments:
+            keys = {tensor.name: key for key, tensor in fetch.items() if key.startswith("lr/")}
+            for race in unordered_reads(rates, global_step, executed, fed):
+                race["lr"] = keys.get(race["lr"], race["lr"])
+                races.append(race)
+                self._warn("a race in the training step: the learning rate %(lr)s reads %(counter)s (op %(read)s) "
+                           "with no ordering against its increment (op %(increment)s) in the same run, so a step "
+                           "may read the counter before or after it moves and the recorded rate may be the next "
+                           "step's. A port cannot reproduce a race: order the increment after the update "
+                           "(apply_gradients(..., global_step=...)) and record again" % race)
+        return StepPlan(True, fetch, global_step, regularization, trained, races)
 
     def _global_step(self) -> Any:
         try:
@@ -288,6 +302,30 @@ def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
             if control.name not in seen:
                 stack.append(control)
     return list(seen.values())
+
+
+def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: FrozenSet[str]) -> List[Dict[str, str]]:
+    """{"lr", "counter", "read", "increment"} for each learning rate whose value reads the step
+    counter through an op that no dependency orders before or after the counter's increment in
+    the same run: TF1 research code's `tf.group(apply_gradients(...), global_step.assign_add(1))`."""
+    increments = [op for op in executed if op.type in ASSIGN_OPS and variable_name(op.inputs[0]) == counter.name
+                  and advances(op)]
+    source = counter.op  # the variable op (VariableV2, VarHandleOp): its readers consume its output
+    out = []
+    for rate in rates:
+        reads = [op for op in executed_ops([rate.op], fed)
+                 if op.type not in ASSIGN_OPS and any(t.op is source for t in op.inputs)]
+        for read in reads:
+            before = {op.name for op in executed_ops([read], fed)}
+            for increment in increments:
+                if increment.name in before or read.name in {op.name for op in executed_ops([increment], fed)}:
+                    continue
+                out.append({"lr": rate.name, "counter": counter.name, "read": read.name, "increment": increment.name})
+                break
+            else:
+                continue
+            break  # one race per learning rate says it
+    return out
 
 
 def _constant(tf: Any, tensor: Any) -> Optional[float]:

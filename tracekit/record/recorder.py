@@ -76,6 +76,7 @@ class Recorder:
         self._global: List[Tuple[Any, str, Any]] = []
         self._graph: Any = None  # the graph whose steps are recorded
         self._variables: Optional[List[Tuple[str, Any]]] = None
+        self._races: List[Dict[str, str]] = []  # graph.unordered_reads of the steps seen
         self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
         self.steps = 0
         self.done = False
@@ -337,6 +338,9 @@ class Recorder:
         if trained not in self._train_ops:  # a new kind of step: the metadata lists the kinds
             self._train_ops.append(trained)
             w.update_meta({"train_ops": list(self._train_ops)})
+            if plan.races:  # said at once: a recording killed later keeps it
+                self._races.extend(r for r in plan.races if r not in self._races)
+                w.update_meta({"races": list(self._races)})
         w.begin_step(info={"global_step": global_step, "train_ops": plan.train_ops})
         try:
             for name, value in feeds:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, Iterable, List, Optional, Set
 
+from ..keys import ASSIGNED
+
 UPDATE_OP = re.compile(r"^(Resource)?(Sparse)?Apply[A-Z]")
 ASSIGN_OPS = frozenset(["Assign", "AssignAdd", "AssignSub", "AssignVariableOp", "AssignAddVariableOp",
                         "AssignSubVariableOp"])
@@ -30,7 +32,6 @@ DT_RESOURCE = 20
 GRAD_ARGS = ("grad", "delta")
 LR_ARGS = ("lr", "alpha")
 STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slot of one variable
-ASSIGNED = "assign"  # the update "type" of a hand-written update, in the golden's slot roles
 
 
 class Update:

@@ -10,8 +10,8 @@ from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED
 from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.select import Selection
-from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_SHIFTED, OPTIMIZER_SETTING, RANDOM_DRAWS,
-                                REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SLOT_INITIAL, SlipHint)
+from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED, OPTIMIZER_SETTING,
+                                RANDOM_DRAWS, REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SLOT_INITIAL, SlipHint)
 from ..comparison.stats import Stats
 from ..keys import step_label
 from .environment import changes, diff_lines, summary
@@ -157,6 +157,15 @@ def slip(hint: SlipHint) -> str:
                 "here: %s). Evaluate the schedule at the step TF1 did (its global_step before the update, as Keras' "
                 "optimizer.iterations)" % ("ahead" if e["shift"] > 0 else "behind", at, _full(e["actual"]),
                                            step_label(hint.step + e["shift"]), _full(e["golden"])))
+    if hint.code == LR_RACE:
+        race = e["race"]
+        return ("hint: a race in the TF1 training step, not necessarily the port. The TF1 run read %s for its learning "
+                "rate (op %s) with no ordering against the counter's increment (op %s), so each recorded step holds "
+                "the rate before or after the increment, as TF1's scheduler ran them (tracekit show lists the race). At "
+                "%s the golden's rate is %s, the replay's %s. Make the TF1 step order the increment after the update "
+                "(apply_gradients(..., global_step=...)) and record again, or compare with a tolerance rule for %s"
+                % (race.get("counter"), race.get("read"), race.get("increment"), at, _full(e["golden"]),
+                   _full(e["actual"]), hint.key))
     if hint.code == BN_MOMENTUM:
         return ("hint: batch-norm momentum. At %s moved %.3g times as far as in the golden while the forward pass and "
                 "the gradients agree: (1 - momentum) differs by that factor (a golden momentum of 0.9 against 0.99 "

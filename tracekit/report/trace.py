@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import collections
+from typing import Any, List, Mapping
+
 from ..comparison.envdiff import numerics
+from ..keys import ASSIGNED
 from ..store import RecoverResult, Trace, VerifyResult, provenance
 from .environment import summary
 from .provenance import origin_line
@@ -26,6 +30,7 @@ def show(trace: Trace) -> str:
     lines.append("state     %s" % state)
     if trace.recording:
         lines.append("note      %s" % trace.recording)
+    lines += identified(trace.meta)
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
     described = {k: v for k, v in trace.meta.items() if k != provenance.META_KEY}  # `tracekit log` shows it
     if described:
@@ -48,6 +53,30 @@ def show(trace: Trace) -> str:
         lines.append("total: %s stored, %s raw, ratio %.2f" % (
             size(stored_total), size(raw_total), raw_total / stored_total if stored_total else 1.0))
     return "\n".join(lines)
+
+
+def identified(meta: Mapping[str, Any]) -> List[str]:
+    """How the recorder found what a step updates (update ops, hand-written assigns) and the races
+    it saw, from the golden's metadata."""
+    lines = []
+    updates = meta.get("updates") if isinstance(meta.get("updates"), dict) else {}
+    slots = meta.get("slots") if isinstance(meta.get("slots"), dict) else {}
+    kinds = collections.Counter(str(u.get("update")) for u in updates.values() if isinstance(u, dict))
+    assigned = {str(s.get("var")) for s in slots.values() if isinstance(s, dict) and s.get("update") == ASSIGNED}
+    if kinds:
+        rates = {u.get("lr") for u in updates.values() if isinstance(u, dict) and u.get("lr")}
+        lines.append("updates   %d variables by optimizer update ops (%s), their gradients, slots (by the ops' "
+                     "arguments) and %d learning rate(s) read from those ops"
+                     % (sum(kinds.values()), ", ".join("%s %d" % kv for kv in sorted(kinds.items())), len(rates)))
+    if assigned:
+        lines.append("updates   %d variables by hand-written assign ops: gradients from tf.gradients/"
+                     "compute_gradients, slots paired by dataflow" % len(assigned))
+    for race in meta.get("races") or []:
+        if isinstance(race, dict):
+            lines.append("race      %s reads %s (op %s) unordered with its increment (op %s): a step may read it "
+                         "before or after it moves" % (race.get("lr"), race.get("counter"), race.get("read"),
+                                                       race.get("increment")))
+    return lines
 
 
 def verified(result: VerifyResult) -> str:

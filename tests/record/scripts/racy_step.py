@@ -1,7 +1,9 @@
 """TF1 research-code style: the train op groups the update with `global_step.assign_add(1)`,
 unordered, while the learning rate decays with global_step, so each run may read the counter
 before or after its increment (a race). --ordered passes global_step to apply_gradients, which
-orders the increment after the update. argv: --steps N [--ordered]. Knows nothing about tracekit."""
+orders the increment after the update. --late-read reads the counter for the rate after the forward
+pass (the increment, which waits for nothing, then runs first on most steps). argv: --steps N
+[--ordered] [--late-read]. Knows nothing about tracekit."""
 import argparse
 
 import numpy as np
@@ -10,6 +12,7 @@ import tensorflow as tf
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--ordered", action="store_true")
+parser.add_argument("--late-read", action="store_true")
 args = parser.parse_args()
 
 v1 = tf.compat.v1
@@ -18,7 +21,11 @@ x = v1.placeholder(tf.float32, [4, 3], name="x")
 w = v1.get_variable("w", [3, 1], initializer=v1.ones_initializer())
 loss = tf.reduce_mean(tf.square(tf.matmul(x, w)))
 global_step = v1.train.get_or_create_global_step()
-lr = v1.train.exponential_decay(0.1, global_step, decay_steps=1, decay_rate=0.5, staircase=True)
+counter = global_step
+if args.late_read:
+    with tf.control_dependencies([loss]):
+        counter = global_step.read_value()
+lr = v1.train.exponential_decay(0.1, counter, decay_steps=1, decay_rate=0.5, staircase=True)
 optimizer = v1.train.GradientDescentOptimizer(lr)
 grads = optimizer.compute_gradients(loss)
 if args.ordered:
