@@ -31,6 +31,7 @@ from .report.localization import Localization
 from .report.reported import Reported, compare
 from .store import Trace, open_trace
 from .store.excerpt import write_excerpt
+from .structure import structured
 
 __all__ = ["Conversion", "calibrate", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm",
            "mirrored", "partitioned", "record", "replay", "seeded", "transpose"]
@@ -258,6 +259,7 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
         def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
             tensors = distribution.distribute(feeds) if distribution is not None else \
                 {name: tf.constant(value) for name, value in feeds.items()}
+            tensors = structured(tensors, trace.meta.get("inputs"))  # + inputs["features"]["color"], ...
             return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
         # the environment here, not left to the writer: a check compares it before anything is written
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),

@@ -11,6 +11,7 @@ import pytest
 
 import tracekit
 from tracekit.report.trace import show
+from tracekit.structure import structured
 
 from ..support.recording import seed_feeds, seed_model
 
@@ -398,3 +399,32 @@ def test_a_learning_rate_read_unordered_with_its_counters_increment_is_a_race(tf
     assert [(r["lr"], r["counter"]) for r in races] == [("lr/learning_rate", "global_step:0")]
     assert any("a race in the training step" in w for w in warnings)
     assert "race      lr/learning_rate reads global_step:0" in shown
+
+
+def test_inputs_keep_the_structure_of_the_element(tf, tmp_path):
+    # A tf.data element (a dict of features and a label), flattened into input/IteratorGetNext:N,
+    # keeps its dict keys and tuple positions in the golden; a replay hands it back as it was.
+    path = str(tmp_path / "element.h5")
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            data = {"b": np.arange(8, dtype=np.float32), "a": np.ones(8, np.float32)}
+            dataset = tf.data.Dataset.from_tensor_slices((data, np.arange(8) % 2)).batch(4).repeat()
+            features, labels = v1.data.make_one_shot_iterator(dataset).get_next()
+            w = v1.get_variable("w", [2, 1], initializer=v1.ones_initializer())
+            x = tf.stack([features["a"], features["b"]], axis=1)
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w)[:, 0] - tf.cast(labels, tf.float32)))
+            train = v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with v1.Session() as sess:
+                rec.session(sess)
+                sess.run(v1.global_variables_initializer())
+                sess.run(train)
+    with tracekit.open(path) as trace:
+        element = trace.meta["inputs"]["element"]
+        names = trace.names("input")
+        step = {name: trace.step(0)["input", name] for name in names}
+        assert "inputs    element ({a, b}, IteratorGetNext:2)" in show(trace)  # the dict's two, then the label
+    (stored_features, stored_labels) = element["tuple"]
+    assert sorted(stored_features["dict"]) == ["a", "b"] and stored_labels in names
+    rebuilt = structured(step, {"element": element})["element"]
+    assert np.array_equal(rebuilt[0]["b"], [0, 1, 2, 3]) and np.array_equal(rebuilt[1], [0, 1, 0, 1])

@@ -2,7 +2,8 @@
 variables, FTRL and Adagrad, sparse gradients), recorded for real in TF 1.15, and the Keras port
 a team would write today: preprocessing layers, a LinearModel over one-hot features, an
 Embedding, Keras Ftrl and Adagrad. The correct port matches with var_map="auto" whichever
-optimizer it applies first; each usual slip is caught where it happens, with its hint."""
+optimizer it applies first, reading the features and labels by name as its model_fn did; each
+usual slip is caught where it happens, with its hint."""
 
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def _port(tf, ftrl_first=True, ftrl_lr=0.005, adagrad_lr=0.001, initial_accumula
             self.logits = tf.keras.layers.Dense(1, name="logits")
 
         def call(self, features):
-            ids = (self.color(features["IteratorGetNext:0"]), self.shape(features["IteratorGetNext:1"]))
-            size, weight = features["IteratorGetNext:2"][:, None], features["IteratorGetNext:3"][:, None]
+            ids = (self.color(features["color"]), self.shape(features["shape"]))
+            size, weight = features["size"][:, None], features["weight"][:, None]
             crossed = self.cross(tuple(ids[i] for i in cross_order))
             wide = self.linear({"color": tf.one_hot(ids[0], len(COLORS)), "color_X_shape": tf.one_hot(crossed, 16),
                                 "size": size})
@@ -68,17 +69,17 @@ def _port(tf, ftrl_first=True, ftrl_lr=0.005, adagrad_lr=0.001, initial_accumula
             return wide, deep
 
     model = WideDeep()
-    model({"IteratorGetNext:0": tf.constant(["red"]), "IteratorGetNext:1": tf.constant(["star"]),
-           "IteratorGetNext:2": tf.zeros([1]), "IteratorGetNext:3": tf.zeros([1])})
+    model({"color": tf.constant(["red"]), "shape": tf.constant(["star"]), "size": tf.zeros([1]),
+           "weight": tf.zeros([1])})
     wide_vars = model.linear.trainable_variables
     deep_vars = [v for layer in (model.shape_embedding, model.hidden, model.logits) for v in layer.trainable_variables]
     ftrl, adagrad = _optimizers(tf, family, ftrl_lr, adagrad_lr, initial_accumulator_value, l2)
 
     @tf.function
     def step(inputs):
-        labels = tf.cast(inputs["IteratorGetNext:4"], tf.float32)[:, None]
+        labels = tf.cast(inputs["labels"], tf.float32)[:, None]  # the Estimator's features and labels
         with tf.GradientTape() as tape:
-            wide, deep = model(inputs)
+            wide, deep = model(inputs["features"])
             loss = reduce(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=wide + deep))
         grads = tape.gradient(loss, wide_vars + deep_vars)
         updates = [(ftrl, zip(grads[:len(wide_vars)], wide_vars)), (adagrad, zip(grads[len(wide_vars):], deep_vars))]
@@ -86,6 +87,11 @@ def _port(tf, ftrl_first=True, ftrl_lr=0.005, adagrad_lr=0.001, initial_accumula
             optimizer.apply_gradients(pairs)
         return {"loss": loss}
     return model, step
+
+
+def trace_meta(path):
+    with tracekit.open(path) as trace:
+        return trace.meta
 
 
 def _compare(tf2, golden, **slips):
@@ -114,6 +120,11 @@ def test_the_natural_keras_port_matches(tf2, golden, ftrl_first, family):
                      "linear/linear_model/color/weights/part_0:0": sparse.DENSIFIED,
                      "linear/linear_model/color_X_shape/weights/part_0:0": sparse.DENSIFIED}
     assert "compared in another form (4)" in result.report()
+    # the inputs keep the structure the TF1 program had: the tf.data element, features and labels
+    structures = trace_meta(golden)["inputs"]
+    assert sorted(structures) == ["element", "features", "labels"]
+    assert structures["features"]["dict"] == {"color": "IteratorGetNext:0", "shape": "IteratorGetNext:1",
+                                              "size": "IteratorGetNext:2", "weight": "IteratorGetNext:3"}
 
 
 def test_learning_rates_swapped_fail_at_step_0(tf2, golden):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import make_key
+from ..structure import leaves
 from ..taps import graph_taps
 from .updates import (ASSIGN_OPS, ASSIGNED, UPDATE_OP, Update, advances, assigned_updates, is_gradient_seed,
                       op_updates, variable_name)
@@ -42,10 +43,11 @@ INPUT_OPS = frozenset([
     "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
     "QueueDequeueUpTo", "QueueDequeueUpToV2",
 ])
-# Filled by interception (optimizer.py): graph -> losses, train ops, optimizer variables,
-# (variable name, gradient) pairs and (gradient, clipped gradient) pairs.
+# Filled by interception (optimizer.py, inputs.py): graph -> losses, train ops, optimizer
+# variables, (variable name, gradient) pairs, (gradient, clipped gradient) pairs and (name,
+# input structure) pairs.
 _intercepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-NOTES = ("loss", "train_op", "slot", "gradient", "clipped")
+NOTES = ("loss", "train_op", "slot", "gradient", "clipped", "structure")
 
 
 def note_intercepted(graph: Any, what: str, value: Any) -> None:
@@ -74,6 +76,8 @@ class StepPlan:
     # Learning rates the run reads from the step counter it also increments, unordered
     # (unordered_reads): which value a step reads is up to the scheduler.
     races: List[Dict[str, str]] = field(default_factory=list)
+    # The structures its inputs came in (structure.py): name -> stored form, leaves named by input
+    structures: Dict[str, Any] = field(default_factory=dict)
 
 
 class GraphModel:
@@ -234,7 +238,10 @@ class GraphModel:
                            "may read the counter before or after it moves and the recorded rate may be the next "
                            "step's. A port cannot reproduce a race: order the increment after the update "
                            "(apply_gradients(..., global_step=...)) and record again" % race)
-        return StepPlan(True, fetch, global_step, regularization, trained, races)
+        inputs = {key[len("input/"):] for key in fetch if key.startswith("input/")}
+        structures = {name: stored for name, stored in intercepted["structure"]
+                      if leaves(stored) and set(leaves(stored)) <= inputs}
+        return StepPlan(True, fetch, global_step, regularization, trained, races, structures)
 
     def _global_step(self) -> Any:
         try:

@@ -26,7 +26,7 @@ from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
 from ..keys import LIGHT_KINDS, split_key
 from ..store import create, provenance
-from . import optimizer
+from . import inputs, optimizer
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
 from .sessions import as_op, element_name, flatten_fetches, make_hook, raw_session, storable
@@ -77,6 +77,7 @@ class Recorder:
         self._graph: Any = None  # the graph whose steps are recorded
         self._variables: Optional[List[Tuple[str, Any]]] = None
         self._races: List[Dict[str, str]] = []  # graph.unordered_reads of the steps seen
+        self._structures: Dict[str, Any] = {}  # the steps' input structures (structure.py)
         self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
         self.steps = 0
         self.done = False
@@ -101,6 +102,7 @@ class Recorder:
                 provenance.META_KEY: provenance.recording_meta()}
         self._writer = create(self.path, meta=meta, **self._writer_options)
         optimizer.install(tf)
+        inputs.install(tf)
         if self.seed_mode is not None:
             self._seeds = SeedControl(tf, self.seed, self.seed_mode).__enter__()
         elif self.seed is not None:
@@ -112,6 +114,7 @@ class Recorder:
         if self._seeds is not None:
             self._seeds.__exit__(None, None, None)
         optimizer.uninstall()
+        inputs.uninstall()
         self._finish_meta()
         self._writer.close()
         if exc_type is None and self.steps == 0:
@@ -341,6 +344,9 @@ class Recorder:
             if plan.races:  # said at once: a recording killed later keeps it
                 self._races.extend(r for r in plan.races if r not in self._races)
                 w.update_meta({"races": list(self._races)})
+            if plan.structures:
+                self._structures.update(plan.structures)
+                w.update_meta({"inputs": dict(self._structures)})
         w.begin_step(info={"global_step": global_step, "train_ops": plan.train_ops})
         try:
             for name, value in feeds:

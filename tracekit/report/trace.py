@@ -56,8 +56,8 @@ def show(trace: Trace) -> str:
 
 
 def identified(meta: Mapping[str, Any]) -> List[str]:
-    """How the recorder found what a step updates (update ops, hand-written assigns) and the races
-    it saw, from the golden's metadata."""
+    """How the recorder found what a step updates (update ops, hand-written assigns), the
+    structures its inputs came in and the races it saw, from the golden's metadata."""
     lines = []
     updates = meta.get("updates") if isinstance(meta.get("updates"), dict) else {}
     slots = meta.get("slots") if isinstance(meta.get("slots"), dict) else {}
@@ -71,12 +71,26 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
     if assigned:
         lines.append("updates   %d variables by hand-written assign ops: gradients from tf.gradients/"
                      "compute_gradients, slots paired by dataflow" % len(assigned))
+    structures = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
+    if structures:
+        lines.append("inputs    %s: a replay's step gets them under these names too (inputs[%r], ...)"
+                     % ("; ".join("%s %s" % (name, _outline(stored)) for name, stored in sorted(structures.items())),
+                        sorted(structures)[0]))
     for race in meta.get("races") or []:
         if isinstance(race, dict):
             lines.append("race      %s reads %s (op %s) unordered with its increment (op %s): a step may read it "
                          "before or after it moves" % (race.get("lr"), race.get("counter"), race.get("read"),
                                                        race.get("increment")))
     return lines
+
+
+def _outline(stored: Any) -> str:
+    """A stored input structure in short: {a, b} for a dict, (2) for a tuple, the tensor for a leaf."""
+    if isinstance(stored, dict) and isinstance(stored.get("dict"), dict):
+        return "{%s}" % ", ".join(sorted(stored["dict"]))
+    if isinstance(stored, dict) and isinstance(stored.get("tuple"), list):
+        return "(%s)" % ", ".join(_outline(item) for item in stored["tuple"])
+    return str(stored)
 
 
 def verified(result: VerifyResult) -> str:
