@@ -5,6 +5,7 @@ runs are not steps; the dequeued batches are the step's inputs."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -12,8 +13,11 @@ import pytest
 
 import tracekit
 
+from ..support import ROOT
 from ..support.recording import record_cli
 
+# a canned Estimator on numpy_input_fn: the corpus program estimator_dnn_queue
+CORPUS_DNN_QUEUE = os.path.join(ROOT, "tools", "corpus", "programs", "estimator_dnn_queue.py")
 HANG_S = 120  # a hang fails the test here instead of holding the suite; the runs take seconds
 
 
@@ -36,7 +40,7 @@ def test_a_queue_runner_feeds_the_step_it_waits_in(tmp_path):
 @pytest.mark.tf1
 def test_a_canned_estimator_on_numpy_input_fn_records(tmp_path):
     path = tmp_path / "estimator.h5"
-    record_cli(path, "numpy_estimator.py", "--steps", 5, str(tmp_path / "model_dir"), timeout=HANG_S)
+    record_cli(path, CORPUS_DNN_QUEUE, "--steps", 5, str(tmp_path / "model_dir"), timeout=HANG_S)
     with tracekit.open(str(path)) as trace:
         assert len(trace) == 5 and trace.complete
         inputs = trace.names("input")

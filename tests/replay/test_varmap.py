@@ -161,3 +161,15 @@ def test_thousands_of_variables_map_by_lookup():
     golden = [("scope/layer_%d/kernel:0" % i, (2,)) for i in range(3000)]
     result, pairs = _match(golden, [("model/scope/layer_%d/kernel:0" % i, (2,)) for i in range(3000)])
     assert result.ok and all(c == "model/" + g and how == "suffix" for g, (c, how) in pairs.items())
+
+
+def test_a_golden_variable_mapped_to_none_is_left_out():
+    golden = [("hidden/W:0", (6, 8)), ("Training_step:0", ()), ("val_loss:0", ()), ("out/W:0", (8, 2))]
+    port = [("hidden/kernel:0", (6, 8)), ("out/kernel:0", (8, 2))]
+    for explicit in ({"Training_step:0": None, "val_loss:0": None},
+                     [(r"^(Training_step|val_loss):0$", None)]):
+        result, pairs = _match(golden, port, explicit)
+        assert result.ok and sorted(result.left_out) == ["Training_step:0", "val_loss:0"]
+        assert {g: c for g, (c, _) in pairs.items()} == {"hidden/W:0": "hidden/kernel:0", "out/W:0": "out/kernel:0"}
+    result, _ = _match(golden, port)  # without it, they are the golden's and must be ported
+    assert not result.ok and [n for n, _ in result.unmatched_golden] == ["Training_step:0", "val_loss:0"]

@@ -1,7 +1,8 @@
 """A canned TF1 Wide & Deep model (DNNLinearCombinedClassifier on feature columns: partitioned
-variables, FTRL and Adagrad, sparse gradients), recorded for real in TF 1.15, and the Keras port
-a team would write today: preprocessing layers, a LinearModel over one-hot features, an
-Embedding, Keras Ftrl and Adagrad. The correct port matches with var_map="auto" whichever
+variables, FTRL and Adagrad, sparse gradients), recorded for real in TF 1.15 (the corpus
+program estimator_wide_deep), and the Keras port a team would write today: preprocessing
+layers, a LinearModel over one-hot features, an Embedding, Keras Ftrl and Adagrad
+(tools/corpus/ports/estimator_wide_deep.py). The correct port matches with var_map="auto" whichever
 optimizer it applies first, reading the features and labels by name as its model_fn did; each
 usual slip is caught where it happens, with its hint."""
 
@@ -16,77 +17,20 @@ from tracekit.comparison import sparse
 from tracekit.comparison.slips import LOSS_AVERAGED, OPTIMIZER_SETTING, SLOT_INITIAL
 from tracekit.keys import INITIAL_STEP
 
-from ..support import ROOT, run_python
-from ..support.recording import SCRIPTS
+from tools.corpus.ports.estimator_wide_deep import port
 
-COLORS = ["red", "green", "blue", "black"]  # as tests/record/scripts/wide_deep.py
-SHAPES = ["circle", "square", "star"]
+from ..support import ROOT, run_python
+
 
 
 @pytest.fixture(scope="module")
 def golden(legacy_python, tmp_path_factory):
     where = tmp_path_factory.mktemp("wide_deep")
     path = str(where / "wide_deep.h5")
-    run_python(legacy_python, ["-m", "tracekit", "record", "-o", path, "--", os.path.join(SCRIPTS, "wide_deep.py"),
+    run_python(legacy_python, ["-m", "tracekit", "record", "-o", path, "--",
+                               os.path.join(ROOT, "tools", "corpus", "programs", "estimator_wide_deep.py"),
                                "--steps", "4", str(where / "model")], cwd=ROOT)
     return path
-
-
-def _optimizers(tf, family, ftrl_lr, adagrad_lr, initial_accumulator_value, l2):
-    """Ftrl and Adagrad of Keras (new or legacy) or tf.compat.v1.train, as a port may choose."""
-    if family == "v1":
-        train = tf.compat.v1.train
-        return (train.FtrlOptimizer(ftrl_lr, l2_regularization_strength=l2),
-                train.AdagradOptimizer(adagrad_lr, initial_accumulator_value=initial_accumulator_value))
-    keras = tf.keras.optimizers.legacy if family == "legacy" else tf.keras.optimizers
-    return (keras.Ftrl(ftrl_lr, l2_regularization_strength=l2),
-            keras.Adagrad(adagrad_lr, initial_accumulator_value=initial_accumulator_value))
-
-
-def _port(tf, ftrl_first=True, ftrl_lr=0.005, adagrad_lr=0.001, initial_accumulator_value=0.1, l2=0.0,
-          reduce=None, cross_order=(0, 1), family="keras"):
-    """The Keras port, with the slips the tests make on purpose as options."""
-    reduce = reduce or tf.reduce_sum  # the TF1 canned estimators' head sums the batch's losses
-
-    class WideDeep(tf.keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.color = tf.keras.layers.StringLookup(vocabulary=COLORS, num_oov_indices=0)
-            self.shape = tf.keras.layers.StringLookup(vocabulary=SHAPES, num_oov_indices=0)
-            self.cross = tf.keras.layers.HashedCrossing(num_bins=16)
-            self.linear = tf.keras.experimental.LinearModel(units=1, name="linear_model")
-            self.shape_embedding = tf.keras.layers.Embedding(len(SHAPES), 3, name="shape_embedding")
-            self.hidden = tf.keras.layers.Dense(4, activation="relu", name="hiddenlayer_0")
-            self.logits = tf.keras.layers.Dense(1, name="logits")
-
-        def call(self, features):
-            ids = (self.color(features["color"]), self.shape(features["shape"]))
-            size, weight = features["size"][:, None], features["weight"][:, None]
-            crossed = self.cross(tuple(ids[i] for i in cross_order))
-            wide = self.linear({"color": tf.one_hot(ids[0], len(COLORS)), "color_X_shape": tf.one_hot(crossed, 16),
-                                "size": size})
-            deep = self.logits(self.hidden(tf.concat([self.shape_embedding(ids[1]), size, weight], axis=1)))
-            return wide, deep
-
-    model = WideDeep()
-    model({"color": tf.constant(["red"]), "shape": tf.constant(["star"]), "size": tf.zeros([1]),
-           "weight": tf.zeros([1])})
-    wide_vars = model.linear.trainable_variables
-    deep_vars = [v for layer in (model.shape_embedding, model.hidden, model.logits) for v in layer.trainable_variables]
-    ftrl, adagrad = _optimizers(tf, family, ftrl_lr, adagrad_lr, initial_accumulator_value, l2)
-
-    @tf.function
-    def step(inputs):
-        labels = tf.cast(inputs["labels"], tf.float32)[:, None]  # the Estimator's features and labels
-        with tf.GradientTape() as tape:
-            wide, deep = model(inputs["features"])
-            loss = reduce(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=wide + deep))
-        grads = tape.gradient(loss, wide_vars + deep_vars)
-        updates = [(ftrl, zip(grads[:len(wide_vars)], wide_vars)), (adagrad, zip(grads[len(wide_vars):], deep_vars))]
-        for optimizer, pairs in (updates if ftrl_first else updates[::-1]):
-            optimizer.apply_gradients(pairs)
-        return {"loss": loss}
-    return model, step
 
 
 def trace_meta(path):
@@ -95,7 +39,7 @@ def trace_meta(path):
 
 
 def _compare(tf2, golden, **slips):
-    model, step = _port(tf2.tf, **slips)
+    model, step, _ = port(tf2.tf, **slips)
     with tf2.replay(golden, step, model=model) as actual:
         return tracekit.compare(golden, actual, tracekit.Tolerance.training())
 

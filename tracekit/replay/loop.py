@@ -270,7 +270,8 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
             runner.force_taps({name: g_step["tap", name] for name in g_step.names("tap")})
         feeds = {name: g_step["input", name] for name in g_step.names("input")}
         draws = [(name, g_step["random", name]) for name in g_step.names("random")]
-        regularization = runner.regularization()  # before the update, as TF1 computed it
+        # before the update, as TF1 computed it
+        regularization = runner.regularization() if "loss/regularization" in g_step else None
         kind = "+".join(g_step.info.get("train_ops") or [])
         full = index % every == 0
         with runner.step(index, draws, kind not in kinds, full) as capture:

@@ -32,6 +32,7 @@ INIT_MODES = ("golden", "seed")
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
 _OTHER_WORKERS = "per replica only (other workers hold the rest of the global batch): see <name>@replica<id>"
 RANDOM_MODES = ("tape", "seed", "none")
+_LEFT_OUT = "left out by var_map (mapped to None: the port has no counterpart)"
 
 
 def _partitioned(given: Sequence[Conversion], golden: List[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any],
@@ -82,6 +83,12 @@ class TF2Runner:
         ported = {id(v) for conv in self.conversions for v in conv.port}
         self.mapping = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
                                      [v for v in tf_vars if id(v) not in ported], var_map)
+        left_out = set(self.mapping.left_out)
+        for name in sorted(left_out):  # no counterpart in the port, as var_map says: nor its gradient and slots
+            self.not_replayed[make_key("var", name)] = self.not_replayed[make_key("grad", name)] = _LEFT_OUT
+        for slot in [s for s in slot_names if s.var in left_out]:
+            self.not_replayed[make_key("slot", slot.name)] = _LEFT_OUT
+        slot_names = [s for s in slot_names if s.var not in left_out]
         self.tape = RandomTape(self.capture, inject=random == "tape", pass_through=pass_through,
                                distribution=distribution)
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
@@ -160,7 +167,10 @@ class TF2Runner:
         return out + self.optimizer.read(value_of)
 
     def regularization(self) -> Optional[np.ndarray]:
-        losses = getattr(self._model, "losses", None)
+        """The sum of the model's weight regularization losses now (TF1's regularization
+        losses). Losses a layer added in a call inside a tf.function (an activity loss, a KL
+        divergence) are that trace's symbolic tensors, not values: they are the step's loss."""
+        losses = [l for l in getattr(self._model, "losses", None) or [] if not tf.is_symbolic_tensor(l)]
         if not losses:
             return None
         return numpy(tf.add_n([tf.cast(l, tf.float32) for l in losses]))

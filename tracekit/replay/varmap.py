@@ -13,7 +13,10 @@ Automatic matching, in order:
    `block1_unit_1_conv1_block/block1_unit_1_conv1/kernel`) keep the words at the end;
 4. what is left, by order within each (variable role, shape) group.
 An explicit mapping overrides: a dict {golden name: TF2 name or variable}, a list of
-(regex, replacement) rules turning golden names into TF2 names, or a callable.
+(regex, replacement) rules turning golden names into TF2 names, or a callable. A dict entry
+or a rule whose target is None says the port has no counterpart: the golden variable (a
+framework's bookkeeping: step counters, validation results, summaries' moving averages) is
+left out of the replay and the comparison, and listed as such.
 
 Optimizer state is matched by (variable, role): TF1 `v/Adam` and `v/Adam_1` are Adam's
 m and v, `v/Momentum` is the momentum accumulator, TF1 Keras names `training/Adam/v/m`;
@@ -44,7 +47,7 @@ _TF1_SLOTS = [
                 r"accum_var):0$"), None),
 ]
 ITERATIONS = ("global_step:0",)
-NO_COUNTERPART = re.compile(r"^(beta1_power|beta2_power)(_\d+)?:0$|^training/[^/]+/"
+NO_COUNTERPART = re.compile(r"^(.*/)?(beta1_power|beta2_power)(_\d+)?:0$|^training/[^/]+/"
                             r"(beta_1|beta_2|decay|learning_rate|epsilon|momentum|rho|iter|iterations):0$")
 
 
@@ -58,8 +61,9 @@ def parse_slot(name: str) -> Optional[Tuple[str, str]]:
 
 
 # TF1 names of a variable's role -> Keras': slim's weights and biases, feature columns' linear
-# weights, bias and embedding tables.
-_ROLES = {"weights": "kernel", "biases": "bias", "bias_weights": "bias", "embedding_weights": "embeddings"}
+# weights, bias and embedding tables, and the short names of other libraries.
+_ROLES = {"weights": "kernel", "biases": "bias", "bias_weights": "bias", "embedding_weights": "embeddings",
+          "w": "kernel", "W": "kernel", "b": "bias"}  # Sonnet's and tflearn's w/W and b
 PARTITION = re.compile(r"^(?P<var>.+)/part_(?P<index>\d+):0$")
 
 
@@ -150,6 +154,7 @@ class Mapping:
     unmatched_golden: List[Tuple[str, Tuple[int, ...]]] = field(default_factory=list)
     unmatched_tf2: List[Candidate] = field(default_factory=list)
     shape_mismatch: List[Tuple[str, Tuple[int, ...], Candidate]] = field(default_factory=list)
+    left_out: List[str] = field(default_factory=list)  # golden variables the explicit mapping says are not ported
 
     @property
     def ok(self) -> bool:
@@ -176,6 +181,9 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
 
     for name, shape in golden:
         target = _explicit(explicit, name)
+        if target is NOT_PORTED:
+            result.left_out.append(name)
+            continue
         if target is None:
             todo.append((name, shape))
             continue
@@ -246,16 +254,23 @@ def _match_by_words(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidat
     return [(name, shape) for name, shape in todo if name not in taken]
 
 
+NOT_PORTED = object()  # what _explicit returns for a golden variable mapped to None
+
+
 def _explicit(explicit: Any, name: str) -> Any:
+    """The explicit mapping's target for a golden name: a TF2 name or variable, NOT_PORTED, or
+    None (left to the automatic rules)."""
     if explicit in (None, "auto"):
         return None
     if callable(explicit) and not isinstance(explicit, dict):
         return explicit(name)
     if isinstance(explicit, dict):
+        if name in explicit and explicit[name] is None:
+            return NOT_PORTED
         return explicit.get(name)
     for pattern, replacement in explicit:  # [(regex, replacement), ...]
         if re.search(pattern, name):
-            return re.sub(pattern, replacement, name)
+            return NOT_PORTED if replacement is None else re.sub(pattern, replacement, name)
     return None
 
 

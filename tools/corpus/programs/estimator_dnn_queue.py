@@ -1,6 +1,6 @@
-"""A canned TF1 Estimator (DNNClassifier on numeric feature columns) fed by
+"""tensorflow-estimator 1.15: a canned DNNClassifier on numeric feature columns fed by
 tf.compat.v1.estimator.inputs.numpy_input_fn, whose FeedingQueueRunner threads run the session
-while the training runs wait for them. argv: --steps N MODEL_DIR. Knows nothing about tracekit."""
+while the training runs wait for them. argv: --steps N MODEL_DIR."""
 import argparse
 
 import numpy as np

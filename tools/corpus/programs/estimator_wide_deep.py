@@ -1,7 +1,7 @@
-"""A canned TF1 Wide & Deep model (DNNLinearCombinedClassifier) on feature columns: a vocabulary
-column, a crossed column and numeric columns for the linear part (FTRL), an embedding and numeric
-columns for the DNN part (Adagrad), fed by tf.data. Its variables are partitioned (one partition),
-its linear part's gradients are sparse. argv: --steps N MODEL_DIR. Knows nothing about tracekit."""
+"""tensorflow-estimator 1.15: a canned Wide & Deep model (DNNLinearCombinedClassifier) on feature
+columns: a vocabulary column, a crossed column and numeric columns for the linear part (FTRL), an
+embedding and numeric columns for the DNN part (Adagrad), fed by tf.data. Its variables are
+partitioned (one partition), its linear part's gradients are sparse. argv: --steps N MODEL_DIR."""
 import argparse
 
 import numpy as np

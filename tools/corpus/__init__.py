@@ -1,0 +1,105 @@
+"""The corpus: public TF1 programs installed from the package registry at pinned versions
+(tools/requirements/legacy.txt), each run unmodified by a short driver on synthetic data,
+recorded zero-code in the legacy environment and replayed through the TF2 port a team would
+write (tools/corpus/ports). docs/CORPUS.md lists them with their figures;
+`python -m tools.corpus` records and replays them (tests/replay/test_corpus.py in CI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Tuple
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    package: str  # what is installed from the registry, pinned
+    driver: str  # relative to the repository root; calls only the package's documented API
+    args: Tuple[str, ...]  # after the driver; "{workdir}" is a scratch folder
+    patterns: str  # what it exercises
+    slow: str = ""  # why CI does not run it ("": it does)
+
+
+PROGRAMS = (
+    Program("estimator_wide_deep", "tensorflow-estimator==1.15.1", "tools/corpus/programs/estimator_wide_deep.py",
+            ("--steps", "4", "{workdir}"),
+            "canned DNNLinearCombinedClassifier on feature columns (vocabulary, crossed, embedding, numeric), "
+            "tf.data, partitioned variables, FTRL + Adagrad, sparse gradients, the head's summed loss"),
+    Program("estimator_dnn_queue", "tensorflow-estimator==1.15.1", "tools/corpus/programs/estimator_dnn_queue.py",
+            ("--steps", "6", "{workdir}"),
+            "canned DNNClassifier on numeric columns fed by numpy_input_fn (queue runners on their own threads)"),
+    Program("estimator_linear", "tensorflow-estimator==1.15.1", "tools/corpus/programs/estimator_linear.py",
+            ("--steps", "6", "{workdir}"),
+            "canned LinearClassifier on a vocabulary and a bucketized column, tf.data, FTRL, sparse gradients"),
+    Program("slim_resnet", "tf-slim==1.1.0", "tools/goldens/slim_resnet.py", ("--steps", "3"),
+            "tf_slim.nets.resnet_v1 trained by tf_slim.learning.train (a Supervisor loop), batch norm, "
+            "slim's L2 weight decay, momentum SGD, tf.data"),
+    Program("tflearn_dnn", "tflearn==0.5.0", "tools/corpus/programs/tflearn_dnn.py", ("--steps", "8", "{workdir}"),
+            "tflearn layers and its DNN.fit trainer (feed_dict loops, its Adam, its bookkeeping variables)"),
+    Program("sonnet_mlp", "dm-sonnet==1.36", "tools/corpus/programs/sonnet_mlp.py", ("--steps", "8"),
+            "Sonnet 1 modules (snt.nets.MLP: its own scopes and weight names) in a Session loop with Adam"),
+    Program("tfp_bayesian", "tensorflow-probability==0.8.0", "tools/corpus/programs/tfp_bayesian.py", ("--steps", "8"),
+            "tfp.layers.DenseReparameterization: weights drawn from their posterior every step (random draws), "
+            "a KL divergence among the layer's losses"),
+)
+
+
+def by_name(name: str) -> Program:
+    for program in PROGRAMS:
+        if program.name == name:
+            return program
+    raise KeyError("no corpus program %r (there are: %s)" % (name, ", ".join(p.name for p in PROGRAMS)))
+
+
+def record(program: Program, python: str, out: str, workdir: str, timeout: float = 600) -> float:
+    """Record `program` with the legacy interpreter `python` into `out` (zero-code, the
+    driver unchanged); returns the seconds it took."""
+    import os
+    import subprocess
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = [a.replace("{workdir}", workdir) for a in program.args]
+    # A process that imported TensorFlow 2 set TF2_BEHAVIOR=1, which would turn TF 1.15 eager.
+    env = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root)
+    start = time.perf_counter()
+    done = subprocess.run([python, "-m", "tracekit", "record", "-o", out, "--", os.path.join(root, program.driver)]
+                          + args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
+    if done.returncode:
+        raise RuntimeError("recording %s failed (%d):\n%s" % (program.name, done.returncode,
+                                                              done.stdout.decode(errors="replace")[-4000:]))
+    return time.perf_counter() - start
+
+
+def replay(program: Program, golden: str) -> Any:
+    """Replay the golden through the program's port (tools/corpus/ports/<name>.py) and compare
+    at the training preset; returns the comparison."""
+    import importlib
+
+    import tracekit
+    import tracekit.tf2
+
+    module = importlib.import_module("tools.corpus.ports." + program.name)
+    model, step, options = module.port(tracekit.tf2.tf)
+    where = {"variables": model} if isinstance(model, (list, tuple)) else {"model": model}
+    with tracekit.tf2.replay(golden, step, **where, **options) as actual:
+        return tracekit.compare(golden, actual, tracekit.Tolerance.training())
+
+
+def port_lines(program: Program) -> int:
+    """The port's size: its lines of code, without blank lines, comments and docstrings."""
+    import ast
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ports", program.name + ".py")
+    with open(path) as f:
+        source = f.read()
+    docstrings = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+            docstrings.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return sum(1 for number, line in enumerate(source.splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and number not in docstrings)

@@ -1,0 +1,55 @@
+"""Record the corpus programs in the legacy environment and replay them through their ports:
+
+    .venv/bin/python -m tools.corpus                 # every program (those CI runs and the slow ones)
+    .venv/bin/python -m tools.corpus sonnet_mlp      # one
+    .venv/bin/python -m tools.corpus --markdown      # the table of docs/CORPUS.md
+
+Prints, per program: the package, record time, golden size, port size and the verdict at the
+training preset (MATCH, or the first divergence)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+from tools.corpus import PROGRAMS, by_name, port_lines, record, replay  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="programs to run (default: all)")
+    parser.add_argument("--legacy-python", default=os.path.join(ROOT, ".venv-legacy", "bin", "python"))
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    args = parser.parse_args()
+    programs = [by_name(n) for n in args.names] or list(PROGRAMS)
+    rows, failed = [], 0
+    for program in programs:
+        with tempfile.TemporaryDirectory(prefix="tracekit-corpus-") as where:
+            golden = os.path.join(where, program.name + ".h5")
+            seconds = record(program, args.legacy_python, golden, os.path.join(where, "work"))
+            result = replay(program, golden)
+            verdict = "MATCH" if result.ok else "first divergence: step %s, %s" % (
+                result.first_divergence.step if result.first_divergence else "?",
+                result.first_divergence.key if result.first_divergence else "; ".join(result.missing[:2]))
+            failed += not result.ok
+            rows.append((program.name, program.package, "%.1f s" % seconds,
+                         "%.1f KiB" % (os.path.getsize(golden) / 1024), "%d lines" % port_lines(program), verdict))
+        print("%-22s %s" % (program.name, rows[-1][-1]), file=sys.stderr, flush=True)
+    if args.markdown:
+        print("| program | package | record | golden | port | verdict |\n|---|---|---|---|---|---|")
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+    else:
+        for row in rows:
+            print("  ".join(row))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
