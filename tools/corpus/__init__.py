@@ -18,6 +18,7 @@ class Program:
     args: Tuple[str, ...]  # after the driver; "{workdir}" is a scratch folder
     patterns: str  # what it exercises
     slow: str = ""  # why CI does not run it ("": it does)
+    port_code: str = ""  # where the port's code is, when tools/corpus/ports/<name>.py only hands it on
 
 
 PROGRAMS = (
@@ -33,7 +34,7 @@ PROGRAMS = (
             "canned LinearClassifier on a vocabulary and a bucketized column, tf.data, FTRL, sparse gradients"),
     Program("slim_resnet", "tf-slim==1.1.0", "tools/goldens/slim_resnet.py", ("--steps", "3"),
             "tf_slim.nets.resnet_v1 trained by tf_slim.learning.train (a Supervisor loop), batch norm, "
-            "slim's L2 weight decay, momentum SGD, tf.data"),
+            "slim's L2 weight decay, momentum SGD, tf.data", port_code="tools/ports/slim_resnet.py"),
     Program("tflearn_dnn", "tflearn==0.5.0", "tools/corpus/programs/tflearn_dnn.py", ("--steps", "8", "{workdir}"),
             "tflearn layers and its DNN.fit trainer (feed_dict loops, its Adam, its bookkeeping variables)"),
     Program("sonnet_mlp", "dm-sonnet==1.36", "tools/corpus/programs/sonnet_mlp.py", ("--steps", "8"),
@@ -41,6 +42,9 @@ PROGRAMS = (
     Program("tfp_bayesian", "tensorflow-probability==0.8.0", "tools/corpus/programs/tfp_bayesian.py", ("--steps", "8"),
             "tfp.layers.DenseReparameterization: weights drawn from their posterior every step (random draws), "
             "a KL divergence among the layer's losses"),
+    Program("deepctr_deepfm", "deepctr==0.8.2", "tools/corpus/programs/deepctr_deepfm.py", ("--steps", "8"),
+            "deepctr.models.DeepFM (linear, factorization machine and DNN over shared embeddings, L2 on the "
+            "embeddings) trained by TF1 Keras compile/fit, the Keras optimizer's hyperparameters as variables"),
 )
 
 
@@ -92,7 +96,9 @@ def port_lines(program: Program) -> int:
     import ast
     import os
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ports", program.name + ".py")
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", program.port_code) if program.port_code else \
+        os.path.join(here, "ports", program.name + ".py")
     with open(path) as f:
         source = f.read()
     docstrings = set()
