@@ -46,6 +46,11 @@ def test_a_custom_assign_optimizer_records_gradients_and_slots(tmp_path):
                 np.testing.assert_allclose(step["slot/" + v], B2 * before["slot/" + v] + (1 - B2) * grad ** 2,
                                            rtol=1e-5, atol=1e-9)
             before = {key: step[key] for key in step.keys() if key.startswith(("slot/", "var/"))}
+            # the learning rate the update reads (var - lr * update): polynomial_decay(0.01, global_step, 100),
+            # of the counter before or after the script's unordered increment
+            assert np.isclose(step["lr/learning_rate"], [0.01 * (1 - s / 100.0) for s in (k, k + 1)], rtol=1e-5).any()
+        # that increment races with the rate's read of the counter: said in the golden
+        assert [(r["lr"], r["counter"]) for r in trace.meta["races"]] == [("lr/learning_rate", "global_step:0")]
 
 
 def _momentum_sgd(tf, x):
@@ -77,6 +82,8 @@ def test_assigns_without_gradients_are_not_steps(tf, graph, tmp_path):
     with tracekit.open(path) as trace:
         assert len(trace) == 2
         assert trace.names("grad") == ["w:0"] and trace.names("slot") == ["w/velocity:0"]
+        # the constant that scales the step (w - 0.1 * velocity), not momentum's 0.9
+        assert all(np.isclose(step["lr/learning_rate"], 0.1) for step in trace)
         assert trace.meta["slots"]["w/velocity:0"]["var"] == "w:0"
         assert (trace.initial["var/w:0"] == 0.25).all()  # the state the first step started from
         assert trace.meta["warnings"] == []

@@ -122,11 +122,12 @@ class GraphModel:
         return out
 
     def update_facts(self) -> Dict[str, Dict[str, Any]]:
-        """{variable name: {"update": op type, "lr": the learning-rate tensor's name, "hyper": {argument:
-        value}}} of every optimizer update op: a replay pairs each TF2 optimizer with the learning
-        rate the updates of its variables read, and compares its settings with the constant ones."""
+        """{variable name: {"update": op type (ASSIGNED for a hand-written one), "lr": the learning-rate
+        tensor's name, "hyper": {argument: value}}} of every update: a replay pairs each TF2
+        optimizer with the learning rate the updates of its variables read, and compares its
+        settings with the constant ones."""
         out: Dict[str, Dict[str, Any]] = {}
-        for update in op_updates(self.graph):
+        for update in self._updates():
             if update.var is None or update.var in out:
                 continue
             hyper = {}
@@ -320,8 +321,13 @@ def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: Fr
     source = counter.op  # the variable op (VariableV2, VarHandleOp): its readers consume its output
     out = []
     for rate in rates:
-        reads = [op for op in executed_ops([rate.op], fed)
-                 if op.type not in ASSIGN_OPS and any(t.op is source for t in op.inputs)]
+        upstream = executed_ops([rate.op], fed)
+        names = {op.name for op in upstream}
+        reads = [op for op in upstream if op.type not in ASSIGN_OPS and any(t.op is source for t in op.inputs)]
+        if source.type in ("VariableV2", "Variable"):
+            # A ref variable's Identity ("global_step/read") forwards its buffer without copying it:
+            # the value is taken when an op past the identities reads it.
+            reads = _past_identities(reads, names)
         for read in reads:
             before = {op.name for op in executed_ops([read], fed)}
             for increment in increments:
@@ -332,6 +338,22 @@ def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: Fr
             else:
                 continue
             break  # one race per learning rate says it
+    return out
+
+
+def _past_identities(reads: List[Any], within: Set[str]) -> List[Any]:
+    """The ops (among `within`) that take the value of a ref variable's reads, looking past
+    Identity ops, which forward the variable's buffer."""
+    out, stack, seen = [], list(reads), set()
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type in ("Identity", "RefIdentity"):
+            stack.extend(c for t in op.outputs for c in t.consumers() if c.name in within)
+        else:
+            out.append(op)
     return out
 
 

@@ -10,7 +10,8 @@ Two kinds of update:
   `compute_gradients` gave for that variable (noted while the graph was built; after
   `tf.clip_by_global_norm`, the clipped one when the update reads that). Its slots are
   the variables assigned in the same way whose new value reads that gradient and which the
-  variable's new value reads (paired by dataflow, whatever their names). Initializers,
+  variable's new value reads (paired by dataflow, whatever their names). Its learning rate is
+  the scalar that scales the step nearest to the assign (`var - lr * update`). Initializers,
   checkpoint restores and `set_weights` assign without gradients: never updates.
 """
 
@@ -162,8 +163,37 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
             if grad is not None and grad.op.name not in reads(assign):
                 continue  # computed from another variable's gradient
             roles[slot] = _role(slot, var)
-        updates.append(Update(op, ASSIGNED, var, grad=grad, roles=roles))
+        updates.append(Update(op, ASSIGNED, var, grad=grad, roles=roles, lr=_learning_rate(op, derived)))
     return updates
+
+
+_SCALING = frozenset(["Mul", "RealDiv", "Div"])
+
+
+def _learning_rate(assign: Any, derived: Set[str], limit: int = 64) -> Any:
+    """The learning rate a hand-written update reads: the scalar float that scales the step
+    nearest to the assign (`var - lr * update`, `assign_sub(lr * grad)`), taken from outside
+    what the gradients flow through; None when no such scalar is found."""
+    queue, seen = [assign.inputs[1].op], set()
+    while queue and len(seen) < limit:
+        op = queue.pop(0)
+        if op.name in seen or op.name not in derived:
+            continue
+        seen.add(op.name)
+        if op.type in _SCALING:
+            for tensor in op.inputs:
+                if tensor.op.name not in derived and _float_scalar(tensor):
+                    return tensor
+        queue.extend(t.op for t in op.inputs)
+    return None
+
+
+def _float_scalar(tensor: Any) -> bool:
+    shape, dtype = getattr(tensor, "shape", None), getattr(tensor, "dtype", None)
+    try:
+        return shape is not None and shape.ndims == 0 and bool(dtype.is_floating)
+    except AttributeError:
+        return False
 
 
 def _role(slot: str, var: str) -> str:

@@ -61,8 +61,10 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
     lines = []
     updates = meta.get("updates") if isinstance(meta.get("updates"), dict) else {}
     slots = meta.get("slots") if isinstance(meta.get("slots"), dict) else {}
-    kinds = collections.Counter(str(u.get("update")) for u in updates.values() if isinstance(u, dict))
+    kinds = collections.Counter(str(u.get("update")) for u in updates.values()
+                                if isinstance(u, dict) and u.get("update") != ASSIGNED)
     assigned = {str(s.get("var")) for s in slots.values() if isinstance(s, dict) and s.get("update") == ASSIGNED}
+    assigned.update(v for v, u in updates.items() if isinstance(u, dict) and u.get("update") == ASSIGNED)
     if kinds:
         rates = {u.get("lr") for u in updates.values() if isinstance(u, dict) and u.get("lr")}
         lines.append("updates   %d variables by optimizer update ops (%s), their gradients, slots (by the ops' "
@@ -70,7 +72,8 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
                      % (sum(kinds.values()), ", ".join("%s %d" % kv for kv in sorted(kinds.items())), len(rates)))
     if assigned:
         lines.append("updates   %d variables by hand-written assign ops: gradients from tf.gradients/"
-                     "compute_gradients, slots paired by dataflow" % len(assigned))
+                     "compute_gradients, slots paired by dataflow, the learning rate as the scalar scaling the "
+                     "step" % len(assigned))
     structures = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
     if structures:
         lines.append("inputs    %s: a replay's step gets them under these names too (inputs[%r], ...)"
