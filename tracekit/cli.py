@@ -242,14 +242,16 @@ def _record(args: argparse.Namespace) -> int:
     from .store.writer import check_path
 
     check_path(args.output)  # before TensorFlow is imported and the script trains
+    from .record.declared import Declared
     from .record.launch import run_script  # imports TensorFlow: only this command needs it
 
     script = list(args.script)
     if script and script[0] == "--":
         script = script[1:]
+    declared = Declared.of(args.loss, args.learning_rate, args.train_op, args.gradient)
     with Progress("recording %s" % args.output) as progress:
         code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
-                          steps=args.steps, progress=progress)
+                          steps=args.steps, progress=progress, declared=declared)
     print("recorded %s" % args.output, file=sys.stderr)
     return code
 
@@ -393,6 +395,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record gradients, taps and variables every K-th step (inputs, random draws, loss and "
                         "learning rate every step); default 1")
     p.add_argument("--steps", type=int, metavar="N", help="stop the script after N recorded steps")
+    p.add_argument("--loss", action="append", metavar="NAME",
+                   help="the loss tensor, where the recorder picks another (graph name, e.g. total_loss:0)")
+    p.add_argument("--learning-rate", action="append", metavar="NAME",
+                   help="a learning-rate tensor the recorder does not find (repeatable)")
+    p.add_argument("--train-op", action="append", metavar="NAME",
+                   help="an op whose runs are training steps although the recorder does not see them train "
+                        "(repeatable)")
+    p.add_argument("--gradient", action="append", metavar="VAR=TENSOR",
+                   help="a variable's gradient, where a step computes it by hand (repeatable)")
     p.add_argument("script", nargs=argparse.REMAINDER, metavar="-- script.py ARGS",
                    help="the script and its arguments (or -m module ARGS)")
 

@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 import tracekit
+from tracekit.report.trace import show
 
 from ..support.recording import record_cli
 
@@ -103,3 +104,38 @@ def test_a_graph_built_before_recording_still_steps_and_says_what_it_missed(tf, 
         assert trace.names("grad") == []
         assert any("gradient of w:0" in w and "build the graph inside the recorder" in w
                    for w in trace.meta["warnings"])
+
+
+def test_a_step_the_graph_does_not_show_is_declared(tmp_path):
+    # A gradient written out by hand: no optimizer, no tf.gradients. The recorder cannot tell it
+    # trains, says how to declare it, and records it once declared.
+    unseen = record_cli(tmp_path / "unseen.h5", "manual_gradient.py", check=False)
+    assert unseen.returncode != 0 and "--train-op NAME --gradient VAR=TENSOR" in unseen.stderr
+    path = tmp_path / "declared.h5"
+    record_cli(path, "manual_gradient.py", train_op="train", gradient="w:0=grad_w:0", loss="mse",
+               learning_rate="rate")
+    with tracekit.open(str(path)) as trace:
+        assert len(trace) == 4 and trace.names("grad") == ["w:0"] and trace.meta["warnings"] == []
+        assert trace.meta["declared"]["gradients"] == {"w:0": "grad_w:0"}
+        assert "declared  train ops train; loss mse;" in show(trace)
+        before = trace.initial["var/w:0"].astype(np.float64)
+        for step in trace:
+            x, y = step["input/x:0"].astype(np.float64), step["input/y:0"].astype(np.float64)
+            error = x @ before - y
+            np.testing.assert_allclose(step["grad/w:0"], 2.0 / 8 * x.T @ error, rtol=1e-5, atol=1e-6)
+            assert np.isclose(step["loss/loss"], np.mean(error ** 2), rtol=1e-5)
+            assert np.isclose(step["lr/learning_rate"], 0.1)
+            before = step["var/w:0"].astype(np.float64)
+
+
+def test_a_declared_name_the_graph_lacks_is_a_warning(tf, graph, tmp_path):
+    path = str(tmp_path / "typo.h5")
+    x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+    with tracekit.tf1.record(path, learning_rate="no_such_rate") as rec:
+        w, _, train = _momentum_sgd(tf, x)
+        with tf.compat.v1.Session() as sess:
+            rec.session(sess)
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(train, {x: np.ones((4, 3), np.float32)})
+    with tracekit.open(path) as trace:
+        assert any("declared 'no_such_rate' is not in the recorded graph" in w for w in trace.meta["warnings"])

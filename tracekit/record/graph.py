@@ -28,6 +28,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 from ..keys import make_key
 from ..structure import leaves
 from ..taps import graph_taps
+from .declared import Declared, find_op, find_tensor
 from .updates import (ASSIGN_OPS, ASSIGNED, UPDATE_OP, Update, advances, assigned_updates, is_gradient_seed,
                       op_updates, variable_name)
 
@@ -83,9 +84,10 @@ class StepPlan:
 class GraphModel:
     """Analysis of one graph, cached per kind of run (fetched ops, fed tensors)."""
 
-    def __init__(self, graph: Any, tf: Any) -> None:
+    def __init__(self, graph: Any, tf: Any, declared: Declared = Declared()) -> None:
         self.graph = graph
         self._tf = tf
+        self.declared = declared
         self._lock = threading.Lock()
         self._plans: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan] = {}
         self._warned: Set[str] = set()
@@ -148,6 +150,10 @@ class GraphModel:
             notes = _intercepted_for(self.graph)
             trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
             gradients = {name: grad for name, grad in notes["gradient"]}
+            for var, name in self.declared.gradients:  # the user's word over what was seen
+                grad = find_tensor(self.graph, name)
+                if grad is not None:
+                    gradients[var] = grad
             clipped = {grad.name: after for grad, after in notes["clipped"]}
             self._assigned_at = (self.graph.version, assigned_updates(self.graph, trainable, gradients, clipped))
         return self._assigned_at[1]
@@ -170,7 +176,10 @@ class GraphModel:
         if any(op.type in ASSIGN_OPS for op in executed):  # the whole graph's dataflow only for these runs
             updates += [u for u in self._assigned() if u.op.name in names]
         intercepted = _intercepted_for(self.graph)
+        declared = self.declared
         train_ops = [op for op in intercepted["train_op"] if op.name in names]
+        train_ops += _unique_ops(op for op in (find_op(self.graph, n) for n in declared.train_ops)
+                                 if op is not None and op.name in names and op not in train_ops)
         global_step = self._global_step()
         increments = global_step is not None and any(
             op.type in ASSIGN_OPS and variable_name(op.inputs[0]) == global_step.name and advances(op)
@@ -203,7 +212,9 @@ class GraphModel:
         # else one it computes, else the gradients' roots.
         roots = self._gradient_roots(ordered)
         rooted = {t.name for t in roots}
-        losses = _unique([t for t in intercepted["loss"] if t.name in rooted]
+        stated = [t for t in (find_tensor(self.graph, n) for n in declared.losses) if t is not None]
+        losses = _unique([t for t in stated if t.op.name in names or _pure(t, names, fed)]
+                         or [t for t in intercepted["loss"] if t.name in rooted]
                          or [t for t in intercepted["loss"] if t.op.name in names] or roots)
         for tensor in losses:
             add("loss", "loss" if len(losses) == 1 else tensor.name, tensor)
@@ -212,7 +223,8 @@ class GraphModel:
             if tensor.op.name in names:
                 add("loss", tensor.name, tensor)
                 regularization.append(make_key("loss", tensor.name))
-        rates = _unique([u.lr for u in updates if u.lr is not None])
+        stated = [t for t in (find_tensor(self.graph, n) for n in declared.learning_rates) if t is not None]
+        rates = _unique([t for t in stated if t.op.name in names] or [u.lr for u in updates if u.lr is not None])
         for tensor in rates:
             add("lr", "learning_rate" if len(rates) == 1 else tensor.name, tensor)
         for update in updates:
@@ -341,6 +353,13 @@ def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: Fr
     return out
 
 
+def _pure(tensor: Any, names: Set[str], fed: FrozenSet[str]) -> bool:
+    """Would fetching `tensor` along with a run add only stateless ops to it (a declared loss the
+    run does not compute, but may without changing anything)?"""
+    extra = [op for op in executed_ops([tensor.op], fed) if op.name not in names]
+    return all(not op.op_def.is_stateful for op in extra)
+
+
 def _past_identities(reads: List[Any], within: Set[str]) -> List[Any]:
     """The ops (among `within`) that take the value of a ref variable's reads, looking past
     Identity ops, which forward the variable's buffer."""
@@ -370,6 +389,14 @@ def _constant(tf: Any, tensor: Any) -> Optional[float]:
             return None
         tensor = tensor.op.inputs[0]
     return None
+
+
+def _unique_ops(ops: Iterable[Any]) -> List[Any]:
+    out: List[Any] = []
+    for op in ops:
+        if all(op.name != o.name for o in out):
+            out.append(op)
+    return out
 
 
 def _unique(tensors: Iterable[Any]) -> List[Any]:

@@ -1,6 +1,8 @@
 """Zero-code recording: run an unmodified legacy script with every session recorded.
 
-    tracekit record -o OUT.h5 [--seed N] [--seed-mode M] [--every K] [--steps N] -- script.py ARGS...
+    tracekit record -o OUT.h5 [--seed N] [--seed-mode M] [--every K] [--steps N]
+                    [--loss NAME] [--learning-rate NAME] [--train-op NAME] [--gradient VAR=TENSOR]
+                    -- script.py ARGS...
 
 The script runs in this process, as `python script.py ARGS...` would run it
 (`__main__`, its own sys.argv and directory on sys.path), inside a recorder
@@ -19,6 +21,7 @@ import sys
 from typing import Callable, List, Optional
 
 from ..errors import UsageError
+from .declared import Declared
 from .recorder import Recorder, StopRecording
 
 
@@ -31,7 +34,8 @@ def _module_file(module: str) -> Optional[str]:
 
 def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode: Optional[str] = None,
                every: int = 1, steps: Optional[int] = None,
-               progress: Optional[Callable[[int, Optional[int]], None]] = None) -> int:
+               progress: Optional[Callable[[int, Optional[int]], None]] = None,
+               declared: Optional[Declared] = None) -> int:
     """Run `argv` (a script and its arguments, or `-m module ...`) recorded; returns its exit
     code. progress(steps recorded, steps asked for or None) is called after each step."""
     if not argv:
@@ -51,7 +55,8 @@ def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode:
     code = 0
     try:
         with Recorder(out, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta={"zero_code": meta},
-                      stop_script=steps is not None, program=program, progress=progress) as recorder:
+                      stop_script=steps is not None, program=program, progress=progress,
+                      declared=declared) as recorder:
             recorder.attach_all()
             try:
                 if module is None:

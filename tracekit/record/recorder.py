@@ -27,6 +27,7 @@ from ..errors import MissingDependency, RecordError, UsageError
 from ..keys import LIGHT_KINDS, split_key
 from ..store import create, provenance
 from . import inputs, optimizer
+from .declared import Declared, find_op, find_tensor
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
 from .sessions import as_op, element_name, flatten_fetches, make_hook, raw_session, storable
@@ -43,7 +44,8 @@ class Recorder:
     def __init__(self, path: str, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None,
                  every: int = 1, steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None,
                  stop_script: bool = False, program: Optional[str] = None,
-                 progress: Optional[Callable[[int, Optional[int]], None]] = None, **writer_options: Any) -> None:
+                 progress: Optional[Callable[[int, Optional[int]], None]] = None,
+                 declared: Optional[Declared] = None, **writer_options: Any) -> None:
         if int(every) < 1:
             raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
         if steps is not None and int(steps) < 1:
@@ -52,6 +54,7 @@ class Recorder:
         if mode is not None and seed is None:
             seed = 42  # the DeterministicRandomTestTool's default
         self.path = path
+        self.declared = declared or Declared()
         self.seed = seed
         self.seed_mode = mode
         self.every = int(every)
@@ -100,6 +103,8 @@ class Recorder:
                 "program": program_identity(os.path.basename(self.program) if self.program else "<interactive>",
                                             [self.program] if self.program else []),
                 provenance.META_KEY: provenance.recording_meta()}
+        if self.declared:
+            meta["declared"] = self.declared.to_meta()
         self._writer = create(self.path, meta=meta, **self._writer_options)
         optimizer.install(tf)
         inputs.install(tf)
@@ -122,7 +127,9 @@ class Recorder:
                 "%s: no training step was recorded. A step is a session run that updates trainable "
                 "variables, through an optimizer (apply_gradients, minimize, an Apply* op) or by assign ops "
                 "computed from gradients; check that the code trains inside the recorder, with a session it "
-                "is attached to" % self.path)
+                "is attached to. A step the graph does not show (a gradient written out by hand) can be "
+                "declared: tracekit record --train-op NAME --gradient VAR=TENSOR (tracekit.tf1.record("
+                "train_op=..., gradients=...))" % self.path)
 
     def _finish_meta(self) -> None:
         seeds = {"seed": self.seed, "mode": None if self.seed_mode is None else self.seed_mode.value}
@@ -133,7 +140,12 @@ class Recorder:
             model = self._models.get(self._graph)
             if model is not None:
                 seeds.update(model.seeds())
-                warnings = model.warnings
+                warnings = list(model.warnings)
+        graph = self._graph
+        for name in self.declared.names():  # said, and never in the recorded graph: a typo, or another graph
+            if graph is None or (find_tensor(graph, name) is None and find_op(graph, name) is None):
+                warnings.append("declared %r is not in the recorded graph: check the name (tracekit show lists "
+                                "what was recorded; graph names look like 'dense/kernel:0')" % name)
         self._writer.update_meta({"seeds": seeds, "warnings": warnings})
 
     @property
@@ -237,7 +249,7 @@ class Recorder:
         with self._lock:
             model = self._models.get(graph)
             if model is None:
-                model = self._models[graph] = GraphModel(graph, self._tf)
+                model = self._models[graph] = GraphModel(graph, self._tf, self.declared)
             return model
 
     def _accepts(self, graph: Any) -> bool:
@@ -378,7 +390,9 @@ class Recorder:
 
 
 def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None, every: int = 1,
-           steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None, **options: Any) -> Recorder:
+           steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None, loss: Any = None,
+           learning_rate: Any = None, train_op: Any = None, gradients: Optional[Mapping[Any, Any]] = None,
+           **options: Any) -> Recorder:
     """Record TF1 training into the golden at `path`. A context manager:
 
         with tracekit.tf1.record("goldens/run.h5", seed=1) as rec:
@@ -390,5 +404,11 @@ def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode 
     the graph inside the context); every: record gradients, taps and variables every K-th
     step (inputs, random draws, loss and learning rate every step); steps: stop recording
     after this many steps; meta: your own metadata, stored under "user".
+    loss / learning_rate / train_op / gradients: what the recorder cannot find on its own
+    (a step whose gradient is written out by hand, a learning rate it misses), as graph
+    names or the tensors and ops themselves, one or a list; gradients as {variable:
+    gradient}. A declared train op makes every run that executes it a step.
     """
-    return Recorder(path, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta=meta, **options)
+    declared = Declared.of(loss, learning_rate, train_op, gradients)
+    return Recorder(path, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta=meta, declared=declared,
+                    **options)

@@ -79,6 +79,14 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
         lines.append("inputs    %s: a replay's step gets them under these names too (inputs[%r], ...)"
                      % ("; ".join("%s %s" % (name, _outline(stored)) for name, stored in sorted(structures.items())),
                         sorted(structures)[0]))
+    declared = meta.get("declared") if isinstance(meta.get("declared"), dict) else {}
+    said = ["%s %s" % (what, ", ".join(str(n) for n in declared.get(key) or ()))
+            for key, what in (("train_ops", "train ops"), ("losses", "loss"), ("learning_rates", "learning rates"))
+            if declared.get(key)]
+    said += ["gradients %s" % ", ".join("%s=%s" % kv for kv in sorted((declared.get("gradients") or {}).items()))] \
+        if declared.get("gradients") else []
+    if said:
+        lines.append("declared  %s (told to the recorder, not found by it)" % "; ".join(said))
     for race in meta.get("races") or []:
         if isinstance(race, dict):
             lines.append("race      %s reads %s (op %s) unordered with its increment (op %s): a step may read it "
