@@ -1,6 +1,6 @@
 """A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE] [--train-only]
-(each step runs only the train op: `sess.run(train)` returns None) [--optimizer adagrad]
-[--dropout RATE] (0: none).
+(each step runs only the train op: `sess.run(train)` returns None) [--optimizer NAME] (adam,
+adagrad, ftrl, rmsprop, rmsprop-centered, adadelta, proximal-adagrad) [--dropout RATE] (0: none).
 CRASH_AT=k in the environment raises after k steps. Knows nothing about tracekit."""
 import argparse
 import os
@@ -15,7 +15,14 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--exit", type=int, default=0)
 parser.add_argument("--train-only", action="store_true")
-parser.add_argument("--optimizer", choices=["adam", "adagrad"], default="adam")
+OPTIMIZERS = {"adam": lambda: tf.compat.v1.train.AdamOptimizer(0.05),
+              "adagrad": lambda: tf.compat.v1.train.AdagradOptimizer(0.05),
+              "ftrl": lambda: tf.compat.v1.train.FtrlOptimizer(0.05, l1_regularization_strength=0.001),
+              "rmsprop": lambda: tf.compat.v1.train.RMSPropOptimizer(0.05, momentum=0.5),
+              "rmsprop-centered": lambda: tf.compat.v1.train.RMSPropOptimizer(0.05, momentum=0.5, centered=True),
+              "adadelta": lambda: tf.compat.v1.train.AdadeltaOptimizer(1.0, epsilon=1e-7),
+              "proximal-adagrad": lambda: tf.compat.v1.train.ProximalAdagradOptimizer(0.05, l2_regularization_strength=0.01)}
+parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
 parser.add_argument("--dropout", type=float, default=0.3)
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
@@ -26,8 +33,7 @@ hidden = tf.compat.v1.layers.dense(x, 5, activation=tf.nn.relu, kernel_initializ
 dropped = tf.nn.dropout(hidden, rate=args.dropout) if args.dropout else hidden
 out = tf.compat.v1.layers.dense(dropped, 1, kernel_initializer=init, name="out")
 loss = tf.reduce_mean(tf.square(out - 1.0))
-optimizer = {"adam": tf.compat.v1.train.AdamOptimizer, "adagrad": tf.compat.v1.train.AdagradOptimizer}[args.optimizer]
-train = optimizer(0.05).minimize(loss)
+train = OPTIMIZERS[args.optimizer]().minimize(loss)
 rng = np.random.RandomState(0)
 crash_at = int(os.environ.get("CRASH_AT", "-1"))
 with tf.compat.v1.Session() as sess:
