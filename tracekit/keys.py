@@ -87,6 +87,8 @@ def check_name(name: object) -> str:
 
 # A value one replica of a tf.distribute replay computed, beside the cross-replica value: "<name>@replica<id>".
 REPLICA = "@replica"
+# A gradient before tf.clip_by_global_norm, beside the applied one under the variable's name: "<var>@unclipped".
+UNCLIPPED = "@unclipped"
 
 
 def replica_name(name: str, replica: int) -> str:

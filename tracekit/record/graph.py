@@ -25,7 +25,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from ..keys import make_key
+from ..keys import UNCLIPPED, make_key
 from ..structure import leaves
 from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
@@ -227,6 +227,7 @@ class GraphModel:
         rates = _unique([t for t in stated if t.op.name in names] or [u.lr for u in updates if u.lr is not None])
         for tensor in rates:
             add("lr", "learning_rate" if len(rates) == 1 else tensor.name, tensor)
+        unclipped = {after.name: before for before, after in intercepted["clipped"]}
         for update in updates:
             if update.kind == ASSIGNED and update.grad is None:
                 self._warn("the gradient of %s, which the run updates by an assign op, was not found, so it is "
@@ -236,6 +237,9 @@ class GraphModel:
                 continue
             if update.indices is None:
                 add("grad", update.var, update.grad)
+                before = update.unclipped if update.unclipped is not None else unclipped.get(update.grad.name)
+                if before is not None:  # what tf.clip_by_global_norm was given, beside what it made
+                    add("grad", update.var + UNCLIPPED, before)
             else:
                 add("grad", update.var + "/values", update.grad)
                 add("grad", update.var + "/indices", update.indices)

@@ -38,7 +38,7 @@ STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slo
 class Update:
     """One variable's update: the op, the variable, gradient, learning rate and slots it uses."""
 
-    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper")
+    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper", "unclipped")
 
     def __init__(self, op: Any, kind: str, var: Optional[str], grad: Any = None, indices: Any = None,
                  lr: Any = None, roles: Optional[Dict[str, str]] = None, state: Iterable[str] = (),
@@ -53,6 +53,7 @@ class Update:
         self.slots: List[str] = list(self.roles) + [s for s in state if s not in self.roles]
         # the update op's other inputs, its hyperparameters ("l1", "epsilon", "momentum", ...) -> tensor
         self.hyper: Dict[str, Any] = dict(hyper or {})
+        self.unclipped: Any = None  # the gradient before tf.clip_by_global_norm made `grad` of it
 
     @classmethod
     def of_op(cls, op: Any) -> "Update":
@@ -149,7 +150,7 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
 
     updates = []
     for op, var in own:
-        grad = gradients.get(var)
+        grad = unclipped = gradients.get(var)
         if grad is not None:
             after = clipped.get(grad.name)
             if after is not None and after.op.name in reads(op):
@@ -163,7 +164,9 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
             if grad is not None and grad.op.name not in reads(assign):
                 continue  # computed from another variable's gradient
             roles[slot] = _role(slot, var)
-        updates.append(Update(op, ASSIGNED, var, grad=grad, roles=roles, lr=_learning_rate(op, derived)))
+        update = Update(op, ASSIGNED, var, grad=grad, roles=roles, lr=_learning_rate(op, derived))
+        update.unclipped = unclipped if grad is not None and grad is not unclipped else None
+        updates.append(update)
     return updates
 
 

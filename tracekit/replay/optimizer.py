@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 import numpy as np
 
 from ..errors import ReplayError
-from ..keys import make_key
+from ..keys import UNCLIPPED, make_key
 from .capture import Capture, numpy
 from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
@@ -81,6 +81,20 @@ def _aggregates(optimizer: Any, original: Callable[..., Any], args: Any, kwargs:
     extra = bound.get("kwargs") or {}
     aggregate = bound.get("experimental_aggregate_gradients", extra.get("experimental_aggregate_gradients", True))
     return bool(aggregate) and not bool(bound.get("skip_gradients_aggregation", False))
+
+
+def _applied(optimizer: Any, pairs: List[Tuple[Any, Any]]) -> List[Any]:
+    """The gradients the optimizer applies of those it is given: a Keras optimizer set to clip
+    (global_clipnorm, clipnorm, clipvalue) clips them in apply_gradients, as TF1 code clips before."""
+    grads = [g for g, _ in pairs]
+    if _is_v1(optimizer) or not any(getattr(optimizer, a, None) for a in ("global_clipnorm", "clipnorm", "clipvalue")):
+        return grads
+    try:
+        if hasattr(optimizer, "_transform_gradients"):  # legacy OptimizerV2: transforms (grad, var) pairs
+            return [g for g, _ in optimizer._transform_gradients(list(pairs))]
+        return list(optimizer._clip_gradients(grads))
+    except Exception:  # an optimizer that clips otherwise: its gradients as given
+        return grads
 
 
 def _delegates(optimizer: Any) -> bool:
@@ -231,6 +245,11 @@ class OptimizerBridge:
         self._by_var = {id(c.obj): name for name, c in mapping.pairs.items()}
         # variables whose gradient the golden holds as rows and indices (an IndexedSlices)
         self._sparse = {n[:-len("/values")] for n in golden.names("grad") if n.endswith("/values")}
+        # variables whose gradient the golden holds before clipping too, and what the port clipped:
+        # id(a tf.clip_by_global_norm output in this step) -> its input
+        self._unclipped = {n[:-len(UNCLIPPED)] for n in golden.names("grad") if n.endswith(UNCLIPPED)}
+        self._before_clip: Dict[int, Any] = {}
+        self._unclipped_seen: Set[str] = set()
         self._conversions = list(conversions)
         for i, conv in enumerate(self._conversions):  # their gradients are converted after the step
             self._by_var.update((id(v), _port_grad(i, j)) for j, v in enumerate(conv.port))
@@ -306,15 +325,22 @@ class OptimizerBridge:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Keras optimizers report to this replay while the context is open."""
+        """Keras optimizers report to this replay while the context is open (and
+        tf.clip_by_global_norm says what it clipped, where the golden holds unclipped gradients)."""
         if self._wrappers is None:  # made once, installed each step
             self._wrappers = [(cls, name, wrap(cls.__dict__[name]))
                               for name, wrap in (("apply_gradients", self._apply_gradients), ("minimize", self._minimize))
                               for cls in _optimizer_classes(name)]
+            if self._unclipped:
+                for module in {id(m): m for m in (tf, tf.compat.v1)}.values():
+                    if "clip_by_global_norm" in vars(module):
+                        self._wrappers.append((module, "clip_by_global_norm",
+                                               self._clip_by_global_norm(vars(module)["clip_by_global_norm"])))
+        self._before_clip.clear()
         saved: List[Tuple[Any, str, Any]] = []
         try:
             for cls, name, wrapped in self._wrappers:
-                saved.append((cls, name, cls.__dict__[name]))
+                saved.append((cls, name, vars(cls)[name]))
                 setattr(cls, name, wrapped)
             yield
         finally:
@@ -338,10 +364,19 @@ class OptimizerBridge:
                 raise
             bridge.capture.put(make_key("lr", bridge._lr_names[id(optimizer)]), learning_rate(optimizer))
             named = []
-            for grad, var in pairs:
+            applied = _applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
+            for (grad, var), used in zip(pairs, applied):
                 name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or _port_grad
                 if grad is None or name is None:
                     continue
+                # before clipping: what the port's tf.clip_by_global_norm was given, or what its
+                # optimizer clips itself (global_clipnorm, clipnorm, clipvalue); the golden's
+                # gradient is what the update applied
+                before = grad if used is not grad else bridge._before_clip.get(id(grad))
+                grad = used
+                if before is not None and name in bridge._unclipped:
+                    bridge._unclipped_seen.add(name)
+                    named.append((make_key("grad", name + UNCLIPPED), tf.convert_to_tensor(before)))
                 if isinstance(grad, tf.IndexedSlices) and name in bridge._sparse and replica_id() is None:
                     # kept as rows, as the golden has it (the comparison sums each index's rows)
                     named += [(make_key("grad", name + "/values"), grad.values),
@@ -361,6 +396,22 @@ class OptimizerBridge:
                 bridge.capture.put_many(named)  # one side op for the step's gradients
             return original(optimizer, pairs, *args, **kwargs)
         return apply_gradients
+
+    def _clip_by_global_norm(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        before_clip = self._before_clip
+
+        def clip_by_global_norm(t_list: Any, *args: Any, **kwargs: Any) -> Any:
+            given = list(t_list)
+            clipped, norm = original(given, *args, **kwargs)
+            before_clip.update((id(after), before) for before, after in zip(given, clipped) if after is not None)
+            return clipped, norm
+        return clip_by_global_norm
+
+    def unclipped_reasons(self) -> Dict[str, str]:
+        """After the first step: the golden's gradients before clipping the port did not clip -> why."""
+        return {make_key("grad", name + UNCLIPPED): "the port clipped no gradient of this variable (tf.clip_by_global_"
+                "norm, or the optimizer's global_clipnorm, clipnorm, clipvalue): the gradient before clipping "
+                "is not compared" for name in sorted(self._unclipped - self._unclipped_seen) if self._optimizers}
 
     def _minimize(self, original: Callable[..., Any]) -> Callable[..., Any]:
         capture = self.capture

@@ -204,6 +204,7 @@ class TF2Runner:
         self.optimizer.convert_gradients(self.capture.values)
         if index == 0:
             self.not_replayed.update(self.optimizer.counted())
+            self.not_replayed.update(self.optimizer.unclipped_reasons())
         if self.capture.stale():
             raise ReplayError(self.capture.stale())
         if not first and self._created:

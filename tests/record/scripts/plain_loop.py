@@ -1,6 +1,7 @@
 """A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE] [--train-only]
 (each step runs only the train op: `sess.run(train)` returns None) [--optimizer NAME] (adam,
-adagrad, ftrl, rmsprop, rmsprop-centered, adadelta, proximal-adagrad) [--dropout RATE] (0: none).
+adagrad, ftrl, rmsprop, rmsprop-centered, adadelta, proximal-adagrad) [--dropout RATE] (0: none)
+[--clip NORM] (the gradients clipped by tf.clip_by_global_norm before the update; 0: not).
 CRASH_AT=k in the environment raises after k steps. Knows nothing about tracekit."""
 import argparse
 import os
@@ -24,6 +25,7 @@ OPTIMIZERS = {"adam": lambda: tf.compat.v1.train.AdamOptimizer(0.05),
               "proximal-adagrad": lambda: tf.compat.v1.train.ProximalAdagradOptimizer(0.05, l2_regularization_strength=0.01)}
 parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
 parser.add_argument("--dropout", type=float, default=0.3)
+parser.add_argument("--clip", type=float, default=0.0)
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
 x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
@@ -33,7 +35,13 @@ hidden = tf.compat.v1.layers.dense(x, 5, activation=tf.nn.relu, kernel_initializ
 dropped = tf.nn.dropout(hidden, rate=args.dropout) if args.dropout else hidden
 out = tf.compat.v1.layers.dense(dropped, 1, kernel_initializer=init, name="out")
 loss = tf.reduce_mean(tf.square(out - 1.0))
-train = OPTIMIZERS[args.optimizer]().minimize(loss)
+optimizer = OPTIMIZERS[args.optimizer]()
+if args.clip:
+    grads, variables = zip(*optimizer.compute_gradients(loss))
+    grads, _ = tf.clip_by_global_norm(grads, args.clip)
+    train = optimizer.apply_gradients(zip(grads, variables))
+else:
+    train = optimizer.minimize(loss)
 rng = np.random.RandomState(0)
 crash_at = int(os.environ.get("CRASH_AT", "-1"))
 with tf.compat.v1.Session() as sess:
