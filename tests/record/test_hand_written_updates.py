@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 import tracekit
+from tracekit.keys import UNCLIPPED
 from tracekit.report.trace import show
 
 from ..support.recording import record_cli
@@ -26,7 +27,8 @@ def test_a_custom_assign_optimizer_records_gradients_and_slots(tmp_path):
     params = ["hidden/kernel:0", "hidden/bias:0", "out/kernel:0", "out/bias:0"]
     with tracekit.open(str(path)) as trace:
         assert len(trace) == 6 and trace.complete
-        assert sorted(trace.names("grad")) == sorted(params)
+        # each gradient as the update applied it, and as tf.clip_by_global_norm was given it
+        assert sorted(trace.names("grad")) == sorted(params + [p + UNCLIPPED for p in params])
         slots = {p: [p[:-2] + "/adam_m:0", p[:-2] + "/adam_v:0"] for p in params}
         assert sorted(trace.names("slot")) == sorted(sum(slots.values(), []))
         roles = trace.meta["slots"]
@@ -40,6 +42,9 @@ def test_a_custom_assign_optimizer_records_gradients_and_slots(tmp_path):
             grads = [step["grad/" + p].astype(np.float64) for p in params]
             # the gradient the update reads: after tf.clip_by_global_norm(grads, 1.0), which these hit
             assert abs(np.sqrt(sum((g ** 2).sum() for g in grads)) - 1.0) < 1e-5
+            given = [step["grad/" + p + UNCLIPPED].astype(np.float64) for p in params]
+            norm = np.sqrt(sum((g ** 2).sum() for g in given))
+            assert norm > 1.0 and all(np.allclose(g / norm, c, rtol=1e-4, atol=1e-7) for g, c in zip(given, grads))
             for param, grad in zip(params, grads):
                 m, v = slots[param]
                 np.testing.assert_allclose(step["slot/" + m], B1 * before["slot/" + m] + (1 - B1) * grad, rtol=1e-5,

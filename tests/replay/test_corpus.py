@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 import tracekit
+from tracekit.keys import UNCLIPPED
 from tools.corpus import PROGRAMS, record, replay
 
 
@@ -30,8 +31,9 @@ def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
 
 
 def _variable(grad_name):
-    """The variable of a gradient's name: a sparse one's rows and indices are its two parts."""
-    for part in ("/values", "/indices"):
+    """The variable of a gradient's name: a sparse one's rows and indices are its two parts, and a
+    clipped one's gradient before clipping is beside it."""
+    for part in ("/values", "/indices", UNCLIPPED):
         if grad_name.endswith(part):
             return grad_name[:-len(part)]
     return grad_name
