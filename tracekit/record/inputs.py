@@ -8,62 +8,34 @@ keeps the structures whose tensors a training run reads (structure.py's stored f
 
 from __future__ import annotations
 
-import functools
 import importlib
-from typing import Any, Callable, List, Tuple
+from typing import Any, List
 
 from ..structure import ELEMENT, FEATURES, LABELS, encode
 from .graph import note_intercepted
+from .patching import Patches, Target, noting
 
-_installed: List[Tuple[Any, str, Callable[..., Any]]] = []
-_depth = 0
 _ESTIMATOR_MODULE = "tensorflow_estimator.python.estimator.estimator"
 
 
-def install(tf: Any) -> None:
-    """Patch get_next and the Estimator's input reading (nested calls are counted; `uninstall`
-    undoes the last)."""
-    global _depth
-    _depth += 1
-    if _depth > 1:
-        return
-    targets = []
-    iterator = getattr(getattr(getattr(tf, "compat", None), "v1", None), "data", None)
-    iterator = getattr(iterator, "Iterator", None)
-    if iterator is not None and "get_next" in iterator.__dict__:
-        targets.append((iterator, "get_next", _note_element))
+def _targets(tf: Any) -> List[Target]:
+    """An iterator's get_next, and the Estimator's reading of its input_fn where there is one."""
+    out: List[Target] = []
+    iterator = getattr(getattr(tf.compat.v1, "data", None), "Iterator", None)
+    if iterator is not None:
+        out.append((iterator, "get_next", lambda original: noting(original, lambda a, k, r: _note(ELEMENT, r))))
     try:
         estimator = importlib.import_module(_ESTIMATOR_MODULE).Estimator
     except Exception:  # TensorFlow without tf.estimator (2.16 and later)
         estimator = None
-    if estimator is not None and "_get_features_and_labels_from_input_fn" in estimator.__dict__:
-        targets.append((estimator, "_get_features_and_labels_from_input_fn", _note_features))
-    for owner, name, note in targets:
-        original = owner.__dict__[name]
-        _installed.append((owner, name, original))
-        setattr(owner, name, _wrap(original, note))
+    if estimator is not None:
+        out.append((estimator, "_get_features_and_labels_from_input_fn",
+                    lambda original: noting(original, lambda a, k, r: _note_features(r))))
+    return out
 
 
-def uninstall() -> None:
-    global _depth
-    _depth = max(0, _depth - 1)
-    if _depth:
-        return
-    while _installed:
-        owner, name, original = _installed.pop()
-        setattr(owner, name, original)
-
-
-def _wrap(original: Callable[..., Any], note: Callable[[Any], None]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        try:
-            note(result)
-        except Exception:  # noting must never break the user's graph construction
-            pass
-        return result
-    return wrapper
+_patches = Patches(_targets)
+install, uninstall = _patches.install, _patches.uninstall  # nested recorders: the last to leave restores
 
 
 def _note(name: str, value: Any) -> None:
@@ -77,10 +49,6 @@ def _note(name: str, value: Any) -> None:
     stored = encode(value, name_of)
     if tensors:
         note_intercepted(tensors[0].graph, "structure", (name, stored))
-
-
-def _note_element(result: Any) -> None:
-    _note(ELEMENT, result)
 
 
 def _note_features(result: Any) -> None:

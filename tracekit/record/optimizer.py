@@ -13,72 +13,33 @@ optimizer update ops without them.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List
 
 from .graph import note_intercepted
+from .patching import Patches, Target, noting
 
-_installed: List[Tuple[Any, str, Callable[..., Any]]] = []
-_depth = 0
-
-
-def install(tf: Any) -> None:
-    """Patch the optimizer classes (nested calls are counted; `uninstall` undoes the last)."""
-    global _depth
-    _depth += 1
-    if _depth > 1:
-        return
+def _targets(tf: Any) -> List[Target]:
+    """The optimizer classes' methods (where each class defines them), tf.gradients and
+    tf.clip_by_global_norm."""
     classes = [tf.compat.v1.train.Optimizer]
     optimizers = getattr(getattr(tf, "keras", None), "optimizers", None)
     for keras_class in (getattr(optimizers, "Optimizer", None),
                         getattr(getattr(optimizers, "legacy", None), "Optimizer", None)):  # tf-keras 2.x
         if keras_class is not None and keras_class not in classes:
             classes.append(keras_class)
-    for cls in classes:
-        for name in ("compute_gradients", "get_gradients", "apply_gradients"):
-            original = cls.__dict__.get(name)
-            if original is not None:
-                _installed.append((cls, name, original))
-                setattr(cls, name, _wrap(name, original))
-    for module in (tf, tf.compat.v1):
-        for name, note in (("gradients", _note_gradients), ("clip_by_global_norm", _note_clipped)):
-            original = getattr(module, name, None)
-            if original is not None:
-                _installed.append((module, name, original))
-                setattr(module, name, _wrap_function(original, note))
+    out: List[Target] = [(cls, name, functools.partial(_method, name)) for cls in classes
+                         for name in ("compute_gradients", "get_gradients", "apply_gradients")]
+    out += [(module, name, functools.partial(noting, note=note)) for module in (tf, tf.compat.v1)
+            for name, note in (("gradients", _note_gradients), ("clip_by_global_norm", _note_clipped))]
+    return out
 
 
-def uninstall() -> None:
-    global _depth
-    _depth = max(0, _depth - 1)
-    if _depth:
-        return
-    while _installed:
-        cls, name, original = _installed.pop()
-        setattr(cls, name, original)
+def _method(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    return noting(original, lambda args, kwargs, result: _note(name, args[0], args[1:], kwargs, result))
 
 
-def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
-        try:
-            _note(name, self, args, kwargs, result)
-        except Exception:  # noting must never break the user's graph construction
-            pass
-        return result
-    return wrapper
-
-
-def _wrap_function(original: Callable[..., Any], note: Callable[..., None]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
-        try:
-            note(args, kwargs, result)
-        except Exception:  # noting must never break the user's graph construction
-            pass
-        return result
-    return wrapper
+_patches = Patches(_targets)
+install, uninstall = _patches.install, _patches.uninstall  # nested recorders: the last to leave restores
 
 
 def _gradient(variable: Any, grad: Any) -> None:
