@@ -23,39 +23,11 @@ from ..keys import UNCLIPPED, make_key
 from .capture import Capture, numpy
 from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
+from .optimizer_terms import (TF1_NAMES, applied, convention, is_v1, keras_slot, learning_rate, one_value, settings,
+                              slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
 from .varmap import Mapping, Slot
 from .variables import cast_for, initial_value, unwrap
-
-# Keras slot attributes (new optimizers, tf-keras' and Keras 3's; legacy ones name their slots
-# by role) for each slot role.
-NEW_OPTIMIZER_SLOTS = {"m": ("_momentums",), "v": ("_velocities",), "vhat": ("_velocity_hats",),
-                       "momentum": ("momentums", "_momentums"),  # SGD, RMSprop
-                       "rms": ("_velocities",), "mg": ("_average_gradients",), "accumulator": ("_accumulators",),
-                       "linear": ("_linears",), "accum_grad": ("_accumulated_grads",),
-                       "accum_var": ("_accumulated_delta_vars",)}
-# tf.compat.v1.train optimizers' slot names for a role, where they differ from it (FtrlOptimizer
-# calls its accumulator "accum", AdadeltaOptimizer its two averages "accum" and "accum_update").
-V1_SLOTS = {"accumulator": ("accumulator", "accum"), "accum_grad": ("accum",), "accum_var": ("accum_update",)}
-
-TF1_MOMENTUM = "tf1-momentum"
-
-
-# tf.train.MomentumOptimizer accumulates gradients and scales by lr when it updates;
-# Keras SGD accumulates -lr * gradients. The same state when lr is constant: convert.
-def slot_from_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
-    return (-lr * value).astype(value.dtype) if role == TF1_MOMENTUM else value
-
-
-def slot_to_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
-    return (-value / lr).astype(value.dtype) if role == TF1_MOMENTUM else value
-
-
-def _one_value(value: np.ndarray) -> bool:
-    """A slot as an optimizer makes it: one value everywhere (zeros, an initial accumulator)."""
-    flat = np.asarray(value).reshape(-1)
-    return flat.size > 0 and bool((flat == flat[0]).all())
-
 
 def _port_grad(conversion: int, variable: int) -> str:
     """The capture's name for a converted port variable's gradient, until it is converted."""
@@ -72,7 +44,7 @@ def _aggregates(optimizer: Any, original: Callable[..., Any], args: Any, kwargs:
     """Whether this apply_gradients call all-reduces the gradients over the replicas: Keras'
     unless told not to (experimental_aggregate_gradients=False, skip_gradients_aggregation=True);
     tf.compat.v1.train's and Keras 3's always."""
-    if _is_v1(optimizer):
+    if is_v1(optimizer):
         return True
     try:
         bound = inspect.signature(original).bind(optimizer, None, *args, **kwargs).arguments
@@ -83,54 +55,10 @@ def _aggregates(optimizer: Any, original: Callable[..., Any], args: Any, kwargs:
     return bool(aggregate) and not bool(bound.get("skip_gradients_aggregation", False))
 
 
-def _applied(optimizer: Any, pairs: List[Tuple[Any, Any]]) -> List[Any]:
-    """The gradients the optimizer applies of those it is given: a Keras optimizer set to clip
-    (global_clipnorm, clipnorm, clipvalue) clips them in apply_gradients, as TF1 code clips before."""
-    grads = [g for g, _ in pairs]
-    if _is_v1(optimizer) or not any(getattr(optimizer, a, None) for a in ("global_clipnorm", "clipnorm", "clipvalue")):
-        return grads
-    try:
-        if hasattr(optimizer, "_transform_gradients"):  # legacy OptimizerV2: transforms (grad, var) pairs
-            return [g for g, _ in optimizer._transform_gradients(list(pairs))]
-        return list(optimizer._clip_gradients(grads))
-    except Exception:  # an optimizer that clips otherwise: its gradients as given
-        return grads
-
-
 def _delegates(optimizer: Any) -> bool:
     """A wrapper (mixed precision's LossScaleOptimizer) whose inner optimizer does the update:
     the inner one reports."""
     return getattr(optimizer, "inner_optimizer", None) is not None
-
-
-def _is_v1(optimizer: Any) -> bool:
-    """A tf.compat.v1.train optimizer: TF1's update rules and slots, in TF2."""
-    return isinstance(optimizer, tf.compat.v1.train.Optimizer)
-
-
-def _convention(optimizer: Any, slot: Slot) -> str:
-    """How the port's slot relates to the golden's: TF1_MOMENTUM where a Keras SGD ports TF1's
-    momentum accumulator, else the role (the same quantity)."""
-    return TF1_MOMENTUM if slot.tf1_momentum and not _is_v1(optimizer) else slot.role
-
-
-def _is_schedule(value: Any) -> bool:
-    # tf-keras and Keras 3 each have their own LearningRateSchedule; either may be in use.
-    return any(cls.__name__ == "LearningRateSchedule" for cls in type(value).__mro__)
-
-
-def learning_rate(optimizer: Any) -> Any:
-    """The learning rate this update uses (before `iterations` moves on)."""
-    if _is_v1(optimizer):  # a number, a tensor, or a callable of the caller's step counter
-        return tf.cast(tf.convert_to_tensor(optimizer._call_if_callable(optimizer._learning_rate)), tf.float32)
-    if hasattr(optimizer, "_decayed_lr"):  # legacy OptimizerV2
-        return optimizer._decayed_lr(tf.float32)
-    lr = optimizer._learning_rate
-    if _is_schedule(lr):
-        return tf.cast(lr(optimizer.iterations), tf.float32)
-    if callable(lr) and not hasattr(lr, "dtype"):  # Keras allows a callable without arguments
-        lr = lr()
-    return tf.cast(tf.convert_to_tensor(lr), tf.float32)
 
 
 def _optimizer_modules() -> List[Any]:
@@ -161,69 +89,6 @@ def _optimizer_classes(method: str) -> List[Any]:
                         out.append(base)
                     break
     return out
-
-
-def _keras_slot(optimizer: Any, variable: Any, role: str) -> Any:
-    if hasattr(optimizer, "get_slot_names"):  # legacy OptimizerV2 and tf.compat.v1.train: named by role
-        names = optimizer.get_slot_names()
-        found = [n for n in (V1_SLOTS.get(role, ()) if _is_v1(optimizer) else ()) + (role,) if n in names]
-        return optimizer.get_slot(variable, found[0]) if found else None
-    slots = next((getattr(optimizer, a) for a in NEW_OPTIMIZER_SLOTS.get(role, ()) if getattr(optimizer, a, None)),
-                 None)
-    if hasattr(optimizer, "_get_variable_index"):  # Keras 3
-        try:
-            index: Optional[int] = optimizer._get_variable_index(variable)
-        except KeyError:
-            index = None
-    else:  # tf-keras' new optimizers
-        index = getattr(optimizer, "_index_dict", {}).get(optimizer._var_key(variable))
-    if not slots or index is None or index >= len(slots):
-        return None
-    return slots[index]
-
-
-# TF1 update ops' hyperparameter arguments -> the port optimizer's setting of it: its Keras config
-# key (new, legacy and Keras 3 optimizers agree), and tf.compat.v1.train's attributes.
-SETTINGS = {"l1": ("l1_regularization_strength", ("_l1_regularization_strength",)),
-            "l2": ("l2_regularization_strength", ("_l2_regularization_strength",)),
-            "l2_shrinkage": ("l2_shrinkage_regularization_strength", ("_l2_shrinkage_regularization_strength",)),
-            "lr_power": ("learning_rate_power", ("_learning_rate_power",)),
-            "beta1": ("beta_1", ("_beta1",)), "beta2": ("beta_2", ("_beta2",)), "epsilon": ("epsilon", ("_epsilon",)),
-            "momentum": ("momentum", ("_momentum",)), "rho": ("rho", ("_decay", "_rho"))}
-
-
-def settings(optimizer: Any) -> Dict[str, Tuple[str, float]]:
-    """TF1 argument -> (the port's name for it, its value) of each hyperparameter the optimizer sets
-    to a number."""
-    if _is_v1(optimizer):
-        found = {arg: next(((a, getattr(optimizer, a)) for a in attrs if hasattr(optimizer, a)), None)
-                 for arg, (_, attrs) in SETTINGS.items()}
-    else:
-        try:
-            config = optimizer.get_config()
-        except Exception:  # a custom optimizer without a config: nothing to compare
-            return {}
-        found = {arg: (key, config[key]) if key in config else None for arg, (key, _) in SETTINGS.items()}
-    out = {}
-    for arg, pair in found.items():
-        if pair is None:
-            continue
-        try:
-            value = float(numpy(optimizer._call_if_callable(pair[1]) if _is_v1(optimizer) else pair[1]))
-        except (TypeError, ValueError, AttributeError):
-            continue  # a schedule, None (Keras' momentum=None), a callable Keras would call
-        out[arg] = (pair[0].lstrip("_"), value)
-    return out
-
-
-# Which TF1 optimizers (by their default names, the prefix of their learning-rate tensors and
-# the suffix of their slots) a Keras optimizer class ports.
-TF1_NAMES = {"SGD": ("GradientDescent", "Momentum"), "Adam": ("Adam",), "RMSprop": ("RMSProp",),
-             "Adagrad": ("Adagrad",), "Ftrl": ("Ftrl",), "Adadelta": ("Adadelta",),
-             "GradientDescentOptimizer": ("GradientDescent",), "MomentumOptimizer": ("Momentum",),
-             "AdamOptimizer": ("Adam",), "RMSPropOptimizer": ("RMSProp",), "AdagradOptimizer": ("Adagrad",),
-             "FtrlOptimizer": ("Ftrl",), "AdadeltaOptimizer": ("Adadelta",),
-             "ProximalAdagradOptimizer": ("ProximalAdagrad",)}
 
 
 class OptimizerBridge:
@@ -355,7 +220,7 @@ class OptimizerBridge:
                 return original(optimizer, grads_and_vars, *args, **kwargs)
             pairs = list(grads_and_vars)
             # TF1's optimizers count steps in the global_step they are given (Keras': iterations).
-            counter = kwargs.get("global_step", args[0] if args else None) if _is_v1(optimizer) else \
+            counter = kwargs.get("global_step", args[0] if args else None) if is_v1(optimizer) else \
                 optimizer.iterations
             try:
                 bridge._prepare_once(optimizer, [v for _, v in pairs], counter)
@@ -364,8 +229,8 @@ class OptimizerBridge:
                 raise
             bridge.capture.put(make_key("lr", bridge._lr_names[id(optimizer)]), learning_rate(optimizer))
             named = []
-            applied = _applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
-            for (grad, var), used in zip(pairs, applied):
+            given = applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
+            for (grad, var), used in zip(pairs, given):
                 name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or _port_grad
                 if grad is None or name is None:
                     continue
@@ -447,7 +312,7 @@ class OptimizerBridge:
             own = {"optimizer": type(optimizer).__name__,
                    "settings": {arg: list(pair) for arg, pair in settings(optimizer).items()}}
             self.settings.update((name, own) for name in self._golden_names(updated))
-            if _is_v1(optimizer):
+            if is_v1(optimizer):
                 optimizer._create_slots([unwrap(v) for v in var_list])
             elif hasattr(optimizer, "_create_all_weights"):  # legacy (OptimizerV2)
                 optimizer._create_all_weights(var_list)
@@ -470,7 +335,7 @@ class OptimizerBridge:
                 fresh = self._golden_starts_fresh()
                 for name, var, role, _ in self._slots[slots:]:
                     golden = initial_value(self.golden, "slot", name)
-                    if fresh and _one_value(golden):  # what the TF1 optimizer made: where the port's should start
+                    if fresh and one_value(golden):  # what the TF1 optimizer made: where the port's should start
                         self.own_initial[make_key("slot", name)] = slot_to_tf1(numpy(var), role, lr)
                     var.assign(cast_for(slot_from_tf1(golden, role, lr), var))
                 for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
@@ -565,21 +430,21 @@ class OptimizerBridge:
             if var_name not in updated:
                 continue  # another optimizer's
             variable = tf2_of.get(var_name)
-            slot = None if variable is None else _keras_slot(optimizer, variable, role)
+            slot = None if variable is None else keras_slot(optimizer, variable, role)
             if slot is None:
                 missing.append("  only in the golden: %s (%s of %s)" % (name, role, var_name))
             else:
-                plain.append((name, slot, _convention(optimizer, golden_slot)))
+                plain.append((name, slot, convention(optimizer, golden_slot)))
         for (i, role), slots_of in by_role.items():
             names = {k: golden_slot.name for k, golden_slot in slots_of.items()}
             conv = self._conversions[i]
-            slots = [_keras_slot(optimizer, variable, role) for variable in conv.port]
+            slots = [keras_slot(optimizer, variable, role) for variable in conv.port]
             if len(names) != len(conv.golden) or any(slot is None for slot in slots):
                 missing.extend("  only in the golden: %s (%s of %s, converted)" % (n, role, conv.golden[k])
                                for k, n in sorted(names.items()))
             else:
                 ordered = [names[k] for k in range(len(conv.golden))]
-                converted_slots.append((conv, ordered, slots, _convention(optimizer, slots_of[0])))
+                converted_slots.append((conv, ordered, slots, convention(optimizer, slots_of[0])))
         if missing:
             raise ReplayError(
                 "the TF2 optimizer (%s) has no slot for %d of the golden's optimizer slots of the variables it "
