@@ -164,8 +164,8 @@ def slip(hint: SlipHint) -> str:
                 "the rate before or after the increment, as TF1's scheduler ran them (tracekit show lists the race). At "
                 "%s the golden's rate is %s, the replay's %s. Make the TF1 step order the increment after the update "
                 "(apply_gradients(..., global_step=...)) and record again, or compare with a tolerance rule for %s"
-                % (race.get("counter"), race.get("read"), race.get("increment"), at, _full(e["golden"]),
-                   _full(e["actual"]), hint.key))
+                % (race.get("counter"), race.get("read"), race.get("increment"), at,
+                   *("?" if v is None else _full(v) for v in (e["golden"], e["actual"])), hint.key))
     if hint.code == BN_MOMENTUM:
         return ("hint: batch-norm momentum. At %s moved %.3g times as far as in the golden while the forward pass and "
                 "the gradients agree: (1 - momentum) differs by that factor (a golden momentum of 0.9 against 0.99 "
