@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import make_key, replica_name
+from ..keys import UNCLIPPED, make_key, replica_name
 from . import varmap
 from .capture import Capture, VariableReader, numpy
 from .conversions import Conversion, bind, partition_groups, partitioned
@@ -85,7 +85,9 @@ class TF2Runner:
                                      [v for v in tf_vars if id(v) not in ported], var_map)
         left_out = set(self.mapping.left_out)
         for name in sorted(left_out):  # no counterpart in the port, as var_map says: nor its gradient and slots
-            self.not_replayed[make_key("var", name)] = self.not_replayed[make_key("grad", name)] = _LEFT_OUT
+            self.not_replayed[make_key("var", name)] = _LEFT_OUT
+            self.not_replayed.update((make_key("grad", g), _LEFT_OUT) for g in golden.names("grad")
+                                     if g == name or g.startswith((name + "/", name + UNCLIPPED)))
         for slot in [s for s in slot_names if s.var in left_out]:
             self.not_replayed[make_key("slot", slot.name)] = _LEFT_OUT
         slot_names = [s for s in slot_names if s.var not in left_out]
