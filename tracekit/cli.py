@@ -251,7 +251,7 @@ def _record(args: argparse.Namespace) -> int:
     declared = Declared.of(args.loss, args.learning_rate, args.train_op, args.gradient)
     with Progress("recording %s" % args.output) as progress:
         code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
-                          steps=args.steps, progress=progress, declared=declared)
+                          steps=args.steps, progress=progress, declared=declared, worker=args.worker)
     print("recorded %s" % args.output, file=sys.stderr)
     return code
 
@@ -404,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable)")
     p.add_argument("--gradient", action="append", metavar="VAR=TENSOR",
                    help="a variable's gradient, where a step computes it by hand (repeatable)")
+    p.add_argument("--worker", type=int, metavar="N",
+                   help="parameter-server training: record the steps of worker task N (runs placed on "
+                        "/job:worker/task:N); default: the first graph that trains")
     p.add_argument("script", nargs=argparse.REMAINDER, metavar="-- script.py ARGS",
                    help="the script and its arguments (or -m module ARGS)")
 

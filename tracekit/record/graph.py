@@ -29,8 +29,8 @@ from ..keys import UNCLIPPED, make_key
 from ..structure import leaves
 from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
-from .updates import (ASSIGN_OPS, ASSIGNED, UPDATE_OP, Update, advances, assigned_updates, is_gradient_seed,
-                      op_updates, variable_name)
+from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
+                      is_gradient_seed, op_updates, pushed_update, variable_name)
 
 RANDOM_OPS = frozenset([
     "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
@@ -93,6 +93,12 @@ class GraphModel:
         self._warned: Set[str] = set()
         self.warnings: List[str] = []
         self._assigned_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, its hand-written updates)
+
+    def on_worker(self, task: int) -> bool:
+        """Does the graph place ops on worker task `task` ("/job:worker/task:1",
+        "/job:worker/replica:0/task:1/device:CPU:0")? A parameter-server worker's graph does."""
+        pattern = re.compile(r"/job:worker(/replica:\d+)?/task:%d(?!\d)" % task)
+        return any(pattern.search(op.device or "") for op in self.graph.get_operations())
 
     # ---- variables --------------------------------------------------------------------------
 
@@ -172,7 +178,12 @@ class GraphModel:
     def _make_plan(self, fetch_ops: List[Any], fed: FrozenSet[str]) -> StepPlan:
         executed = sorted(executed_ops(fetch_ops, fed), key=lambda op: op._id)  # creation order: deterministic
         names = set(op.name for op in executed)
+        if any(op.type in TAKE_OPS for op in executed):
+            # a SyncReplicasOptimizer chief applying what the workers pushed: it waits for their
+            # steps, so it is not one (each worker's step reads the variables after it)
+            return StepPlan(False, collections.OrderedDict(), None)
         updates = [Update.of_op(op) for op in executed if UPDATE_OP.match(op.type)]
+        updates += [u for u in (pushed_update(op) for op in executed if op.type in PUSH_OPS) if u is not None]
         if any(op.type in ASSIGN_OPS for op in executed):  # the whole graph's dataflow only for these runs
             updates += [u for u in self._assigned() if u.op.name in names]
         intercepted = _intercepted_for(self.graph)

@@ -45,7 +45,7 @@ class Recorder:
                  every: int = 1, steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None,
                  stop_script: bool = False, program: Optional[str] = None,
                  progress: Optional[Callable[[int, Optional[int]], None]] = None,
-                 declared: Optional[Declared] = None, **writer_options: Any) -> None:
+                 declared: Optional[Declared] = None, worker: Optional[int] = None, **writer_options: Any) -> None:
         if int(every) < 1:
             raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
         if steps is not None and int(steps) < 1:
@@ -55,6 +55,7 @@ class Recorder:
             seed = 42  # the DeterministicRandomTestTool's default
         self.path = path
         self.declared = declared or Declared()
+        self.worker = None if worker is None else int(worker)
         self.seed = seed
         self.seed_mode = mode
         self.every = int(every)
@@ -105,6 +106,8 @@ class Recorder:
                 provenance.META_KEY: provenance.recording_meta()}
         if self.declared:
             meta["declared"] = self.declared.to_meta()
+        if self.worker is not None:
+            meta["recording"]["worker"] = self.worker
         self._writer = create(self.path, meta=meta, **self._writer_options)
         optimizer.install(tf)
         inputs.install(tf)
@@ -253,7 +256,10 @@ class Recorder:
             return model
 
     def _accepts(self, graph: Any) -> bool:
-        """Steps are recorded from one graph: the first that trains."""
+        """Steps are recorded from one graph: the first that trains; with `worker`, the first that
+        places ops on that worker task (parameter-server training, a thread per worker)."""
+        if self.worker is not None and not self._model(graph).on_worker(self.worker):
+            return False
         with self._lock:
             if self._graph is None:
                 self._graph = graph
@@ -392,7 +398,7 @@ class Recorder:
 def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None, every: int = 1,
            steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None, loss: Any = None,
            learning_rate: Any = None, train_op: Any = None, gradients: Optional[Mapping[Any, Any]] = None,
-           **options: Any) -> Recorder:
+           worker: Optional[int] = None, **options: Any) -> Recorder:
     """Record TF1 training into the golden at `path`. A context manager:
 
         with tracekit.tf1.record("goldens/run.h5", seed=1) as rec:
@@ -408,7 +414,11 @@ def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode 
     (a step whose gradient is written out by hand, a learning rate it misses), as graph
     names or the tensors and ops themselves, one or a list; gradients as {variable:
     gradient}. A declared train op makes every run that executes it a step.
+    worker: in parameter-server training, record the steps of this worker task (the runs placed
+    on /job:worker/task:N): one recording per worker. By default, the first graph that trains.
+    A SyncReplicasOptimizer worker's step is its push of gradients; the chief's run applying
+    them waits for the workers and is not a step.
     """
     declared = Declared.of(loss, learning_rate, train_op, gradients)
     return Recorder(path, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta=meta, declared=declared,
-                    **options)
+                    worker=worker, **options)

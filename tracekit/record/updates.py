@@ -100,6 +100,41 @@ def op_updates(graph: Any) -> List[Update]:
     return [Update.of_op(op) for op in graph.get_operations() if UPDATE_OP.match(op.type)]
 
 
+# Parameter-server training with SyncReplicasOptimizer: a worker's step pushes its gradients to
+# accumulators (one per variable, shared as "<variable>/grad_accum"), and the chief applies the
+# aggregate in a run of its own that waits for them.
+PUSH_OPS = frozenset(["AccumulatorApplyGradient", "ResourceAccumulatorApplyGradient",
+                      "SparseAccumulatorApplyGradient"])
+TAKE_OPS = frozenset(["AccumulatorTakeGradient", "ResourceAccumulatorTakeGradient",
+                      "SparseAccumulatorTakeGradient"])
+_ACCUMULATED = "/grad_accum"
+
+
+def pushed_update(op: Any) -> Optional[Update]:
+    """A worker's push of a variable's gradient to its accumulator, as that variable's update
+    (None when the accumulator is not one of a variable's)."""
+    shared = _shared_name(op.inputs[0].op)
+    if not shared.endswith(_ACCUMULATED):
+        return None
+    var = shared[:-len(_ACCUMULATED)]
+    args = {arg.name: tensor for arg, tensor in zip(op.op_def.input_arg, op.inputs)}
+    if op.type == "SparseAccumulatorApplyGradient":
+        return Update(op, op.type, var, grad=args.get("gradient_values"), indices=args.get("gradient_indices"))
+    return Update(op, op.type, var, grad=args.get("gradient"))
+
+
+def _shared_name(op: Any) -> str:
+    for _ in range(8):  # through identities to the accumulator op
+        try:
+            name = op.get_attr("shared_name")
+            return name.decode() if isinstance(name, bytes) else str(name)
+        except (ValueError, AttributeError):
+            if op.type not in PASS_THROUGH or not op.inputs:
+                return ""
+            op = op.inputs[0].op
+    return ""
+
+
 def advances(op: Any) -> bool:
     """Does an assign to a counter advance it (assign_add, or an assign of a value computed from
     the counter itself: `global_step.assign(global_step + 1)`), rather than set it (its
