@@ -4,6 +4,7 @@ raw traceback, a hang, or silently wrong data."""
 from __future__ import annotations
 
 import collections
+import importlib
 import os
 import re
 import shutil
@@ -576,3 +577,27 @@ def test_verify_reports_what_no_reader_foresaw_as_damage(tmp_path, capsys):
     assert main(["verify", path]) == 1
     out, err = capsys.readouterr()
     assert out.startswith("DAMAGED  %s" % path) and "Traceback" not in out + err
+
+
+def test_a_recovery_killed_before_removing_the_journal_is_finished_by_the_next(tmp_path, monkeypatch):
+    # Killed after it put the golden in place and removed the data file, before the journal:
+    # the next recovery finds the golden whole and removes the journal (it tried to rebuild from
+    # the journal alone, and failed removing the data file that was gone).
+    recovering = importlib.import_module("tracekit.store.recover")  # the module, not the function
+
+    path = _unfinished_copy(tmp_path, steps=3)
+    real_remove = os.remove
+
+    def killed_at_the_journal(name):
+        if name.endswith(".journal"):
+            raise KeyboardInterrupt("killed")
+        real_remove(name)
+    monkeypatch.setattr(recovering.os, "remove", killed_at_the_journal)
+    with pytest.raises(KeyboardInterrupt):
+        tracekit.recover(path)
+    monkeypatch.setattr(recovering.os, "remove", real_remove)
+    assert os.path.exists(path + ".journal") and not os.path.exists(path + ".partial")
+    result = tracekit.recover(path)
+    assert result.action == "stale-journal" and not os.path.exists(path + ".journal")
+    with tracekit.open(path) as trace:
+        assert trace.complete and len(trace) == 3

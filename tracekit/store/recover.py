@@ -54,7 +54,10 @@ def recover(path: str) -> RecoverResult:
     busy = UsageError("%s is still being recorded (its journal %s is locked by a running process): recover "
                       "only a recording whose writer was killed or crashed" % (path, journal))
     data_path = unfinished_data(path, journal) if os.path.exists(journal) else None
-    if data_path is None:  # no recording, or one whose golden is in place
+    # A recovery killed after putting its golden in place and removing the data file, before the
+    # journal: the golden is whole, only the journal is left.
+    rebuilt = data_path is not None and data_path != path and not os.path.exists(data_path) and os.path.exists(path)
+    if data_path is None or rebuilt:  # no recording, or one whose golden is in place
         with open_trace(path) as trace:  # a clear TracekitError for anything unreadable
             steps = len(trace)
         if os.path.exists(journal):  # the writer died between putting its golden in place and removing this
