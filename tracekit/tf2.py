@@ -255,11 +255,12 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
                  matched_by=dict(runner.mapping.how),
                  converted={name: conv.describe for conv in runner.conversions for name in conv.golden})
     scope = seeded(trace) if random == "seed" else contextlib.suppress()
+    structures = trace.meta.get("inputs")  # read once, not every step
     with scope:
         def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
             tensors = distribution.distribute(feeds) if distribution is not None else \
                 {name: tf.constant(value) for name, value in feeds.items()}
-            tensors = structured(tensors, trace.meta.get("inputs"))  # + inputs["features"]["color"], ...
+            tensors = structured(tensors, structures)  # + inputs["features"]["color"], ...
             return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
         # the environment here, not left to the writer: a check compares it before anything is written
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
