@@ -13,7 +13,7 @@ import tempfile
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from .comparison.calibration import MARGIN, Spread, derive
-from .comparison.engine import REFRESH_STEPS, Comparer, comparer
+from .comparison.engine import REFRESH_STEPS, Comparer, Comparison, comparer
 from .comparison.tolerance import Tolerance
 from .environment import fingerprint, program_identity, tensorflow_environment
 from .errors import UsageError
@@ -26,6 +26,7 @@ from .replay.source import write_source
 from .replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage, keras_train_step
 from .replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .replay.variables import model_variables, name_of
+from .replay.verdict import JUDGES, LONG_GOLDEN, PortRuns, arbitrate_local, judge_long
 from .report.calibration import Calibration
 from .report.localization import Localization
 from .report.reported import Reported, compare
@@ -97,9 +98,9 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     return trace
 
 
-def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
+def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]] | None" = None, *,
           tolerance: "Tolerance | str | None" = None, fail_fast: bool = False, out: Optional[str] = None,
-          **options: Any) -> Reported:
+          make_port: Optional[Callable[[], Any]] = None, judge: str = "auto", **options: Any) -> Reported:
     """Replay and compare as the steps run: what tracekit.compare(golden, replay(golden, step_fn,
     ...), tolerance) returns, without writing the actual trace unless `out` is given (each
     step's values are compared on another thread while the port runs its next steps, then
@@ -107,14 +108,34 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     tolerance accepts (the result says where). `options` are replay()'s: model, variables,
     var_map, init, random, steps, inputs, convert, progress, strategy, ...; tolerance as
     for tracekit.compare. To keep the actual trace of a failing check for review, replay
-    again with out= (the replay is deterministic for a given golden and port)."""
+    again with out= (the replay is deterministic for a given golden and port).
+
+    make_port: the port's factory, as for localize (a fresh (model, step function[, options])
+    per call; step_fn and model may then be left out). With it, a golden longer than
+    LONG_GOLDEN steps is judged by each step's own error, the steps that fail judged by the
+    float64 arbiter, and the drift from the port's own state against the spread of perturbed
+    replays (replay/verdict.py; `out` then keeps that replay). judge: "auto" (that for long
+    goldens given make_port, else "plain"), "plain" (the replay as it runs against the
+    tolerance) or "local"."""
     if not isinstance(fail_fast, bool):
         raise UsageError("fail_fast must be True or False, got %r" % (fail_fast,))
     unknown = sorted(set(options) - _REPLAY_OPTIONS)
     if unknown:
         raise UsageError("tracekit.tf2.check got unknown options %s; it takes replay()'s: %s"
                          % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
+    if judge not in JUDGES:
+        raise UsageError("judge must be one of %s, got %r" % (", ".join(JUDGES), judge))
+    if make_port is None and (step_fn is None or judge == "local"):
+        raise UsageError("tracekit.tf2.check needs the port's step function%s: pass step_fn (and model=), or "
+                         "make_port=" % (" and factory (make_port=) for judge='local'" if judge == "local" else ""))
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
+        if make_port is not None and (judge == "local" or judge == "auto" and len(trace) > LONG_GOLDEN
+                                      and "forcing" not in options and options.get("strategy") is None):
+            return _judged(trace, step_fn, make_port, tolerance, out, options)  # type: ignore[return-value]
+        if step_fn is None:
+            assert make_port is not None
+            model, step_fn, own = _made(make_port, options, _LOCALIZE_SETS)
+            options = dict(own, model=model)
         live = _Live(trace, out, tolerance)
         try:
             replayed = _replay(**_arguments(trace, step_fn, out, options), write=out is not None, watch=live,
@@ -132,6 +153,44 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
             result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
                                 % (replayed.steps - 1, first.step))
         return result  # type: ignore[return-value]
+
+
+def _judged(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
+            out: Optional[str], options: Mapping[str, Any]) -> Comparison:
+    """A long golden's verdict (replay/verdict.py)."""
+    if "forcing" in options or options.get("strategy") is not None:
+        raise UsageError("judge='local' replays teacher-forced itself and does not run under a strategy yet: leave "
+                         "out forcing= and strategy=")
+    _check_port_options(options, _LOCALIZE_SETS, "tracekit.tf2.check(judge='local')")
+    return judge_long(trace, _port_runs(trace, step_fn, make_port, tolerance, options), drift_out=out)
+
+
+def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
+               options: Mapping[str, Any]) -> PortRuns:
+    """The runs a long golden's verdict makes, each of a fresh port (the first may be the one given)."""
+    def made() -> Tuple[Any, Any, Dict[str, Any]]:
+        return _made(make_port, {}, _LOCALIZE_SETS)
+
+    def forced() -> Comparison:
+        given, own = step_fn, dict(options)
+        if given is None:
+            model, given, own = _made(make_port, options, _LOCALIZE_SETS)
+            own["model"] = model
+        return check(trace, given, tolerance=tolerance, judge="plain", forcing="state", **own)
+
+    def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]") -> Trace:
+        model, step, own = _made(make_port, options, _LOCALIZE_SETS)
+        written = _replay(**_arguments(trace, step, path, dict(own, model=model)), nudge=seed,
+                          restart_at=restart_at, jitter=True).trace
+        assert written is not None  # written: out is given
+        return written
+
+    def replay_one(excerpt: str, model: Any, step: Any, own: Dict[str, Any], path: str) -> Trace:
+        written = _replay(**_arguments(excerpt, step, path, dict(options, **own, model=model, progress=None))).trace
+        assert written is not None
+        return written
+
+    return PortRuns(forced, replay_own, replay_one, made)
 
 
 class _Live:
@@ -189,10 +248,12 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
             global_batch_size: Optional[int], determinism: Optional[bool], tf32: Optional[bool],
             grappler: "Mapping[str, bool] | bool | None", every: int, forcing: str = "none", write: bool = True,
             watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
-            stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None) -> Replayed:
+            stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None,
+            restart_at: "frozenset[int]" = frozenset(), jitter: bool = False) -> Replayed:
     """replay()'s work, its options all given (their defaults are replay()'s); write=False
     writes nothing, watch(meta) makes a sink fed every step, stop() ends the replay early,
-    nudge=seed moves the port's starting state by one ulp (TF2Runner.nudge)."""
+    nudge=seed moves the port's starting state by one ulp (TF2Runner.nudge; jitter: after every
+    step too), restart_at forces the golden's state at those steps (replay_steps)."""
     check_usage(init, random)  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
     check_every(every)
@@ -208,7 +269,7 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
             distribution = Distribution(strategy, input_api, size)
         return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
                     {"golden": trace.path}, distribution=distribution, every=every, write=write, watch=watch,
-                    stop=stop, forcing=forcing, nudge=nudge)
+                    stop=stop, forcing=forcing, nudge=nudge, restart_at=restart_at, jitter=jitter)
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -243,13 +304,14 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
          progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
          distribution: Optional[Distribution] = None, every: int = 1, write: bool = True,
          watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None,
-         forcing: str = "none", nudge: Optional[int] = None) -> Replayed:
+         forcing: str = "none", nudge: Optional[int] = None, restart_at: "frozenset[int]" = frozenset(),
+         jitter: bool = False) -> Replayed:
     runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
     if init == "golden":
         runner.load_initial()
     if nudge is not None:
-        runner.nudge(nudge)
-        about = dict(about, nudge=nudge)  # the trace says its start was moved
+        runner.nudge(nudge, every_step=jitter)
+        about = dict(about, nudge=nudge, jitter=jitter)  # the trace says its start (or every step) was moved
     about = dict(about, init=init, random=random,
                  mapping={name: cand.name for name, cand in runner.mapping.pairs.items()},
                  matched_by=dict(runner.mapping.how),
@@ -266,7 +328,8 @@ def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, i
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
                 "program": _program(step_fn, model)}
         return replay_steps(trace, runner, call, steps, out, about, progress, meta=meta, every=every, write=write,
-                            sink=watch(meta) if watch is not None else None, stop=stop, forcing=forcing)
+                            sink=watch(meta) if watch is not None else None, stop=stop, forcing=forcing,
+                            restart_at=restart_at)
 
 
 def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
@@ -292,8 +355,9 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     make_port() returns a fresh (model, step function) each time it is called, or (model, step
     function, {replay option: value}) for options that name the port's objects (convert=,
     variables=). The port runs from its own state (replay's default); if it fails, again with
-    forcing="state" (each step from the golden's state), whose first divergence is the first
-    local error; where the golden has taps, the steps up to it once more with forcing="taps",
+    forcing="state" (each step from the golden's state), whose failing steps the float64 arbiter
+    judges (replay/verdict.py): those it explains as round-off through a discontinuity are
+    accepted, and the first it does not is the first local error; where the golden has taps, the steps up to it once more with forcing="taps",
     which names the first layer at fault. The reproduction is a golden of that one step
     (store/excerpt.py) written under `out` (a new temporary directory by default), with a
     script that replays it when make_port is importable by name; it is replayed once to check
@@ -308,6 +372,9 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     if plain.ok:
         return Localization(golden, plain, plain)
     state = run("state", steps)
+    with open_trace(golden) as trace:
+        runs = _port_runs(trace, None, make_port, tolerance, options)
+        arbitrate_local(trace, state, runs.make_port, runs.replay_one)
     found = Localization(golden, plain, state)
     first = state.first_divergence
     if first is None:

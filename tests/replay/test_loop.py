@@ -41,6 +41,9 @@ class NumpyRunner:
         self.full = []  # per step: captured in full
         self.reads = 0
 
+    def after_step(self, index):
+        pass
+
     def read_state(self):
         self.reads += 1
         return [("var/w:0", self.w.copy())]

@@ -71,6 +71,14 @@ def tensor_dict(t: Any, by_step: bool = True, selection: Optional[Selection] = N
     return out
 
 
+def drift_dict(drift: Any) -> Dict[str, Any]:
+    """The drift view of a long golden's verdict: the port from its own state against the envelope."""
+    first = drift.first_divergence
+    return {"ok": drift.ok, "actual": drift.actual, "steps": drift.steps, "missing": list(drift.missing),
+            "short": drift.short, "first_divergence": None if first is None else divergence_dict(first),
+            "max_errors": plain(drift.max_errors()), "notes": list(drift.notes)}
+
+
 def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selection] = None
                     ) -> Dict[str, Any]:
     """Everything a Comparison holds; `by_step`: each tensor's statistics at every step too;
@@ -106,6 +114,9 @@ def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selec
         "notes": list(result.notes),
         "short": result.short,
         "golden_provenance": None if result.golden_provenance is None else plain(result.golden_provenance),
+        "judged": result.judged,
+        "arbitration": None if result.arbitration is None else plain(result.arbitration.to_dict()),
+        "drift": None if result.drift is None else drift_dict(result.drift),
         "selection": None if selection is None else selection.describe(),
         "tensors": [tensor_dict(t, by_step, selection) for t, steps in shown if steps is None or steps],
     }

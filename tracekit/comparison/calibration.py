@@ -113,8 +113,9 @@ class Derived:
     unbounded: List[Unbounded]
 
 
-def derive(spread: Spread, margin: float = MARGIN) -> Derived:
-    """The tolerance covering `spread` x margin above the floor, up to the cap (module doc)."""
+def derive(spread: Spread, margin: float = MARGIN, cap: float = CAP_ULPS) -> Derived:
+    """The tolerance covering `spread` x margin above the floor, up to `cap` (module doc; the
+    drift envelope lifts it where the float64 arbiter explains every local error)."""
     bounds: List[Bound] = []
     unbounded: List[Unbounded] = []
     for (kind, name), by_step in spread.deviation.items():
@@ -127,11 +128,11 @@ def derive(spread: Spread, margin: float = MARGIN) -> Derived:
             need = margin * measured
             if need <= TRAINING_ULPS[kind]:  # the floor
                 continue
-            if need > CAP_ULPS:
+            if need > cap:
                 over = start if over is None else over
-                ulps = CAP_ULPS
+                ulps = cap
             else:
-                ulps = 2.0 ** math.ceil(math.log2(need))
+                ulps = need if math.isinf(need) else 2.0 ** math.ceil(math.log2(need))
             last = bounds[-1] if bounds else None
             if last is not None and (last.kind, last.name, last.stop, last.ulps) == (kind, name, start, ulps):
                 bounds[-1] = Bound(kind, name, last.start, stop, max(last.measured, measured), ulps)  # one rule

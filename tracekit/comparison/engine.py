@@ -14,6 +14,7 @@ import numpy as np
 from ..store import Trace, open_trace, provenance
 from ..store.provenance import Provenance
 from ..keys import INITIAL_STEP, REPLICA, STATE_KINDS, make_key, replica_base, split_key, step_label
+from .arbiter import Arbitrated
 from .asdict import comparison_dict
 from .conventions import ConventionHint, convention_hints
 from .distribution import DistributionHint, distribution_hints, layout
@@ -209,13 +210,21 @@ class Comparison:
     forcing: str = "none"
     # Where the golden's data came from: a derived golden (a TF2 run's data) is flagged in reports.
     golden_provenance: Optional[Provenance] = None
+    # "local": a long golden judged by each step's own error (teacher-forced), failing steps judged
+    # by the float64 arbiter (`arbitration`), and the port's drift from its own state judged
+    # against the spread of perturbed replays (`drift`, None where not measured); "plain": the
+    # replay compared as it ran (replay/verdict.py).
+    judged: str = "plain"
+    arbitration: Optional[Arbitrated] = None
+    drift: Optional["Comparison"] = None
 
     def __post_init__(self) -> None:
         self.tolerance = self.profile.tolerance
 
     @property
     def ok(self) -> bool:
-        return self.first_divergence is None and not self.missing and self.short is None
+        return self.first_divergence is None and not self.missing and self.short is None and \
+            (self.drift is None or self.drift.ok)
 
     def __bool__(self) -> bool:
         return self.ok

@@ -74,6 +74,9 @@ class Runner(Protocol):
         """From the next step on, each tracekit.tap(name, x) hands the rest of the forward pass
         `taps[name]` (the golden's value in this step) instead of x; gradients still flow to x."""
 
+    def after_step(self, index: int) -> None:
+        """After step `index` was read: a replay perturbed at every step moves its state again."""
+
     def meta(self) -> Dict[str, Any]:
         """What the replay learned on the way (the strategy it ran under, ...), for the trace's
         replay metadata; asked after the last step."""
@@ -198,7 +201,7 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
                  progress: Optional[Callable[[int, int], None]] = None,
                  meta: Optional[Dict[str, Any]] = None, every: int = 1, write: bool = True,
                  sink: Optional[Sink] = None, stop: Optional[Callable[[], bool]] = None,
-                 forcing: str = "none") -> Replayed:
+                 forcing: str = "none", restart_at: "frozenset[int]" = frozenset()) -> Replayed:
     """Replay `steps` steps (all by default) of `golden`. `about` describes the replay; it goes into
     the actual trace's metadata under "replay"; `meta` is more metadata (the framework's
     environment, under its own key). With every=K only every K-th step (0, K, 2K, ...) is
@@ -208,14 +211,18 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     every step's values; `stop()`, asked after each step, ends the replay early. forcing="state"
     starts every step after the first from the golden's state at the end of the step before
     (teacher forcing: each step's error is then its own); "taps" also hands the rest of each
-    step the golden's value at every tap (each tap's error is then its layers' own)."""
+    step the golden's value at every tap (each tap's error is then its layers' own); `restart_at`
+    forces the golden's state at those steps only (the drift view's restarts after a
+    discontinuity, replay/verdict.py)."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     every = check_every(every)
     forcing = check_forcing(forcing)
     meta = dict(meta or {})
     about = dict(about or {}, forcing=forcing)
+    if restart_at:
+        about["restarted_at"] = sorted(restart_at)
     drive = functools.partial(_drive, golden, runner, call, count, every, progress=progress, stop=stop,
-                              forcing=forcing)
+                              forcing=forcing, restart_at=restart_at)
     if not write:
         ran = drive([sink] if sink is not None else [])
         return Replayed(dict(meta, **_replay_meta(golden, runner, about, ran, count, steps is not None, every)), ran)
@@ -256,14 +263,14 @@ def check_every(every: Any) -> int:
 
 def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int, sinks: Sequence[Sink],
            progress: Optional[Callable[[int, int], None]], stop: Optional[Callable[[], bool]],
-           forcing: str = "none") -> int:
+           forcing: str = "none", restart_at: "frozenset[int]" = frozenset()) -> int:
     """Run the steps, handing each one's values to the sinks; returns how many ran."""
     initial = dict(runner.read_state())
     if not count:
         _send_initial(sinks, initial, runner)
     kinds = set()  # the kinds of steps run so far
     for index in range(count):
-        if forcing in ("state", "taps") and index > 0:
+        if index > 0 and (forcing in ("state", "taps") or index in restart_at):
             _force(golden, runner, index)
         g_step = golden.step(index)
         if forcing == "taps":
@@ -297,6 +304,7 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
             sink.step(index, values, reasons, fed)
         if progress is not None:
             progress(index + 1, count)
+        runner.after_step(index)
         if stop is not None and stop():
             return index + 1
     return count

@@ -101,6 +101,8 @@ class TF2Runner:
         self._forced_taps: Optional[Dict[str, np.ndarray]] = None  # forcing="taps": this step's golden taps
         self._step_index = -1
         self._tap_error: Optional[ReplayError] = None  # why a forced tap failed (TF wraps it in its own error)
+        self._nudged: Optional[int] = None  # the seed of nudge(): a state forced later is nudged again
+        self._every_step = False
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -113,11 +115,21 @@ class TF2Runner:
             for variable, value in zip(conv.port, values):
                 variable.assign(cast_for(value, variable))
 
-    def nudge(self, seed: int) -> None:
+    def nudge(self, seed: int, every_step: bool = False) -> None:
         """Move every nonzero element of every float16/32/64 variable of the port one ulp up or
         down, at random (`seed`): the perturbed start tracekit.tf2.calibrate measures the model's
         sensitivity to round-off from. Optimizer slots are loaded at the first update, after
-        this, and stay as the golden has them; bfloat16 variables stay too (no numpy ulp)."""
+        this, and stay as the golden has them; bfloat16 variables stay too (no numpy ulp).
+        every_step: again after every step (other draws), as another machine's round-off
+        differs at every step: the drift envelope's replays (replay/verdict.py)."""
+        self._nudged, self._every_step = seed, every_step
+        self._move(seed)
+
+    def after_step(self, index: int) -> None:
+        if self._nudged is not None and self._every_step:
+            self._move(self._nudged * 1_000_003 + index + 1)
+
+    def _move(self, seed: int) -> None:
         rng = np.random.default_rng(seed)
         ported = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
         for variable in ported:
@@ -143,6 +155,8 @@ class TF2Runner:
                 for variable, value in zip(conv.port, conv.values_to_port(values)):
                     variable.assign(cast_for(value, variable))
         self.optimizer.force(dict(state), dict(rates))
+        if self._nudged is not None:  # a perturbed replay restarted from the golden's state stays perturbed
+            self._move(self._nudged)
 
     def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
         if self.distribution is not None:

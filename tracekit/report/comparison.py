@@ -15,6 +15,7 @@ from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE
 from ..comparison.stats import Stats
 from ..keys import step_label
 from .environment import changes, diff_lines, summary
+from .judged import judged_lines
 from .provenance import origin_line
 from .text import table
 
@@ -243,7 +244,9 @@ def _status(t: TensorResult) -> str:
     if t.failed_steps:  # "(noise)": every failing step is explained, and not accepted
         unexplained = any(not s.ok and step not in t.noise for step, s in t.by_step.items())
         return "FAIL" if unexplained else "FAIL (noise)"
-    return "noise ok" if t.accepted_steps else "ok"
+    if t.accepted_steps:  # accepted as noise, or (a local verdict) explained by the float64 arbiter
+        return "noise ok" if t.noise else "explained"
+    return "ok"
 
 
 def verdict(result: Comparison) -> str:
@@ -303,6 +306,7 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     lines.append("tolerance: %s (%s)" % (result.profile.name, result.profile.reason))
     if result.forcing != "none":
         lines.append(forcing_line(result.forcing))
+    lines += judged_lines(result)
     if result.distribution is not None:
         lines.append(distribution_line(result.distribution))
     lines += ["note: " + note for note in result.notes]

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from ..keys import step_label
 from .comparison import STAGES, headline
+from .judged import SHOWN_STEPS, arbitration_lines
 from .reported import Reported
 
 
@@ -64,9 +65,19 @@ def lines(found: Localization) -> List[str]:
            "  each step forced:     %s" % ("MATCH" if found.state.ok else headline(found.state))]
     if found.taps is not None:
         out.append("  each tap forced too:  %s" % ("MATCH" if found.taps.ok else headline(found.taps)))
+    arbitrated = found.state.arbitration.steps if found.state.arbitration is not None else []
+    if arbitrated:
+        out.append("the float64 arbiter judged %d failing step(s) of the forced replay:" % len(arbitrated))
+        for arbitration in arbitrated[:SHOWN_STEPS]:
+            out += arbitration_lines(arbitration)
     if found.step is None:
         if plain is None:
             out.append("the port matches the golden: nothing to localize")
+        elif arbitrated:
+            out.append("every step matches on its own, or fails only where the float64 arbiter explains it: the "
+                       "failure from its own state at %s is drift and discontinuities that round-off crossed, not a "
+                       "step that computes differently. Judge it with tracekit.tf2.check(golden, make_port=...), "
+                       "which weighs the drift against perturbed replays" % step_label(plain.step))
         else:
             out.append("every step matches on its own: the failure at %s is drift, round-off the optimizer "
                        "accumulated over earlier steps, not a step that computes differently. Compare with a training "

@@ -1,0 +1,204 @@
+"""The float64 arbiter, TensorFlow's side: replay one step of a golden with the port built in
+float64 and in float32, from the golden's state before the step, and look for the layers whose
+decisions differ between the two (comparison/arbiter.py judges).
+
+The port is rebuilt by its factory (make_port) under a float64 Keras dtype policy: its layers
+hold and compute float64, the golden's state and inputs are cast up (exactly: every float32 is
+a float64), its random draws are the golden's. A port that fixes float32 itself (an explicit
+dtype, a tf.cast to float32) cannot be arbitrated: the step is then undecided.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .. import taps
+from ..comparison.arbiter import Arbitration, Flip, arbiter_tolerance, judge, selection_flips, undecided, zero_flips
+from ..comparison.engine import compare
+from ..comparison.stats import Stats
+from ..keys import make_key
+from ..store import Trace
+from ..store.excerpt import write_excerpt
+from .tf_import import tf
+
+# The tap names of the probe's layer outputs: "<PREFIX><index>" (and "#in" for a layer's input).
+PREFIX = "tracekit.arbiter/"
+SELECTING = ("MaxPool", "GlobalMaxPool")  # layer classes that choose one element of a window
+
+# (excerpt path, model, step function, replay options, out) -> the actual trace of its one step
+ReplayOne = Callable[[str, Any, Any, Dict[str, Any], str], Trace]
+# () -> (model, step function, replay options), as localize's _made
+MakePort = Callable[[], Tuple[Any, Any, Dict[str, Any]]]
+
+
+@contextlib.contextmanager
+def float64_policy() -> Iterator[None]:
+    """Keras layers built inside hold and compute float64 (tf-keras, and Keras 3 where loaded)."""
+    keras = tf.keras
+    saved = keras.backend.floatx(), keras.mixed_precision.global_policy()
+    keras3 = sys.modules.get("keras") if "keras.config" in sys.modules else None
+    saved3 = (keras3.config.floatx(), keras3.config.dtype_policy()) if keras3 is not None else None
+    keras.backend.set_floatx("float64")
+    keras.mixed_precision.set_global_policy("float64")
+    if keras3 is not None:
+        keras3.config.set_floatx("float64")
+        keras3.config.set_dtype_policy("float64")
+    try:
+        yield
+    finally:
+        keras.backend.set_floatx(saved[0])
+        keras.mixed_precision.set_global_policy(saved[1])
+        if keras3 is not None and saved3 is not None:
+            keras3.config.set_floatx(saved3[0])
+            keras3.config.set_dtype_policy(saved3[1])
+
+
+def cast_up(step_fn: Any) -> Any:
+    """The step function fed float64 where the golden's inputs are float32."""
+    if isinstance(step_fn, Mapping):
+        return {name: cast_up(fn) for name, fn in step_fn.items()}
+
+    def up(value: Any) -> Any:
+        return tf.cast(value, tf.float64) if getattr(value, "dtype", None) == tf.float32 else value
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        return step_fn(*tf.nest.map_structure(up, args), **tf.nest.map_structure(up, kwargs))
+    step.python_function = getattr(step_fn, "python_function", step_fn)  # the port's identity, not this wrapper's
+    return step
+
+
+def _layers(model: Any) -> List[Any]:
+    flatten = getattr(model, "_flatten_layers", None)
+    if flatten is not None:
+        return [layer for layer in flatten(include_self=False) if type(layer).__name__ != "InputLayer"]
+    return [m for m in getattr(model, "submodules", ()) if callable(getattr(m, "call", None))]
+
+
+@dataclass
+class _Probed:
+    """One layer as the probe saw it: its name in the float32 model, and whether it selects."""
+
+    index: int
+    name: str
+    selecting: bool
+
+
+class Probe:
+    """While installed, every layer of `model` taps its output (a selecting layer its input too),
+    under PREFIX names numbered in the model's layer order: the same numbers in a float32 and a
+    float64 build of one port."""
+
+    def __init__(self, model: Any) -> None:
+        self.layers = _layers(model) if model is not None else []
+        self.probed = [_Probed(i, getattr(layer, "name", "?"), type(layer).__name__.startswith(SELECTING))
+                       for i, layer in enumerate(self.layers)]
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        for layer, probed in zip(self.layers, self.probed):
+            object.__setattr__(layer, "call", _tapping(layer.call, probed))
+        try:
+            yield
+        finally:
+            for layer in self.layers:
+                with contextlib.suppress(AttributeError):
+                    object.__delattr__(layer, "call")
+
+
+def _tapping(call: Callable[..., Any], probed: _Probed) -> Callable[..., Any]:
+    name = "%s%d" % (PREFIX, probed.index)
+
+    def tapped(*args: Any, **kwargs: Any) -> Any:
+        out = call(*args, **kwargs)
+        if tf.is_tensor(out) and not tf.is_symbolic_tensor(out) or _in_function(out):
+            taps.tap(name, out)
+            if probed.selecting and args and tf.is_tensor(args[0]):
+                taps.tap(name + "#in", args[0])
+        return out
+    return tapped
+
+
+def _in_function(value: Any) -> bool:
+    graph = getattr(value, "graph", None)
+    return graph is not None and any(cls.__name__ == "FuncGraph" for cls in type(graph).__mro__)
+
+
+def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port: MakePort,
+              replay_one: ReplayOne) -> Arbitration:
+    """Judge step `index` of `golden`, whose float32 port fails there on `failing` (key -> stats)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tracekit-arbiter-") as folder:
+        excerpt = write_excerpt(golden, index, os.path.join(folder, "step.h5"))
+        model32, step32, own32 = make_port()
+        probe32 = Probe(model32)
+        with probe32.installed():
+            ran32 = replay_one(excerpt, model32, step32, own32, os.path.join(folder, "float32.h5"))
+        try:
+            with float64_policy():
+                model64, step64, own64 = make_port()
+            probe64 = Probe(model64)
+            with probe64.installed():
+                ran64 = replay_one(excerpt, model64, cast_up(step64), own64, os.path.join(folder, "float64.h5"))
+        except Exception as exc:  # the port cannot compute in float64: no verdict, which counts as the port's
+            ran32.close()
+            return undecided(index, "%s: %s" % (type(exc).__name__, exc), time.perf_counter() - start)
+        with ran32, ran64:
+            step64 = ran64.step(0)
+            flips = _flips(probe32, probe64, ran32.step(0), step64)
+            stats64 = _step_stats(compare(excerpt, ran64, arbiter_tolerance()))
+            g_step = golden.step(index)
+            golden_flips = tuple(flip for flip in (zero_flips("golden tap %s" % name, g_step["tap", name],
+                                                              step64["tap", name])
+                                                   for name in g_step.names("tap") if make_key("tap", name) in step64)
+                                 if flip is not None)
+    return judge(index, failing, stats64, flips, time.perf_counter() - start, golden_flips)
+
+
+def _step_stats(result: Any) -> Dict[str, Stats]:
+    """The one step's statistics per tensor, an explained (noise) failure counted as agreeing."""
+    out = {}
+    for tensor in result.tensors:
+        stats = tensor.by_step.get(0)
+        if stats is None:
+            continue
+        if not stats.ok and 0 in tensor.noise:
+            stats = Stats(**dict(vars(stats), ok=True))
+        out[tensor.key] = stats
+    return out
+
+
+def _flips(probe32: Probe, probe64: Probe, step32: Any, step64: Any) -> Tuple[Flip, ...]:
+    """The layers, in the model's order, whose decisions differ between the two runs."""
+    found = []
+    for p32, layer32, layer64 in zip(probe32.probed, probe32.layers, probe64.layers):
+        key = make_key("tap", "%s%d" % (PREFIX, p32.index))
+        if key not in step32 or key not in step64:
+            continue
+        label = "layer %s" % p32.name
+        if p32.selecting and key + "#in" in step32 and key + "#in" in step64:
+            flip = _selection(label, layer32, layer64, step32[key + "#in"], step64[key + "#in"])
+        else:
+            flip = zero_flips(label, step32[key], step64[key])
+        if flip is not None:
+            found.append(flip)
+    return tuple(found)
+
+
+def _selection(label: str, layer32: Any, layer64: Any, in32: np.ndarray, in64: np.ndarray) -> Optional[Flip]:
+    """A max-pooling layer's choices in each run, as the gradient of its output with respect to
+    its input (1 where an element was chosen)."""
+    x32, x64 = tf.constant(in32), tf.constant(in64)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x32, x64])
+        y32, y64 = layer32(x32), layer64(x64)
+    route32, route64 = tape.gradient(y32, x32), tape.gradient(y64, x64)
+    at64 = tape.gradient(y32, x32, output_gradients=tf.cast(y64, y32.dtype))
+    return selection_flips(label, route32.numpy(), route64.numpy(), at64.numpy(), in64)

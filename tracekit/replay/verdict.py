@@ -1,0 +1,154 @@
+"""The verdict on a long golden: each step's own error, the float64 arbiter on the steps that
+fail, and the accumulated drift against the spread of perturbed replays.
+
+Over hundreds of steps a correct port meets a discontinuity sooner or later: a ReLU
+pre-activation, a max-pooling tie or a threshold a few ulps from its kink that float32 rounds to
+the other side in TF 2's summation order (comparison/arbiter.py). From there its trajectory
+leaves the golden's however correct it is, and no fixed tolerance on the accumulated error
+tells a port's mistake from that. So a long golden is judged in two views:
+
+- local: the port is replayed teacher-forced (each step from the golden's state), so each
+  step's error is its own. A step that fails the tolerance goes to the arbiter; the steps it
+  explains are accepted and listed, and the first it does not is the failure, at its step and
+  tensor. The arbiter stops at the first unexplained step (the verdict is known) and after
+  ARBITRATED_STEPS steps (those after it count as unexplained).
+- drift: the port from its own state, compared with the golden under an envelope: the spread of
+  ENVELOPE_RUNS replays whose state moved one ulp at the start and again after every step (the
+  golden's round-off differs from the port's at every step, not only at the start; replays
+  moved only at the start, as tracekit.tf2.calibrate's, stay together far longer), times
+  ENVELOPE_MARGIN, over the training profile's floor, with no cap (the arbiter explained every
+  local error, so growth is round-off's). Outside fails; inside is shown beside the local view.
+  A discontinuity the arbiter explained sends the two trajectories apart at once, which no
+  perturbed replay need repeat: at each such step and the one after, the port's replay and the
+  perturbed ones restart from the golden's state (the explained step is then the local view's,
+  accepted), so drift is judged between discontinuities.
+
+The drift is measured only when the local view passes: a local error already decides.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..comparison.arbiter import Arbitrated
+from ..comparison.calibration import Spread, derive
+from ..comparison.engine import Comparison, Divergence, compare
+from ..comparison.stats import Stats
+from ..comparison.tolerance import Tolerance
+from ..store import Trace
+from .arbiter import MakePort, ReplayOne, arbitrate
+
+# Goldens longer than this many steps are judged by the local view and the drift envelope when
+# the port's factory is given: beyond a few dozen steps of Adam and ReLU a correct port's own
+# trajectory has left the golden's (the shipped Estimator example's at step 13).
+LONG_GOLDEN = 20
+ARBITRATED_STEPS = 16
+ENVELOPE_RUNS = 2
+ENVELOPE_MARGIN = 4.0
+JUDGES = ("auto", "plain", "local")
+
+
+@dataclass(frozen=True)
+class PortRuns:
+    """How the verdict runs the port, each time a fresh one from its factory."""
+
+    check: Callable[[], Comparison]  # the teacher-forced replay, compared as it runs
+    # (nudge seed or None, out, steps restarting from the golden's state) -> a written replay from its own state
+    replay: Callable[[Optional[int], str, "frozenset[int]"], Trace]
+    replay_one: ReplayOne
+    make_port: MakePort
+
+
+def judge_long(golden: Trace, port: PortRuns, drift_out: Optional[str] = None) -> Comparison:
+    """The local view, arbitrated, and (when it passes) the drift view; `drift_out`: where to keep
+    the replay from the port's own state (a temporary file by default)."""
+    local = port.check()
+    local.judged = "local"
+    arbitrated = arbitrate_local(golden, local, port.make_port, port.replay_one)
+    if local.first_divergence is None and not local.missing and local.short is None:
+        local.drift = envelope(golden, port, arbitrated, type(local), drift_out)
+    return local
+
+
+def arbitrate_local(golden: Trace, local: Comparison, make_port: MakePort, replay_one: ReplayOne) -> Arbitrated:
+    """Arbitrate a teacher-forced comparison's failing steps in order, up to the first the arbiter
+    does not explain, and accept those it explains (`local.arbitration` says which)."""
+    arbitrated = local.arbitration = Arbitrated()
+    for step, failing in failing_steps(local):
+        if step < 0:
+            break  # the initial state differs: the variables as loaded, no step to arbitrate
+        if len(arbitrated.steps) >= ARBITRATED_STEPS:
+            local.notes.append("the arbiter stopped after %d failing steps: later local errors count as the port's"
+                               % ARBITRATED_STEPS)
+            break
+        arbitration = arbitrate(golden, step, failing, make_port, replay_one)
+        arbitrated.steps.append(arbitration)
+        if not arbitration.explained:
+            break
+    accept(local, arbitrated)
+    return arbitrated
+
+
+def failing(tensor_ok: bool, step: int, noise_steps: object, accept_noise: bool) -> bool:
+    return not tensor_ok and not (accept_noise and step in noise_steps)  # type: ignore[operator]
+
+
+def failing_steps(result: Comparison) -> List[Tuple[int, Dict[str, Stats]]]:
+    """(step, {key: stats}) of every step where some tensor fails, unaccepted, in step order."""
+    steps: Dict[int, Dict[str, Stats]] = {}
+    for tensor in result.tensors:
+        for step, stats in tensor.by_step.items():
+            if failing(stats.ok, step, tensor.noise, result.tolerance.accept_noise):
+                steps.setdefault(step, {})[tensor.key] = stats
+    return sorted(steps.items())
+
+
+def accept(result: Comparison, arbitrated: Arbitrated) -> None:
+    """Count the failures of the steps the arbiter explained as accepted; the first divergence
+    becomes the first failure it did not explain."""
+    explained = {a.step for a in arbitrated.explained}
+    if not explained:
+        return
+    first: Optional[Tuple[Tuple[int, int], Divergence]] = None
+    for order, tensor in enumerate(result.tensors):
+        still = []
+        for step, stats in tensor.by_step.items():
+            if not failing(stats.ok, step, tensor.noise, result.tolerance.accept_noise):
+                continue
+            if step in explained:
+                tensor.failed_steps -= 1
+                tensor.accepted_steps += 1
+            else:
+                still.append(step)
+        tensor.first_failed = still[0] if still else None
+        if still and (first is None or (still[0], order) < first[0]):
+            first = ((still[0], order), Divergence(still[0], tensor.kind, tensor.name, tensor.by_step[still[0]]))
+    was = result.first_divergence
+    if was is None or was.step in explained:
+        result.first_divergence = None if first is None else first[1]
+
+
+def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type: type,
+             out: Optional[str] = None) -> Comparison:
+    """The port from its own state against the envelope of ENVELOPE_RUNS perturbed replays,
+    restarted from the golden's state at each explained discontinuity and the step after."""
+    explained = sorted(a.step for a in arbitrated.explained)
+    restarts = frozenset(explained) | frozenset(step + 1 for step in explained)
+    with tempfile.TemporaryDirectory(prefix="tracekit-envelope-") as folder:
+        spread = Spread()
+        with port.replay(None, out or os.path.join(folder, "own.h5"), restarts) as own:
+            for seed in range(ENVELOPE_RUNS):
+                with port.replay(seed, os.path.join(folder, "nudged-%d.h5" % seed), restarts) as nudged:
+                    spread.add(compare(own, nudged, Tolerance.exact()))
+            derived = derive(spread, ENVELOPE_MARGIN, cap=math.inf)
+            drift = compare(golden, own, derived.tolerance, result_type=result_type)
+    accept(drift, arbitrated)
+    drift.notes.append("drift envelope: %d replays moved one ulp at every step, their largest deviation x %g over "
+                       "the training floor%s" % (ENVELOPE_RUNS, ENVELOPE_MARGIN, "; restarted from the golden's state "
+                                                 "at steps %s (explained discontinuities and the steps after)"
+                                                 % ", ".join(map(str, sorted(restarts))) if restarts else ""))
+    return drift
