@@ -2,7 +2,7 @@
 them; each `make_*` returns (model, step) and takes `slip=`, a mistake that only shows late,
 for the wrong ports the tests must catch (None: the right port).
 
-Slips: "nudge" moves one weight by 1e-3 at step NUDGE_AT; "schedule" (mlp) decays the learning
+Slips: "nudge" moves one weight by 1e-3 at step NUDGE_AT (or nudge_at=); "schedule" (mlp) decays the learning
 rate from step 100 over 500 steps instead of 1000; "decay" (mlp) leaves out the weight decay the
 golden adds from its warm-up's end.
 """
@@ -30,11 +30,11 @@ class _Rate(tf.keras.optimizers.schedules.LearningRateSchedule):
         return {"decay_steps": self.decay_steps}
 
 
-def _nudged(variable, step, slip):
-    """The "nudge" slip: one element of `variable` moved by 1e-3 in step NUDGE_AT."""
+def _nudged(variable, step, slip, at):
+    """The "nudge" slip: one element of `variable` moved by 1e-3 in step `at`."""
     if slip != "nudge":
         return
-    delta = tf.cast(tf.equal(step, NUDGE_AT), variable.dtype) * 1e-3
+    delta = tf.cast(tf.equal(step, at), variable.dtype) * 1e-3
     index = [[0] * len(variable.shape)]
     variable.assign_add(tf.scatter_nd(index, tf.reshape(delta, [1]), variable.shape))
 
@@ -56,7 +56,7 @@ class MLP(tf.keras.Model):
         return tracekit.tap("logits", self.logits(x))
 
 
-def make_mlp(slip=None, features=784, hidden=128, layers=3):
+def make_mlp(slip=None, features=784, hidden=128, layers=3, nudge_at=NUDGE_AT):
     _check(slip, SLIPS)
     model = MLP(hidden, layers)
     model(tf.zeros((1, features)))
@@ -76,13 +76,13 @@ def make_mlp(slip=None, features=784, hidden=128, layers=3):
                 loss += 1e-4 * on * tf.add_n([tf.nn.l2_loss(k) for k in kernels])
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        _nudged(dense[0].kernel, at, slip)
+        _nudged(dense[0].kernel, at, slip, nudge_at)
         return {"loss": loss}
 
     return model, step
 
 
-def _supervised(model, slip):
+def _supervised(model, slip, nudge_at=NUDGE_AT):
     optimizer = tf.keras.optimizers.Adam(1e-3, epsilon=1e-8)
     cross_entropy = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
 
@@ -93,7 +93,7 @@ def _supervised(model, slip):
             loss = cross_entropy(batch["y:0"], model(batch["x:0"], training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        _nudged(model.trainable_variables[0], at, slip)
+        _nudged(model.trainable_variables[0], at, slip, nudge_at)
         return {"loss": loss}
 
     return step

@@ -33,6 +33,10 @@ from .stats import Stats
 from .tolerance import ROUNDOFF_ULPS, Tolerance
 
 EXPLAINED, PORT, UNDECIDED = "round-off", "port", "undecided"
+# Goldens longer than this many steps are judged by the local view, the arbiter and the drift
+# envelope when the port's factory is given (replay/verdict.py): beyond a few dozen steps of Adam
+# and ReLU a correct port's own trajectory has left the golden's (the Estimator example's at step 13).
+LONG_GOLDEN = 20
 # Indices of flipped elements a Flip keeps.
 SHOWN = 5
 # How near its kink an element the golden put on the other side must be, in float32 eps x the

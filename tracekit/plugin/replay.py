@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pytest
 
@@ -21,6 +23,8 @@ from ..lifecycle.update import write_golden
 from ..lifecycle.workspace import Workspace, in_ci
 from ..report.comparison import headline
 from ..report.reported import Reported, compare
+from ..replay.factory import made
+from ..store import open_trace
 
 UPDATE_MODES = ("none", "new", "all")
 UNUSED_MODES = ("fail", "warn", "delete")
@@ -129,8 +133,9 @@ class GoldenReplay:
         for trace in self._traces:
             trace.close()  # a temporary trace: its file goes with it
 
-    def __call__(self, golden: Any, step: Any, *, model: Any = None, variables: Any = None, tolerance: Any = None,
-                 data: Optional[Sequence[Mapping[str, Any]]] = None, **options: Any) -> Optional[Reported]:
+    def __call__(self, golden: Any, step: Any = None, *, model: Any = None, variables: Any = None,
+                 tolerance: Any = None, data: Optional[Sequence[Mapping[str, Any]]] = None,
+                 make_port: Any = None, **options: Any) -> Optional[Reported]:
         """Replay `step` (and `model`/`variables`) against `golden` and compare with the test's
         tolerance; fail with the first divergence, keeping the actual trace as a pending
         entry. Returns the comparison (None when this run created the golden); the actual trace
@@ -141,6 +146,10 @@ class GoldenReplay:
           else the tracekit_tolerance ini value ("auto": chosen from the two traces).
         data: one {input name: array} per step, used only when the golden does not exist: the
           TF2 run on it makes a derived golden (--tracekit-update=new) or a pending one.
+        make_port: the port's factory (a fresh (model, step[, replay options]) per call; step and
+          model may then be left out): a golden longer than tracekit.replay.verdict.LONG_GOLDEN
+          steps is then judged by its local errors, the float64 arbiter and the drift envelope,
+          as tracekit.tf2.check(make_port=) judges it.
         options: passed to tracekit.tf2.replay (var_map, init, random, steps, inputs, convert, strategy,
           input_api, global_batch_size, determinism, tf32, grappler, every).
         """
@@ -150,14 +159,22 @@ class GoldenReplay:
         rel = settings.workspace.relative(path)
         tol = settings.tolerance_for(tolerance, self._item)
         tf2 = _tf2()
+        if step is None:
+            if make_port is None:
+                raise UsageError("tracekit_replay needs the port's step function, or its factory (make_port=)")
+            model, step, own = _made(make_port, options)
+            options = dict(options, **own)
         if not os.path.exists(path):
             message = self._missing(tf2, path, rel, step, model, variables, data, options)
             if message is None:
                 return None
             pytest.fail(message, pytrace=False)
-        actual = tf2.replay(path, step, model=model, variables=variables, **options)
+        if make_port is not None:
+            result, actual = self._judged(tf2, path, step, model, variables, tol, make_port, options)
+        else:
+            actual = tf2.replay(path, step, model=model, variables=variables, **options)
+            result = compare(path, actual, tol)
         self._traces.append(actual)
-        result = compare(path, actual, tol)
         pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)  # superseded now
         refused = ""
         if settings.writes and settings.update == "all" and (not result.ok or settings.asked(self._item)):
@@ -175,6 +192,27 @@ class GoldenReplay:
         self._use(rel, FAILED, entry.name, line)
         raise Mismatch("golden %s: %s%s\n\n%s\n\n%s%s" % (rel, line, refused, result.report(), self._what_now(entry),
                                                          self._html(result)))
+
+    def _judged(self, tf2: Any, path: str, step: Any, model: Any, variables: Any, tol: Any, make_port: Any,
+                options: Mapping[str, Any]) -> Tuple[Reported, Any]:
+        """check(make_port=): the verdict (local for a long golden), and the actual trace to keep: the
+        port's replay from its own state (written by the drift view, else replayed once more)."""
+        folder = tempfile.mkdtemp(prefix="tracekit-judged-")
+        out = os.path.join(folder, "actual.h5")
+        try:
+            result = tf2.check(path, step, model=model, variables=variables, tolerance=tol, make_port=make_port,
+                               out=out, **options)
+            if os.path.exists(out):
+                actual = open_trace(out)
+                actual.delete_when_closed(folder)
+            else:  # a local error decided before the drift view wrote it: the port's own run, for review
+                shutil.rmtree(folder, ignore_errors=True)
+                fresh, port_step, own = _made(make_port, options)
+                actual = tf2.replay(path, port_step, model=fresh, variables=variables, **dict(options, **own))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return result, actual
 
     def _html(self, result: Reported) -> str:
         """With --tracekit-report DIR: the failing comparison's HTML page, named after the test;
@@ -244,6 +282,12 @@ class GoldenReplay:
                     % (kept, os.environ.get("CI"), os.path.relpath(settings.workspace.pending, settings.root)))
         return ("%s. If the change is intended: tracekit accept %s --reason '...' (or tracekit review), or rerun with "
                 "--tracekit-update=all" % (kept, entry.name))
+
+
+def _made(make_port: Any, options: Mapping[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+    """A fresh port: (model, step, its own replay options, those the test gave winning)."""
+    model, step, own = made(make_port)
+    return model, step, {k: v for k, v in own.items() if k not in options}
 
 
 def tolerance_problem(value: Any) -> str:

@@ -24,10 +24,12 @@ from .. import taps
 from ..comparison.arbiter import Arbitration, Flip, arbiter_tolerance, judge, selection_flips, undecided, zero_flips
 from ..comparison.engine import compare
 from ..comparison.stats import Stats
+from ..errors import ReplayError
 from ..keys import make_key
 from ..store import Trace
 from ..store.excerpt import write_excerpt
 from .tf_import import tf
+from .variables import model_variables, name_of
 
 # The tap names of the probe's layer outputs: "<PREFIX><index>" (and "#in" for a layer's input).
 PREFIX = "tracekit.arbiter/"
@@ -144,6 +146,7 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
         try:
             with float64_policy():
                 model64, step64, own64 = make_port()
+            _check_float64(model64)
             probe64 = Probe(model64)
             with probe64.installed():
                 ran64 = replay_one(excerpt, model64, cast_up(step64), own64, os.path.join(folder, "float64.h5"))
@@ -160,6 +163,15 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
                                                    for name in g_step.names("tap") if make_key("tap", name) in step64)
                                  if flip is not None)
     return judge(index, failing, stats64, flips, time.perf_counter() - start, golden_flips)
+
+
+def _check_float64(model: Any) -> None:
+    """A port that fixed float32 itself (a layer's dtype=) would be judged by a float32 run."""
+    narrow = ["%s (%s)" % (name_of(v), v.dtype.name) for v in (model_variables(model) if model is not None else [])
+              if v.dtype.is_floating and v.dtype != tf.float64]
+    if narrow:
+        raise ReplayError("under the float64 policy the port built %s: it fixes their dtype (a layer's dtype=); "
+                          "leave it to the policy" % ", ".join(narrow[:4]))
 
 
 def _step_stats(result: Any) -> Dict[str, Stats]:

@@ -34,18 +34,15 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..comparison.arbiter import Arbitrated
+from ..comparison.arbiter import LONG_GOLDEN, Arbitrated
 from ..comparison.calibration import Spread, derive
 from ..comparison.engine import Comparison, Divergence, compare
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
+from ..keys import KIND_ORDER
 from ..store import Trace
 from .arbiter import MakePort, ReplayOne, arbitrate
 
-# Goldens longer than this many steps are judged by the local view and the drift envelope when
-# the port's factory is given: beyond a few dozen steps of Adam and ReLU a correct port's own
-# trajectory has left the golden's (the shipped Estimator example's at step 13).
-LONG_GOLDEN = 20
 ARBITRATED_STEPS = 16
 ENVELOPE_RUNS = 2
 ENVELOPE_MARGIN = 4.0
@@ -113,7 +110,7 @@ def accept(result: Comparison, arbitrated: Arbitrated) -> None:
     explained = {a.step for a in arbitrated.explained}
     if not explained:
         return
-    first: Optional[Tuple[Tuple[int, int], Divergence]] = None
+    first: Optional[Tuple[Tuple[int, Tuple[int, int]], Divergence]] = None
     for order, tensor in enumerate(result.tensors):
         still = []
         for step, stats in tensor.by_step.items():
@@ -125,8 +122,10 @@ def accept(result: Comparison, arbitrated: Arbitrated) -> None:
             else:
                 still.append(step)
         tensor.first_failed = still[0] if still else None
-        if still and (first is None or (still[0], order) < first[0]):
-            first = ((still[0], order), Divergence(still[0], tensor.kind, tensor.name, tensor.by_step[still[0]]))
+        # within a step, data-flow order: by kind, then as the tensors came (their order within a kind)
+        rank = (KIND_ORDER.get(tensor.kind, len(KIND_ORDER)), order)
+        if still and (first is None or (still[0], rank) < first[0]):
+            first = ((still[0], rank), Divergence(still[0], tensor.kind, tensor.name, tensor.by_step[still[0]]))
     was = result.first_divergence
     if was is None or was.step in explained:
         result.first_divergence = None if first is None else first[1]

@@ -24,6 +24,7 @@ from . import plots
 from .comparison import (STAGES, cause, convention, distribution_hint, divergence, forcing_line, form_lines,
                          headline, noise_line, slip, tensor_rows, verdict)
 from .environment import diff_lines
+from .judged import judged_lines
 
 HEATMAP_ROWS = 40  # the worst tensors; the table lists them all
 STYLE = """
@@ -187,6 +188,9 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
         top.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])))
     top += form_lines(result)
     parts += ["<h2>Environment and tolerance</h2>", _pre(top)]
+    judged = judged_lines(result)
+    if judged:
+        parts += ["<h2>Verdict on a long golden: the local and the drift view</h2>", _pre(judged)]
     first = result.first_divergence
     if first is not None:
         why = divergence(first)

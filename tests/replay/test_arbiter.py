@@ -1,0 +1,158 @@
+"""The float64 arbiter and the verdict on long goldens, on a discontinuity every machine crosses
+alike: relu((1 + 1e-8) - 1) is relu(0) in float32 and relu(1e-8) in float64, whatever the CPU,
+so summing three terms in another order puts one ReLU on the other side of its kink and moves
+its whole gradient. The goldens are derived (tracekit.tf2.record of the golden's own order); the
+steps run eagerly, where the order written is the order summed."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+
+import tracekit
+from tracekit.comparison.arbiter import EXPLAINED, PORT, UNDECIDED
+from tracekit.replay.verdict import LONG_GOLDEN
+
+X = np.array([[1.0, -1.0, 1e-8]], dtype=np.float32)
+FAR = np.array([[1.0, 1.0, 1.0]], dtype=np.float32)  # every sum far from the kink
+
+
+def _kink_layer(tf, order, dtype=None):
+    """relu of two sums: x0 w0 + x1 w1 + x2 w2 summed in `order` ("golden": (x0 w0 + x1 w1) + x2 w2,
+    exactly 1e-8 in float32; "port": (x0 w0 + x2 w2) + x1 w1, 0 in float32 and 1e-8 in float64),
+    and x0 w0 (= 1, the layer's scale)."""
+
+    class Kink(tf.keras.layers.Layer):
+        def build(self, shape):
+            self.w = self.add_weight(name="w", shape=(3,), initializer="ones")
+
+        def call(self, x):
+            terms = [x[:, i] * self.w[i] for i in range(3)]
+            first = (terms[0] + terms[1]) + terms[2] if order == "golden" else (terms[0] + terms[2]) + terms[1]
+            return tf.nn.relu(tf.stack([first, terms[0]], axis=1))
+    return Kink(name="kink", dtype=dtype)
+
+
+def make(order="port", doubled=False, float32=None):
+    """(model, step): the kink model, an SGD of rate 0 (every step sees the same state); doubled:
+    a wrong port (its loss twice the golden's); float32: a port fixed to float32, by a float32
+    constant in its loss ("constant") or by its layer's dtype ("layer")."""
+    tf = tracekit.tf2.tf
+    kink = _kink_layer(tf, order, "float32" if float32 == "layer" else None)
+    model = tf.keras.Sequential([kink])
+    model.build((None, 3))
+    optimizer = tf.keras.optimizers.SGD(0.0)
+
+    def step(inputs):  # eager: Grappler would fold the two additions into one AddN, in one order
+
+        with tf.GradientTape() as tape:
+            out = tracekit.tap("kink", model(inputs["x"]))
+            loss = tf.reduce_sum(out) * (2.0 if doubled else 1.0)
+            if float32 == "constant":
+                loss = loss * tf.constant(1.0, tf.float32)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return {"loss": loss}
+    return model, step
+
+
+@pytest.fixture(scope="module")
+def goldens(tmp_path_factory):
+    """golden(order, steps, kinks): a golden of `steps` steps made by that order's own run, the
+    first `kinks` of them (all by default) at the kink."""
+    made = {}
+
+    def golden(order, steps, kinks=None):
+        kinks = steps if kinks is None else kinks
+        if (order, steps, kinks) not in made:
+            path = str(tmp_path_factory.mktemp("kink") / ("%s-%d-%d.h5" % (order, steps, kinks)))
+            model, step = make(order)
+            data = [{"x": X if index < kinks else FAR} for index in range(steps)]
+            tracekit.tf2.record(step, data, model=model).save(path)
+            made[order, steps, kinks] = path
+        return made[order, steps, kinks]
+    return golden
+
+
+def test_the_ports_float32_crossing_the_kink_is_explained(tf2, goldens):
+    golden = goldens("golden", 2)
+    model, step = make("port")
+    assert not tf2.check(golden, step, model=model).ok  # a plain check fails the correct port
+    result = tf2.check(golden, make_port=functools.partial(make, "port"), judge="local")
+    assert result.ok and result.judged == "local" and result.first_divergence is None
+    steps = result.arbitration.steps
+    assert [a.step for a in steps] == [0, 1] and all(a.verdict == EXPLAINED and a.side == "port" for a in steps)
+    flip = steps[0].flips[0]
+    assert flip.layer == "layer kink" and flip.kind == "zero" and (flip.elements, flip.total) == (1, 2)
+    assert flip.where == ((0, 0),) and 0 < flip.margin_ulps < 1  # 1e-8 against a scale of 1: 0.08 ulps
+    failing = {t.key for t in steps[0].tensors}
+    assert "grad/kink/w:0" in failing and all(t.float64_ok for t in steps[0].tensors)
+    assert result.tensor("grad", "kink/w:0").accepted_steps == 2
+    text = result.report()
+    assert "judged: local" in text and "the port's float32 took the other side" in text
+    assert "layer kink: 1 of 2 elements zero in one precision only" in text and "decided by: both views" in text
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert data["judged"] == "local" and data["arbitration"]["steps"][0]["side"] == "port"
+    assert data["drift"]["ok"] is True
+
+
+def test_the_goldens_float32_crossing_the_kink_is_explained_at_its_tap(tf2, goldens):
+    # The golden summed in the order that rounds to 0; the port's float32 and float64 agree on 1e-8.
+    golden = goldens("port", 2)
+    result = tf2.check(golden, make_port=functools.partial(make, "golden"), judge="local")
+    assert result.ok, result.report()
+    arbitration = result.arbitration.steps[0]
+    assert arbitration.side == "golden" and not arbitration.flips  # the port's two precisions agree
+    assert not all(t.float64_ok for t in arbitration.tensors)
+    (flip,) = arbitration.golden_flips
+    assert flip.layer == "golden tap kink" and flip.margin_ulps < 1
+
+
+def test_a_wrong_port_is_the_ports_error(tf2, goldens):
+    golden = goldens("golden", 2)
+    result = tf2.check(golden, make_port=functools.partial(make, "golden", doubled=True), judge="local")
+    assert not result.ok and result.first_divergence.step == 0
+    (arbitration,) = result.arbitration.steps  # the first unexplained step ends the arbitration
+    assert arbitration.verdict == PORT and not arbitration.explained
+    assert result.drift is None and "drift: not measured" in result.report()
+    assert "decided by: the local view" in result.report()
+
+
+@pytest.mark.parametrize("float32, why", [("constant", "InvalidArgumentError"), ("layer", "kink/w:0")])
+def test_a_port_that_cannot_compute_in_float64_is_undecided_and_fails(tf2, goldens, float32, why):
+    golden = goldens("golden", 2)
+    result = tf2.check(golden, make_port=functools.partial(make, "port", float32=float32), judge="local")
+    assert not result.ok
+    (arbitration,) = result.arbitration.steps
+    assert arbitration.verdict == UNDECIDED and why in arbitration.error
+    assert "undecided, the float64 port could not run" in result.report()
+
+
+def test_long_goldens_are_judged_locally_by_default(tf2, goldens):
+    port = functools.partial(make, "port")
+    short = tf2.check(goldens("golden", LONG_GOLDEN, kinks=1), make_port=port)
+    assert short.judged == "plain" and not short.ok  # the short-golden default stays
+    long = tf2.check(goldens("golden", LONG_GOLDEN + 1, kinks=1), make_port=port)
+    assert long.judged == "local" and long.ok, long.report()
+    assert [a.step for a in long.arbitration.steps] == [0] and long.drift.ok
+    assert long.drift.steps == LONG_GOLDEN + 1
+
+
+def test_the_arbiter_stops_after_its_step_budget(tf2, goldens):
+    # Every step at the kink: the first ARBITRATED_STEPS are explained, the rest count as the port's.
+    result = tf2.check(goldens("golden", 18), make_port=functools.partial(make, "port"), judge="local")
+    assert len(result.arbitration.steps) == 16 and all(a.explained for a in result.arbitration.steps)
+    assert not result.ok and result.first_divergence.step == 16
+    assert "the arbiter stopped after 16 failing steps" in " ".join(result.notes)
+
+
+def test_check_needs_a_step_or_a_factory(tf2, goldens):
+    with pytest.raises(tracekit.UsageError, match="make_port"):
+        tf2.check(goldens("golden", 2))
+    with pytest.raises(tracekit.UsageError, match="judge must be one of"):
+        tf2.check(goldens("golden", 2), make_port=make, judge="sometimes")
+    with pytest.raises(tracekit.UsageError, match="forcing"):
+        tf2.check(goldens("golden", 2), make_port=make, judge="local", forcing="state")

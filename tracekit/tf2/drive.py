@@ -1,0 +1,233 @@
+"""The replay itself: the options of tracekit.tf2.replay, written once, driven through the
+runner and loop for a replay, a derived recording, and the runs localize, calibrate and the
+verdict on long goldens make (each of a fresh port from its factory)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+from ..environment import fingerprint, program_identity, tensorflow_environment
+from ..errors import UsageError
+from ..replay.capture import numpy
+from ..replay.conversions import Conversion
+from ..replay.distribute import Distribution, batch_size
+from ..replay.factory import made
+from ..replay.loop import Replayed, Sink, check_every, check_forcing, check_steps, replay_steps, step_for
+from ..replay.settings import numerics
+from ..replay.source import write_source
+from ..replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage
+from ..replay.tf_import import tf
+from ..replay.variables import model_variables, name_of
+from ..store import Trace, open_trace
+from ..structure import structured
+
+def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
+           model: Any = None, variables: Any = None,
+           var_map: Any = "auto", init: str = "golden", random: str = "tape", steps: Optional[int] = None,
+           inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None, convert: Sequence[Conversion] = (),
+           progress: Optional[Callable[[int, int], None]] = None, strategy: Any = None,
+           input_api: str = "dataset", global_batch_size: Optional[int] = None,
+           determinism: Optional[bool] = None, tf32: Optional[bool] = None,
+           grappler: "Mapping[str, bool] | bool | None" = None, every: int = 1, forcing: str = "none") -> Trace:
+    """Drive `step_fn` through the golden's steps and return the actual trace.
+
+    step_fn(inputs): the TF2 training step (eager or tf.function), called once per
+      recorded step with {golden input name: tensor} (or keywords, with inputs=
+      {golden input name: keyword}); it may return its loss or a dict of named values.
+      For a golden of alternating train ops (a GAN's discriminator and generator steps,
+      recorded as separate steps), a dict {train op name: step function}; `tracekit show`
+      lists the golden's train_ops.
+    model / variables: the TF2 variables, mapped to the golden's by name (var_map=
+      "auto", a dict, (regex, replacement) rules or a callable); unmatched or
+      shape-mismatched ones stop the replay before it starts, listed.
+    convert: weight conversions for golden variables the port holds in another layout,
+      e.g. [tracekit.tf2.lstm("rnn/lstm_cell", model.lstm)] for a TF1 LSTMCell ported to
+      a Keras LSTM; values, gradients and slots are compared in the golden's layout.
+    init: "golden" loads the golden's initial variables, slots and step count;
+      "seed" keeps the port's own (build it inside tracekit.tf2.seeded(golden)).
+    random: "tape" injects the golden's recorded random draws into the port's random
+      ops, in order; "seed" aligns seeds only; "none" leaves TF2 randomness alone.
+    steps: replay only the first N steps. every: capture gradients, taps, variables and slots
+      every K-th step only (steps 0, K, 2K, ...), as the recorder's every=K; inputs, random
+      draws, loss and learning rate are kept every step. out: where to write the actual trace; by default
+      a temporary file, removed when the returned trace is closed or dropped, or the
+      process exits (`.save(path)` keeps a copy).
+    strategy: a tf.distribute strategy the model was built under; step_fn is then the
+      port's distributed step: it receives the inputs as the strategy hands them out
+      (batched ones as per-replica values, split by input_api: "dataset" as
+      strategy.experimental_distribute_dataset splits a batch of global_batch_size rows,
+      "function" as distribute_datasets_from_function with consecutive per-replica slices;
+      global_batch_size defaults to the golden's first batch), calls strategy.run itself
+      and returns cross-replica values (strategy.reduce(SUM, ...) of a loss scaled by the
+      global batch). Gradients are captured all-reduced, as the optimizer applies them.
+    determinism / tf32 / grappler: switch op determinism, TensorFloat-32 matmuls and
+      Grappler passes (False: those that change float results; or a dict of options) for
+      the replay; None leaves them. Recorded in the actual trace's environment.
+    forcing: "none" lets the port run from its own state; "state" (teacher forcing) sets
+      its variables, optimizer slots and step counter to the golden's state at the end of
+      the step before, before every step after the first: each step's error is then that
+      step's own (the local error), not what earlier steps accumulated; "taps" also hands
+      the rest of each step the golden's value at every tracekit.tap (gradients still
+      flow through the port's ops), so each tap's error is its own layers'. The actual
+      trace records the mode, and the comparison's report says it.
+    Gradients and the learning rate are captured from the Keras optimizer, taps from
+    tracekit.tap(); the variables and slots are read after each step.
+    """
+    trace = _replay(golden, step_fn, model=model, variables=variables, var_map=var_map, init=init, random=random,
+                    steps=steps, inputs=inputs, out=out, convert=convert, progress=progress, strategy=strategy,
+                    input_api=input_api, global_batch_size=global_batch_size, determinism=determinism, tf32=tf32,
+                    grappler=grappler, every=every, forcing=forcing).trace
+    assert trace is not None  # written: replay() always writes
+    return trace
+
+
+_REPLAY = inspect.signature(replay)
+_REPLAY_OPTIONS = frozenset(_REPLAY.parameters) - {"golden", "step_fn", "out"}
+
+
+def _arguments(golden: Any, step_fn: Any, out: Optional[str], options: Mapping[str, Any]) -> Dict[str, Any]:
+    """replay()'s arguments for _replay, its defaults filled in (written once, in replay())."""
+    arguments = _REPLAY.bind(golden, step_fn, out=out, **options)
+    arguments.apply_defaults()
+    return dict(arguments.arguments)
+
+
+def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, var_map: Any, init: str, random: str,
+            steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
+            progress: Optional[Callable[[int, int], None]], strategy: Any, input_api: str,
+            global_batch_size: Optional[int], determinism: Optional[bool], tf32: Optional[bool],
+            grappler: "Mapping[str, bool] | bool | None", every: int, forcing: str = "none", write: bool = True,
+            watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
+            stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None,
+            restart_at: "frozenset[int]" = frozenset(), jitter: bool = False) -> Replayed:
+    """replay()'s work, its options all given (their defaults are replay()'s); write=False
+    writes nothing, watch(meta) makes a sink fed every step, stop() ends the replay early,
+    nudge=seed moves the port's starting state by one ulp (TF2Runner.nudge; jitter: after every
+    step too), restart_at forces the golden's state at those steps (replay_steps)."""
+    check_usage(init, random)  # before the golden is opened: the usage error comes first
+    check_steps(step_fn)
+    check_every(every)
+    check_forcing(forcing)
+    with numerics(determinism, tf32, grappler), \
+            (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
+        distribution = None
+        if strategy is not None:
+            if len(trace) == 0:
+                raise UsageError("%s has no steps to replay under a strategy" % trace.path)
+            first = trace.step(0)
+            size = global_batch_size or batch_size({n: first["input", n] for n in first.names("input")})
+            distribution = Distribution(strategy, input_api, size)
+        return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
+                    {"golden": trace.path}, distribution=distribution, every=every, write=write, watch=watch,
+                    stop=stop, forcing=forcing, nudge=nudge, restart_at=restart_at, jitter=jitter)
+
+
+def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
+           variables: Any = None, inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None,
+           progress: Optional[Callable[[int, int], None]] = None) -> Trace:
+    """Run `step_fn` on `data` from the port's own current state, recording it as a replay
+    records: inputs, random draws, taps, loss, learning rate, gradients, variables and slots
+    under the port's own variable names. This is what a golden is made of when no legacy
+    recording exists (a *derived* golden: the pytest plugin's --tracekit-update=new with
+    data=). `data` holds one {input name: array} per step, as the step function receives it;
+    the rest is as for replay(), whose trace this returns (random draws are TF2's own)."""
+    check_steps(step_fn)
+    tf_vars = list(variables) if variables is not None else model_variables(model)
+    if not tf_vars:
+        raise UsageError("no TF2 variables to record: build the model first (call it on a batch), or pass "
+                         "variables=[...]")
+    directory = tempfile.mkdtemp(prefix="tracekit-source-")
+    try:
+        source = os.path.join(directory, "source.h5")
+        write_source(source, [(name_of(v), numpy(v)) for v in tf_vars], data)
+        with open_trace(source) as trace:
+            written = _run(trace, step_fn, model, tf_vars, "auto", "golden", "none", None, inputs, out, (), progress,
+                           {"golden": None, "source": "data"}, pass_through=True).trace
+            assert written is not None
+            return written
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
+         steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
+         progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
+         distribution: Optional[Distribution] = None, every: int = 1, write: bool = True,
+         watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None,
+         forcing: str = "none", nudge: Optional[int] = None, restart_at: "frozenset[int]" = frozenset(),
+         jitter: bool = False) -> Replayed:
+    runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
+    if init == "golden":
+        runner.load_initial()
+    if nudge is not None:
+        runner.nudge(nudge, every_step=jitter)
+        about = dict(about, nudge=nudge, jitter=jitter)  # the trace says its start (or every step) was moved
+    about = dict(about, init=init, random=random,
+                 mapping={name: cand.name for name, cand in runner.mapping.pairs.items()},
+                 matched_by=dict(runner.mapping.how),
+                 converted={name: conv.describe for conv in runner.conversions for name in conv.golden})
+    scope = seeded(trace) if random == "seed" else contextlib.suppress()
+    structures = trace.meta.get("inputs")  # read once, not every step
+    with scope:
+        def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
+            tensors = distribution.distribute(feeds) if distribution is not None else \
+                {name: tf.constant(value) for name, value in feeds.items()}
+            tensors = structured(tensors, structures)  # + inputs["features"]["color"], ...
+            return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
+        # the environment here, not left to the writer: a check compares it before anything is written
+        meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
+                "program": _program(step_fn, model)}
+        return replay_steps(trace, runner, call, steps, out, about, progress, meta=meta, every=every, write=write,
+                            sink=watch(meta) if watch is not None else None, stop=stop, forcing=forcing,
+                            restart_at=restart_at)
+
+
+def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
+    """The port's identity: its step functions and model class, and the files they come from."""
+    functions = [step_fn[k] for k in sorted(step_fn)] if isinstance(step_fn, Mapping) else [step_fn]
+    parts = [getattr(f, "python_function", f) for f in functions]  # a tf.function's Python function
+    parts += [type(model)] if model is not None else []
+    names = ["%s.%s" % (getattr(p, "__module__", "?"), getattr(p, "__qualname__", repr(p))) for p in parts]
+    sources = []
+    for part in parts:
+        try:
+            sources.append(inspect.getsourcefile(part))
+        except TypeError:  # a builtin or C-implemented callable: no file to hash
+            sources.append(None)
+    return program_identity(" + ".join(names), sources)
+
+
+_LOCALIZE_SETS = frozenset({"model", "forcing", "steps"})
+_CALIBRATE_SETS = frozenset({"model", "forcing"})
+
+
+def _check_port_options(options: Mapping[str, Any], sets: "frozenset[str]", where: str) -> None:
+    unknown = sorted(set(options) - (_REPLAY_OPTIONS - sets))
+    if unknown:
+        raise UsageError("%s: cannot pass on option(s) %s; it takes replay()'s options but %s: %s"
+                         % (where, ", ".join(unknown), ", ".join(sorted(sets)),
+                            ", ".join(sorted(_REPLAY_OPTIONS - sets))))
+
+
+def _made(make_port: Callable[[], Any], options: Mapping[str, Any],
+          sets: "frozenset[str]") -> Tuple[Any, Any, Dict[str, Any]]:
+    """A fresh port from make_port(): its model, step function, and the replay options (the
+    caller's, and those it returned as a third item, checked as the caller's are)."""
+    model, step, own = made(make_port)
+    _check_port_options(own, sets, "the replay options make_port() returned")
+    twice = sorted(set(own) & set(options))
+    if twice:
+        raise UsageError("replay option(s) %s given both by make_port() and by the caller" % ", ".join(twice))
+    return model, step, dict(options, **own)
+
+
+def seeded(golden: "str | Trace") -> Any:
+    """A context manager: seeds aligned with the golden's recording, as tf.compat.v1.keras.
+    utils.DeterministicRandomTestTool does (build the model inside it for init="seed");
+    yields the tool."""
+    return aligned_seeds(golden if isinstance(golden, Trace) else open_trace(golden))

@@ -1,0 +1,148 @@
+"""tracekit.tf2.check: a replay compared as it runs, and the verdict on long goldens
+(replay/verdict.py) with the runs it needs."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from ..comparison.engine import REFRESH_STEPS, Comparer, Comparison, comparer
+from ..comparison.tolerance import Tolerance
+from ..errors import UsageError
+from ..replay.loop import Behind
+from ..replay.verdict import JUDGES, LONG_GOLDEN, PortRuns, judge_long
+from ..report.reported import Reported
+from ..store import Trace, open_trace
+from .drive import _LOCALIZE_SETS, _REPLAY_OPTIONS, _arguments, _check_port_options, _made, _replay
+
+def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]] | None" = None, *,
+          tolerance: "Tolerance | str | None" = None, fail_fast: bool = False, out: Optional[str] = None,
+          make_port: Optional[Callable[[], Any]] = None, judge: str = "auto", **options: Any) -> Reported:
+    """Replay and compare as the steps run: what tracekit.compare(golden, replay(golden, step_fn,
+    ...), tolerance) returns, without writing the actual trace unless `out` is given (each
+    step's values are compared on another thread while the port runs its next steps, then
+    dropped). fail_fast=True stops the replay within a few steps of the first divergence no
+    tolerance accepts (the result says where). `options` are replay()'s: model, variables,
+    var_map, init, random, steps, inputs, convert, progress, strategy, ...; tolerance as
+    for tracekit.compare. To keep the actual trace of a failing check for review, replay
+    again with out= (the replay is deterministic for a given golden and port).
+
+    make_port: the port's factory, as for localize (a fresh (model, step function[, options])
+    per call; step_fn and model may then be left out). With it, a golden longer than
+    LONG_GOLDEN steps is judged by each step's own error, the steps that fail judged by the
+    float64 arbiter, and the drift from the port's own state against the spread of perturbed
+    replays (replay/verdict.py; `out` then keeps that replay). judge: "auto" (that for long
+    goldens given make_port, else "plain"), "plain" (the replay as it runs against the
+    tolerance) or "local"."""
+    if not isinstance(fail_fast, bool):
+        raise UsageError("fail_fast must be True or False, got %r" % (fail_fast,))
+    unknown = sorted(set(options) - _REPLAY_OPTIONS)
+    if unknown:
+        raise UsageError("tracekit.tf2.check got unknown options %s; it takes replay()'s: %s"
+                         % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
+    if judge not in JUDGES:
+        raise UsageError("judge must be one of %s, got %r" % (", ".join(JUDGES), judge))
+    if make_port is None and (step_fn is None or judge == "local"):
+        raise UsageError("tracekit.tf2.check needs the port's step function%s: pass step_fn (and model=), or "
+                         "make_port=" % (" and factory (make_port=) for judge='local'" if judge == "local" else ""))
+    with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
+        if make_port is not None and (judge == "local" or judge == "auto" and len(trace) > LONG_GOLDEN
+                                      and "forcing" not in options and options.get("strategy") is None):
+            return _judged(trace, step_fn, make_port, tolerance, out, options)  # type: ignore[return-value]
+        if step_fn is None:
+            assert make_port is not None
+            model, step_fn, own = _made(make_port, options, _LOCALIZE_SETS)
+            options = dict(own, model=model)
+        live = _Live(trace, out, tolerance)
+        try:
+            replayed = _replay(**_arguments(trace, step_fn, out, options), write=out is not None, watch=live,
+                               stop=(lambda: live.diverged) if fail_fast else None)
+        except BaseException:
+            live.close(quiet=True)  # the replay's error is the news
+            raise
+        if replayed.trace is not None:
+            replayed.trace.close()
+        live.close()
+        assert live.comparer is not None  # made when the replay started
+        result = live.comparer.finish(replayed.meta, replayed.steps)
+        first = result.first_divergence
+        if replayed.meta["replay"]["stopped"] and first is not None:
+            result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
+                                % (replayed.steps - 1, first.step))
+        return result  # type: ignore[return-value]
+
+
+def _judged(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
+            out: Optional[str], options: Mapping[str, Any]) -> Comparison:
+    """A long golden's verdict (replay/verdict.py)."""
+    if "forcing" in options or options.get("strategy") is not None:
+        raise UsageError("judge='local' replays teacher-forced itself and does not run under a strategy yet: leave "
+                         "out forcing= and strategy=")
+    _check_port_options(options, _LOCALIZE_SETS, "tracekit.tf2.check(judge='local')")
+    return judge_long(trace, _port_runs(trace, step_fn, make_port, tolerance, options), drift_out=out)
+
+
+def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
+               options: Mapping[str, Any]) -> PortRuns:
+    """The runs a long golden's verdict makes, each of a fresh port (the first may be the one given)."""
+    def made() -> Tuple[Any, Any, Dict[str, Any]]:
+        return _made(make_port, {}, _LOCALIZE_SETS)
+
+    def forced() -> Comparison:
+        given, own = step_fn, dict(options)
+        if given is None:
+            model, given, own = _made(make_port, options, _LOCALIZE_SETS)
+            own["model"] = model
+        return check(trace, given, tolerance=tolerance, judge="plain", forcing="state", **own)
+
+    def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]") -> Trace:
+        model, step, own = _made(make_port, options, _LOCALIZE_SETS)
+        written = _replay(**_arguments(trace, step, path, dict(own, model=model)), nudge=seed,
+                          restart_at=restart_at, jitter=True).trace
+        assert written is not None  # written: out is given
+        return written
+
+    def replay_one(excerpt: str, model: Any, step: Any, own: Dict[str, Any], path: str) -> Trace:
+        written = _replay(**_arguments(excerpt, step, path, dict(options, **own, model=model, progress=None))).trace
+        assert written is not None
+        return written
+
+    return PortRuns(forced, replay_own, replay_one, made)
+
+
+class _Live:
+    """The comparison a check feeds: made when the replay knows its own metadata, and run on a
+    thread behind the port's steps."""
+
+    def __init__(self, golden: Trace, out: Optional[str], tolerance: "Tolerance | str | None") -> None:
+        self.golden, self.out, self.tolerance = golden, out, tolerance
+        self.comparer: Optional[Comparer] = None  # once the replay starts
+        self._behind: Optional[Behind] = None
+
+    def __call__(self, meta: Dict[str, Any]) -> Behind:
+        label = self.out if self.out is not None else "replay of %s (not written)" % meta["program"]["entry"]
+        self.comparer = comparer(self.golden, label, meta, self.tolerance, result_type=Reported)
+        self._behind = Behind(self.comparer, sync=self._refresh, sync_every=REFRESH_STEPS)
+        return self._behind
+
+    def _refresh(self) -> None:
+        """Between steps, the comparer's thread idle: judge what it holds, then reopen the golden."""
+        assert self.comparer is not None
+        self.comparer.drain()
+        self.golden.refresh()
+
+    @property
+    def diverged(self) -> bool:
+        return self.comparer is not None and self.comparer.diverged
+
+    def close(self, quiet: bool = False) -> None:
+        """Wait for the steps handed over (raising what comparing them raised, unless quiet); end
+        the comparer's reading threads."""
+        if self._behind is None or self.comparer is None:
+            return
+        try:
+            self._behind.close(quiet)
+            if not quiet:
+                self.comparer.drain()  # the last step fed
+        finally:
+            self.comparer.close()
