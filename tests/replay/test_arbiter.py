@@ -156,3 +156,43 @@ def test_check_needs_a_step_or_a_factory(tf2, goldens):
         tf2.check(goldens("golden", 2), make_port=make, judge="sometimes")
     with pytest.raises(tracekit.UsageError, match="forcing"):
         tf2.check(goldens("golden", 2), make_port=make, judge="local", forcing="state")
+
+
+def _own_run(path, w):
+    """The golden order's run of two steps from another state: kink/w:0 starting at `w`."""
+    model, step = make("golden")
+    model.layers[0].w.assign(np.asarray(w, np.float32))
+    tracekit.tf2.record(step, [{"x": X}] * 2, model=model).save(path)
+    return path
+
+
+@pytest.mark.parametrize("w, side", [((1.0, 1.0, 1.0), None), ((1.0, 1.0000002, 1.0), "between")])
+def test_a_kink_between_two_trajectories_is_told_from_a_real_departure(tf2, goldens, tmp_path, w, side):
+    # The golden's order, from the golden's state and from one 2e-7 away in w1: there z0 < 0.
+    from tracekit.replay.arbiter import crossed
+    from tracekit.tf2.live import _port_runs
+
+    port = functools.partial(make, "golden")
+    with tracekit.open(goldens("golden", 2)) as golden, tracekit.open(_own_run(str(tmp_path / "own.h5"), w)) as own:
+        runs = _port_runs(golden, None, port, None, {})
+        found = crossed(golden, own, 0, runs.make_port, runs.replay_one)
+    if side is None:
+        assert found.verdict == PORT  # the same state, the same decisions: a departure there is real
+    else:
+        assert found.explained and found.side == side and not found.also  # no crossing of its own float32
+        (flip,) = found.golden_flips
+        assert flip.layer == "layer kink" and flip.where == ((0, 0),)
+        assert "a discontinuity between the port's own trajectory and the golden's" in found.describe()
+
+
+def test_the_ports_own_float32_crossing_a_kink(tf2, goldens, tmp_path):
+    from tracekit.replay.arbiter import crossed
+    from tracekit.tf2.live import _port_runs
+
+    port = functools.partial(make, "port")  # from the golden's own state its float32 and float64 disagree
+    model, step = port()
+    with tracekit.open(goldens("golden", 2)) as golden, \
+            tf2.replay(golden.path, step, model=model, out=str(tmp_path / "own.h5")) as own:
+        runs = _port_runs(golden, None, port, None, {})
+        found = crossed(golden, own, 1, runs.make_port, runs.replay_one)
+    assert found.explained and found.side == "port" and "grad/kink/w:0" in {t.key for t in found.also}

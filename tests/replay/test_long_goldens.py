@@ -13,7 +13,8 @@ import pytest
 
 from tools.ports import long_models
 
-from ..support import ROOT, run_python
+from ..support import ROOT, golden, run_python
+from .test_ports import WRONG
 
 STEPS, NUDGE_AT = 60, 45
 SIZE = dict(features=64, hidden=64)
@@ -44,3 +45,14 @@ def test_a_slip_that_appears_late_fails_at_its_step(tf2, mlp, slip, step, key):
     assert not result.ok and (result.first_divergence.step, result.first_divergence.key) == (step, key)
     assert result.arbitration.steps[-1].step == step and result.arbitration.steps[-1].verdict == "port"
     assert "decided by: the local view" in result.report()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(WRONG))
+def test_every_wrong_port_still_fails_where_it_departs_when_judged(tf2, case):
+    # The shipped goldens of these ports are 50 and 100 steps long: judged locally by default.
+    name, make, options, replay_options, expected = WRONG[case]
+    result = tf2.check(golden(name), make_port=functools.partial(make, **options), steps=3, **replay_options)
+    d = result.first_divergence
+    assert result.judged == "local" and not result.ok and (d.step, d.kind, d.name) == expected, result.report()
+    assert result.arbitration.steps[-1].verdict in ("port", "undecided") and result.drift is None

@@ -98,7 +98,8 @@ class Arbitration:
     also: Tuple[TensorVerdict, ...] = ()
     seconds: float = 0.0
     error: Optional[str] = None  # why the float64 port could not run (UNDECIDED)
-    # EXPLAINED: whose float32 took the other side, "port" or "golden" (then `golden_flips` say where)
+    # EXPLAINED: whose float32 took the other side, "port" or "golden" (then `golden_flips` say where),
+    # or for the port's own run (replay/arbiter.crossed) "between" its trajectory and the golden's
     side: str = ""
     golden_flips: Tuple[Flip, ...] = ()
 
@@ -110,9 +111,8 @@ class Arbitration:
         if self.verdict == UNDECIDED:
             return "step %d: undecided, the float64 port could not run: %s" % (self.step, self.error)
         worst = max(self.tensors, key=lambda t: t.float32_ulps, default=None)
-        head = "step %d: %s" % (self.step, "round-off through a discontinuity (the %s's float32 took the other "
-                                           "side)" % ("golden" if self.side == "golden" else "port")
-                                if self.explained else "the port's error")
+        head = "step %d: %s" % (self.step, SIDES.get(self.side, SIDES["port"]) if self.explained
+                                else "the port's error")
         if worst is not None:
             head += " (%s: float32 port %.3g ulps, float64 port %.3g ulps from the golden)" % (
                 worst.key, worst.float32_ulps, worst.float64_ulps)
@@ -144,6 +144,11 @@ def judge(step: int, failing: Mapping[str, Stats], float64: Mapping[str, Stats],
 
 def undecided(step: int, error: str, seconds: float) -> Arbitration:
     return Arbitration(step, UNDECIDED, seconds=seconds, error=error)
+
+
+SIDES = {"port": "round-off through a discontinuity (the port's float32 took the other side)",
+         "golden": "round-off through a discontinuity (the golden's float32 took the other side)",
+         "between": "a discontinuity between the port's own trajectory and the golden's"}
 
 
 # ---- where: the layers whose decisions differ between the float32 and float64 runs ---------------

@@ -21,7 +21,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import taps
-from ..comparison.arbiter import Arbitration, Flip, arbiter_tolerance, judge, selection_flips, undecided, zero_flips
+from ..comparison.arbiter import (EXPLAINED, PORT, Arbitration, Flip, TensorVerdict, arbiter_tolerance, judge,
+                                   selection_flips, undecided, zero_flips)
 from ..comparison.engine import compare
 from ..comparison.stats import Stats
 from ..errors import ReplayError
@@ -139,30 +140,90 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tracekit-arbiter-") as folder:
         excerpt = write_excerpt(golden, index, os.path.join(folder, "step.h5"))
-        model32, step32, own32 = make_port()
-        probe32 = Probe(model32)
-        with probe32.installed():
-            ran32 = replay_one(excerpt, model32, step32, own32, os.path.join(folder, "float32.h5"))
-        try:
-            with float64_policy():
-                model64, step64, own64 = make_port()
-            _check_float64(model64)
-            probe64 = Probe(model64)
-            with probe64.installed():
-                ran64 = replay_one(excerpt, model64, cast_up(step64), own64, os.path.join(folder, "float64.h5"))
-        except Exception as exc:  # the port cannot compute in float64: no verdict, which counts as the port's
-            ran32.close()
-            return undecided(index, "%s: %s" % (type(exc).__name__, exc), time.perf_counter() - start)
-        with ran32, ran64:
-            step64 = ran64.step(0)
-            flips = _flips(probe32, probe64, ran32.step(0), step64)
-            stats64 = _step_stats(compare(excerpt, ran64, arbiter_tolerance()))
-            g_step = golden.step(index)
-            golden_flips = tuple(flip for flip in (zero_flips("golden tap %s" % name, g_step["tap", name],
-                                                              step64["tap", name])
-                                                   for name in g_step.names("tap") if make_key("tap", name) in step64)
-                                 if flip is not None)
+        runs = _both(excerpt, folder, make_port, replay_one)
+        if isinstance(runs, str):
+            return undecided(index, runs, time.perf_counter() - start)
+        flips, stats64, step64 = runs
+        g_step = golden.step(index)
+        golden_flips = tuple(flip for flip in (zero_flips("golden tap %s" % name, g_step["tap", name],
+                                                          step64[make_key("tap", name)])
+                                               for name in g_step.names("tap") if make_key("tap", name) in step64)
+                             if flip is not None)
     return judge(index, failing, stats64, flips, time.perf_counter() - start, golden_flips)
+
+
+def crossed(golden: Trace, own: Trace, index: int, make_port: MakePort, replay_one: ReplayOne) -> Arbitration:
+    """Whether a discontinuity sent the port's own run (`own`, a replay of `golden` from the
+    port's own state) away from the golden at step `index`: EXPLAINED when, from that run's
+    state before the step, its float32 and float64 disagree (it crossed a kink itself), or when
+    the float64 port decides differently from the run's state and from the golden's (a kink
+    lies between the two trajectories; those flips are the evidence); else PORT."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tracekit-arbiter-") as folder:
+        excerpt = write_excerpt(golden, index, os.path.join(folder, "own-step.h5"), source=own)
+        runs = _both(excerpt, folder, make_port, replay_one)
+        if isinstance(runs, str):
+            return undecided(index, runs, time.perf_counter() - start)
+        flips, stats64, own64 = runs
+        apart = tuple(TensorVerdict(key, 0.0, stats.ulps, False) for key, stats in sorted(stats64.items())
+                      if not stats.ok)
+        between: Tuple[Flip, ...] = ()
+        if not apart:
+            at_golden = write_excerpt(golden, index, os.path.join(folder, "golden-step.h5"))
+            between = _between(at_golden, own64, folder, make_port, replay_one)
+    seconds = time.perf_counter() - start
+    if apart or between:
+        return Arbitration(index, EXPLAINED, flips=flips, also=apart, seconds=seconds, side="port" if apart else
+                           "between", golden_flips=between)
+    return Arbitration(index, PORT, seconds=seconds)
+
+
+def _between(excerpt: str, own64: Mapping[str, Any], folder: str, make_port: MakePort,
+             replay_one: ReplayOne) -> Tuple[Flip, ...]:
+    """The layers whose float64 decisions differ between the golden's state (`excerpt`) and the
+    port's own run's (`own64`, the float64 step from it, probed)."""
+    with float64_policy():
+        model64, step64, own = make_port()
+    probe = Probe(model64)
+    with probe.installed():
+        ran = replay_one(excerpt, model64, cast_up(step64), own, os.path.join(folder, "golden-float64.h5"))
+    with ran:
+        values = ran.step(0)
+        return tuple(flip for flip in (_layer_flip(p, values, own64) for p in probe.probed) if flip is not None)
+
+
+def _layer_flip(probed: "_Probed", a: Mapping[str, Any], b: Mapping[str, Any]) -> Optional[Flip]:
+    key = make_key("tap", "%s%d" % (PREFIX, probed.index))
+    if key not in a or key not in b or probed.selecting:
+        return None  # a max-pooling choice between trajectories: not told apart from its input here
+    return zero_flips("layer %s" % probed.name, a[key], b[key])
+
+
+def _both(excerpt: str, folder: str, make_port: MakePort,
+          replay_one: ReplayOne) -> "Tuple[Tuple[Flip, ...], Dict[str, Stats], Any] | str":
+    """Replay the one-step `excerpt` with the port in float32 and in float64: the layers whose
+    decisions differ, the float64 run's statistics against the excerpt under the arbiter's
+    tolerance, and its step's values; or why the float64 port could not run."""
+    model32, step32, own32 = make_port()
+    probe32 = Probe(model32)
+    with probe32.installed():
+        ran32 = replay_one(excerpt, model32, step32, own32, os.path.join(folder, "float32.h5"))
+    try:
+        with float64_policy():
+            model64, step64, own64 = make_port()
+        _check_float64(model64)
+        probe64 = Probe(model64)
+        with probe64.installed():
+            ran64 = replay_one(excerpt, model64, cast_up(step64), own64, os.path.join(folder, "float64.h5"))
+    except Exception as exc:  # the port cannot compute in float64: no verdict, which counts as the port's
+        ran32.close()
+        return "%s: %s" % (type(exc).__name__, exc)
+    with ran32, ran64:
+        values64 = ran64.step(0)
+        values = {key: values64[key] for key in values64}
+        flips = _flips(probe32, probe64, ran32.step(0), values)
+        stats64 = _step_stats(compare(excerpt, ran64, arbiter_tolerance()))
+    return flips, stats64, values
 
 
 def _check_float64(model: Any) -> None:

@@ -120,21 +120,28 @@ class TF2Runner:
         down, at random (`seed`): the perturbed start tracekit.tf2.calibrate measures the model's
         sensitivity to round-off from. Optimizer slots are loaded at the first update, after
         this, and stay as the golden has them; bfloat16 variables stay too (no numpy ulp).
-        every_step: again after every step (other draws), as another machine's round-off
-        differs at every step: the drift envelope's replays (replay/verdict.py)."""
+        every_step: after every step too, each element by up to one eps of its tensor's scale
+        (uniformly, either way): another program's round-off differs at every step, and in
+        proportion to the magnitudes it sums, not to each element; the drift envelope's replays
+        (replay/verdict.py)."""
         self._nudged, self._every_step = seed, every_step
         self._move(seed)
 
     def after_step(self, index: int) -> None:
         if self._nudged is not None and self._every_step:
-            self._move(self._nudged * 1_000_003 + index + 1)
+            self._move(self._nudged * 1_000_003 + index + 1, by_scale=True)
 
-    def _move(self, seed: int) -> None:
+    def _move(self, seed: int, by_scale: bool = False) -> None:
         rng = np.random.default_rng(seed)
         ported = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
         for variable in ported:
             value = numpy(variable)
             if value.dtype.kind != "f":
+                continue
+            if by_scale:
+                scale = float(np.abs(value).max(initial=0.0)) * float(np.finfo(value.dtype).eps)
+                moved = value + (rng.uniform(-1.0, 1.0, value.shape) * scale).astype(value.dtype)
+                variable.assign(np.where(value == 0, value, moved))
                 continue
             # the direction in the value's own dtype: a float64 infinity would step in float64
             direction = np.where(rng.random(value.shape) < 0.5, -np.inf, np.inf).astype(value.dtype)

@@ -17,11 +17,15 @@ tells a port's mistake from that. So a long golden is judged in two views:
   golden's round-off differs from the port's at every step, not only at the start; replays
   moved only at the start, as tracekit.tf2.calibrate's, stay together far longer), times
   ENVELOPE_MARGIN, over the training profile's floor, with no cap (the arbiter explained every
-  local error, so growth is round-off's). Outside fails; inside is shown beside the local view.
+  local error, so growth is round-off's). Inside is shown beside the local view.
   A discontinuity the arbiter explained sends the two trajectories apart at once, which no
   perturbed replay need repeat: at each such step and the one after, the port's replay and the
   perturbed ones restart from the golden's state (the explained step is then the local view's,
-  accepted), so drift is judged between discontinuities.
+  accepted), so drift is judged between discontinuities. Outside fails, unless a discontinuity
+  sent the port's own run away there (or in the CROSSING_LOOKBACK steps before): from its own
+  state, its float32 and float64 disagree, or a layer's float64 decisions differ between its
+  state and the golden's (a kink lies between the trajectories). Past such a step the two are
+  no longer comparable element by element: drift is judged up to it.
 
 The drift is measured only when the local view passes: a local error already decides.
 """
@@ -32,7 +36,7 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 from ..comparison.arbiter import LONG_GOLDEN, Arbitrated
 from ..comparison.calibration import Spread, derive
@@ -41,11 +45,12 @@ from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
 from ..keys import KIND_ORDER
 from ..store import Trace
-from .arbiter import MakePort, ReplayOne, arbitrate
+from .arbiter import MakePort, ReplayOne, arbitrate, crossed
 
 ARBITRATED_STEPS = 16
 ENVELOPE_RUNS = 2
 ENVELOPE_MARGIN = 4.0
+CROSSING_LOOKBACK = 2  # steps before the first outside the envelope where the port's own crossing is sought
 JUDGES = ("auto", "plain", "local")
 
 
@@ -86,7 +91,7 @@ def arbitrate_local(golden: Trace, local: Comparison, make_port: MakePort, repla
         arbitrated.steps.append(arbitration)
         if not arbitration.explained:
             break
-    accept(local, arbitrated)
+    accept(local, {a.step for a in arbitrated.explained})
     return arbitrated
 
 
@@ -104,10 +109,9 @@ def failing_steps(result: Comparison) -> List[Tuple[int, Dict[str, Stats]]]:
     return sorted(steps.items())
 
 
-def accept(result: Comparison, arbitrated: Arbitrated) -> None:
-    """Count the failures of the steps the arbiter explained as accepted; the first divergence
-    becomes the first failure it did not explain."""
-    explained = {a.step for a in arbitrated.explained}
+def accept(result: Comparison, explained: AbstractSet[int]) -> None:
+    """Count the failures of the `explained` steps as accepted; the first divergence becomes the
+    first failure at another step."""
     if not explained:
         return
     first: Optional[Tuple[Tuple[int, Tuple[int, int]], Divergence]] = None
@@ -145,9 +149,31 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
                     spread.add(compare(own, nudged, Tolerance.exact()))
             derived = derive(spread, ENVELOPE_MARGIN, cap=math.inf)
             drift = compare(golden, own, derived.tolerance, result_type=result_type)
-    accept(drift, arbitrated)
-    drift.notes.append("drift envelope: %d replays moved one ulp at every step, their largest deviation x %g over "
-                       "the training floor%s" % (ENVELOPE_RUNS, ENVELOPE_MARGIN, "; restarted from the golden's state "
-                                                 "at steps %s (explained discontinuities and the steps after)"
-                                                 % ", ".join(map(str, sorted(restarts))) if restarts else ""))
+            accept(drift, set(explained))
+            if not drift.ok and drift.first_divergence is not None:
+                _own_crossing(golden, own, drift, port, restarts)
+    drift.notes.append("drift envelope: %d replays moved at every step, their largest deviation x %g over the "
+                       "training floor%s" % (ENVELOPE_RUNS, ENVELOPE_MARGIN, "; restarted from the golden's state "
+                                             "at steps %s (explained discontinuities and the steps after)"
+                                             % ", ".join(map(str, sorted(restarts))) if restarts else ""))
     return drift
+
+
+def _own_crossing(golden: Trace, own: Trace, drift: Comparison, port: PortRuns, restarts: "frozenset[int]") -> None:
+    """Drift outside the envelope at step t: if a discontinuity sent the port's own run away there
+    or in the CROSSING_LOOKBACK steps before (arbiter.crossed), the two trajectories are no
+    longer comparable element by element from that step: drift from it is not judged."""
+    assert drift.first_divergence is not None
+    outside = drift.first_divergence.step
+    checked = drift.arbitration = Arbitrated()
+    for step in range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1):
+        if step in restarts:
+            break  # the run restarted from the golden's state there: nothing of its own before
+        crossing = crossed(golden, own, step, port.make_port, port.replay_one)
+        checked.steps.append(crossing)
+        if crossing.explained:
+            accept(drift, set(range(step, drift.golden_steps)))
+            drift.notes.append("at step %d a discontinuity sent the port's own run away from the golden (%s): drift "
+                               "is judged up to step %d" % (step, "it crossed a kink itself" if crossing.side == "port"
+                                                            else "a kink lay between the two trajectories", step - 1))
+            return

@@ -57,7 +57,14 @@ def judged_lines(result: Comparison) -> List[str]:
     if drift is None:
         lines.append("drift: not measured (a local error decides)")
     elif drift.ok:
-        lines.append("drift: inside the envelope (the port from its own state, %d steps)" % drift.steps)
+        crossing = next((a for a in drift.arbitration.steps if a.explained), None) \
+            if drift.arbitration is not None else None
+        if crossing is None:
+            lines.append("drift: inside the envelope (the port from its own state, %d steps)" % drift.steps)
+        else:
+            lines.append("drift: inside the envelope up to step %d (the port from its own state); from there the two "
+                         "trajectories are not comparable element by element:" % (crossing.step - 1))
+            lines += arbitration_lines(crossing)
     else:
         first = drift.first_divergence
         where = "%s, %s" % (step_label(first.step), first.key) if first is not None else \

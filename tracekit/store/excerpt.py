@@ -6,6 +6,7 @@ divergence that replays in seconds."""
 from __future__ import annotations
 
 import copy
+from typing import Optional
 
 from ..errors import UsageError
 from ..keys import split_key
@@ -13,20 +14,26 @@ from .reader import Trace
 from .writer import create
 
 
-def write_excerpt(golden: Trace, step: int, out: str) -> str:
+def write_excerpt(golden: Trace, step: int, out: str, source: Optional[Trace] = None) -> str:
     """Write step `step` of `golden` as a golden of one step at `out`; returns `out`. Its
-    metadata is the golden's (environment, seeds, provenance) plus "excerpt": {"of", "step"}."""
+    metadata is the golden's (environment, seeds, provenance) plus "excerpt": {"of", "step"}.
+    source: a replay of the golden whose state before the step and values at it are taken
+    instead (its inputs and random draws are the golden's): that run's step as a golden."""
     if not 0 <= step < len(golden):
         raise UsageError("%s has steps 0..%d: no step %d to excerpt" % (golden.path, len(golden) - 1, step))
-    state = golden.state_before(step)
+    taken = golden if source is None else source
+    state = taken.state_before(step)
     meta = copy.deepcopy(dict(golden.meta))
     meta["excerpt"] = {"of": golden.path, "step": step}
-    values = golden.step(step)
+    if source is not None:
+        meta["excerpt"]["values_of"] = source.path
+    values = taken.step(step)
+    info = dict(golden.step(step).info)
     with create(out, meta=meta) as writer:
         with writer.initial():
             for key, value in state.items():
                 writer.add(*split_key(key), value=value)
-        with writer.step(dict(values.info)):
+        with writer.step(info):
             for key in values:
                 writer.add(*split_key(key), value=values[key])
     return out
