@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.comparison.arbiter import EXPLAINED, PORT, UNDECIDED
-from tracekit.replay.verdict import LONG_GOLDEN
+from tracekit.comparison.arbiter import EXPLAINED, LONG_GOLDEN, PORT, UNDECIDED
 
 X = np.array([[1.0, -1.0, 1e-8]], dtype=np.float32)
 FAR = np.array([[1.0, 1.0, 1.0]], dtype=np.float32)  # every sum far from the kink
@@ -196,3 +195,20 @@ def test_the_ports_own_float32_crossing_a_kink(tf2, goldens, tmp_path):
         runs = _port_runs(golden, None, port, None, {})
         found = crossed(golden, own, 1, runs.make_port, runs.replay_one)
     assert found.explained and found.side == "port" and "grad/kink/w:0" in {t.key for t in found.also}
+
+
+def test_the_check_and_diff_commands(tf2, goldens, tmp_path, capsys):
+    from tracekit.cli import main
+
+    golden = goldens("golden", 2)
+    port = "tests.replay.test_arbiter:make"  # make() is the correct port, summing in its own order
+    assert main(["check", golden, port, "--judge", "local", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] and data["judged"] == "local" and len(data["arbitration"]["steps"]) == 2
+    assert main(["check", golden, port, "--judge", "plain"]) == 1
+    assert "judged:" not in capsys.readouterr().out
+    long = goldens("golden", LONG_GOLDEN + 1, kinks=1)
+    model, step = make()
+    tf2.replay(long, step, model=model).save(str(tmp_path / "actual.h5"))
+    assert main(["diff", long, str(tmp_path / "actual.h5")]) == 1
+    assert "judge it with tracekit check GOLDEN MODULE:FUNCTION" in capsys.readouterr().out

@@ -76,7 +76,8 @@ def drift_dict(drift: Any) -> Dict[str, Any]:
     first = drift.first_divergence
     return {"ok": drift.ok, "actual": drift.actual, "steps": drift.steps, "missing": list(drift.missing),
             "short": drift.short, "first_divergence": None if first is None else divergence_dict(first),
-            "max_errors": plain(drift.max_errors()), "notes": list(drift.notes)}
+            "max_errors": plain(drift.max_errors()), "notes": list(drift.notes),
+            "crossings": None if drift.arbitration is None else plain(drift.arbitration.to_dict())}
 
 
 def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selection] = None

@@ -24,8 +24,10 @@ tells a port's mistake from that. So a long golden is judged in two views:
   accepted), so drift is judged between discontinuities. Outside fails, unless a discontinuity
   sent the port's own run away there (or in the CROSSING_LOOKBACK steps before): from its own
   state, its float32 and float64 disagree, or a layer's float64 decisions differ between its
-  state and the golden's (a kink lies between the trajectories). Past such a step the two are
-  no longer comparable element by element: drift is judged up to it.
+  state and the golden's (a kink lies between the trajectories) and the error jumped there
+  (CROSSING_JUMP over the step before: drift that grew out of the envelope smoothly is the
+  port's). Past such a step the two are no longer comparable element by element: drift is
+  judged up to it.
 
 The drift is measured only when the local view passes: a local error already decides.
 """
@@ -35,10 +37,10 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
-from ..comparison.arbiter import LONG_GOLDEN, Arbitrated
+from ..comparison.arbiter import PORT, Arbitrated
 from ..comparison.calibration import Spread, derive
 from ..comparison.engine import Comparison, Divergence, compare
 from ..comparison.stats import Stats
@@ -51,6 +53,9 @@ ARBITRATED_STEPS = 16
 ENVELOPE_RUNS = 2
 ENVELOPE_MARGIN = 4.0
 CROSSING_LOOKBACK = 2  # steps before the first outside the envelope where the port's own crossing is sought
+# A kink between the trajectories explains drift outside the envelope only where the error jumped
+# there by this factor over the step before: drift that grew smoothly out of it is the port's.
+CROSSING_JUMP = 16.0
 JUDGES = ("auto", "plain", "local")
 
 
@@ -170,6 +175,9 @@ def _own_crossing(golden: Trace, own: Trace, drift: Comparison, port: PortRuns, 
         if step in restarts:
             break  # the run restarted from the golden's state there: nothing of its own before
         crossing = crossed(golden, own, step, port.make_port, port.replay_one)
+        if crossing.side == "between" and _worst_ulps(drift, step) < CROSSING_JUMP * _worst_ulps(drift, step - 1):
+            # a kink between trajectories that drifted apart smoothly: the drift came first
+            crossing = replace(crossing, verdict=PORT, side="")
         checked.steps.append(crossing)
         if crossing.explained:
             accept(drift, set(range(step, drift.golden_steps)))
@@ -177,3 +185,10 @@ def _own_crossing(golden: Trace, own: Trace, drift: Comparison, port: PortRuns, 
                                "is judged up to step %d" % (step, "it crossed a kink itself" if crossing.side == "port"
                                                             else "a kink lay between the two trajectories", step - 1))
             return
+
+
+def _worst_ulps(result: Comparison, step: int) -> float:
+    """The largest finite error at `step` over the float tensors compared, in eps x their scale."""
+    worst = [stats.ulps for tensor in result.tensors for stats in [tensor.by_step.get(step)]
+             if stats is not None and not stats.discrete and math.isfinite(stats.ulps)]
+    return max(worst, default=0.0)

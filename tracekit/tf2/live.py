@@ -6,11 +6,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+from ..comparison.arbiter import LONG_GOLDEN
 from ..comparison.engine import REFRESH_STEPS, Comparer, Comparison, comparer
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..replay.loop import Behind
-from ..replay.verdict import JUDGES, LONG_GOLDEN, PortRuns, judge_long
+from ..replay.verdict import JUDGES, PortRuns, judge_long
 from ..report.reported import Reported
 from ..store import Trace, open_trace
 from .drive import _LOCALIZE_SETS, _REPLAY_OPTIONS, _arguments, _check_port_options, _made, _replay
