@@ -134,3 +134,29 @@ def test_port(tracekit_replay):
     assert tracekit_replay(%s, step, model=model, steps=2).ok
 """ % spelling)
     project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+JUDGED = """
+import functools
+from port import make
+
+GOLDEN = %r  # the shipped seed example: 100 steps, judged by its local errors and drift
+
+def test_seed_port_judged(tracekit_replay):
+    result = tracekit_replay(GOLDEN, make_port=make, steps=25)
+    assert result.judged == "local" and result.ok and result.drift is not None and result.drift.steps == 25
+
+def test_wrong_port_judged(tracekit_replay):
+    tracekit_replay(GOLDEN, make_port=functools.partial(make, activation="relu"), steps=25)
+"""
+
+
+def test_a_long_golden_is_judged_with_the_ports_factory(project):
+    from ..support import golden
+
+    project.makepyfile(test_seed=JUDGED % golden("seed_example"))
+    result = project.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "judged: local" in out and "decided by: the local view" in out
+    assert "first divergence: step 0, tap/layer1 (taps)" in out and "kept as pending seed_example" in out

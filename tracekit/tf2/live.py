@@ -79,32 +79,36 @@ def _judged(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance:
     if "forcing" in options or options.get("strategy") is not None:
         raise UsageError("judge='local' replays teacher-forced itself and does not run under a strategy yet: leave "
                          "out forcing= and strategy=")
-    _check_port_options(options, _LOCALIZE_SETS, "tracekit.tf2.check(judge='local')")
+    _check_port_options(options, frozenset({"forcing"}), "tracekit.tf2.check(judge='local')")
     return judge_long(trace, _port_runs(trace, step_fn, make_port, tolerance, options), drift_out=out)
 
 
 def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
                options: Mapping[str, Any]) -> PortRuns:
-    """The runs a long golden's verdict makes, each of a fresh port (the first may be the one given)."""
+    """The runs a long golden's verdict makes: the forced one of the port given (step_fn and
+    options' model), else each of a fresh port, whose own replay options (they name its own
+    objects: convert=, variables=) win over the caller's."""
+    base = {key: value for key, value in options.items() if key != "model"}
+
     def made() -> Tuple[Any, Any, Dict[str, Any]]:
-        return _made(make_port, {}, _LOCALIZE_SETS)
+        model, step, own = _made(make_port, {}, _LOCALIZE_SETS)
+        return model, step, dict(base, **own)
 
     def forced() -> Comparison:
-        given, own = step_fn, dict(options)
-        if given is None:
-            model, given, own = _made(make_port, options, _LOCALIZE_SETS)
-            own["model"] = model
-        return check(trace, given, tolerance=tolerance, judge="plain", forcing="state", **own)
+        if step_fn is not None:
+            return check(trace, step_fn, tolerance=tolerance, judge="plain", forcing="state", **options)
+        model, step, own = made()
+        return check(trace, step, tolerance=tolerance, judge="plain", forcing="state", model=model, **own)
 
     def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]") -> Trace:
-        model, step, own = _made(make_port, options, _LOCALIZE_SETS)
+        model, step, own = made()
         written = _replay(**_arguments(trace, step, path, dict(own, model=model)), nudge=seed,
                           restart_at=restart_at, jitter=True).trace
         assert written is not None  # written: out is given
         return written
 
     def replay_one(excerpt: str, model: Any, step: Any, own: Dict[str, Any], path: str) -> Trace:
-        written = _replay(**_arguments(excerpt, step, path, dict(options, **own, model=model, progress=None))).trace
+        written = _replay(**_arguments(excerpt, step, path, dict(own, model=model, progress=None))).trace
         assert written is not None
         return written
 
