@@ -1,4 +1,4 @@
-"""Evidence for the verdict on long goldens (replay/verdict.py): 200-step recordings of a ReLU MLP,
+"""Evidence for the verdict on long goldens (tf2/verdict.py): 200-step recordings of a ReLU MLP,
 a conv net with max-pooling and dropout, and an LSTM (tools/goldens/long_models.py, on the
 legacy environment), each checked with its correct port and with slips that only appear late
 (tools/ports/long_models.py).

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tracekit.comparison.arbiter import (EPS32, EXPLAINED, KINK_ULPS, PORT, Arbitrated, arbiter_tolerance, judge,
-                                         selection_flips, undecided, zero_flips)
+                                         selection_flips, step_stats, undecided, zero_flips)
 from tracekit.comparison.stats import compare_values
 
 
@@ -95,3 +95,18 @@ def test_the_record_is_plain_data():
     assert arbitrated.seconds == 1.75 and [a.step for a in arbitrated.explained] == [2]
     data = json.loads(json.dumps(arbitrated.to_dict(), allow_nan=False))
     assert data["steps"][0]["flips"][0]["where"] == [[0]] and data["steps"][1]["verdict"] == "undecided"
+
+
+def test_a_failure_the_noise_analysis_explains_counts_as_agreeing():
+    from tracekit.comparison.engine import TensorResult
+    from tracekit.comparison.noise import GRADIENT, Noise
+
+    failed = _stats(np.array([1.0], np.float32), np.array([2.0]))
+    noisy, real = TensorResult("grad", "b:0"), TensorResult("grad", "w:0")
+    noisy.add(0, failed, Noise(0, "grad/b:0", GRADIENT, "grad/b:0"), accept=True)
+    real.add(0, failed)
+
+    class Result:
+        tensors = [noisy, real]
+    stats = step_stats(Result(), 0)
+    assert stats["grad/b:0"].ok and not stats["grad/w:0"].ok and not failed.ok  # a copy: the original stays

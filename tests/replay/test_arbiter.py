@@ -168,7 +168,7 @@ def _own_run(path, w):
 @pytest.mark.parametrize("w, side", [((1.0, 1.0, 1.0), None), ((1.0, 1.0000002, 1.0), "between")])
 def test_a_kink_between_two_trajectories_is_told_from_a_real_departure(tf2, goldens, tmp_path, w, side):
     # The golden's order, from the golden's state and from one 2e-7 away in w1: there z0 < 0.
-    from tracekit.replay.arbiter import crossed
+    from tracekit.tf2.arbiter import crossed
     from tracekit.tf2.live import _port_runs
 
     port = functools.partial(make, "golden")
@@ -185,7 +185,7 @@ def test_a_kink_between_two_trajectories_is_told_from_a_real_departure(tf2, gold
 
 
 def test_the_ports_own_float32_crossing_a_kink(tf2, goldens, tmp_path):
-    from tracekit.replay.arbiter import crossed
+    from tracekit.tf2.arbiter import crossed
     from tracekit.tf2.live import _port_runs
 
     port = functools.partial(make, "port")  # from the golden's own state its float32 and float64 disagree

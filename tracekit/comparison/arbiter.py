@@ -5,7 +5,7 @@ A ReLU pre-activation a few ulps from zero, a max-pooling window whose two large
 are that close, a threshold met by a hair: summed in another order, float32 puts the element
 on the other side, and that sample's whole backward path changes. A correct port then differs
 from its golden in a third of a gradient's elements. The arbiter replays the step with the port
-computing in float64 from the same state and inputs (replay/arbiter.py) and judges here:
+computing in float64 from the same state and inputs (tf2/arbiter.py) and judges here:
 
 - the float64 port agrees with the golden within the golden's own float32 round-off
   (arbiter_tolerance()) where the float32 port does not: round-off through a discontinuity
@@ -24,6 +24,7 @@ float64 runs (`Flip`), how many elements, and how far from the kink in float32 u
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -34,7 +35,7 @@ from .tolerance import ROUNDOFF_ULPS, Tolerance
 
 EXPLAINED, PORT, UNDECIDED = "round-off", "port", "undecided"
 # Goldens longer than this many steps are judged by the local view, the arbiter and the drift
-# envelope when the port's factory is given (replay/verdict.py): beyond a few dozen steps of Adam
+# envelope when the port's factory is given (tf2/verdict.py): beyond a few dozen steps of Adam
 # and ReLU a correct port's own trajectory has left the golden's (the Estimator example's at step 13).
 LONG_GOLDEN = 20
 # Indices of flipped elements a Flip keeps.
@@ -99,7 +100,7 @@ class Arbitration:
     seconds: float = 0.0
     error: Optional[str] = None  # why the float64 port could not run (UNDECIDED)
     # EXPLAINED: whose float32 took the other side, "port" or "golden" (then `golden_flips` say where),
-    # or for the port's own run (replay/arbiter.crossed) "between" its trajectory and the golden's
+    # or for the port's own run (tracekit.tf2.arbiter.crossed) "between" its trajectory and the golden's
     side: str = ""
     golden_flips: Tuple[Flip, ...] = ()
 
@@ -140,6 +141,21 @@ def judge(step: int, failing: Mapping[str, Stats], float64: Mapping[str, Stats],
     verdict, side = (EXPLAINED, "golden") if tensors and near and forward else (PORT, "")
     return Arbitration(step, verdict, tuple(tensors), tuple(flips), also, seconds, side=side,
                        golden_flips=tuple(golden_flips))
+
+
+def step_stats(result: Any, step: int = 0) -> Dict[str, Stats]:
+    """A comparison's statistics per tensor at `step` (the arbiter's one-step replays: 0), a
+    failure the noise analysis explains counted as agreeing."""
+    out = {}
+    for tensor in result.tensors:
+        stats = tensor.by_step.get(step)
+        if stats is None:
+            continue
+        if not stats.ok and step in tensor.noise:
+            stats = copy.copy(stats)
+            stats.ok = True
+        out[tensor.key] = stats
+    return out
 
 
 def undecided(step: int, error: str, seconds: float) -> Arbitration:

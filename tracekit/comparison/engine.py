@@ -213,7 +213,7 @@ class Comparison:
     # "local": a long golden judged by each step's own error (teacher-forced), failing steps judged
     # by the float64 arbiter (`arbitration`), and the port's drift from its own state judged
     # against the spread of perturbed replays (`drift`, None where not measured); "plain": the
-    # replay compared as it ran (replay/verdict.py).
+    # replay compared as it ran (tf2/verdict.py).
     judged: str = "plain"
     arbitration: Optional[Arbitrated] = None
     drift: Optional["Comparison"] = None

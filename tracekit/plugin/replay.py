@@ -147,7 +147,7 @@ class GoldenReplay:
         data: one {input name: array} per step, used only when the golden does not exist: the
           TF2 run on it makes a derived golden (--tracekit-update=new) or a pending one.
         make_port: the port's factory (a fresh (model, step[, replay options]) per call; step and
-          model may then be left out): a golden longer than tracekit.replay.verdict.LONG_GOLDEN
+          model may then be left out): a golden longer than tracekit.comparison.arbiter.LONG_GOLDEN
           steps is then judged by its local errors, the float64 arbiter and the drift envelope,
           as tracekit.tf2.check(make_port=) judges it.
         options: passed to tracekit.tf2.replay (var_map, init, random, steps, inputs, convert, strategy,

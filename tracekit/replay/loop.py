@@ -213,7 +213,7 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     (teacher forcing: each step's error is then its own); "taps" also hands the rest of each
     step the golden's value at every tap (each tap's error is then its layers' own); `restart_at`
     forces the golden's state at those steps only (the drift view's restarts after a
-    discontinuity, replay/verdict.py)."""
+    discontinuity, tf2/verdict.py)."""
     count = len(golden) if steps is None else min(int(steps), len(golden))
     every = check_every(every)
     forcing = check_forcing(forcing)

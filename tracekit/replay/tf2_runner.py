@@ -123,7 +123,7 @@ class TF2Runner:
         every_step: after every step too, each element by up to one eps of its tensor's scale
         (uniformly, either way): another program's round-off differs at every step, and in
         proportion to the magnitudes it sums, not to each element; the drift envelope's replays
-        (replay/verdict.py)."""
+        (tf2/verdict.py)."""
         self._nudged, self._every_step = seed, every_step
         self._move(seed)
 

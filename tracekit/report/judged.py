@@ -1,4 +1,4 @@
-"""The text of a long golden's verdict (replay/verdict.py): the local view with what the float64
+"""The text of a long golden's verdict (tf2/verdict.py): the local view with what the float64
 arbiter found at each failing step, the drift view, and which of the two decided."""
 
 from __future__ import annotations

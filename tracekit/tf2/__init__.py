@@ -6,6 +6,8 @@ Imports TensorFlow (selecting tf-keras, Keras 2, before the first import on TF >
     drive.py     the replay: its options, the runner and loop, derived recordings, seeded()
     live.py      check(): a replay compared as it runs; the verdict on long goldens
     diagnose.py  localize() and calibrate(): the replays that find and measure
+    verdict.py   the verdict on long goldens: local errors, the arbiter, the drift envelope
+    arbiter.py   the float64 arbiter's replays of one step, and the layers whose decisions flipped
 """
 
 from __future__ import annotations

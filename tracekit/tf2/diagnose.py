@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Optional
 from ..comparison.calibration import MARGIN, Spread, derive
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
-from ..replay.verdict import arbitrate_local
+from .verdict import arbitrate_local
 from ..report.calibration import Calibration
 from ..report.localization import Localization
 from ..report.reported import Reported, compare
@@ -28,7 +28,7 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     function, {replay option: value}) for options that name the port's objects (convert=,
     variables=). The port runs from its own state (replay's default); if it fails, again with
     forcing="state" (each step from the golden's state), whose failing steps the float64 arbiter
-    judges (replay/verdict.py): those it explains as round-off through a discontinuity are
+    judges (tf2/verdict.py): those it explains as round-off through a discontinuity are
     accepted, and the first it does not is the first local error; where the golden has taps, the steps up to it once more with forcing="taps",
     which names the first layer at fault. The reproduction is a golden of that one step
     (store/excerpt.py) written under `out` (a new temporary directory by default), with a

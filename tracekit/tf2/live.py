@@ -1,5 +1,5 @@
 """tracekit.tf2.check: a replay compared as it runs, and the verdict on long goldens
-(replay/verdict.py) with the runs it needs."""
+(tf2/verdict.py) with the runs it needs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ..comparison.engine import REFRESH_STEPS, Comparer, Comparison, comparer
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..replay.loop import Behind
-from ..replay.verdict import JUDGES, PortRuns, judge_long
+from .verdict import JUDGES, PortRuns, judge_long
 from ..report.reported import Reported
 from ..store import Trace, open_trace
 from .drive import _LOCALIZE_SETS, _REPLAY_OPTIONS, _arguments, _check_port_options, _made, _replay
@@ -32,7 +32,7 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     per call; step_fn and model may then be left out). With it, a golden longer than
     LONG_GOLDEN steps is judged by each step's own error, the steps that fail judged by the
     float64 arbiter, and the drift from the port's own state against the spread of perturbed
-    replays (replay/verdict.py; `out` then keeps that replay). judge: "auto" (that for long
+    replays (tf2/verdict.py; `out` then keeps that replay). judge: "auto" (that for long
     goldens given make_port, else "plain"), "plain" (the replay as it runs against the
     tolerance) or "local"."""
     if not isinstance(fail_fast, bool):
@@ -75,7 +75,7 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
 
 def _judged(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
             out: Optional[str], options: Mapping[str, Any]) -> Comparison:
-    """A long golden's verdict (replay/verdict.py)."""
+    """A long golden's verdict (tf2/verdict.py)."""
     if "forcing" in options or options.get("strategy") is not None:
         raise UsageError("judge='local' replays teacher-forced itself and does not run under a strategy yet: leave "
                          "out forcing= and strategy=")

@@ -22,15 +22,15 @@ import numpy as np
 
 from .. import taps
 from ..comparison.arbiter import (EXPLAINED, PORT, Arbitration, Flip, TensorVerdict, arbiter_tolerance, judge,
-                                   selection_flips, undecided, zero_flips)
+                                   selection_flips, step_stats, undecided, zero_flips)
 from ..comparison.engine import compare
 from ..comparison.stats import Stats
 from ..errors import ReplayError
 from ..keys import make_key
 from ..store import Trace
 from ..store.excerpt import write_excerpt
-from .tf_import import tf
-from .variables import model_variables, name_of
+from ..replay.tf_import import tf
+from ..replay.variables import model_variables, name_of
 
 # The tap names of the probe's layer outputs: "<PREFIX><index>" (and "#in" for a layer's input).
 PREFIX = "tracekit.arbiter/"
@@ -222,7 +222,7 @@ def _both(excerpt: str, folder: str, make_port: MakePort,
         values64 = ran64.step(0)
         values = {key: values64[key] for key in values64}
         flips = _flips(probe32, probe64, ran32.step(0), values)
-        stats64 = _step_stats(compare(excerpt, ran64, arbiter_tolerance()))
+        stats64 = step_stats(compare(excerpt, ran64, arbiter_tolerance()))
     return flips, stats64, values
 
 
@@ -233,19 +233,6 @@ def _check_float64(model: Any) -> None:
     if narrow:
         raise ReplayError("under the float64 policy the port built %s: it fixes their dtype (a layer's dtype=); "
                           "leave it to the policy" % ", ".join(narrow[:4]))
-
-
-def _step_stats(result: Any) -> Dict[str, Stats]:
-    """The one step's statistics per tensor, an explained (noise) failure counted as agreeing."""
-    out = {}
-    for tensor in result.tensors:
-        stats = tensor.by_step.get(0)
-        if stats is None:
-            continue
-        if not stats.ok and 0 in tensor.noise:
-            stats = Stats(**dict(vars(stats), ok=True))
-        out[tensor.key] = stats
-    return out
 
 
 def _flips(probe32: Probe, probe64: Probe, step32: Any, step64: Any) -> Tuple[Flip, ...]:
