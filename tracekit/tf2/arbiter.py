@@ -4,8 +4,8 @@ decisions differ between the two (comparison/arbiter.py judges).
 
 The port is rebuilt by its factory (make_port) under a float64 Keras dtype policy: its layers
 hold and compute float64, the golden's state and inputs are cast up (exactly: every float32 is
-a float64), its random draws are the golden's. A port that fixes float32 itself (an explicit
-dtype, a tf.cast to float32) cannot be arbitrated: the step is then undecided.
+a float64), its random draws are the golden's. A port that fixes float32 itself (a layer's
+dtype=, a float32 constant in its step) cannot be arbitrated: the step is then undecided.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from ..comparison.engine import compare
 from ..comparison.stats import Stats
 from ..errors import ReplayError
 from ..keys import make_key
-from ..store import Trace
-from ..store.excerpt import write_excerpt
 from ..replay.tf_import import tf
 from ..replay.variables import model_variables, name_of
+from ..store import Trace
+from ..store.excerpt import write_excerpt
 
 # The tap names of the probe's layer outputs: "<PREFIX><index>" (and "#in" for a layer's input).
 PREFIX = "tracekit.arbiter/"
@@ -38,7 +38,7 @@ SELECTING = ("MaxPool", "GlobalMaxPool")  # layer classes that choose one elemen
 
 # (excerpt path, model, step function, replay options, out) -> the actual trace of its one step
 ReplayOne = Callable[[str, Any, Any, Dict[str, Any], str], Trace]
-# () -> (model, step function, replay options), as localize's _made
+# () -> a fresh port: (model, step function, its replay options)
 MakePort = Callable[[], Tuple[Any, Any, Dict[str, Any]]]
 
 

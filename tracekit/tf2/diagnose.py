@@ -10,7 +10,6 @@ from typing import Any, Callable, Mapping, Optional
 from ..comparison.calibration import MARGIN, Spread, derive
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
-from .verdict import arbitrate_local
 from ..report.calibration import Calibration
 from ..report.localization import Localization
 from ..report.reported import Reported, compare
@@ -18,6 +17,7 @@ from ..store import Trace, open_trace
 from ..store.excerpt import write_excerpt
 from .drive import _CALIBRATE_SETS, _LOCALIZE_SETS, _arguments, _check_port_options, _made, _replay
 from .live import _port_runs, check
+from .verdict import arbitrate_local
 
 def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance | str | None" = None,
              out: Optional[str] = None, steps: Optional[int] = None, **options: Any) -> Localization:
@@ -117,9 +117,6 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
             if progress is not None:
                 progress(runs + 1, runs + 1)
     return Calibration(golden, float(margin), spread, derived, port)
-
-
-# The replay options localize and calibrate set themselves (the model is make_port()'s).
 
 
 def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any, options: Mapping[str, Any]) -> Optional[str]:

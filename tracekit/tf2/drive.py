@@ -202,6 +202,7 @@ def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
     return program_identity(" + ".join(names), sources)
 
 
+# The replay options localize and calibrate set themselves (the model is make_port()'s).
 _LOCALIZE_SETS = frozenset({"model", "forcing", "steps"})
 _CALIBRATE_SETS = frozenset({"model", "forcing"})
 

@@ -11,10 +11,11 @@ from ..comparison.engine import REFRESH_STEPS, Comparer, Comparison, comparer
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..replay.loop import Behind
-from .verdict import JUDGES, PortRuns, judge_long
 from ..report.reported import Reported
 from ..store import Trace, open_trace
 from .drive import _LOCALIZE_SETS, _REPLAY_OPTIONS, _arguments, _check_port_options, _made, _replay
+from .verdict import JUDGES, PortRuns, judge_long
+
 
 def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]] | None" = None, *,
           tolerance: "Tolerance | str | None" = None, fail_fast: bool = False, out: Optional[str] = None,
@@ -43,9 +44,12 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
                          % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
     if judge not in JUDGES:
         raise UsageError("judge must be one of %s, got %r" % (", ".join(JUDGES), judge))
-    if make_port is None and (step_fn is None or judge == "local"):
-        raise UsageError("tracekit.tf2.check needs the port's step function%s: pass step_fn (and model=), or "
-                         "make_port=" % (" and factory (make_port=) for judge='local'" if judge == "local" else ""))
+    if make_port is None and judge == "local":
+        raise UsageError("tracekit.tf2.check(judge='local') needs the port's factory: pass make_port= (a fresh "
+                         "(model, step function) per call)")
+    if make_port is None and step_fn is None:
+        raise UsageError("tracekit.tf2.check needs the port: its step function (and model=), or its factory "
+                         "(make_port=)")
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         if make_port is not None and (judge == "local" or judge == "auto" and len(trace) > LONG_GOLDEN
                                       and "forcing" not in options and options.get("strategy") is None):
