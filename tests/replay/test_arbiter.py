@@ -212,3 +212,11 @@ def test_the_check_and_diff_commands(tf2, goldens, tmp_path, capsys):
     tf2.replay(long, step, model=model).save(str(tmp_path / "actual.h5"))
     assert main(["diff", long, str(tmp_path / "actual.h5")]) == 1
     assert "judge it with tracekit check GOLDEN MODULE:FUNCTION" in capsys.readouterr().out
+
+
+def test_the_html_report_shows_both_views(tf2, goldens, tmp_path):
+    pytest.importorskip("matplotlib", reason="the HTML report needs matplotlib (tracekit[report])")
+    result = tf2.check(goldens("golden", 2), make_port=functools.partial(make, "port"), judge="local")
+    page = open(result.write_html(str(tmp_path / "judged.html")), encoding="utf-8").read()
+    assert "Verdict on a long golden: the local and the drift view" in page
+    assert "layer kink: 1 of 2 elements zero in one precision only" in page and "decided by: both views" in page
