@@ -8,6 +8,10 @@ import os
 # TF1-style code on TF >= 2.16 needs Keras 2 (tf-keras), chosen before TensorFlow's first import.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if "TRACEKIT_CACHE_DIR" not in os.environ:  # the suite starts cold and leaves the user's cache alone
+    import tempfile
+
+    os.environ["TRACEKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracekit-test-cache-")
 
 import pytest  # noqa: E402
 

@@ -130,3 +130,34 @@ def test_a_healthy_golden_walks_clean(tmp_path):
     for name in ("estimator_model", "slim_resnet"):
         found = _screen._walked(golden(name), hdf5.walk)
         assert found.whole, found
+
+
+def test_a_whole_answer_is_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
+    path = shutil.copyfile(golden("seed_example"), str(tmp_path / "g.h5"))
+    log = tmp_path / "walks"  # the walk runs in a child: it leaves its mark in a file
+
+    def walk(p):
+        with open(str(log), "a") as fh:
+            fh.write("walked\n")
+        return ()
+    monkeypatch.setattr(hdf5, "walk", walk)
+
+    def walks():
+        return len(log.read_text().splitlines()) if log.exists() else 0
+    tracekit.open(path).close()
+    assert walks() == 1 and os.listdir(os.path.join(_screen.cache_dir(), _screen.SCREENED))
+    _screen._answers.clear()  # another process: nothing in memory, the answer on disk
+    tracekit.open(path).close()
+    assert walks() == 1
+    _screen._answers.clear()
+    os.utime(path, ns=(1, 1))  # changed: walked again
+    tracekit.open(path).close()
+    assert walks() == 2
+
+
+def test_a_damaged_answer_is_never_kept_on_disk(tmp_path, monkeypatch):
+    path = shutil.copyfile(golden("seed_example"), str(tmp_path / "g.h5"))
+    monkeypatch.setattr(hdf5, "walk", lambda p: ("a damaged B-tree node",))
+    with pytest.raises(tracekit.CorruptTrace, match="HDF5 reports damage"):
+        tracekit.open(path)
+    assert not os.path.exists(os.path.join(_screen.cache_dir(), _screen.SCREENED))
