@@ -133,6 +133,7 @@ def test_a_healthy_golden_walks_clean(tmp_path):
 
 
 def test_a_whole_answer_is_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))  # no other test's forget() reaches it
     path = shutil.copyfile(golden("seed_example"), str(tmp_path / "g.h5"))
     log = tmp_path / "walks"  # the walk runs in a child: it leaves its mark in a file
 
@@ -145,7 +146,7 @@ def test_a_whole_answer_is_kept_on_disk_for_the_next_process(tmp_path, monkeypat
     def walks():
         return len(log.read_text().splitlines()) if log.exists() else 0
     tracekit.open(path).close()
-    assert walks() == 1 and os.listdir(os.path.join(_screen.cache_dir(), _screen.SCREENED))
+    assert walks() == 1 and _screen._kept(path, _screen._identity(path))
     _screen._answers.clear()  # another process: nothing in memory, the answer on disk
     tracekit.open(path).close()
     assert walks() == 1
@@ -156,8 +157,10 @@ def test_a_whole_answer_is_kept_on_disk_for_the_next_process(tmp_path, monkeypat
 
 
 def test_a_damaged_answer_is_never_kept_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
     path = shutil.copyfile(golden("seed_example"), str(tmp_path / "g.h5"))
     monkeypatch.setattr(hdf5, "walk", lambda p: ("a damaged B-tree node",))
     with pytest.raises(tracekit.CorruptTrace, match="HDF5 reports damage"):
         tracekit.open(path)
+    assert not _screen._kept(path, _screen._identity(path))
     assert not os.path.exists(os.path.join(_screen.cache_dir(), _screen.SCREENED))
