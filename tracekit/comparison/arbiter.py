@@ -30,6 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .asdict import plain
 from .stats import Stats
 from .tolerance import ROUNDOFF_ULPS, Tolerance
 
@@ -231,27 +232,5 @@ class Arbitrated:
     def seconds(self) -> float:
         return sum(a.seconds for a in self.steps)
 
-    def of(self, step: int) -> Optional[Arbitration]:
-        return next((a for a in self.steps if a.step == step), None)
-
     def to_dict(self) -> Dict[str, Any]:
-        return {"seconds": self.seconds, "steps": [_arbitration_dict(a) for a in self.steps]}
-
-
-def _arbitration_dict(a: Arbitration) -> Dict[str, Any]:
-    return {"step": a.step, "verdict": a.verdict, "side": a.side, "seconds": a.seconds, "error": a.error,
-            "tensors": [vars_of(t) for t in a.tensors], "also": [vars_of(t) for t in a.also],
-            "flips": [_flip_dict(f) for f in a.flips], "golden_flips": [_flip_dict(f) for f in a.golden_flips]}
-
-
-def _flip_dict(flip: Flip) -> Dict[str, Any]:
-    return dict(vars_of(flip), where=[list(i) for i in flip.where])
-
-
-def vars_of(item: Any) -> Dict[str, Any]:
-    out = {}
-    for key, value in vars(item).items():
-        if isinstance(value, float) and not np.isfinite(value):
-            value = None if np.isnan(value) else ("inf" if value > 0 else "-inf")
-        out[key] = value
-    return out
+        return plain({"seconds": self.seconds, "steps": self.steps})

@@ -28,7 +28,7 @@ def write_excerpt(golden: Trace, step: int, out: str, source: Optional[Trace] = 
     if source is not None:
         meta["excerpt"]["values_of"] = source.path
     values = taken.step(step)
-    info = dict(golden.step(step).info)
+    info = dict((values if source is None else golden.step(step)).info)  # a replay's step info is its own
     with create(out, meta=meta) as writer:
         with writer.initial():
             for key, value in state.items():

@@ -189,14 +189,7 @@ def _between(excerpt: str, own64: Mapping[str, Any], folder: str, make_port: Mak
         ran = replay_one(excerpt, model64, cast_up(step64), own, os.path.join(folder, "golden-float64.h5"))
     with ran:
         values = ran.step(0)
-        return tuple(flip for flip in (_layer_flip(p, values, own64) for p in probe.probed) if flip is not None)
-
-
-def _layer_flip(probed: "_Probed", a: Mapping[str, Any], b: Mapping[str, Any]) -> Optional[Flip]:
-    key = make_key("tap", "%s%d" % (PREFIX, probed.index))
-    if key not in a or key not in b or probed.selecting:
-        return None  # a max-pooling choice between trajectories: not told apart from its input here
-    return zero_flips("layer %s" % probed.name, a[key], b[key])
+        return _flips(probe.probed, values, own64)
 
 
 def _both(excerpt: str, folder: str, make_port: MakePort,
@@ -221,7 +214,7 @@ def _both(excerpt: str, folder: str, make_port: MakePort,
     with ran32, ran64:
         values64 = ran64.step(0)
         values = {key: values64[key] for key in values64}
-        flips = _flips(probe32, probe64, ran32.step(0), values)
+        flips = _flips(probe32.probed, ran32.step(0), values, (probe32.layers, probe64.layers))
         stats64 = step_stats(compare(excerpt, ran64, arbiter_tolerance()))
     return flips, stats64, values
 
@@ -235,18 +228,23 @@ def _check_float64(model: Any) -> None:
                           "leave it to the policy" % ", ".join(narrow[:4]))
 
 
-def _flips(probe32: Probe, probe64: Probe, step32: Any, step64: Any) -> Tuple[Flip, ...]:
-    """The layers, in the model's order, whose decisions differ between the two runs."""
+def _flips(probed: List[_Probed], a: Mapping[str, Any], b: Mapping[str, Any],
+           layers: Optional[Tuple[List[Any], List[Any]]] = None) -> Tuple[Flip, ...]:
+    """The layers, in the model's order, whose decisions differ between two probed runs `a` and
+    `b`; `layers`: the two runs' layers, to tell a max-pooling layer's choices apart (without
+    them, between two trajectories, its choices are not told apart from its input here)."""
     found = []
-    for p32, layer32, layer64 in zip(probe32.probed, probe32.layers, probe64.layers):
-        key = make_key("tap", "%s%d" % (PREFIX, p32.index))
-        if key not in step32 or key not in step64:
+    for p in probed:
+        key = make_key("tap", "%s%d" % (PREFIX, p.index))
+        if key not in a or key not in b:
             continue
-        label = "layer %s" % p32.name
-        if p32.selecting and key + "#in" in step32 and key + "#in" in step64:
-            flip = _selection(label, layer32, layer64, step32[key + "#in"], step64[key + "#in"])
+        label, inner = "layer %s" % p.name, key + "#in"
+        if p.selecting and layers is not None and inner in a and inner in b:
+            flip = _selection(label, layers[0][p.index], layers[1][p.index], a[inner], b[inner])
+        elif p.selecting and layers is None:
+            flip = None
         else:
-            flip = zero_flips(label, step32[key], step64[key])
+            flip = zero_flips(label, a[key], b[key])
         if flip is not None:
             found.append(flip)
     return tuple(found)
