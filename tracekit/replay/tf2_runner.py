@@ -23,6 +23,7 @@ from .capture import Capture, VariableReader, numpy
 from .conversions import Conversion, bind, partition_groups, partitioned
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge, passed_key
+from .perturb import move
 from .random_tape import RandomTape
 from .tf_import import tf
 from .variables import cast_for, initial_value, map_variables, model_variables, name_of, shape_of
@@ -116,14 +117,11 @@ class TF2Runner:
                 variable.assign(cast_for(value, variable))
 
     def nudge(self, seed: int, every_step: bool = False) -> None:
-        """Move every nonzero element of every float16/32/64 variable of the port one ulp up or
-        down, at random (`seed`): the perturbed start tracekit.tf2.calibrate measures the model's
-        sensitivity to round-off from. Optimizer slots are loaded at the first update, after
-        this, and stay as the golden has them; bfloat16 variables stay too (no numpy ulp).
-        every_step: after every step too, each element by up to one eps of its tensor's scale
-        (uniformly, either way): another program's round-off differs at every step, and in
-        proportion to the magnitudes it sums, not to each element; the drift envelope's replays
-        (tf2/verdict.py)."""
+        """Move the port's variables one ulp at random (`seed`; perturb.move): the perturbed start
+        tracekit.tf2.calibrate measures the model's sensitivity to round-off from. Optimizer slots
+        are loaded at the first update, after this, and stay as the golden has them. every_step:
+        after every step too, by up to one eps of each tensor's scale (another program's
+        round-off differs at every step): the drift envelope's replays (tf2/verdict.py)."""
         self._nudged, self._every_step = seed, every_step
         self._move(seed)
 
@@ -132,22 +130,8 @@ class TF2Runner:
             self._move(self._nudged * 1_000_003 + index + 1, by_scale=True)
 
     def _move(self, seed: int, by_scale: bool = False) -> None:
-        rng = np.random.default_rng(seed)
-        ported = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
-        for variable in ported:
-            value = numpy(variable)
-            if value.dtype.kind != "f":
-                continue
-            if by_scale:
-                scale = float(np.abs(value).max(initial=0.0)) * float(np.finfo(value.dtype).eps)
-                moved = value + (rng.uniform(-1.0, 1.0, value.shape) * scale).astype(value.dtype)
-                variable.assign(np.where(value == 0, value, moved))
-                continue
-            # the direction in the value's own dtype: a float64 infinity would step in float64
-            direction = np.where(rng.random(value.shape) < 0.5, -np.inf, np.inf).astype(value.dtype)
-            # zeros stay: a zero-initialized bias is exactly zero in any port, and one ulp of zero
-            # (a subnormal) would be an infinite change relative to its scale
-            variable.assign(np.where(value == 0, value, np.nextafter(value, direction)))
+        move([cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port],
+             seed, by_scale)
 
     def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> None:
         """Teacher forcing: the golden's variables, slots and step count (`state`, "kind/name" ->
