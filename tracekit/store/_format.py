@@ -7,7 +7,7 @@ import os
 import re
 import zlib
 
-from ..keys import INITIAL_STEP, STATE_KINDS
+from ..keys import INITIAL_STEP, KIND_ORDER, STATE_KINDS
 
 FORMAT_VERSION = 1
 
@@ -30,6 +30,12 @@ ATTR_INDEX = "index"  # per step: every value's descriptors, small leaves inline
 # Beside a msgpack blob attribute (info, index) its crc32: a blob large enough for HDF5's dense
 # attribute storage is not covered by HDF5's own metadata checksums.
 BLOB_CRC_SUFFIX = "_crc32"
+
+# A step's digests (store/digest.py) are one value of their own, after its tensors: a uint8 blob
+# of msgpack, compressed as any array. Not a tensor kind: a step's mapping never lists it.
+DIGESTS_KIND = "digests"
+DIGESTS_NAME = "step"
+STORED_ORDER = dict(KIND_ORDER, **{DIGESTS_KIND: len(KIND_ORDER)})  # what a step may store, in order
 
 META_DATASET = "meta"
 STEPS_GROUP = "steps"

@@ -15,7 +15,7 @@ import os
 import queue
 import threading
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import values
 from ._format import beside, identity
@@ -32,6 +32,7 @@ class Value:
     record: ValueRecord  # without leaves: the pool is still encoding them
     encoded: "concurrent.futures.Future[List[LeafData]]"
     nbytes: int  # counted against the byte budget until written
+    digested: Tuple[Tuple[str, str, Tuple[int, ...], str], ...] = ()  # a step's digests: (kind, name, shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class Sink:
         self.pending_bytes = 0
         self.peak_pending_bytes = 0
         self.commits_written = 0
+        self.stored_bytes = 0  # the values' stored bytes so far (what a size budget counts)
+        self.stored_values = 0
         self.error: Optional[BaseException] = None
         # Two conditions on one lock, so a waiter wakes only for what it waits for: the
         # calling thread waits for room (values written) or for progress (commits, drains).
@@ -100,6 +103,7 @@ class Sink:
         self._progress = threading.Condition(lock)
         self._queue: "queue.Queue[Item]" = queue.Queue()
         self._uncommitted: List[ValueRecord] = []  # sink thread only
+        self._digested: List[Tuple[str, str, Tuple[int, ...], str]] = []
         self._thread = threading.Thread(target=self._drain, name="tracekit-sink", daemon=True)
         self._thread.start()
 
@@ -174,7 +178,7 @@ class Sink:
                 self.error = exc
             finally:
                 if isinstance(item, Value) and self.failure() is not None:
-                    self._release(item.nbytes)  # the I/O thread will not
+                    self.release(item.nbytes)  # the I/O thread will not
                 with self._progress:
                     self._queue.task_done()
                     if self._queue.unfinished_tasks == 0 or self.failure() is not None:
@@ -190,19 +194,24 @@ class Sink:
             record = item.record
             descs = self.golden.write_value(record.step, record.kind, record.name, record.structure, encoded)
             record = replace(record, leaves=tuple(descs))
+            self.stored_bytes += sum(desc.stored_bytes for desc in descs)
+            self.stored_values += 1
             inline = [data for desc, data in encoded if desc.layout == values.PLAIN]
             io.submit(self.journal.append, record, inline)  # after its chunks
-            io.submit(self._release, item.nbytes)
+            io.submit(self.release, item.nbytes)
             self._uncommitted.append(record)
+            self._digested.extend(item.digested)
         elif isinstance(item, Commit):
             self.golden.set_info(item.record.step, item.record.info)
             io.submit(self._commit, item.record)  # the step's chunks reach the OS before its commit
             for record in self._uncommitted:
                 self.catalog.add(record.step, record)
-            self._uncommitted = []
+            for digested in self._digested:
+                self.catalog.add_digest(*digested)
+            self._uncommitted, self._digested = [], []
         elif isinstance(item, Drop):
             self.golden.drop_step(item.step)
-            self._uncommitted = []
+            self._uncommitted, self._digested = [], []
         elif isinstance(item, Meta):
             self.meta.update(item.record.meta)
             io.submit(self.journal.append, item.record)
@@ -219,7 +228,7 @@ class Sink:
             self.commits_written += 1
             self._progress.notify_all()
 
-    def _release(self, nbytes: int) -> None:
+    def release(self, nbytes: int) -> None:
         with self._room:
             self.pending_bytes -= nbytes
             self._room.notify_all()

@@ -30,8 +30,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from ..keys import KIND_ORDER
-from ._format import PARTIAL_SUFFIX
+from ._format import PARTIAL_SUFFIX, STORED_ORDER
 from .values import ARRAY, CHUNKED, NUMPY_SCALAR, PLAIN, PYTHON, leaf_count
 
 XOR = "xor"  # the one delta encoding
@@ -224,7 +223,7 @@ class ValueRecord:
     TYPE = "value"
 
     def __post_init__(self) -> None:
-        if self.kind not in KIND_ORDER:
+        if self.kind not in STORED_ORDER:
             raise ValueError("unknown kind %r" % (self.kind,))
 
     def to_wire(self) -> Dict[str, Any]:
@@ -234,7 +233,7 @@ class ValueRecord:
     @classmethod
     def from_wire(cls, wire: Dict[str, Any]) -> "ValueRecord":
         kind = _text(wire.get("k"), "kind")
-        if kind not in KIND_ORDER:
+        if kind not in STORED_ORDER:
             raise ValueError("unknown kind %r" % (kind,))
         structure = wire.get("st")
         if structure is not None and not isinstance(structure, list):

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..keys import INITIAL_STEP, KIND_ORDER, make_key
 from . import values
+from ._format import DIGESTS_KIND
 from ._wire import ValueRecord
 
 
@@ -26,6 +27,7 @@ class TensorInfo:
     initial: bool = False
     raw_bytes: int = 0
     stored_bytes: int = 0
+    digests: int = 0  # steps that keep its digest instead (store/digest.py)
 
     @property
     def key(self) -> str:
@@ -45,7 +47,7 @@ class TensorInfo:
         shape = d.get("shape")
         return cls(str(d["kind"]), str(d["name"]), None if shape is None else tuple(int(x) for x in shape),
                    str(d.get("dtype", "?")), int(d.get("steps", 0)), bool(d.get("initial", False)),
-                   int(d.get("raw_bytes", 0)), int(d.get("stored_bytes", 0)))
+                   int(d.get("raw_bytes", 0)), int(d.get("stored_bytes", 0)), int(d.get("digests", 0)))
 
     def __repr__(self) -> str:
         return "TensorInfo(%s, shape=%s, dtype=%s, steps=%d)" % (self.key, self.shape, self.dtype, self.steps)
@@ -68,7 +70,9 @@ class CatalogBuilder:
         self._entries: Dict[Tuple[str, str], TensorInfo] = {}
 
     def add(self, step: int, record: ValueRecord) -> None:
-        """Count one value committed at `step`."""
+        """Count one value committed at `step` (a step's digests are no tensor: not counted)."""
+        if record.kind == DIGESTS_KIND:
+            return
         leaves = record.leaves
         if record.structure is None and len(leaves) == 1:
             shape: Optional[Tuple[int, ...]] = leaves[0].caller_shape
@@ -90,6 +94,17 @@ class CatalogBuilder:
         for desc in leaves:
             info.raw_bytes += desc.raw_bytes
             info.stored_bytes += desc.stored_bytes
+
+    def add_digest(self, kind: str, name: str, shape: Tuple[int, ...], dtype: str) -> None:
+        """Count one digest committed at a step (the tensor's raw bytes are not stored)."""
+        info = self._entries.get((kind, name))
+        if info is None:
+            info = self._entries[(kind, name)] = TensorInfo(kind, name, shape, dtype)
+        elif info.shape != shape or info.dtype != dtype:
+            info.shape = None
+            if info.dtype != dtype:
+                info.dtype = "varies"
+        info.digests += 1
 
     def entries(self) -> List[TensorInfo]:
         order = {key: i for i, key in enumerate(self._entries)}

@@ -18,10 +18,11 @@ import numpy as np
 
 from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
 from ..keys import INITIAL_STEP, STATE_KINDS, Kind, make_key, split_key, step_label
+from . import _metadata, digest as digests, values
 from ._backends import Backend
 from .catalog import TensorInfo
-from ._format import (HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path,
-                     userblock_token)
+from ._format import (DIGESTS_KIND, DIGESTS_NAME, HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC,
+                      USERBLOCK_SIZE, journal_path, userblock_token)
 from ._journal import journal_opening
 from ._lock import held
 
@@ -221,13 +222,16 @@ class Trace:
 
 
 class Step(Mapping):
-    """One step's tensors, keyed "kind/name"; values are read on access."""
+    """One step's tensors, keyed "kind/name"; values are read on access. A step between the
+    keyframes of a recording with digests keeps some tensors as digests instead (`digests`)."""
 
     def __init__(self, backend: Backend, index: int) -> None:
         self._backend = backend
         self.index = index
         self._keys: Optional[List[str]] = None
         self._key_set: "frozenset[str]" = frozenset()  # for membership: a step may hold thousands
+        self._has_digests = False
+        self._digests: Optional[Dict[str, digests.Digest]] = None
 
     @property
     def info(self) -> Dict[str, Any]:
@@ -239,9 +243,11 @@ class Step(Mapping):
     def _key_list(self) -> List[str]:
         if self._keys is None:
             if self.index == INITIAL_STEP and not self._backend.header.has_initial:
-                self._keys = []
+                stored = []
             else:
-                self._keys = [make_key(k, n) for k, n in self._backend.keys(self.index)]
+                stored = self._backend.keys(self.index)
+            self._keys = [make_key(k, n) for k, n in stored if k != DIGESTS_KIND]
+            self._has_digests = len(self._keys) < len(stored)
             self._key_set = frozenset(self._keys)
         return self._keys
 
@@ -263,6 +269,23 @@ class Step(Mapping):
     def has(self, kind: str, name: str) -> bool:
         return make_key(kind, name) in self
 
+    @property
+    def digests(self) -> Dict[str, digests.Digest]:
+        """"kind/name" -> Digest of the tensors this step keeps as digests (none at a keyframe)."""
+        if self._digests is None:
+            self._key_list()
+            if not self._has_digests:
+                self._digests = {}
+            else:
+                blob = self._backend.value(self.index, DIGESTS_KIND, DIGESTS_NAME)
+                where = "%s: %s, digests" % (self._backend.path, step_label(self.index))
+                try:
+                    entries = _metadata.unpack(np.asarray(blob, dtype=np.uint8).tobytes())
+                except (TypeError, ValueError) as exc:
+                    raise CorruptTrace("%s: they do not decode (%s)" % (where, exc)) from None
+                self._digests = digests.unpack(entries, values.logical_dtype, where)
+        return self._digests
+
     def names(self, kind: "str | Kind") -> List[str]:
         kind = Kind.parse(kind).value
         prefix = kind + "/"
@@ -276,7 +299,8 @@ class Step(Mapping):
 
     def __repr__(self) -> str:
         label = "initial" if self.index == INITIAL_STEP else str(self.index)
-        return "<tracekit.Step %s: %d tensors>" % (label, len(self))
+        digested = " and digests" if self._key_list() and self._has_digests else ""
+        return "<tracekit.Step %s: %d tensors%s>" % (label, len(self), digested)
 
 
 def _kind_name(kind: "str | Kind", name: Optional[str]) -> Tuple[str, str]:

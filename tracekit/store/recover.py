@@ -17,9 +17,11 @@ from typing import BinaryIO, List, Optional, Tuple
 
 from ..errors import CorruptTrace, UsageError
 from ..keys import INITIAL_STEP
-from . import values
+import numpy as np
+
+from . import _codec, _metadata, digest, values
 from .catalog import CatalogBuilder
-from ._format import journal_path
+from ._format import DIGESTS_KIND, journal_path
 from ._golden import GoldenFile, LeafData, fsync_dir
 from ._journal import Committed, read_payload, scan
 from ._lock import remove_stale, take
@@ -107,6 +109,9 @@ def _rebuild(path: str, committed: Committed, jfh: BinaryIO, data: Optional[Bina
                 leaves = _leaf_data(record.leaves, offset, jfh, data, data_path)
                 golden.write_value(step, record.kind, record.name, record.structure, leaves)
                 catalog.add(step, record)
+                if record.kind == DIGESTS_KIND:
+                    for described in digest.described(_metadata.unpack(_blob(leaves[0]))):
+                        catalog.add_digest(*described)
             golden.set_info(step, info)
         meta = dict(committed.meta)
         meta["recovered"] = {"reason": reason, "dropped_values": committed.dropped}
@@ -116,6 +121,16 @@ def _rebuild(path: str, committed: Committed, jfh: BinaryIO, data: Optional[Bina
     except BaseException:
         golden.abandon()
         raise
+
+
+def _blob(leaf: LeafData) -> bytes:
+    """The bytes of a one-dimensional uint8 leaf (a step's digests), decoded from its payload."""
+    desc, data = leaf
+    if desc.layout != values.CHUNKED:
+        return bytes(data)
+    parts = [_codec.decode_chunk(payload, mask, desc.chunk, np.dtype(np.uint8))
+             for _, mask, payload in sorted(data, key=lambda c: tuple(c[0]))]
+    return np.concatenate(parts).tobytes()[:desc.shape[0]] if parts else b""
 
 
 def _leaf_data(descs: Tuple[LeafDescriptor, ...], offset: int, jfh: BinaryIO, data: Optional[BinaryIO],

@@ -75,6 +75,7 @@ def _verify(path: str, progress: Optional[Callable[[int, int], None]]) -> Verify
             result.problems.append("%s is unfinished: %s; %d steps are readable. Run `tracekit recover %s` "
                                    "to make it a golden of those steps" % (path, trace.problem, len(trace), path))
         seen = {}
+        digested: "dict[str, int]" = {}
         indices = ([INITIAL_STEP] if trace.has_initial else []) + list(range(len(trace)))
         for done, index in enumerate(indices):
             step = trace.initial if index == INITIAL_STEP else trace.step(index)
@@ -106,15 +107,24 @@ def _verify(path: str, progress: Optional[Callable[[int, int], None]]) -> Verify
                     counts[1] = True
                 else:
                     counts[0] += 1
+            try:
+                for key in step.digests:  # decoded, their checksum and every entry checked
+                    digested[key] = digested.get(key, 0) + 1
+            except Exception as exc:  # noqa: BLE001
+                result.problems.append(_why(exc) if isinstance(exc, TracekitError) else
+                                       "%s: step %d, its digests cannot be read (%s)" % (path, index, _why(exc)))
             if progress is not None:
                 progress(done + 1, len(indices))
         for info in trace.catalog:
+            if digested.pop(info.key, 0) != info.digests:
+                result.problems.append("%s: the catalog lists digests of %s in %d steps, the file holds them in "
+                                       "other steps" % (path, info.key, info.digests))
             counts = seen.pop(info.key, [0, False])
             if counts != [info.steps, info.initial]:
                 result.problems.append("%s: the catalog lists %s in %d steps%s, the file holds it in %d%s"
                                        % (path, info.key, info.steps, " and the initial state" if info.initial
                                           else "", counts[0], " and the initial state" if counts[1] else ""))
-        for key in seen:
+        for key in list(seen) + list(digested):
             result.problems.append("%s: %s is not in the catalog" % (path, key))
     return result
 

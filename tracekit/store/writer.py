@@ -29,9 +29,9 @@ import numpy as np
 from .._version import __version__
 from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
-from . import values
+from . import _metadata, digest as digests, values
 from ._encode import DeltaBases, encode_leaves
-from ._format import FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
+from ._format import DIGESTS_KIND, DIGESTS_NAME, FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
 from ._lock import held
 from ._screen import trust
 from ._sink import Commit, Drop, Flush, Meta, Sink, Value
@@ -123,6 +123,10 @@ class TraceWriter:
         self._step: Optional[int] = None  # index of the open step
         self._info: Dict[str, Any] = {}
         self._step_keys: set = set()
+        # The open step's digests: (key, the digest being computed on the pool), written at its end,
+        # and (kind, name, shape, dtype) of each for the catalog.
+        self._digests: "list[tuple[str, concurrent.futures.Future[digests.Digest]]]" = []
+        self._digested: "list[tuple[str, str, tuple, str]]" = []
         self._bases = DeltaBases(self.delta)
         self._has_initial = False
         self.steps = 0  # committed steps
@@ -170,14 +174,17 @@ class TraceWriter:
         self._attempt += 1
         self._info = dict(info or {})
         self._step_keys = set()
+        self._digests, self._digested = [], []
         self._bases.begin_step(self._step)
         return self._step
 
-    def add(self, kind: "str | Kind", name: str, value: Any, copy: bool = True) -> None:
+    def add(self, kind: "str | Kind", name: str, value: Any, copy: bool = True, digest: bool = False) -> None:
         """Record `value` (an array, scalar, or nested dict/list/tuple of them) as kind/name.
 
         With copy=False the arrays are referenced, not copied: pass it only for
-        arrays nobody will modify afterwards (fresh `Session.run` results).
+        arrays nobody will modify afterwards (fresh `Session.run` results). With digest=True a
+        numeric array is kept as its digest (store/digest.py; `Step.digests` reads it back),
+        computed on the writer's threads; anything else is kept whole.
         """
         self._check_open()
         if self._step is None:
@@ -191,6 +198,9 @@ class TraceWriter:
         where = "%s, %s, %s" % (self.path, step_label(self._step), key)
         if key in self._step_keys:
             raise UsageError("%s: recorded twice in one step; each tensor is recorded once per step" % where)
+        if digest and digests.digestible(value):
+            self._add_digest(kind, name, np.array(value) if copy else value)
+            return
         spec, raw_leaves = values.flatten(value, where)
         leaves = [values.make_leaf(v, where) for v in raw_leaves]
         if copy:
@@ -206,6 +216,24 @@ class TraceWriter:
         self._step_keys.add(key)
         self._sink.put(Value(record, future, nbytes))
 
+    def _add_digest(self, kind: str, name: str, array: Any) -> None:
+        key, nbytes = make_key(kind, name), int(array.nbytes)
+        self._sink.reserve(nbytes)  # released once the digest is computed: the array is dropped then
+        self._check_open()
+        future = self._pool.submit(digests.digest, array)
+        future.add_done_callback(lambda _: self._sink.release(nbytes))
+        self._step_keys.add(key)
+        self._digests.append((key, future))
+        self._digested.append((kind, name, tuple(int(d) for d in array.shape), array.dtype.name))
+
+    def _put_digests(self) -> None:
+        """The open step's digests, as one value after its tensors."""
+        pending, digested = self._digests, tuple(self._digested)
+        self._digests, self._digested = [], []
+        future = self._pool.submit(_encode_digests, pending, self.level, "%s, %s" % (self.path, step_label(self._step)))
+        record = ValueRecord(self._attempt, self._step, DIGESTS_KIND, DIGESTS_NAME, None)
+        self._sink.put(Value(record, future, 0, digested))
+
     def end_step(self, info: Optional[Mapping[str, Any]] = None) -> int:
         """Commit the open step; returns its index. Blocks until the step before it is committed
         (with steps_in_flight=N, the step N before it)."""
@@ -215,7 +243,11 @@ class TraceWriter:
         step = self._step
         full_info = dict(self._info)
         full_info.update(info or {})
-        self._sink.put(Commit(StepRecord(self._attempt, step, full_info, len(self._step_keys))))
+        count = len(self._step_keys) - len(self._digests)
+        if self._digests:
+            self._put_digests()
+            count += 1
+        self._sink.put(Commit(StepRecord(self._attempt, step, full_info, count)))
         self._bases.commit()
         self._step = None
         if step == INITIAL_STEP:
@@ -232,6 +264,7 @@ class TraceWriter:
             self._sink.put(Drop(self._step))
         self._step = None
         self._step_keys = set()
+        self._digests, self._digested = [], []
         self._bases.begin_step(None)
 
     @contextlib.contextmanager
@@ -322,6 +355,15 @@ class TraceWriter:
     def _wait(self, ready: Callable[[], bool]) -> None:
         self._sink.wait(ready)
         self._check_open()
+
+
+def _encode_digests(pending: "list[tuple[str, concurrent.futures.Future[digests.Digest]]]", level: Optional[int],
+                    where: str) -> list:
+    """A step's digests as one uint8 leaf, encoded. Runs on a pool thread after the digests' own
+    tasks were started (the pool runs tasks in order), so waiting for them cannot deadlock."""
+    blob = _metadata.pack(digests.pack([(key, future.result()) for key, future in pending]))
+    leaf = values.make_leaf(np.frombuffer(blob, dtype=np.uint8), where)
+    return encode_leaves([leaf], None, level)
 
 
 def _with_environment(meta: Optional[Mapping[str, Any]]) -> Dict[str, Any]:

@@ -18,8 +18,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ...errors import CorruptTrace, TracekitError, UnsupportedValue
-from ...keys import INITIAL_STEP, KIND_ORDER, make_key, step_label
+from ...keys import INITIAL_STEP, make_key, step_label
 from .. import _codec, values
+from .._format import STORED_ORDER
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
 
@@ -151,14 +152,14 @@ class Backend(abc.ABC):
         label = where(self.path, step, "list of tensors")
         with reading(label):
             found = self._keys(step)
-        unknown = sorted({kind for kind, _ in found if kind not in KIND_ORDER})
+        unknown = sorted({kind for kind, _ in found if kind not in STORED_ORDER})
         if unknown:
             raise CorruptTrace("%s: unknown kinds %s; the file is damaged or not written by tracekit"
                                % (label, ", ".join(unknown)))
         if self._order is None:
             self._order = {(t.kind, t.name): i for i, t in enumerate(self.header.catalog)}
         order, last = self._order, len(self._order)
-        return sorted(found, key=lambda kn: (KIND_ORDER[kn[0]], order.get(kn, last), kn[1]))
+        return sorted(found, key=lambda kn: (STORED_ORDER[kn[0]], order.get(kn, last), kn[1]))
 
     def value(self, step: int, kind: str, name: str) -> Any:
         """The value of a key that `keys(step)` listed."""

@@ -13,13 +13,13 @@ import msgpack
 import numpy as np
 
 from ...errors import CorruptTrace, NewerFormat, NotATrace
-from ...keys import INITIAL_STEP, KIND_ORDER, make_key
+from ...keys import INITIAL_STEP, make_key
 from .. import _metadata, values
 from .._codec import chunk_offsets
 from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
                        ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
                        BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET,
-                       STEPS_GROUP, blob_crc, escape_name, step_path, unescape_name, value_path)
+                       STEPS_GROUP, STORED_ORDER, blob_crc, escape_name, step_path, unescape_name, value_path)
 from .._h5compat import phil
 from .._screen import screen
 from .._wire import LeafDescriptor
@@ -292,7 +292,7 @@ class HDF5Backend(Backend):
                 if budget < 0:
                     raise _BadIndex("the step index lists more values than a file of %d bytes can hold" % self._size)
                 leaves = [stream.unpack() for _ in range(count)]
-                if kind not in KIND_ORDER or not isinstance(name, str) or not (spec is None and count == 1
+                if kind not in STORED_ORDER or not isinstance(name, str) or not (spec is None and count == 1
                                                                               or isinstance(spec, list)):
                     raise _BadIndex(("step index entry for %r/%r is malformed" % (kind, name))[:300])
                 if not all(isinstance(leaf, dict) for leaf in leaves):
@@ -320,7 +320,7 @@ class HDF5Backend(Backend):
         group = self._group(step)
         out = []
         for kind in group.keys():
-            if kind not in KIND_ORDER:
+            if kind not in STORED_ORDER:
                 raise ValueError("unknown kind group %r" % kind)
             out.extend((kind, unescape_name(link)) for link in group[kind].keys())
         return out

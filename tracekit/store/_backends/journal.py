@@ -15,8 +15,8 @@ import numpy as np
 
 from ...errors import CorruptTrace, NewerFormat
 from ...keys import INITIAL_STEP
-from .. import values
-from .._format import FORMAT_VERSION
+from .. import _metadata, digest, values
+from .._format import DIGESTS_KIND, DIGESTS_NAME, FORMAT_VERSION
 from .._journal import Committed, MalformedRecord, read_payload, scan
 from .._lock import held
 from .._wire import ValueRecord
@@ -70,6 +70,14 @@ class JournalBackend(Backend):
                 if self._data is None and any(d.layout == values.CHUNKED for d in record.leaves):
                     raise CorruptTrace("%s is missing: its journal %s lists data in it" % (self.data, self.journal))
             self._steps[step] = (dict(info), table)
+        for step in committed.order:  # the digests a step keeps: decoded now, for the catalog
+            if (DIGESTS_KIND, DIGESTS_NAME) in self._steps[step][1]:
+                try:
+                    entries = _metadata.unpack(np.asarray(self.value(step, DIGESTS_KIND, DIGESTS_NAME)).tobytes())
+                except Exception:  # noqa: BLE001  # damage: reading the step's digests says what
+                    continue
+                for described in digest.described(entries):
+                    catalog.add_digest(*described)
         header.catalog = catalog.entries()
         header.has_initial = INITIAL_STEP in self._steps
         header.nsteps = len(self._steps) - header.has_initial
