@@ -79,6 +79,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from .store.remote import refuse_url
+
+    refuse_url(args.npz, "write an export")
+    refuse_url(args.tensorboard, "write an export")
     if not args.npz and not args.tensorboard:
         raise UsageError("say what to write: --npz OUT.npz, --tensorboard DIR, or both")
     if args.actual and not args.tensorboard:
@@ -266,9 +270,17 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
+    from .store.remote import refuse_url
     from .store.writer import check_path
 
+    refuse_url(args.output, "record a golden")
     check_path(args.output)  # before TensorFlow is imported and the script trains
+    if args.budget is not None:
+        from .record.keyframes import parse_size
+
+        parse_size(args.budget)
+        if args.steps is None:
+            raise UsageError("--budget plans the keyframes of a recording of known length: give --steps N too")
     from .record.declared import Declared
     from .record.launch import run_script  # imports TensorFlow: only this command needs it
 
@@ -278,7 +290,8 @@ def _record(args: argparse.Namespace) -> int:
     declared = Declared.of(args.loss, args.learning_rate, args.train_op, args.gradient)
     with Progress("recording %s" % args.output) as progress:
         code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
-                          steps=args.steps, progress=progress, declared=declared, worker=args.worker)
+                          steps=args.steps, progress=progress, declared=declared, worker=args.worker,
+                          budget=args.budget, digests=not args.no_digests)
     print("recorded %s" % args.output, file=sys.stderr)
     return code
 
@@ -419,8 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-mode", choices=["constant", "num_random_ops"],
                    help="control every random op's seeds like tf.compat.v1.keras.utils.DeterministicRandomTestTool")
     p.add_argument("--every", type=int, default=1, metavar="K",
-                   help="record gradients, taps and variables every K-th step (inputs, random draws, loss and "
-                        "learning rate every step); default 1")
+                   help="keep gradients, taps and variables whole every K-th step and at the last (with --steps), "
+                        "as digests (statistics and a fixed sample) in between; inputs, random draws, loss and "
+                        "learning rate whole at every step. Default 1")
+    p.add_argument("--no-digests", action="store_true",
+                   help="with --every K: keep nothing of gradients, taps and variables between keyframes")
+    p.add_argument("--budget", metavar="SIZE",
+                   help="keep the golden under SIZE (500MB, 2GiB): keyframe spacing and what keyframes keep "
+                        "are chosen for it at the first step and stored in the golden (needs --steps)")
     p.add_argument("--steps", type=int, metavar="N", help="stop the script after N recorded steps")
     p.add_argument("--loss", action="append", metavar="NAME",
                    help="the loss tensor, where the recorder picks another (graph name, e.g. total_loss:0)")
@@ -444,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "function), or (model, step function, {replay option: value})")
 
     def comparing(p: argparse.ArgumentParser) -> None:
-        p.add_argument("golden", metavar="GOLDEN", help="the golden trace")
+        p.add_argument("golden", metavar="GOLDEN", help="the golden trace (a path or a URL)")
         p.add_argument("actual", metavar="ACTUAL", help="the replayed trace (tracekit.tf2.replay(...).save(path))")
         p.add_argument("--tolerance", metavar="FILE",
                        help="a TOML tolerance policy: atol, rtol, equal_nan and [[rule]] tables with kind, name "
@@ -536,10 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not import TensorFlow (faster; leaves out what only TensorFlow can tell)")
 
     p = command("show", _show, "Print a golden's metadata, environment, steps and a table of its tensors.")
-    p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5)")
+    p.add_argument("golden", metavar="GOLDEN", help="a golden trace (.h5), or its URL (https://, s3://, gs://: "
+                                                   "read by ranges, docs/GOLDENS.md)")
 
     p = command("verify", _verify, "Decode every tensor, recompute its checksum and check the file's structure.")
-    p.add_argument("golden", metavar="GOLDEN", nargs="+", help="golden traces to check")
+    p.add_argument("golden", metavar="GOLDEN", nargs="+", help="golden traces to check (paths or URLs)")
 
     p = command("export", _export, "Write a golden for other tools. --npz: every tensor to a plain numpy .npz "
                                    "archive: keys <step>/<kind>/<name>, strings as fixed-width arrays (numpy drops "

@@ -12,7 +12,7 @@ Random data (numpy seed 0), batch 128 (the LSTM 64), recorded with the tracekit.
 The ports (tools/ports/long_models.py) and tools/long_goldens.py replay them;
 tests/replay/test_long_goldens.py records smaller ones (--features, --hidden) at test time.
 
-    .venv-legacy/bin/python tools/goldens/long_models.py OUT.h5 --model mlp [--steps 200]
+    .venv-legacy/bin/python tools/goldens/long_models.py OUT.h5 --model mlp [--steps 200] [--every K | --budget SIZE]
 """
 
 from __future__ import print_function
@@ -43,7 +43,8 @@ def mlp(args):
     y = tf.compat.v1.placeholder(tf.float32, [args.batch, CLASSES], name="y")
     h = x
     for i in range(args.layers):
-        h = tracekit.tap("hidden%d" % i, tf.compat.v1.layers.dense(h, args.hidden, tf.nn.relu, name="dense_%d" % i))
+        h = tracekit.tap("hidden%d" % i, tf.compat.v1.layers.dense(h, args.hidden, getattr(tf.nn, args.activation),
+                                                                    name="dense_%d" % i))
     logits = tracekit.tap("logits", tf.compat.v1.layers.dense(h, CLASSES, name="logits"))
     step = tf.compat.v1.train.get_or_create_global_step()
     kernels = [v for v in tf.compat.v1.trainable_variables() if "kernel" in v.name]
@@ -99,12 +100,17 @@ def main():
     parser.add_argument("--features", type=int, default=784, help="mlp: inputs per example")
     parser.add_argument("--hidden", type=int, default=128, help="mlp: units per hidden layer")
     parser.add_argument("--layers", type=int, default=3, help="mlp: hidden layers")
+    parser.add_argument("--activation", default="relu", choices=["relu", "tanh"],
+                        help="mlp: the hidden layers' (tanh: no kink, a plain replay of its port stays close)")
+    parser.add_argument("--every", type=int, default=1, help="keyframes every K steps, digests between")
+    parser.add_argument("--budget", default=None, help="a size the golden stays under (500MB): keyframes planned")
     args = parser.parse_args()
     args.batch = args.batch or (64 if args.model == "lstm" else 128)
     rng = np.random.RandomState(0)
     with tf.Graph().as_default():
         tf.compat.v1.set_random_seed(1)
-        with tracekit.tf1.record(args.out, seed=1, meta={"example": "long_" + args.model}) as rec:
+        with tracekit.tf1.record(args.out, seed=1, meta={"example": "long_" + args.model}, every=args.every,
+                                 steps=args.steps, budget=args.budget) as rec:
             loss, rate, step, feed = MODELS[args.model](args)
             train = tf.compat.v1.train.AdamOptimizer(rate).minimize(loss, global_step=step)
             with tf.compat.v1.Session() as sess:

@@ -45,9 +45,9 @@ def _check(slip, allowed):
 
 
 class MLP(tf.keras.Model):
-    def __init__(self, hidden, layers):
+    def __init__(self, hidden, layers, activation="relu"):
         super().__init__(name="mlp")
-        self.dense = [tf.keras.layers.Dense(hidden, activation="relu", name="dense_%d" % i) for i in range(layers)]
+        self.dense = [tf.keras.layers.Dense(hidden, activation=activation, name="dense_%d" % i) for i in range(layers)]
         self.logits = tf.keras.layers.Dense(CLASSES, name="logits")
 
     def call(self, x, training=False):
@@ -56,9 +56,9 @@ class MLP(tf.keras.Model):
         return tracekit.tap("logits", self.logits(x))
 
 
-def make_mlp(slip=None, features=784, hidden=128, layers=3, nudge_at=NUDGE_AT):
+def make_mlp(slip=None, features=784, hidden=128, layers=3, nudge_at=NUDGE_AT, activation="relu"):
     _check(slip, SLIPS)
-    model = MLP(hidden, layers)
+    model = MLP(hidden, layers, activation)
     model(tf.zeros((1, features)))
     dense = model.dense
     logits = model.logits

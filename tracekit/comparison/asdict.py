@@ -62,7 +62,8 @@ def tensor_dict(t: Any, by_step: bool = True, selection: Optional[Selection] = N
         "accepted_steps": t.accepted_steps, "first_failed": t.first_failed, "worst_step": worst_step,
         "worst": None if worst is None else plain(worst.to_dict()),
         "max_ulps": plain(max((t.by_step[s].ulps for s in steps), default=0.0)),
-        "driven_by_noise": t.driven_by_noise, "noise_steps": sorted(t.noise), "form": t.form}
+        "driven_by_noise": t.driven_by_noise, "noise_steps": sorted(t.noise), "form": t.form,
+        "digest_steps": t.digest_steps}
     if by_step:
         series = [(step, t.by_step[step]) for step in steps]
         out["by_step"] = {"step": [step for step, _ in series],

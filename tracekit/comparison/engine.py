@@ -13,10 +13,12 @@ import numpy as np
 
 from ..store import Trace, open_trace, provenance
 from ..store.provenance import Provenance
-from ..keys import INITIAL_STEP, REPLICA, STATE_KINDS, make_key, replica_base, split_key, step_label
+from ..keys import INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key, step_label
+from ..store.digest import Digest
 from .arbiter import Arbitrated
 from .asdict import comparison_dict
 from .conventions import ConventionHint, convention_hints
+from .digests import BITS, DIGEST, WHOLE, as_digest, compare_digests
 from .distribution import DistributionHint, distribution_hints, layout
 from .envdiff import Change, EnvironmentDiff, Profile, default_profile, environment_diff
 from .noise import Noise, NoiseTracker
@@ -67,6 +69,7 @@ class TensorResult:
     accepted_steps: int = 0
     driven_by_noise: bool = False  # round-off alone moved it (noise.NoiseTracker.driven), or it follows
     form: str = ""  # how it was compared where the sides hold it in other forms (sparse.py), else ""
+    digest_steps: int = 0  # steps judged from digests (a sample and statistics, or equal bytes), not values
 
     @property
     def key(self) -> str:
@@ -91,6 +94,7 @@ class TensorResult:
     def add(self, step: int, stats: Stats, noise: Optional[Noise] = None, accept: bool = False) -> None:
         self.by_step.append(step, stats)
         self.steps += 1
+        self.digest_steps += stats.basis in (DIGEST, BITS)
         if noise is not None:
             self.noise[step] = noise
         if not stats.ok and noise is not None and accept:
@@ -376,7 +380,9 @@ class Comparer:
         copies = _replica_copies(a_step)
         keys = []
         sparse_pairs = sparse.pairs(g_step.keys(), a_step.keys())
-        for key in g_step:
+        # Where a side keeps digests (store/digest.py), those tensors are judged from digests.
+        g_digests, a_digests = g_step.digests, getattr(a_step, "digests", {})
+        for key in _in_order(list(g_step) + list(g_digests)):
             kind, name = split_key(key)
             pair = sparse_pairs.get(key)
             if kind in NOT_REPLAYED or key in reasons:
@@ -392,6 +398,10 @@ class Comparer:
                         keys.append(part)
                         self._work.put(functools.partial(self._pair_sparse, index, g_step, a_step, pair, indices),
                                        key in self._big)
+            elif key in g_digests or (key not in a_step and key in a_digests):
+                self._seen.add(key)
+                keys.append(key)
+                self._work.put(functools.partial(self._pair_digests, index, g_step, a_step, key), False)
             elif key not in a_step:
                 self._absent.add(key)
             else:
@@ -455,6 +465,27 @@ class Comparer:
             outcomes.append((a_key, a_value, compare_values(g_value, a_value, tol)))
         return tol, g_value, outcomes
 
+    def _pair_digests(self, index: int, g_step: Any, a_step: Mapping[str, Any],
+                      key: str) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
+        """`_pair` where a side keeps a digest: the other side's digest is made, both are compared
+        (comparison/digests.py). The values returned are the digests, or the arrays where a
+        digest holds every element."""
+        kind, name = split_key(key)
+        g = g_step.digests[key] if key in g_step.digests else g_step[key]
+        a_digests = getattr(a_step, "digests", {})
+        a = a_digests[key] if key in a_digests else a_step[key]
+        g_digest, a_digest = as_digest(g), as_digest(a)
+        tol = self.result.tolerance.resolve(kind, name, index, g_digest.dtype if g_digest is not None else
+                                            dtype_name(g))
+        if tol.ignore:
+            return tol, g, []
+        if g_digest is None or a_digest is None:  # a structure or strings against a digest
+            return tol, g, [(key, a, compare_values(g, a, tol))]
+        stats = compare_digests(g_digest, a_digest, tol)
+        if stats.basis == WHOLE:
+            return tol, g_digest.value(), [(key, a_digest.value(), stats)]
+        return tol, g_digest, [(key, a_digest, stats)]
+
     def _pair_sparse(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any],
                      pair: sparse.SparsePair, indices: bool) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
         """`_pair` of a gradient one side holds as rows and indices, in the pair's form (`indices`:
@@ -504,7 +535,13 @@ class Comparer:
         result.likely_cause = _roundoff_cause(result, self.code)
         result.distribution = layout(actual_meta)
         first = result.first_divergence
-        if first is not None:
+        if first is not None and isinstance(self._values[first.step, first.key][0], Digest):
+            g_digest, a_digest = self._values[first.step, first.key]
+            index = first.stats.worst_index
+            result.first_divergence = replace(
+                first, golden_at_worst=g_digest.at(index), actual_at_worst=a_digest.at(index),
+                golden_value=g_digest.sample, actual_value=a_digest.sample)
+        elif first is not None:
             g_value, a_value = self._values[first.step, first.key]
             index = first.stats.worst_index
             result.first_divergence = first = replace(
@@ -536,7 +573,10 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
     noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
                     [s for t, s, _ in compared if t.kind == "loss"])
     for tensor, stats, failed in compared:
-        # Integers and booleans (ids, indices, masks) never differ by round-off: never noise.
+        # Integers and booleans (ids, indices, masks) never differ by round-off: never noise. From
+        # a digest only the statistics are known: the noise tracker gets no values.
+        if failed is not None and isinstance(failed[0], Digest):
+            failed = (None, None, failed[2])
         explained = None if failed is None or stats.discrete else noise.explain(index, tensor.kind, tensor.name,
                                                                                  *failed)
         tensor.add(index, stats, explained, tolerance.accept_noise)
@@ -551,6 +591,11 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
             result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
     return explained_first
+
+
+def _in_order(keys: List[str]) -> List[str]:
+    """Keys in data-flow order (a step's tensors are, its digests follow them), stable within a kind."""
+    return sorted(keys, key=lambda key: KIND_ORDER[split_key(key)[0]])
 
 
 def _replica_copies(step: Any) -> Dict[str, List[str]]:

@@ -29,6 +29,7 @@ class StatsSeries(Mapping[int, Stats]):
         self._ints = array.array("q")  # _ROW_INTS a step (the worst index's start is -1 for none)
         self._worst = array.array("q")  # the worst indices' elements, back to back
         self._problems: Dict[int, str] = {}  # row -> problem, for the few that have one
+        self._bases: Dict[int, str] = {}  # row -> basis, for the rows judged from a digest
 
     def append(self, step: int, stats: Stats) -> None:
         if self._steps and step <= self._steps[-1]:
@@ -45,6 +46,8 @@ class StatsSeries(Mapping[int, Stats]):
             self._worst.extend(stats.worst_index)
         if stats.problem is not None:
             self._problems[row] = stats.problem
+        if stats.basis != "full":
+            self._bases[row] = stats.basis
 
     def _row(self, step: int) -> int:
         row = bisect.bisect_left(self._steps, step)
@@ -65,6 +68,7 @@ class StatsSeries(Mapping[int, Stats]):
         start, ndim = ints[-2], ints[-1]
         stats.worst_index = None if start < 0 else tuple(self._worst[start:start + ndim])
         stats.problem = self._problems.get(row)
+        stats.basis = self._bases.get(row, "full")
         return stats
 
     def __contains__(self, step: object) -> bool:

@@ -22,11 +22,13 @@ class Stats:
     zero), and `ulps`: the max abs error in units of eps * the tensor's largest |golden|, the
     smallest `ulps` setting that passes alone (the measure of round-off). `discrete`: integers,
     booleans, strings and structures, compared for equality only: no tolerance applies, and no
-    difference of theirs is round-off."""
+    difference of theirs is round-off. `basis`: what the verdict came from: "full" values, or
+    where the golden keeps a digest (comparison/digests.py) "digest" (a sample and statistics),
+    "bits" (the same bytes) or "whole" (a digest holding every element)."""
 
     __slots__ = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol",
                  "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps",
-                 "discrete")
+                 "discrete", "basis")
 
     def __init__(self) -> None:
         self.ok = True
@@ -45,6 +47,7 @@ class Stats:
         self.ulps = 0.0
         self.allowed_ulps = 0.0
         self.discrete = False
+        self.basis = "full"
 
     @property
     def fraction(self) -> float:

@@ -24,9 +24,10 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import LIGHT_KINDS, split_key
+from ..keys import LIGHT_KINDS, make_key, split_key
 from ..store import create, provenance
-from . import inputs, optimizer
+from ..store.writer import estimate_stored
+from . import inputs, keyframes, optimizer
 from .declared import Declared, find_op, find_tensor
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
@@ -45,11 +46,16 @@ class Recorder:
                  every: int = 1, steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None,
                  stop_script: bool = False, program: Optional[str] = None,
                  progress: Optional[Callable[[int, Optional[int]], None]] = None,
-                 declared: Optional[Declared] = None, worker: Optional[int] = None, **writer_options: Any) -> None:
+                 declared: Optional[Declared] = None, worker: Optional[int] = None,
+                 budget: "int | str | None" = None, digests: bool = True, **writer_options: Any) -> None:
         if int(every) < 1:
             raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
         if steps is not None and int(steps) < 1:
             raise UsageError("steps must be >= 1, got %r" % (steps,))
+        self.budget = None if budget is None else keyframes.parse_size(budget)
+        if self.budget is not None and (steps is None or int(every) != 1 or not digests):
+            raise UsageError("a size budget plans the keyframes of a recording of known length: give steps=N "
+                             "(--steps N), and neither every=K nor digests=False (the budget chooses)")
         mode = SeedMode.parse(seed_mode)
         if mode is not None and seed is None:
             seed = 42  # the DeterministicRandomTestTool's default
@@ -60,6 +66,9 @@ class Recorder:
         self.seed_mode = mode
         self.every = int(every)
         self.steps_limit = None if steps is None else int(steps)
+        # Keyframes every K steps and the last; digests between (planned at step 0 with a budget).
+        self._frames = keyframes.Keyframes(self.every, self.steps_limit, bool(digests))
+        self._sizes: Optional[keyframes.StepSizes] = None
         self.stop_script = stop_script
         # The script that records: two recordings of it are the same code (compare's profiles).
         self.program = program or getattr(sys.modules.get("__main__"), "__file__", None)
@@ -100,14 +109,13 @@ class Recorder:
         self._tf = tf
         # The session's own run, for the recorder's reads (captured before any patching).
         self._base_run = tf.compat.v1.Session.__mro__[1].__dict__["run"]
-        meta = {"user": self._user_meta, "recording": {"every": self.every, "steps_limit": self.steps_limit},
+        meta = {"user": self._user_meta, "recording": self._recording_meta(),
                 "program": program_identity(os.path.basename(self.program) if self.program else "<interactive>",
                                             [self.program] if self.program else []),
                 provenance.META_KEY: provenance.recording_meta()}
         if self.declared:
             meta["declared"] = self.declared.to_meta()
-        if self.worker is not None:
-            meta["recording"]["worker"] = self.worker
+
         self._writer = create(self.path, meta=meta, **self._writer_options)
         optimizer.install(tf)
         inputs.install(tf)
@@ -134,6 +142,12 @@ class Recorder:
                 "declared: tracekit record --train-op NAME --gradient VAR=TENSOR (tracekit.tf1.record("
                 "train_op=..., gradients=...))" % self.path)
 
+    def _recording_meta(self) -> Dict[str, Any]:
+        out = {"every": self._frames.every, "steps_limit": self.steps_limit, "keyframes": self._frames.meta()}
+        if self.worker is not None:
+            out["worker"] = self.worker
+        return out
+
     def _finish_meta(self) -> None:
         seeds = {"seed": self.seed, "mode": None if self.seed_mode is None else self.seed_mode.value}
         if self._seeds is not None:
@@ -149,7 +163,7 @@ class Recorder:
             if graph is None or (find_tensor(graph, name) is None and find_op(graph, name) is None):
                 warnings.append("declared %r is not in the recorded graph: check the name (tracekit show lists "
                                 "what was recorded; graph names look like 'dense/kernel:0')" % name)
-        self._writer.update_meta({"seeds": seeds, "warnings": warnings})
+        self._writer.update_meta({"seeds": seeds, "warnings": warnings, "recording": self._recording_meta()})
 
     @property
     def seed_control(self) -> Optional[SeedControl]:
@@ -271,7 +285,10 @@ class Recorder:
     # ---- steps --------------------------------------------------------------------------------
 
     def _full(self) -> bool:
-        return self.steps % self.every == 0
+        """Whether this step's run fetches every tensor: at a keyframe, where digests are kept, and
+        at step 0 of a budget (whose sizes plan the rest)."""
+        frames = self._frames
+        return frames.digests or frames.keyframe(self.steps) or (self.budget is not None and self._sizes is None)
 
     def _fetches(self, plan: StepPlan, full: bool) -> "collections.OrderedDict[str, Any]":
         return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
@@ -348,7 +365,8 @@ class Recorder:
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]]) -> None:
-        full = self._full()
+        state = run(sess, [v for _, v in self._variables]) if self._full() else None
+        keyframe = self._keyframe(feeds, extra, state)
         if self.steps == 0:
             self._writer.update_meta({"regularization_losses": [split_key(k)[1] for k in plan.regularization]})
         global_step = None
@@ -371,15 +389,13 @@ class Recorder:
                 if name:
                     w.add("input", name, np.asarray(value))  # copied: feed buffers get reused
             for key, value in extra:
-                w.add(*split_key(key), value=value, copy=False)
+                self._add(key, value, keyframe)
             terms = [value for key, value in extra if key in plan.regularization]
             if terms:  # their sum: what a TF2 port's sum(model.losses) is compared with
                 w.add("loss", "regularization", functools.reduce(np.add, terms))
-            w.add("fetch", "fetches", storable(user), copy=False)
-            if full:
-                values = run(sess, [v for _, v in self._variables])
-                for (key, _), value in zip(self._variables, values):
-                    w.add(*split_key(key), value=value, copy=False)
+            w.add("fetch", "fetches", storable(user), copy=False)  # a structure: kept whole
+            for (key, _), value in zip(self._variables, state if state is not None else []):
+                self._add(key, value, keyframe)
         except BaseException:
             w.abort_step()
             raise
@@ -387,6 +403,33 @@ class Recorder:
         self.steps += 1
         if self._progress is not None:
             self._progress(self.steps, self.steps_limit)
+
+    def _add(self, key: str, value: Any, keyframe: bool) -> None:
+        how = self._frames.how(self.steps, key, keyframe)
+        if how is not None:
+            self._writer.add(*split_key(key), value=value, copy=False, digest=how == "digest")
+
+    def _keyframe(self, feeds: List[Tuple[str, Any]], extra: List[Tuple[str, Any]], state: Any) -> bool:
+        """Whether this step is kept whole. With a budget: the plan is made at step 0, from its
+        sizes; a keyframe that would no longer leave room for the rest is kept as digests."""
+        frames, step = self._frames, self.steps
+        if self.budget is not None and self._sizes is None:
+            values = dict(extra)
+            values.update((make_key("input", name), value) for name, value in feeds if name)
+            values.update((key, value) for (key, _), value in zip(self._variables, state))
+            self._sizes = keyframes.measured(values, estimate_stored)
+            self._writer.flush()  # the initial state's bytes, all counted
+            self._frames = frames = keyframes.plan(self.budget, self.steps_limit, self._written(), self._sizes)
+            self._writer.update_meta({"recording": self._recording_meta()})
+        if not frames.keyframe(step):
+            return False
+        if self.budget is not None and not keyframes.room(frames, step, self._written(), self._sizes):
+            frames.skipped.append(step)
+            return False
+        return True
+
+    def _written(self) -> int:
+        return self._writer.stored_bytes + self._writer.stored_values * keyframes.BYTES_PER_VALUE
 
     def _maybe_stop(self) -> None:
         if self.steps_limit is not None and self.steps >= self.steps_limit and not self.done:
@@ -398,7 +441,8 @@ class Recorder:
 def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None, every: int = 1,
            steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None, loss: Any = None,
            learning_rate: Any = None, train_op: Any = None, gradients: Optional[Mapping[Any, Any]] = None,
-           worker: Optional[int] = None, **options: Any) -> Recorder:
+           worker: Optional[int] = None, budget: "int | str | None" = None, digests: bool = True,
+           **options: Any) -> Recorder:
     """Record TF1 training into the golden at `path`. A context manager:
 
         with tracekit.tf1.record("goldens/run.h5", seed=1) as rec:
@@ -407,9 +451,12 @@ def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode 
 
     seed: graph seed to set; seed_mode: "constant" or "num_random_ops" to control every
     random op's seeds as tf.compat.v1.keras.utils.DeterministicRandomTestTool does (build
-    the graph inside the context); every: record gradients, taps and variables every K-th
-    step (inputs, random draws, loss and learning rate every step); steps: stop recording
-    after this many steps; meta: your own metadata, stored under "user".
+    the graph inside the context); every: keep gradients, taps and variables whole every K-th
+    step and at the last (when `steps` says which), as digests in between (inputs, random draws,
+    loss and learning rate whole at every step; digests=False keeps nothing of the rest in
+    between); steps: stop recording after this many steps; budget: a size ("500MB") the golden
+    stays under, keyframes and what they keep chosen for it (needs steps; record/keyframes.py);
+    meta: your own metadata, stored under "user".
     loss / learning_rate / train_op / gradients: what the recorder cannot find on its own
     (a step whose gradient is written out by hand, a learning rate it misses), as graph
     names or the tensors and ops themselves, one or a list; gradients as {variable:
@@ -421,4 +468,4 @@ def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode 
     """
     declared = Declared.of(loss, learning_rate, train_op, gradients)
     return Recorder(path, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta=meta, declared=declared,
-                    worker=worker, **options)
+                    worker=worker, budget=budget, digests=digests, **options)

@@ -232,7 +232,7 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
         out = os.path.join(directory, "actual.h5")
     try:
         with create(out, meta=meta, steps_in_flight=STEPS_IN_FLIGHT) as writer:
-            ran = drive([_Writing(writer)] + ([sink] if sink is not None else []))
+            ran = drive([_Writing(writer, golden)] + ([sink] if sink is not None else []))
             writer.update_meta(_replay_meta(golden, runner, about, ran, count, steps is not None, every))
         trace = open_trace(out)
     except BaseException:
@@ -342,10 +342,12 @@ def _replay_meta(golden: Trace, runner: Runner, about: Optional[Dict[str, Any]],
 
 
 class _Writing:
-    """The sink writing the actual trace, with the golden's kinds and names."""
+    """The sink writing the actual trace, with the golden's kinds and names; where the golden
+    keeps a tensor's digest, the replay keeps its digest too."""
 
-    def __init__(self, writer: TraceWriter) -> None:
+    def __init__(self, writer: TraceWriter, golden: Trace) -> None:
         self.writer = writer
+        self.golden = golden
 
     def initial(self, values: Mapping[str, Any]) -> None:
         with self.writer.initial():
@@ -354,8 +356,8 @@ class _Writing:
     def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str],
              fed: Mapping[str, Any]) -> None:
         with self.writer.step(info={"golden_step": index}):
-            self._add(values)
+            self._add(values, self.golden.step(index).digests)
 
-    def _add(self, values: Mapping[str, Any]) -> None:
+    def _add(self, values: Mapping[str, Any], digested: Mapping[str, Any] = {}) -> None:
         for key, value in values.items():
-            self.writer.add(*split_key(key), value=value, copy=False)
+            self.writer.add(*split_key(key), value=value, copy=False, digest=key in digested)

@@ -33,12 +33,24 @@ def form_lines(result: Comparison) -> List[str]:
                                                                           for t in formed[:6]))
             + (" ..." if len(formed) > 6 else "")]
 
+def digest_lines(result: Comparison) -> List[str]:
+    """How many verdicts came from digests (the golden keeps none of those values at those steps)."""
+    digested = [t for t in result.tensors if t.digest_steps]
+    if not digested:
+        return []
+    return ["judged from digests (a fixed sample and the statistics, or equal bytes) where the golden keeps no "
+            "values: %d tensors, %d tensor-steps of %d" % (len(digested), sum(t.digest_steps for t in digested),
+                                                           sum(t.steps for t in result.tensors))]
+
+
 def _num(x: float) -> str:
     return "%.3g" % x
 
 
 def describe(stats: Stats) -> List[str]:
     """Lines saying how a tensor differs."""
+    if stats.basis in ("digest", "bits"):
+        return _from_digest(stats)
     if stats.problem:
         return [stats.problem]
     if stats.discrete:
@@ -58,6 +70,24 @@ def describe(stats: Stats) -> List[str]:
     if 0 < stats.ulps < float("inf"):
         lines.append("error = %s ulps of the tensor's scale (eps * max |golden| = %s)"
                      % (_num(stats.ulps), _num(stats.max_abs / stats.ulps)))
+    return lines
+
+
+def _from_digest(stats: Stats) -> List[str]:
+    """describe() of a verdict the digests made: what the sample and the statistics showed."""
+    if stats.basis == "bits":
+        return ["judged from digests: the same bytes (crc32)"]
+    lines = ["judged from digests (the golden keeps a fixed sample and statistics of the %d elements at this "
+             "step): %d sampled elements differ; max abs error at least %s%s"
+             % (stats.total, stats.mismatched if stats.problem is None or stats.mismatched > 1 else 0,
+                _num(stats.max_abs), "" if stats.worst_index is None else ", worst sampled at %s"
+                % (list(stats.worst_index),))]
+    if stats.problem:
+        lines.append(stats.problem)
+    if not stats.discrete:
+        lines.append("tolerance atol=%s rtol=%s%s; it would need atol >= %s at least"
+                     % (_num(stats.atol), _num(stats.rtol), " ulps=%s" % _num(stats.allowed_ulps)
+                        if stats.allowed_ulps else "", _num(stats.needed_atol)))
     return lines
 
 
@@ -288,8 +318,10 @@ def tensor_rows(result: Comparison, selection: Optional[Selection] = None) -> Li
         if not steps:
             continue
         _, w = (t.worst_step, t.worst) if selection is None else selection.worst(t, steps)
-        rows.append([t.kind, t.name, _status(t), "%d/%d" % (t.failed_steps, t.steps),
-                     "-" if t.first_failed is None else step_label(t.first_failed),
+        first = "-" if t.first_failed is None else step_label(t.first_failed)
+        if t.first_failed is not None and t.by_step[t.first_failed].basis in ("digest", "bits"):
+            first += " (digest)"
+        rows.append([t.kind, t.name, _status(t), "%d/%d" % (t.failed_steps, t.steps), first,
                      "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
                      _num(w.needed_rtol), _num(max(t.by_step[s].ulps for s in steps))])
     return rows
@@ -333,6 +365,7 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
         lines.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])
                                                             + (" ..." if len(result.missing) > 12 else "")))
     lines += form_lines(result)
+    lines += digest_lines(result)
     selection = selection if selection is not None and not selection.everything else None
     rows = tensor_rows(result, selection)
     failing = [r for r in rows if r[2] != "ok"]  # accepted noise too: shown, not hidden

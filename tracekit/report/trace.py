@@ -32,6 +32,7 @@ def show(trace: Trace) -> str:
         lines.append("note      %s" % trace.recording)
     lines += identified(trace.meta)
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
+    lines += keyframe_lines(trace)
     described = {k: v for k, v in trace.meta.items() if k != provenance.META_KEY}  # `tracekit log` shows it
     if described:
         lines.append("metadata")
@@ -40,7 +41,7 @@ def show(trace: Trace) -> str:
     raw_total = stored_total = 0
     for t in trace.catalog:
         shape = "varies" if t.shape is None else "(%s)" % ", ".join(str(d) for d in t.shape)
-        steps = str(t.steps) + ("+init" if t.initial else "")
+        steps = str(t.steps) + ("+init" if t.initial else "") + ("+%dd" % t.digests if t.digests else "")
         rows.append([t.kind, t.name, shape, t.dtype, steps, size(t.stored_bytes), size(t.raw_bytes),
                      "%.2f" % t.ratio])
         raw_total += t.raw_bytes
@@ -53,6 +54,28 @@ def show(trace: Trace) -> str:
         lines.append("total: %s stored, %s raw, ratio %.2f" % (
             size(stored_total), size(raw_total), raw_total / stored_total if stored_total else 1.0))
     return "\n".join(lines)
+
+
+def keyframe_lines(trace: Trace) -> List[str]:
+    """Where a golden keeps its tensors whole, from its recording's keyframe plan."""
+    frames = (trace.meta.get("recording") or {}).get("keyframes")
+    if not isinstance(frames, dict) or frames.get("every") == 1:
+        return []
+    every = frames.get("every")
+    rest = "digests (statistics and a fixed sample) of the rest" if frames.get("digests") else "nothing of the rest"
+    if every:
+        lines = ["keyframes every %s steps%s keep %s whole; the steps between keep inputs, random draws, losses "
+                 "and learning rates whole, %s" % (every, " and the last" if frames.get("last") else "",
+                                                   ", ".join(frames.get("whole") or []), rest)]
+    else:
+        lines = ["keyframes none: the initial state is whole; every step keeps inputs, random draws, losses and "
+                 "learning rates whole, %s" % rest]
+    budget = frames.get("budget")
+    if isinstance(budget, dict) and budget.get("bytes"):
+        lines.append("budget    %s: planned %s%s" % (size(budget["bytes"]), size(budget.get("estimate", 0)),
+                                                     "; keyframes kept as digests to stay in it: %s"
+                                                     % frames["skipped"] if frames.get("skipped") else ""))
+    return lines
 
 
 def identified(meta: Mapping[str, Any]) -> List[str]:

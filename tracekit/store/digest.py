@@ -97,6 +97,16 @@ class Digest:
         flat = int(self.positions()[sample_index])
         return tuple(int(i) for i in np.unravel_index(flat, self.shape)) if self.shape else ()
 
+    def at(self, index: Optional[Tuple[int, ...]]) -> Optional[float]:
+        """The element at a tensor index, if the sample holds it (else None)."""
+        if index is None or len(index) != len(self.shape):
+            return None
+        flat = int(np.ravel_multi_index(index, self.shape)) if self.shape else 0
+        where = int(np.searchsorted(self.positions(), flat))
+        if where < self.sample.size and int(self.positions()[where]) == flat:
+            return self.sample[where].item()
+        return None
+
     def value(self) -> np.ndarray:
         """The tensor itself, when the digest holds it whole."""
         if not self.whole:

@@ -29,7 +29,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
-from . import _metadata, digest as digests, values
+from . import _codec, _metadata, digest as digests, values
 from ._encode import DeltaBases, encode_leaves
 from ._format import DIGESTS_KIND, DIGESTS_NAME, FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
 from ._lock import held
@@ -151,6 +151,16 @@ class TraceWriter:
     @property
     def max_pending_bytes(self) -> int:
         return self._sink.max_pending_bytes
+
+    @property
+    def stored_bytes(self) -> int:
+        """The bytes of the values written into the golden so far (compressed; HDF5's own bytes
+        besides, about 500 a value, are not counted): what a size budget watches."""
+        return self._sink.stored_bytes
+
+    @property
+    def stored_values(self) -> int:
+        return self._sink.stored_values
 
     @property
     def peak_pending_bytes(self) -> int:
@@ -381,6 +391,22 @@ def _write_error(path: str, exc: BaseException) -> Exception:
         return TraceWriteError("writing %s failed: %s; the steps committed before it are kept "
                                "(tracekit recover %s)" % (path, exc.strerror or exc, path))
     return exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
+
+
+# How much of an array estimate_stored compresses to learn its ratio.
+ESTIMATE_BYTES = 1 << 20
+
+
+def estimate_stored(value: Any, level: Optional[int] = DEFAULT_LEVEL) -> int:
+    """About how many bytes a golden takes to store `value` whole: its first ESTIMATE_BYTES
+    compressed as the writer would, scaled to its size (a size budget plans with it)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biufc" or array.nbytes <= values.PLAIN_MAX_BYTES:
+        return int(array.nbytes) if array.dtype.kind != "O" else 1024
+    flat = np.ascontiguousarray(array).reshape(-1)
+    head = flat[:max(1, ESTIMATE_BYTES // flat.itemsize)]
+    packed = sum(len(payload) for _, _, payload in _codec.encode_array(head, (head.size,), level))
+    return int(array.nbytes * packed / head.nbytes) + 1
 
 
 def create(path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None, **options: Any) -> TraceWriter:

@@ -51,8 +51,14 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
         raise UsageError("tracekit.tf2.check needs the port: its step function (and model=), or its factory "
                          "(make_port=)")
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
-        if make_port is not None and (judge == "local" or judge == "auto" and len(trace) > LONG_GOLDEN
-                                      and "forcing" not in options and options.get("strategy") is None):
+        partial = _keyframed(trace)
+        if judge == "local" and partial:
+            raise UsageError("%s keeps the training state whole only at keyframes (%s): judge='local' replays every "
+                             "step from the golden's state; judge it plain (judge='plain'), or record with every=1"
+                             % (trace.path, partial))
+        long = judge == "auto" and len(trace) > LONG_GOLDEN and not partial
+        if make_port is not None and (judge == "local" or long and "forcing" not in options
+                                      and options.get("strategy") is None):
             return _judged(trace, step_fn, make_port, tolerance, out, options)  # type: ignore[return-value]
         if step_fn is None:
             assert make_port is not None
@@ -74,7 +80,19 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
         if replayed.meta["replay"]["stopped"] and first is not None:
             result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
                                 % (replayed.steps - 1, first.step))
+        if judge == "auto" and make_port is not None and partial and len(trace) > LONG_GOLDEN:
+            result.notes.append("judged plain: the golden keeps the training state whole only at keyframes (%s), "
+                                "and a local verdict replays every step from it" % partial)
         return result  # type: ignore[return-value]
+
+
+def _keyframed(trace: Trace) -> Optional[str]:
+    """How a golden keeps its state, where not whole at every step (None: it does)."""
+    if all(t.steps >= len(trace) for t in trace.catalog if t.kind == "var") or not len(trace):
+        return None
+    frames = (trace.meta.get("recording") or {}).get("keyframes") or {}
+    every = frames.get("every", (trace.meta.get("recording") or {}).get("every"))
+    return "every %d steps" % every if isinstance(every, int) else "at the initial state only"
 
 
 def _judged(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",

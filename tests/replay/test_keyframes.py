@@ -1,0 +1,102 @@
+"""Goldens that keep the whole state only at keyframes, digests between (recorded for real on TF
+1.15: tools/goldens/long_models.py): a port made wrong between keyframes is caught at its step,
+from the digests; a size budget keeps a golden ten times smaller than its full recording."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+import tracekit
+from tools.ports import long_models
+
+from ..support import ROOT, run_python
+
+STEPS, EVERY, SLIP_AT = 30, 10, 23
+SIZE = dict(features=64, hidden=64)
+# Wide tanh layers: the state outweighs inputs and digests (a 1,000-element sample is a quarter of
+# a 64 x 64 kernel), and a plain replay of the port stays close (no ReLU kink to cross).
+WIDE = dict(features=8, hidden=512, layers=2, activation="tanh")
+
+
+def _record(legacy_python, path, size=SIZE, *options):
+    run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "long_models.py"), path, "--model", "mlp",
+                               "--steps", str(STEPS)] + ["--%s=%s" % kv for kv in size.items()] + list(options),
+               cwd=ROOT)
+    return path
+
+
+@pytest.fixture(scope="module")
+def keyframed(legacy_python, tmp_path_factory):
+    return _record(legacy_python, str(tmp_path_factory.mktemp("keyframes") / "mlp.h5"), SIZE, "--every", str(EVERY))
+
+
+@pytest.fixture(scope="module")
+def budgeted(legacy_python, tmp_path_factory):
+    """A wide MLP recorded whole (about 100 MB), and again under a tenth of that."""
+    folder = tmp_path_factory.mktemp("budget")
+    full = _record(legacy_python, str(folder / "full.h5"), WIDE, "--batch=32")
+    budget = os.path.getsize(full) // 10
+    os.remove(full)
+    return _record(legacy_python, str(folder / "budget.h5"), WIDE, "--batch=32", "--budget", str(budget)), budget
+
+
+def test_the_recording_keeps_keyframes_and_digests_between(keyframed):
+    with tracekit.open(keyframed) as golden:
+        whole = [step.index for step in golden if not step.digests]
+        assert whole == [0, 10, 20, STEPS - 1]  # every K steps, and the last
+        between = golden.step(SLIP_AT)
+        assert sorted({key.split("/")[0] for key in between}) == ["fetch", "input", "loss", "lr"]
+        assert {key.split("/")[0] for key in between.digests} == {"tap", "grad", "var", "slot"}
+        assert golden.meta["recording"]["keyframes"]["every"] == EVERY
+    assert tracekit.verify(keyframed).ok
+
+
+def test_the_correct_port_passes_judged_from_digests(tf2, keyframed):
+    result = tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, **SIZE))
+    assert result.ok, result.report()
+    grads = result.tensor("grad", "dense_0/kernel:0")
+    assert grads.steps == STEPS and grads.digest_steps == STEPS - 4
+    assert any("keyframes (every 10 steps)" in note for note in result.notes)  # long, but judged plain
+    with pytest.raises(tracekit.UsageError, match="keyframes"):
+        tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, **SIZE), judge="local")
+
+
+def test_a_port_made_wrong_between_keyframes_is_caught_at_its_step(tf2, keyframed, tmp_path):
+    port = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **SIZE)
+    result = tf2.check(keyframed, make_port=port)
+    first = result.first_divergence
+    assert (first.step, first.key, first.stats.basis) == (SLIP_AT, "var/dense_0/kernel:0", "digest")
+    assert "step 23 (digest)" in result.report()
+    # A written replay keeps digests where the golden does, and a comparison of the files agrees.
+    model, step = port()
+    replayed = tf2.replay(keyframed, step, model=model, out=str(tmp_path / "actual.h5"))
+    kept = set(replayed.step(SLIP_AT).digests)
+    with tracekit.open(keyframed) as golden:  # TF1's beta powers have no Keras counterpart: not replayed
+        assert kept == set(golden.step(SLIP_AT).digests) - {"slot/beta1_power:0", "slot/beta2_power:0"}
+    assert not any(key.startswith(("var/", "grad/")) for key in replayed.step(SLIP_AT))
+    again = tracekit.compare(keyframed, replayed)
+    assert (again.first_divergence.step, again.first_divergence.key) == (SLIP_AT, "var/dense_0/kernel:0")
+
+
+def test_a_budget_keeps_the_golden_under_it(budgeted):
+    path, budget = budgeted
+    assert os.path.getsize(path) <= budget
+    with tracekit.open(path) as golden:
+        plan = golden.meta["recording"]["keyframes"]
+        assert plan["budget"]["bytes"] == budget and plan["budget"]["estimate"] <= budget
+        assert len(golden) == STEPS and all(step.digests for step in golden if step.index not in plan["skipped"]
+                                            and (plan["every"] is None or step.index % plan["every"]))
+    assert tracekit.verify(path).ok
+
+
+def test_a_budget_golden_still_locates_a_wrong_port(tf2, budgeted):
+    path, _ = budgeted
+    right = functools.partial(long_models.make_mlp, **WIDE)
+    result = tf2.check(path, make_port=right)
+    assert result.ok, result.report()
+    wrong = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **WIDE)
+    first = tf2.check(path, make_port=wrong).first_divergence
+    assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")

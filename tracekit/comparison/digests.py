@@ -1,0 +1,125 @@
+"""Judging a tensor from digests (store/digest.py) where a golden keeps no values.
+
+The tolerance is elementwise: |a_i - g_i| <= t_i = atol + rtol * |g_i| + ulps * eps * S, with S
+the golden's largest |g| (which its digest holds). A digest verdict fails when
+- the sampled elements fail that rule (the same rule, with the same S, as a full comparison), or
+- a statistic differs by more than elements all within tolerance allow (T = atol + ulps * eps * S):
+    |sum a - sum g|, |sum|a| - sum|g||  <=  n * T + rtol * sum|g|        (sum of the t_i)
+    | ||a|| - ||g|| |                   <=  sqrt(n) * T + rtol * ||g||   (triangle inequality on ||a - g||)
+    |min a - min g|, |max a - max g|, |max|a| - max|g||  <=  T + rtol * S
+  (each plus the float64 round-off of the sums themselves), or
+- the NaN or Inf counts differ, or NaNs are there without equal_nan.
+
+A tensor that passes a full comparison therefore passes its digest: every bound is implied
+by every element passing, so a digest adds no false alarm. It cannot pass what its sample
+fails, since the sample is judged by the full rule. What it can miss is a departure of a
+few unsampled elements too small to move a statistic past its bound; docs/NUMERICS.md
+says how small. Equal crc32s with no NaN (or equal_nan) pass at once: the bytes are the same.
+Integers and booleans compare exactly: their crc32s decide, the sample shows where.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+
+from ..store.digest import Digest, digest
+from .stats import Stats, compare_values, float64_stats
+from .tolerance import Resolved
+
+# Relative float64 round-off allowed on a statistic summed over a tensor (pairwise sums of up
+# to 2**40 float32 terms are far inside it).
+SUM_SLACK = 1e-9
+
+BITS = "bits"  # identical bytes (crc32)
+DIGEST = "digest"  # sample and statistics
+WHOLE = "whole"  # a digest holding every element: compared in full
+
+
+def as_digest(value: Any) -> Optional[Digest]:
+    """A digest of `value` if it is not one (None if no digest can be made of it)."""
+    if isinstance(value, Digest):
+        return value
+    array = np.asarray(value) if isinstance(value, (np.ndarray, np.generic, int, float, bool)) else None
+    if array is None or array.dtype.kind not in "biufV":
+        return None
+    return digest(array)
+
+
+def compare_digests(g: Digest, a: Digest, tol: Resolved) -> Stats:
+    """Stats of a tensor known by the two digests; `stats.basis` says what decided."""
+    if g.shape != a.shape:
+        stats = Stats()
+        stats.ok, stats.total, stats.mismatched, stats.basis = False, max(g.count, 1), max(g.count, 1), DIGEST
+        stats.problem = "shape %s, golden %s" % (a.shape, g.shape)
+        return stats
+    if g.whole and a.whole:  # every element is there
+        stats = compare_values(g.value(), a.value(), tol)
+        stats.basis = WHOLE
+        return stats
+    if g.crc == a.crc and g.dtype == a.dtype and (not g.nan or tol.equal_nan):
+        stats = Stats()
+        stats.total, stats.basis = g.count, BITS
+        stats.atol, stats.rtol, stats.allowed_ulps = tol.atol, tol.rtol, tol.ulps
+        stats.golden_scale = 0.0 if math.isnan(g.maxabs) else g.maxabs
+        stats.discrete = g.sample.dtype.kind in "biu"
+        return stats
+    scale = 0.0 if math.isnan(g.maxabs) else g.maxabs
+    roundoff = tol.ulps * tol.eps * scale
+    # The sample under the full rule, its scale the whole tensor's: the roundoff term as atol.
+    sampled = Resolved(tol.atol + roundoff, tol.rtol, tol.equal_nan, tol.ignore, tol.exact, 0.0, tol.eps)
+    if tol.exact or g.sample.dtype.kind in "biu":
+        stats = compare_values(g.sample, a.sample, sampled)
+        if stats.ok:  # the bytes differ somewhere unsampled
+            stats.ok, stats.mismatched = False, 1
+            stats.problem = "the bytes differ (crc32) where no sampled element does"
+    else:
+        stats = float64_stats(Stats(), g.sample, a.sample, sampled)
+        stats.needed_atol = max(0.0, stats.needed_atol - roundoff)
+        stats.golden_scale = scale
+        unit = tol.eps * scale
+        stats.ulps = stats.max_abs / unit if unit > 0 else (0.0 if stats.max_abs == 0 else float("inf"))
+        _bounds(stats, g, a, tol, roundoff)
+    stats.atol, stats.rtol, stats.allowed_ulps = tol.atol, tol.rtol, tol.ulps
+    stats.total, stats.basis = g.count, DIGEST
+    if stats.worst_index is not None and stats.worst_index:  # a sample index: the tensor's
+        stats.worst_index = g.index_of(stats.worst_index[0])
+    return stats
+
+
+def _bounds(stats: Stats, g: Digest, a: Digest, tol: Resolved, roundoff: float) -> None:
+    """Fail `stats` where a statistic is beyond what elements within tolerance allow; what each
+    statistic's difference shows of the error goes into max_abs and needed_atol (lower bounds)."""
+    problems: List[str] = []
+    if (g.nan, g.inf) != (a.nan, a.inf):
+        problems.append("%d NaN and %d Inf, golden %d and %d" % (a.nan, a.inf, g.nan, g.inf))
+        stats.nonfinite = max(stats.nonfinite, abs(a.nonfinite - g.nonfinite), 1)
+    elif g.nan and not tol.equal_nan:
+        problems.append("%d NaN on both sides (equal_nan is off)" % g.nan)
+        stats.nonfinite = max(stats.nonfinite, g.nan)
+    n, per = g.count - g.nonfinite, tol.atol + roundoff
+    scale = stats.golden_scale
+    checks: List[Tuple[str, float, float, float, float]] = []  # name, |difference|, bound, n-weight, rtol-term
+    if n and not math.isnan(g.min) and not math.isnan(a.min):
+        slack = SUM_SLACK * (g.sumabs + a.sumabs)
+        checks += [("sum", abs(a.sum - g.sum), n * per + tol.rtol * g.sumabs + slack, n, tol.rtol * g.sumabs),
+                   ("sum of |x|", abs(a.sumabs - g.sumabs), n * per + tol.rtol * g.sumabs + slack, n,
+                    tol.rtol * g.sumabs),
+                   ("norm", abs(a.norm - g.norm), math.sqrt(n) * per + tol.rtol * g.norm + SUM_SLACK * (g.norm + a.norm),
+                    math.sqrt(n), tol.rtol * g.norm)]
+        for name, x, y in (("min", a.min, g.min), ("max", a.max, g.max), ("max |x|", a.maxabs, g.maxabs)):
+            checks.append((name, abs(x - y), per + tol.rtol * scale, 1.0, tol.rtol * scale))
+    for name, diff, bound, weight, relative in checks:
+        # An error of at least diff / weight somewhere (n elements make the sum's difference).
+        stats.max_abs = max(stats.max_abs, diff / weight)
+        if diff > bound:
+            problems.append("%s differs by %.6g, beyond the %.6g elements within tolerance allow" % (name, diff, bound))
+            stats.needed_atol = max(stats.needed_atol, (diff - relative) / weight - roundoff)
+    unit = tol.eps * scale
+    stats.ulps = stats.max_abs / unit if unit > 0 else (0.0 if stats.max_abs == 0 else float("inf"))
+    if problems:
+        stats.ok = False
+        stats.mismatched = max(stats.mismatched, 1)
+        stats.problem = "; ".join(problems) if stats.problem is None else stats.problem

@@ -1,0 +1,188 @@
+"""Which steps a recording keeps whole (keyframes) and how it fits a size budget.
+
+A keyframe keeps every tensor's values; the steps between keep inputs, random draws, losses
+and learning rates whole (a replay is driven by them) and the rest as digests
+(store/digest.py), or, without digests, nothing of the rest. Keyframes are every K-th step
+from step 0, and the last step when the recording knows its length.
+
+With a size budget the recorder plans at its first step, from the stored size of the initial
+state and what step 0 fetched: the smallest K at which every kind stays whole at
+keyframes, if that K is at most PREFERRED_EVERY; else kinds go to digests at keyframes too
+(fetches, then taps, then gradients: the training state goes last, since a replay restarts
+from it) and K is the smallest that fits; at the very least only digests between the
+initial state and the end. Before each keyframe it checks the bytes written so far against
+what the rest needs, and keeps digests instead where the estimate was short.
+Python 3.7 syntax: the recorder runs in the legacy environment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+
+from ..errors import RecordError, UsageError
+from ..keys import LIGHT_KINDS, split_key
+from ..store.digest import SAMPLE
+
+FULL_KINDS = frozenset({"tap", "fetch", "grad", "var", "slot"})
+# Kinds kept as digests at keyframes too, in the order a budget gives them up.
+DEMOTIONS = (frozenset(), frozenset({"fetch"}), frozenset({"fetch", "tap"}), frozenset({"fetch", "tap", "grad"}))
+PREFERRED_EVERY = 10
+# The plan aims at this share of the budget: compression varies from step to step, and the file
+# has HDF5's own bytes besides the values (measured: 400-600 bytes a dataset).
+TARGET = 0.85
+BYTES_PER_VALUE = 700
+BYTES_PER_DIGEST = 160  # a digest's statistics, key and framing, besides its sample
+_UNITS = {"": 1, "B": 1, "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12,
+          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
+
+
+def parse_size(text: "str | int") -> int:
+    """Bytes from "500MB", "1.5GiB", "2e9" or an int."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        size = text
+    else:
+        match = re.match(r"^\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*$", str(text))
+        unit = match.group(2).upper() if match else ""
+        if not match or unit not in _UNITS:
+            raise UsageError("a size looks like 500MB, 1.5GiB or 2000000000 (bytes); got %r" % (text,))
+        try:
+            size = int(float(match.group(1)) * _UNITS[unit])
+        except ValueError:
+            raise UsageError("a size looks like 500MB, 1.5GiB or 2000000000 (bytes); got %r" % (text,)) from None
+    if size <= 0:
+        raise UsageError("a size budget must be positive, got %r" % (text,))
+    return size
+
+
+@dataclass
+class Keyframes:
+    """Where a recording keeps what: `every` (None: no keyframe after the initial state), the
+    last step (`steps`, when known), `digests` between keyframes, and `whole`: the kinds a
+    keyframe keeps whole (the others as digests)."""
+
+    every: Optional[int] = 1
+    steps: Optional[int] = None
+    digests: bool = True
+    whole: FrozenSet[str] = FULL_KINDS
+    budget: Optional[Dict[str, Any]] = None  # the plan's figures, for the golden's metadata
+    skipped: List[int] = field(default_factory=list)  # planned keyframes kept as digests to stay in budget
+
+    def keyframe(self, step: int) -> bool:
+        if step in self.skipped:
+            return False
+        if self.every is None:
+            return False
+        return step % self.every == 0 or (self.steps is not None and step == self.steps - 1)
+
+    def how(self, step: int, key: str, keyframe: bool) -> Optional[str]:
+        """"whole", "digest" or None (not kept) for a tensor at a step."""
+        kind = split_key(key)[0]
+        if kind in LIGHT_KINDS or (keyframe and kind in self.whole):
+            return "whole"
+        return "digest" if self.digests else None
+
+    def meta(self) -> Dict[str, Any]:
+        return {"every": self.every, "last": self.every is not None and self.steps is not None, "digests": self.digests,
+                "whole": sorted(self.whole), "budget": self.budget, "skipped": list(self.skipped)}
+
+
+@dataclass(frozen=True)
+class StepSizes:
+    """Estimated stored bytes of one step, by what a plan can choose: light kinds, and per
+    heavy kind its values whole and as digests; and how many values a step holds."""
+
+    light: int
+    whole: Mapping[str, int]
+    digest: Mapping[str, int]
+    values: int
+
+    def step(self, whole: FrozenSet[str]) -> int:
+        kinds = set(self.whole) | set(self.digest)
+        return self.light + sum(self.whole.get(k, 0) if k in whole else self.digest.get(k, 0) for k in kinds) + \
+            self.values * BYTES_PER_VALUE
+
+    def between(self) -> int:
+        return self.light + sum(self.digest.values()) + BYTES_PER_VALUE * 4
+
+
+def digest_bytes(shape: Sequence[int], itemsize: int) -> int:
+    count = 1
+    for n in shape:
+        count *= int(n)
+    return min(count, SAMPLE) * itemsize + BYTES_PER_DIGEST
+
+
+def plan(budget: int, steps: int, initial: int, sizes: StepSizes) -> Keyframes:
+    """The keyframes a recording of `steps` steps keeps within `budget` bytes, given the initial
+    state's stored bytes and one step's sizes; RecordError if not even digests fit."""
+    target = int(budget * TARGET)
+
+    def total(every: Optional[int], whole: FrozenSet[str]) -> int:
+        frames = len(_keyframes(every, steps))
+        return initial + frames * sizes.step(whole) + (steps - frames) * sizes.between()
+
+    def smallest(whole: FrozenSet[str]) -> Optional[int]:
+        for every in range(1, steps + 1):  # size falls as every grows
+            if total(every, whole) <= target:
+                return every
+        return None
+
+    chosen: Optional[Tuple[Optional[int], FrozenSet[str]]] = None
+    for demoted in DEMOTIONS:
+        every = smallest(FULL_KINDS - demoted)
+        if every is not None and (every <= PREFERRED_EVERY or demoted == DEMOTIONS[-1]):
+            chosen = (every, FULL_KINDS - demoted)
+            break
+    if chosen is None and total(None, frozenset()) <= target:
+        chosen = (None, FULL_KINDS - DEMOTIONS[-1])
+    if chosen is None:
+        raise RecordError("a budget of %s cannot hold this recording: the initial state takes %s and %d steps of "
+                          "digests %s more; give a larger --budget, or fewer --steps"
+                          % (_size(budget), _size(initial), steps, _size(steps * sizes.between())))
+    every, whole = chosen
+    figures = {"bytes": budget, "estimate": total(every, whole), "initial": initial, "keyframe": sizes.step(whole),
+               "between": sizes.between()}
+    return Keyframes(every, steps, True, whole, figures)
+
+
+def _keyframes(every: Optional[int], steps: int) -> List[int]:
+    if every is None:
+        return []
+    return sorted(set(range(0, steps, every)) | {steps - 1})
+
+
+def room(planned: Keyframes, step: int, written: int, sizes: StepSizes) -> bool:
+    """Whether keyframe `step` still fits: the bytes written so far, it, and the rest of the
+    recording (its planned keyframes and digest steps) within the budget."""
+    assert planned.budget is not None and planned.steps is not None
+    later = [s for s in _keyframes(planned.every, planned.steps) if s > step]
+    rest = planned.steps - step - 1
+    need = written + sizes.step(planned.whole) + len(later) * sizes.step(planned.whole) + \
+        (rest - len(later)) * sizes.between()
+    return need <= planned.budget["bytes"] * TARGET
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return "%.0f %s" % (n, unit) if unit == "B" else "%.1f %s" % (n, unit)
+        n /= 1000.0
+    return "%.1f TB" % n
+
+
+def measured(values: Mapping[str, Any], estimate: Any) -> StepSizes:
+    """StepSizes from one step's values ("kind/name" -> array), `estimate(value)` giving a
+    value's stored bytes whole."""
+    light, whole, digest = 0, {}, {}  # type: int, Dict[str, int], Dict[str, int]
+    for key, value in values.items():
+        kind = split_key(key)[0]
+        stored = estimate(value)
+        if kind in LIGHT_KINDS:
+            light += stored
+            continue
+        whole[kind] = whole.get(kind, 0) + stored
+        shape, itemsize = getattr(value, "shape", ()), getattr(getattr(value, "dtype", None), "itemsize", 8)
+        digest[kind] = digest.get(kind, 0) + digest_bytes(shape, itemsize)
+    return StepSizes(light, whole, digest, len(values))
