@@ -401,7 +401,9 @@ class Comparer:
             elif key in g_digests or (key not in a_step and key in a_digests):
                 self._seen.add(key)
                 keys.append(key)
-                self._work.put(functools.partial(self._pair_digests, index, g_step, a_step, key), False)
+                # A digest of the replay's whole tensor is made: worth a worker thread unless it is small.
+                whole = g_digests[key].whole if key in g_digests else a_digests[key].whole
+                self._work.put(functools.partial(self._pair_digests, index, g_step, a_step, key), not whole)
             elif key not in a_step:
                 self._absent.add(key)
             else:
