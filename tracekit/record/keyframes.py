@@ -120,8 +120,7 @@ def plan(budget: int, steps: int, initial: int, sizes: StepSizes) -> Keyframes:
     target = int(budget * TARGET)
 
     def total(every: Optional[int], whole: FrozenSet[str]) -> int:
-        frames = len(_keyframes(every, steps))
-        return initial + frames * sizes.step(whole) + (steps - frames) * sizes.between()
+        return estimate(steps, initial, sizes, every, whole)
 
     def smallest(whole: FrozenSet[str]) -> Optional[int]:
         for every in range(1, steps + 1):  # size falls as every grows
@@ -145,6 +144,13 @@ def plan(budget: int, steps: int, initial: int, sizes: StepSizes) -> Keyframes:
     figures = {"bytes": budget, "estimate": total(every, whole), "initial": initial, "keyframe": sizes.step(whole),
                "between": sizes.between()}
     return Keyframes(every, steps, True, whole, figures)
+
+
+def estimate(steps: int, initial: int, sizes: StepSizes, every: Optional[int], whole: FrozenSet[str]) -> int:
+    """The stored bytes of a recording: the initial state, its keyframes keeping `whole` whole,
+    and digests at the other steps."""
+    frames = len(_keyframes(every, steps))
+    return initial + frames * sizes.step(whole) + (steps - frames) * sizes.between()
 
 
 def _keyframes(every: Optional[int], steps: int) -> List[int]:
