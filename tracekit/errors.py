@@ -7,6 +7,7 @@
     │   ├── NewerFormat                                    written by a newer tracekit
     │   └── CorruptTrace                                   truncated, damaged, checksum mismatch
     ├── TraceWriteError         (also OSError)            the trace cannot be written (exists, no space)
+    ├── RemoteError             (also OSError)            a golden at a URL cannot be fetched (no ranges, no access)
     ├── RecordError             (also RuntimeError)       a recording went wrong (no training step seen)
     ├── ReplayError             (also RuntimeError)       a replay cannot go on (unmatched variables, ...)
     ├── Mismatch                (also AssertionError)     a replay differs from its golden (carries the report)
@@ -29,6 +30,7 @@ __all__ = [
     "NewerFormat",
     "NotATrace",
     "RecordError",
+    "RemoteError",
     "ReplayError",
     "SeedReuseError",
     "TraceFormatError",
@@ -65,6 +67,11 @@ class CorruptTrace(TraceFormatError):
 
 class TraceWriteError(TracekitError, OSError):
     """A trace cannot be written: the path exists (exclusive mode), is not writable, the disk is full."""
+
+
+class RemoteError(TracekitError, OSError):
+    """A golden at a URL cannot be fetched: the server does not serve byte ranges, refuses access,
+    or cannot be reached. The message names the URL and what to do."""
 
 
 class RecordError(TracekitError, RuntimeError):

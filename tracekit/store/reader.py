@@ -25,13 +25,17 @@ from ._format import (DIGESTS_KIND, DIGESTS_NAME, HDF5_SIGNATURE, JOURNAL_MAGIC,
                       USERBLOCK_SIZE, journal_path, userblock_token)
 from ._journal import journal_opening
 from ._lock import held
+from .remote import is_url
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":
     """Open a golden (or an unfinished trace a killed writer left) for reading. While a new
     recording to a golden's path runs (or after it was interrupted) the golden there is
-    what opens, with `trace.recording` saying so; naming the journal opens the recording."""
+    what opens, with `trace.recording` saying so; naming the journal opens the recording.
+    A URL (https://, s3://, gs://, ...) opens a finished golden there, read by ranges (remote.py)."""
     path = os.fspath(path)
+    if is_url(path):
+        return _open_url(path)
     named = path.endswith(JOURNAL_SUFFIX) and os.path.isfile(path) and _signature(path) == JOURNAL_MAGIC
     if named:
         path = path[:-len(JOURNAL_SUFFIX)]  # the journal was named: read its trace
@@ -62,6 +66,26 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
                            "read or recovered without it" % (path, journal))
     raise NotATrace("%s is not a tracekit golden: it is neither HDF5 nor a tracekit journal%s"
                     % (path, " (the file is empty)" if not head else ""))
+
+
+def _open_url(url: str) -> "Trace":
+    """A golden at a URL: a finished one only (a recording's journal is local to its machine)."""
+    from ._backends.hdf5 import HDF5Backend
+    from .remote import open_url
+
+    source = open_url(url)
+    try:
+        head = source.head
+        if head[:len(HDF5_SIGNATURE)] != HDF5_SIGNATURE and head[USERBLOCK_SIZE:] != HDF5_SIGNATURE:
+            if head.startswith(USERBLOCK_MAGIC):
+                raise CorruptTrace("%s is an unfinished tracekit golden: only finished goldens are read from URLs "
+                                   "(recover it where it was recorded, then upload it)" % url)
+            raise NotATrace("%s is not a tracekit golden: it is not HDF5%s" % (url, " (the file is empty)"
+                                                                               if not head else ""))
+        return Trace(HDF5Backend(url, source=source))
+    except BaseException:
+        source.close()
+        raise
 
 
 def _remove(backend: Backend, path: str) -> None:

@@ -3,8 +3,10 @@ the metadata; a value's chunks are read only when the value is asked for."""
 
 from __future__ import annotations
 
+import atexit
 import collections
 import os
+import weakref
 from dataclasses import replace
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -35,6 +37,16 @@ INDEXES_KEPT = 8  # steps whose index stays parsed: a step and the delta bases b
 
 # A step's index: (kind, name) -> (structure spec, the leaves' wire maps, parsed when read)
 Index = Dict[Tuple[str, str], Tuple[Optional[list], List[Dict[str, Any]]]]
+
+# Files HDF5 reads through a Python file object (a golden at a URL): one still open when the
+# interpreter tears down crashes it (h5py 3.14, measured), so they are closed at exit.
+_through_python: "weakref.WeakSet[h5py.File]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for opened in list(_through_python):
+        opened.close()
 
 
 def _text(value: Any) -> str:
@@ -179,28 +191,47 @@ def walk(path: str) -> Tuple[str, ...]:
 
 
 class HDF5Backend(Backend):
-    def __init__(self, path: str, screened: bool = True) -> None:
+    def __init__(self, path: str, screened: bool = True, source: Any = None) -> None:
         """Open a golden; `screened`: walk it in a child first, the first time this process opens
-        it (_screen.py), so that a crash of the HDF5 library on a damaged file is not this process's."""
-        if screened:
+        it (_screen.py), so that a crash of the HDF5 library on a damaged file is not this process's.
+        `source`: a file object with `size` to read the golden at `path` through (a URL: remote.py,
+        never screened: the walk would fetch every byte); it is closed with the backend."""
+        if screened and source is None:
             screen(path, walk)
         super().__init__(path)
+        self._source = source
         # The last few steps' index and group, shared by reader threads: OrderedDict's popitem
         # evicts in one call, where iterating a dict another thread grows would raise.
         self._indexes: "collections.OrderedDict[int, Optional[Index]]" = collections.OrderedDict()
         self._groups: "collections.OrderedDict[int, h5py.Group]" = collections.OrderedDict()
         try:
-            self._size = os.path.getsize(path)
+            self._size = os.path.getsize(path) if source is None else source.size
             self._max_values = max(4096, self._size // BYTES_PER_VALUE)  # in a step's index, or the catalog
-            self._file = h5py.File(path, "r")
+            self._file = self._open()
         except OSError as exc:
+            self._failed()
             raise CorruptTrace("%s: cannot be opened as HDF5 (%s); the file is truncated or damaged"
                                % (path, exc)) from None
         try:
             self._read_root()
         except Exception:
             self._file.close()
+            self._failed()
             raise
+
+    def _failed(self) -> None:
+        """Raise why the source failed to fetch what HDF5 read, if it did: then the file's
+        damage is unknown, and what HDF5 said of it is not the news."""
+        failure = getattr(self._source, "failure", None)
+        if failure is not None:
+            raise failure from None
+
+    def _open(self) -> h5py.File:
+        if self._source is None:
+            return h5py.File(self.path, "r")
+        opened = h5py.File(self._source, "r")
+        _through_python.add(opened)
+        return opened
 
     def _read_root(self) -> None:
         try:
@@ -481,7 +512,9 @@ class HDF5Backend(Backend):
         # HDF5 keeps a few KB for every object opened until its file is closed (measured: 2.5 KB
         # a dataset, so 25 MB for 10,000): closing and reopening the file returns them.
         self._file.close()
-        self._file = h5py.File(self.path, "r")
+        self._file = self._open()
 
     def close(self) -> None:
         self._file.close()
+        if self._source is not None:
+            self._source.close()
