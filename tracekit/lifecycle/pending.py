@@ -17,6 +17,7 @@ from typing import List, Optional
 
 from ..errors import UsageError
 from ..store.provenance import utc_now
+from ..store.remote import refuse_url
 from . import atomic
 from .update import Written, write_locked
 from .workspace import Workspace
@@ -98,7 +99,7 @@ def clear_stale(workspace: Workspace, golden: str, test: Optional[str], run: Opt
     target = workspace.relative(golden)
     stale = [e for e in entries(workspace, complete=False) if e.golden == target and e.test == test and e.run != run]
     if stale:
-        with atomic.locked(os.path.dirname(workspace.resolve(target))):  # not while one is being accepted
+        with atomic.locked(workspace.lock_dir(target)):  # not while one is being accepted
             for entry in stale:
                 remove(entry)
     return len(stale)
@@ -168,7 +169,8 @@ def accept(workspace: Workspace, entry: Pending, reason: Optional[str] = None, k
     """Make the entry's trace its golden (update.write_golden), then drop the entry; one
     process at a time per goldens directory, and an entry is accepted once, as it was listed."""
     golden = workspace.resolve(entry.golden)
-    with atomic.locked(os.path.dirname(golden)):
+    refuse_url(golden, "write a golden")
+    with atomic.locked(workspace.lock_dir(golden)):
         _still(entry)
         written = write_locked(entry.trace, golden, workspace, by=by, reason=reason, test=entry.test,
                                keep=keep_replaced)
@@ -178,7 +180,7 @@ def accept(workspace: Workspace, entry: Pending, reason: Optional[str] = None, k
 
 def reject(workspace: Workspace, entry: Pending) -> None:
     """Drop the entry: its golden stays as it is."""
-    with atomic.locked(os.path.dirname(workspace.resolve(entry.golden))):
+    with atomic.locked(workspace.lock_dir(entry.golden)):
         _still(entry)
         remove(entry)
 

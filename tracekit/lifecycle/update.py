@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..keys import STATE_KINDS, split_key
 from ..store import Trace, create, journal_path, open_trace, provenance
 from ..store.provenance import DERIVED, KindDrift, Provenance, Update, utc_now
+from ..store.remote import refuse_url
 from . import atomic
 from .drift import drift
 from .workspace import Workspace, in_ci
@@ -46,6 +47,7 @@ def write_golden(actual: "Trace | str", golden: str, workspace: Workspace, *, by
     """Make `actual` (a TF2 run's trace) the golden at `golden`, atomically, holding the lock
     of the goldens directory. `by` says what wrote it; `test` is the pytest node id of the run,
     recorded as an owner of the golden; `keep`: keep the replaced golden under .tracekit/history."""
+    refuse_url(golden, "write a golden")
     with atomic.locked(os.path.dirname(os.path.abspath(golden))):
         return write_locked(actual, golden, workspace, by=by, reason=reason, test=test, keep=keep)
 
@@ -53,6 +55,7 @@ def write_golden(actual: "Trace | str", golden: str, workspace: Workspace, *, by
 def write_locked(actual: "Trace | str", golden: str, workspace: Workspace, *, by: str, reason: Optional[str] = None,
                  test: Optional[str] = None, keep: bool = True) -> Written:
     """write_golden for a caller that holds the directory's lock already."""
+    refuse_url(golden, "write a golden")
     refuse_in_ci("write %s" % golden)
     source = actual if isinstance(actual, Trace) else open_trace(actual)
     temporary, kept = atomic.temporary_beside(golden), None
@@ -113,6 +116,7 @@ def _check_length(source: Trace, base: Trace) -> None:
 def retire(golden: str, workspace: Workspace, label: str) -> str:
     """Move a golden out of the goldens (an unused one) to .tracekit/history/<its path>.<time>.<label>.h5;
     returns where it went."""
+    refuse_url(golden, "move a golden")
     refuse_in_ci("move %s" % golden)
     with atomic.locked(os.path.dirname(os.path.abspath(golden))):
         path = _history_path(golden, workspace, "." + label)

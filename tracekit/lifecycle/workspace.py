@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
+from ..store.remote import is_url
+
 DIRNAME = ".tracekit"
 IGNORE_ALL = "# Written by tracekit: pending actuals and replaced goldens, local to this checkout.\n*\n"
 
@@ -67,10 +69,17 @@ class Workspace:
         return directory
 
     def relative(self, path: str) -> str:
-        """`path` relative to the root when it lies inside it (as pending entries store it)."""
+        """`path` relative to the root when it lies inside it (as pending entries store it); a URL as it is."""
+        if is_url(path):
+            return path
         absolute = os.path.abspath(path)
         rel = os.path.relpath(absolute, self.root)
         return absolute if rel.startswith(os.pardir) else rel.replace(os.sep, "/")
 
     def resolve(self, path: str) -> str:
-        return path if os.path.isabs(path) else os.path.normpath(os.path.join(self.root, path))
+        return path if os.path.isabs(path) or is_url(path) else os.path.normpath(os.path.join(self.root, path))
+
+    def lock_dir(self, golden: str) -> str:
+        """The folder whose lock guards `golden` and its pending entries: its own folder, or for a
+        golden at a URL (read-only: no writer to keep out) the pending folder."""
+        return self.pending if is_url(golden) else os.path.dirname(self.resolve(golden))

@@ -22,9 +22,10 @@ FIXTURE = "tracekit_replay"
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("tracekit", "tracekit: replay TF2 ports against golden traces")
-    group.addoption("--tracekit-goldens", metavar="DIR", default=None,
-                    help="where golden names resolve, relative to the rootdir (default: the tracekit_goldens "
-                         "ini value, goldens)")
+    group.addoption("--tracekit-goldens", metavar="DIR|URL", default=None,
+                    help="where golden names resolve: a folder relative to the rootdir, or a URL prefix (https://, "
+                         "s3://, gs://: NAME reads URL/NAME.h5, read-only) (default: the tracekit_goldens ini "
+                         "value, goldens)")
     group.addoption("--tracekit-update", choices=UPDATE_MODES, default="none",
                     help="none (default): never write goldens. new: write goldens that do not exist (a derived "
                          "golden from the TF2 run on the test's data=). all: also rewrite the goldens of tests "

@@ -25,6 +25,7 @@ from ..report.comparison import headline
 from ..report.reported import Reported, compare
 from ..replay.factory import made
 from ..store import open_trace
+from ..store.remote import is_url
 
 UPDATE_MODES = ("none", "new", "all")
 UNUSED_MODES = ("fail", "warn", "delete")
@@ -35,7 +36,7 @@ class Settings:
     """One test run's tracekit options, resolved."""
 
     root: str  # the project root: pytest's rootdir, where .tracekit lives
-    goldens: str  # absolute
+    goldens: str  # absolute, or a URL (read-only goldens: docs/GOLDENS.md)
     update: str  # as asked; `writes` says whether anything may be written
     reason: Optional[str]
     unused: str
@@ -57,22 +58,31 @@ class Settings:
         return Workspace(self.root)
 
     def resolve(self, golden: Any) -> str:
-        """A name ("seed_example", "ports/mlp") is a golden under the goldens directory; a
-        path (a PathLike, or a str ending in .h5) is taken relative to the project root."""
+        """A name ("seed_example", "ports/mlp") is a golden under the goldens directory (or URL:
+        URL/ports/mlp.h5); a path (a PathLike, or a str ending in .h5) is taken relative to the
+        project root, a URL as it is."""
         __tracebackhide__ = True
+        if is_url(golden):
+            return golden
         if isinstance(golden, os.PathLike) or (isinstance(golden, str) and golden.endswith(".h5")):
             path = os.fspath(golden)
             return path if os.path.isabs(path) else os.path.normpath(os.path.join(self.root, path))
         if not isinstance(golden, str) or not golden:
             raise UsageError("a golden is a name under the goldens directory or a path to an .h5 file, got %r"
                              % (golden,))
+        if is_url(self.goldens):
+            return "%s/%s.h5" % (self.goldens.rstrip("/"), golden)
         return os.path.normpath(os.path.join(self.goldens, golden + ".h5"))
 
     def name_of(self, path: str) -> str:
-        """The pending entry's name: the golden's path under the goldens directory, without .h5."""
-        rel = os.path.relpath(path, self.goldens)
-        if rel.startswith(os.pardir):
-            rel = os.path.basename(path)
+        """The pending entry's name: the golden's path under the goldens directory (or URL), without .h5."""
+        if is_url(path) or is_url(self.goldens):
+            prefix = self.goldens.rstrip("/") + "/"
+            rel = path[len(prefix):] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
+        else:
+            rel = os.path.relpath(path, self.goldens)
+            if rel.startswith(os.pardir):
+                rel = os.path.basename(path)
         return (rel[:-3] if rel.endswith(".h5") else rel).replace(os.sep, "/")
 
     def asked(self, item: Any) -> bool:
@@ -164,7 +174,7 @@ class GoldenReplay:
                 raise UsageError("tracekit_replay needs the port's step function, or its factory (make_port=)")
             model, step, own = _made(make_port, options)
             options = dict(options, **own)
-        if not os.path.exists(path):
+        if not is_url(path) and not os.path.exists(path):  # at a URL, the replay's GoldenNotFound names it
             message = self._missing(tf2, path, rel, step, model, variables, data, options)
             if message is None:
                 return None
@@ -299,13 +309,19 @@ def settings_from(config: Any, controller: Optional[Mapping[str, Any]] = None) -
     (its run id, its command line and directory, which decide what a node id asks for)."""
     goldens = config.getoption("tracekit_goldens") or config.getini("tracekit_goldens") or "goldens"
     root = str(config.rootpath)
+    update = config.getoption("tracekit_update")
+    if is_url(goldens) and update != "none":
+        raise pytest.UsageError("--tracekit-update=%s writes goldens, and the goldens are at a URL (%s), which "
+                                "tracekit only reads: point --tracekit-goldens at a local folder to create or "
+                                "update goldens, then upload them (docs/GOLDENS.md)" % (update, goldens))
     ci = in_ci()
     unused = config.getoption("tracekit_unused") or ("fail" if ci else "warn")
     tolerance = config.getini("tracekit_tolerance") or "auto"
     if tolerance != "auto" and tolerance not in PROFILES and not tolerance.endswith(".toml"):
         raise pytest.UsageError("tracekit_tolerance in %s: %s" % (config.inipath, tolerance_problem(tolerance)))
-    settings = Settings(root=root, goldens=os.path.normpath(os.path.join(root, goldens)),
-                        update=config.getoption("tracekit_update"), reason=config.getoption("tracekit_reason"),
+    if not is_url(goldens):
+        goldens = os.path.normpath(os.path.join(root, goldens))
+    settings = Settings(root=root, goldens=goldens, update=update, reason=config.getoption("tracekit_reason"),
                         unused=unused, unused_given=config.getoption("tracekit_unused") is not None,
                         keep=not config.getoption("tracekit_no_keep"),
                         tolerance=tolerance, ci=ci, report_dir=_report_dir(config, root),
@@ -325,8 +341,8 @@ def for_workers(settings: Settings) -> Dict[str, Any]:
 
 
 def header(settings: Settings) -> List[str]:
-    line = "tracekit: goldens %s, update %s, unused %s" % (
-        os.path.relpath(settings.goldens, settings.root), settings.update, settings.unused)
+    goldens = settings.goldens if is_url(settings.goldens) else os.path.relpath(settings.goldens, settings.root)
+    line = "tracekit: goldens %s, update %s, unused %s" % (goldens, settings.update, settings.unused)
     if settings.ci:
         line += " (CI is set: no golden is created, rewritten or deleted)"
     return [line]

@@ -15,6 +15,7 @@ from ..comparison.tolerance import TRAINING_ULPS, Tolerance
 from ..errors import UsageError
 from ..keys import step_label
 from ..lifecycle.atomic import write_text
+from ..store.remote import is_url
 from .comparison import headline
 from .environment import summary
 from .reported import Reported
@@ -118,5 +119,8 @@ def lines(found: Calibration) -> List[str]:
 
 
 def default_path(golden: str) -> str:
-    """Where `tracekit calibrate` writes the tolerance by default: beside the golden."""
+    """Where `tracekit calibrate` writes the tolerance by default: beside the golden (for a golden at
+    a URL, in the working directory, under the golden's name)."""
+    if is_url(golden):
+        golden = golden.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
     return os.path.splitext(golden)[0] + ".tolerance.toml"

@@ -20,6 +20,7 @@ import numpy as np
 from ..comparison.engine import Comparison, TensorResult
 from ..keys import step_label
 from ..store import Trace, open_trace
+from ..store.remote import is_url
 from . import plots
 from .comparison import (STAGES, cause, convention, distribution_hint, divergence, forcing_line, form_lines,
                          headline, noise_line, slip, tensor_rows, verdict)
@@ -266,7 +267,7 @@ def write_html(result: Comparison, path: str, local: Optional[Comparison] = None
     traces: List[Optional[Trace]] = []
     try:
         for source in (result.golden, result.actual):
-            traces.append(open_trace(source) if os.path.isfile(source) else None)
+            traces.append(open_trace(source) if is_url(source) or os.path.isfile(source) else None)
         page = render(result, traces[0], traces[1], local)
     finally:
         for trace in traces:

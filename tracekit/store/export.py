@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import TraceWriteError, TracekitError, UsageError
 from ..keys import INITIAL_STEP
 from .reader import Trace, open_trace
+from .remote import is_url, refuse_url
 from .values import contiguous, flatten, is_ml_dtype
 
 
@@ -62,6 +63,7 @@ def export_npz(path: str, out: str, progress: Optional[Callable[[int, int], None
     """Write every tensor of the trace at `path` to the .npz file `out`. Written under a
     temporary name and renamed when whole: a failure leaves nothing behind."""
     out = os.fspath(out)
+    refuse_url(out, "write an export")
     if os.path.isdir(out):
         raise UsageError("%s is a directory: give the path of the .npz file to write" % out)
     folder = os.path.dirname(os.path.abspath(out))
@@ -106,7 +108,8 @@ def _write(trace: Trace, out: str, progress: Optional[Callable[[int, int], None]
                     count += 1
             if progress is not None:
                 progress(done + 1, len(steps))
-        meta = {"source": os.path.abspath(trace.path), "producer": trace.producer, "created": trace.created,
+        source = trace.path if is_url(trace.path) else os.path.abspath(trace.path)
+        meta = {"source": source, "producer": trace.producer, "created": trace.created,
                 "complete": trace.complete, "meta": trace.meta,
                 "catalog": [t.to_dict() for t in trace.catalog]}
         put("__meta__", np.array(json.dumps(meta, default=_jsonable)))

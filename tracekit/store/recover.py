@@ -49,7 +49,9 @@ def recover(path: str) -> RecoverResult:
     """Turn the unfinished trace at `path` into a golden of its committed steps, in place."""
     from ._backends.journal import JournalBackend
     from .reader import Trace, open_trace, unfinished_data
+    from .remote import refuse_url
 
+    refuse_url(path, "recover a trace")  # it writes the golden in place
     if os.path.isdir(path):
         raise UsageError("%s is a directory, not a trace: name the golden file a recording was writing" % path)
     journal = journal_path(path)

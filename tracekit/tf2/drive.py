@@ -24,6 +24,7 @@ from ..replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage
 from ..replay.tf_import import tf
 from ..replay.variables import model_variables, name_of
 from ..store import Trace, open_trace
+from ..store.remote import refuse_url
 from ..structure import structured
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
@@ -110,6 +111,7 @@ def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, 
     nudge=seed moves the port's starting state by one ulp (TF2Runner.nudge; jitter: after every
     step too), restart_at forces the golden's state at those steps (replay_steps)."""
     check_usage(init, random)  # before the golden is opened: the usage error comes first
+    refuse_url(out, "write a replay's trace")
     check_steps(step_fn)
     check_every(every)
     check_forcing(forcing)
@@ -137,6 +139,7 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
     data=). `data` holds one {input name: array} per step, as the step function receives it;
     the rest is as for replay(), whose trace this returns (random draws are TF2's own)."""
     check_steps(step_fn)
+    refuse_url(out, "write a trace")
     tf_vars = list(variables) if variables is not None else model_variables(model)
     if not tf_vars:
         raise UsageError("no TF2 variables to record: build the model first (call it on a batch), or pass "
