@@ -158,6 +158,28 @@ def test_show_verify_and_diff_take_a_url(site, tmp_path, capsys):
         in capsys.readouterr().err
 
 
+def test_a_replay_runs_against_a_golden_at_a_url(tmp_path):
+    # The replay loop drives any framework's runner (tests/replay/test_loop.py's, in numpy, here):
+    # tracekit.tf2.replay(URL, ...) is this loop on the trace tracekit.open(URL) returns.
+    from tracekit.replay.loop import replay_steps
+
+    from ..replay.test_loop import LR, NumpyRunner, _golden
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    _golden(str(folder / "sgd.h5"), steps=5)
+    with RangedServer(str(folder)) as server:
+        url = server.url("sgd.h5")
+        with tracekit.open(url) as golden:
+            runner = NumpyRunner(golden, LR)
+            actual = replay_steps(golden, runner, runner.call).trace
+            assert tracekit.compare(golden, actual).ok
+            assert tracekit.compare(url, actual.path).ok
+            wrong = NumpyRunner(golden, np.float32(0.2))
+            result = tracekit.compare(url, replay_steps(golden, wrong, wrong.call).trace)
+            assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")
+
+
 def test_a_trace_open_in_a_parent_reads_in_a_forked_child(site):
     from tracekit._isolate import in_child
 
