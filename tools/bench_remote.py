@@ -13,7 +13,7 @@ time; the local times beside them: the first opening of a local golden walks it 
 (tracekit/store/_screen.py), so the local read is timed with that walk and again without it.
 A benchmark, not a timed test.
 
-    .venv/bin/python tools/bench_remote.py [--mb 500] [--steps 20] [--golden PATH]
+    .venv/bin/python tools/bench_remote.py [--mb 500] [--steps 20] [--golden PATH] [--https]
 """
 
 from __future__ import annotations
@@ -70,10 +70,12 @@ def main(argv=None):
     parser.add_argument("--mb", type=float, default=500, help="size of the golden to build (default 500)")
     parser.add_argument("--steps", type=int, default=20, help="its steps (default 20)")
     parser.add_argument("--golden", help="measure this golden instead of building one")
+    parser.add_argument("--https", action="store_true",
+                        help="serve over HTTPS, with a certificate made here and trusted through SSL_CERT_FILE")
     args = parser.parse_args(argv)
 
     import tracekit
-    from tests.support.remote import RangedServer, random_golden
+    from tests.support.remote import RangedServer, random_golden, self_signed
     from tracekit.cli import main as cli
     from tracekit.store import remote
 
@@ -89,7 +91,12 @@ def main(argv=None):
             print("built %s: %.0f MB, %d steps, in %.1f s" % (path, os.path.getsize(path) / 1e6, args.steps,
                                                               time.perf_counter() - start))
         size = os.path.getsize(path)
-        with RangedServer(folder) as server:
+        tls = None
+        if args.https:  # set before aiohttp is imported (at the first URL): it reads the CAs then
+            os.mkdir(os.path.join(folder, "tls"))  # a subfolder: the server serves top-level files only
+            tls = self_signed(os.path.join(folder, "tls"))
+            os.environ["SSL_CERT_FILE"] = tls[0]
+        with RangedServer(folder, tls=tls) as server:
             url = server.url("golden.h5")
             with tracekit.open(path) as trace:
                 middle = len(trace) // 2
