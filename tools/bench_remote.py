@@ -40,13 +40,13 @@ def _timed(run):
     return time.perf_counter() - start, result
 
 
-def _cold(ranges=True):
+def _cold(folder, ranges=True):
     """No screen answers (a local golden is walked again at its next opening, as the first time a
-    machine opens it) and, with `ranges`, a new, empty range cache."""
+    machine opens it) and, with `ranges`, a new, empty range cache (in `folder`)."""
     from tracekit.store import _screen
 
     if ranges:
-        os.environ["TRACEKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracekit-bench-cache-")
+        os.environ["TRACEKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="cache-", dir=folder)
     _screen.forget()
 
 
@@ -80,6 +80,8 @@ def main(argv=None):
     from tracekit.store import remote
 
     folder = tempfile.mkdtemp(prefix="tracekit-bench-remote-")
+    caches = os.path.join(folder, "caches")  # a subfolder: the server serves top-level files only
+    os.mkdir(caches)
     try:
         path = os.path.join(folder, "golden.h5")
         if args.golden:
@@ -103,11 +105,11 @@ def main(argv=None):
             rows = []
 
             def measure(label, run, warm=False):
-                _cold(ranges=not warm)
+                _cold(caches, ranges=not warm)
                 screened, _ = _timed(lambda: run(path))
                 local, _ = _timed(lambda: run(path))
                 if not warm:
-                    _cold()
+                    _cold(caches)
                 server.reset()
                 took, _ = _timed(lambda: run(url))
                 rows.append((label, server.sent, len(server.requests), took, screened, local))
