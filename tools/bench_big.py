@@ -13,7 +13,11 @@ its peak resident memory:
     read-floor     reading both traces' every value and digest, nothing compared: compare's floor
 
     .venv/bin/python tools/bench_big.py [--params 110e6] [--steps 100] [--budget 1GB] [--out build/big]
-        [--markdown]
+        [--markdown] [--reuse]      # --reuse: the recordings' figures and golden of the last run
+
+The port is checked at Tolerance.training() with the cross-machine round-off bound at step 0 as
+well (what Tolerance.gpu() gives): a 23-block model's logits carry 18 ulps of round-off at step 0
+between TF 1.15 and TF 2.21 with oneDNN, beyond the guide's atol of 1e-5 at their scale of 18.
 
 Prints a table (or markdown): seconds, ratio to its floor (record: record-floor; check, replay:
 plain; compare: read-floor), peak memory, the golden's size against the budget. A benchmark,
@@ -55,7 +59,7 @@ def child(variant: str, golden: str, actual: str, blocks: int) -> Dict[str, Any]
                     step.digests
                     trace.refresh()
     elif variant == "compare":
-        result = tracekit.compare(golden, actual, tolerance="training")
+        result = tracekit.compare(golden, actual, tolerance=_tolerance())
         out["ok"] = result.ok
     else:
         import tensorflow as tf
@@ -76,11 +80,17 @@ def child(variant: str, golden: str, actual: str, blocks: int) -> Dict[str, Any]
         else:
             slip = "scale" if variant == "wrong" else None
             model, step = big_model.make(blocks, slip, SLIP_AT)
-            result = tracekit.tf2.check(golden, step, model=model, tolerance="training")
+            result = tracekit.tf2.check(golden, step, model=model, tolerance=_tolerance())
             first = result.first_divergence
             out.update(ok=result.ok, first=None if first is None else [first.step, first.key, first.stats.basis])
     out.update(seconds=time.time() - start, peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     return out
+
+
+def _tolerance() -> Any:
+    import tracekit
+
+    return tracekit.Tolerance.gpu()  # training, and the round-off bound at step 0 (see the module's note)
 
 
 def run(command: list) -> Dict[str, Any]:
@@ -100,6 +110,7 @@ def main() -> None:
     parser.add_argument("--budget", default="1GB")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "big"))
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--reuse", action="store_true", help="keep the last run's recordings (their figures too)")
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "GOLDEN", "ACTUAL", "BLOCKS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -111,10 +122,17 @@ def main() -> None:
     script = os.path.join(ROOT, "tools", "goldens", "big_model.py")
     common = ["--params", args.params, "--steps", str(args.steps)]
     rows: Dict[str, Dict[str, Any]] = {}
-    rows["record-floor"] = run([LEGACY, script, "-"] + common)
-    rows["record-floor"]["seconds"] = rows["record-floor"]["total_s"]
-    rows["record"] = run([LEGACY, script, golden, "--budget", args.budget] + common)
-    rows["record"]["seconds"] = rows["record"]["total_s"]
+    recorded = os.path.join(args.out, "recorded.json")
+    if args.reuse and os.path.exists(recorded) and os.path.exists(golden):
+        with open(recorded) as fh:
+            rows.update(json.load(fh))
+    else:
+        rows["record-floor"] = run([LEGACY, script, "-"] + common)
+        rows["record"] = run([LEGACY, script, golden, "--budget", args.budget] + common)
+        for row in rows.values():
+            row["seconds"] = row["total_s"]
+        with open(recorded, "w") as fh:
+            json.dump(rows, fh)
     blocks = rows["record"]["blocks"]
     for variant in ("plain", "check", "wrong", "replay", "compare", "read-floor"):
         rows[variant] = run([MODERN, __file__, "--child", variant, golden, actual, str(blocks)])

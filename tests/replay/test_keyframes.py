@@ -100,3 +100,27 @@ def test_a_budget_golden_still_locates_a_wrong_port(tf2, budgeted):
     wrong = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **WIDE)
     first = tf2.check(path, make_port=wrong).first_divergence
     assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")
+
+
+def test_a_golden_at_a_url_is_checked_by_ranges(tf2, keyframed, tmp_path, monkeypatch):
+    """tracekit.tf2.check on a golden served over HTTP (range requests), a port wrong between keyframes."""
+    import shutil
+
+    from tracekit.store import remote
+
+    from ..support.remote import RangedServer
+
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    site.mkdir()
+    shutil.copy(keyframed, str(site / "mlp.h5"))
+    with RangedServer(str(site)) as server:
+        url = server.url("mlp.h5")
+        assert tf2.check(url, make_port=functools.partial(long_models.make_mlp, **SIZE)).ok
+        port = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **SIZE)
+        first = tf2.check(url, make_port=port).first_divergence
+        assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")
+        with pytest.raises(tracekit.UsageError, match="URL"):
+            model, step = port()
+            tf2.replay(url, step, model=model, out=url + ".actual")
+    assert remote.fetched.bytes > 0

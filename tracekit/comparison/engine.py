@@ -476,7 +476,8 @@ class Comparer:
         g = g_step.digests[key] if key in g_step.digests else g_step[key]
         a_digests = getattr(a_step, "digests", {})
         a = a_digests[key] if key in a_digests else a_step[key]
-        g_digest, a_digest = as_digest(g), as_digest(a)
+        g_digest = as_digest(g)
+        a_digest = as_digest(a, g_digest)
         tol = self.result.tolerance.resolve(kind, name, index, g_digest.dtype if g_digest is not None else
                                             dtype_name(g))
         if tol.ignore:

@@ -9,6 +9,7 @@ does the bookkeeping around it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import os
 import queue
@@ -269,45 +270,89 @@ def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int
     if not count:
         _send_initial(sinks, initial, runner)
     kinds = set()  # the kinds of steps run so far
-    for index in range(count):
-        if index > 0 and (forcing in ("state", "taps") or index in restart_at):
-            _force(golden, runner, index)
-        g_step = golden.step(index)
-        if forcing == "taps":
-            runner.force_taps({name: g_step["tap", name] for name in g_step.names("tap")})
+    ahead = _Ahead(golden, count)
+    try:
+        for index in range(count):
+            if index > 0 and (forcing in ("state", "taps") or index in restart_at):
+                _force(golden, runner, index)
+            g_step, feeds, draws, info = ahead.take(index)
+            _step(golden, runner, call, index, every, sinks, g_step, feeds, draws, info, kinds, forcing, initial,
+                  ahead.wait)
+            if progress is not None:
+                progress(index + 1, count)
+            runner.after_step(index)
+            if stop is not None and stop():
+                return index + 1
+    finally:
+        ahead.close()
+    return count
+
+
+class _Ahead:
+    """Reads a step's inputs, random draws and info from the golden on a thread of its own while
+    the port runs the step before (a small model's step is as short as reading them). `wait`
+    before anything that must not overlap a read: the golden's refresh, a forced state's read."""
+
+    def __init__(self, golden: Trace, count: int) -> None:
+        self._golden, self._count = golden, count
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-ahead")
+        self._next: Optional[Tuple[int, "concurrent.futures.Future[tuple]"]] = None
+
+    def _read(self, index: int) -> tuple:
+        g_step = self._golden.step(index)
         feeds = {name: g_step["input", name] for name in g_step.names("input")}
         draws = [(name, g_step["random", name]) for name in g_step.names("random")]
-        # before the update, as TF1 computed it
-        regularization = runner.regularization() if "loss/regularization" in g_step else None
-        kind = "+".join(g_step.info.get("train_ops") or [])
-        full = index % every == 0
-        with runner.step(index, draws, kind not in kinds, full) as capture:
-            returned = call(index, feeds, g_step.info)
-        runner.check_step(index, g_step.names("grad"))
-        kinds.add(kind)
-        fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
-        values = dict(fed)
-        names = [name for name, _ in draws]
-        for i, value in enumerate(capture.draws):
-            values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
-        produced = dict(capture.values)
-        produced.update(returned)  # what the step returns wins over what was intercepted
-        if regularization is not None and "loss/regularization" in g_step:
-            produced.setdefault("loss/regularization", regularization)
-        if full:
-            produced.update(runner.read_state())
-        values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
-        if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
-            _send_initial(sinks, initial, runner)
-        reasons = _not_replayed(golden, runner)
-        for sink in sinks:
-            sink.step(index, values, reasons, fed)
-        if progress is not None:
-            progress(index + 1, count)
-        runner.after_step(index)
-        if stop is not None and stop():
-            return index + 1
-    return count
+        return g_step, feeds, draws, g_step.info
+
+    def take(self, index: int) -> tuple:
+        """Step `index`'s (golden step, feeds, draws, info); starts reading the next one's."""
+        found = self._next[1].result() if self._next is not None and self._next[0] == index else self._read(index)
+        self._next = None
+        if index + 1 < self._count:
+            self._next = (index + 1, self._pool.submit(self._read, index + 1))
+        return found
+
+    def wait(self) -> None:
+        if self._next is not None:
+            concurrent.futures.wait([self._next[1]])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def _step(golden: Trace, runner: Runner, call: StepCall, index: int, every: int, sinks: Sequence[Sink], g_step: Any,
+          feeds: Dict[str, Any], draws: List[Tuple[str, Any]], info: Dict[str, Any], kinds: set, forcing: str,
+          initial: Dict[str, Any], settle: Callable[[], None]) -> None:
+    """Run one step and hand its values to the sinks; `settle()` before that (a sink may refresh
+    the golden, which no read may overlap)."""
+    if forcing == "taps":
+        runner.force_taps({name: g_step["tap", name] for name in g_step.names("tap")})
+    # before the update, as TF1 computed it
+    regularization = runner.regularization() if "loss/regularization" in g_step else None
+    kind = "+".join(info.get("train_ops") or [])
+    full = index % every == 0
+    with runner.step(index, draws, kind not in kinds, full) as capture:
+        returned = call(index, feeds, info)
+    runner.check_step(index, g_step.names("grad"))
+    kinds.add(kind)
+    fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
+    values = dict(fed)
+    names = [name for name, _ in draws]
+    for i, value in enumerate(capture.draws):
+        values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
+    produced = dict(capture.values)
+    produced.update(returned)  # what the step returns wins over what was intercepted
+    if regularization is not None and "loss/regularization" in g_step:
+        produced.setdefault("loss/regularization", regularization)
+    if full:
+        produced.update(runner.read_state())
+    values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
+    settle()
+    if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
+        _send_initial(sinks, initial, runner)
+    reasons = _not_replayed(golden, runner)
+    for sink in sinks:
+        sink.step(index, values, reasons, fed)
 
 
 def _send_initial(sinks: Sequence[Sink], initial: Dict[str, Any], runner: Runner) -> None:
@@ -358,6 +403,6 @@ class _Writing:
         with self.writer.step(info={"golden_step": index}):
             self._add(values, self.golden.step(index).digests)
 
-    def _add(self, values: Mapping[str, Any], digested: Mapping[str, Any] = {}) -> None:
+    def _add(self, values: Mapping[str, Any], digested: Optional[Mapping[str, Any]] = None) -> None:
         for key, value in values.items():
-            self.writer.add(*split_key(key), value=value, copy=False, digest=key in digested)
+            self.writer.add(*split_key(key), value=value, copy=False, digest=digested is not None and key in digested)

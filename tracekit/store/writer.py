@@ -58,7 +58,11 @@ def _close_at_exit() -> None:
 
 def check_path(path: str) -> None:
     """Raise TraceWriteError if a golden cannot be written at `path` (a directory, or in a
-    directory that does not exist): asked before a recording starts, not when it ends."""
+    directory that does not exist): asked before a recording starts, not when it ends. A URL
+    is a UsageError: goldens are written locally."""
+    from .remote import refuse_url
+
+    refuse_url(path, "write a trace")
     if os.path.isdir(path):
         raise TraceWriteError("%s is a directory: name the golden file to write, e.g. %s"
                               % (path, os.path.join(path, "golden.h5")))
