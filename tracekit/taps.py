@@ -41,6 +41,13 @@ def tap(name: str, tensor: Any) -> Any:
     return tensor
 
 
+# Inside a tf.function, AutoGraph would convert `tap` and everything it calls, which is plain
+# Python: about 0.3 s of tracing a port's step. This attribute is what
+# tf.autograph.experimental.do_not_convert sets (AutoGraph calls such functions as they are);
+# set here, so this module needs no TensorFlow.
+tap.autograph_info__ = frozenset()  # type: ignore[attr-defined]
+
+
 @contextlib.contextmanager
 def capturing(sink: Callable[[str, Any], Any]) -> Iterator[None]:
     """While inside, `tap(name, tensor)` in TF2 eager code or a tf.function hands the tensor
