@@ -42,7 +42,7 @@ MODERN = os.path.join(ROOT, ".venv", "bin", "python")
 SLIP_AT = 23
 
 
-def child(variant: str, golden: str, actual: str, blocks: int) -> Dict[str, Any]:
+def child(variant: str, golden: str, actual: str, inner: int) -> Dict[str, Any]:
     """One variant, in this process; returns its figures."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     sys.path.insert(0, ROOT)
@@ -71,15 +71,15 @@ def child(variant: str, golden: str, actual: str, blocks: int) -> Dict[str, Any]
             with tracekit.open(golden) as trace:
                 feeds = [{n: tf.constant(s["input", n]) for n in s.names("input")} for s in trace]
             start = time.time()
-            _, step = big_model.make(blocks)
+            _, step = big_model.make(inner)
             for feed in feeds:
                 step(feed)
         elif variant == "replay":
-            model, step = big_model.make(blocks)
+            model, step = big_model.make(inner)
             tracekit.tf2.replay(golden, step, model=model, out=actual).close()
         else:
             slip = "scale" if variant == "wrong" else None
-            model, step = big_model.make(blocks, slip, SLIP_AT)
+            model, step = big_model.make(inner, slip, SLIP_AT)
             result = tracekit.tf2.check(golden, step, model=model, tolerance=_tolerance())
             first = result.first_divergence
             out.update(ok=result.ok, first=None if first is None else [first.step, first.key, first.stats.basis])
@@ -111,11 +111,11 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "big"))
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="keep the last run's recordings (their figures too)")
-    parser.add_argument("--child", nargs=4, metavar=("VARIANT", "GOLDEN", "ACTUAL", "BLOCKS"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, metavar=("VARIANT", "GOLDEN", "ACTUAL", "INNER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        variant, golden, actual, blocks = args.child
-        print(json.dumps(child(variant, golden, actual, int(blocks))))
+        variant, golden, actual, inner = args.child
+        print(json.dumps(child(variant, golden, actual, int(inner))))
         return
     os.makedirs(args.out, exist_ok=True)
     golden, actual = os.path.join(args.out, "golden.h5"), os.path.join(args.out, "actual.h5")
@@ -133,9 +133,9 @@ def main() -> None:
             row["seconds"] = row["total_s"]
         with open(recorded, "w") as fh:
             json.dump(rows, fh)
-    blocks = rows["record"]["blocks"]
+    inner = rows["record"]["inner"]
     for variant in ("plain", "check", "wrong", "replay", "compare", "read-floor"):
-        rows[variant] = run([MODERN, __file__, "--child", variant, golden, actual, str(blocks)])
+        rows[variant] = run([MODERN, __file__, "--child", variant, golden, actual, str(inner)])
     floors = {"record": "record-floor", "check": "plain", "wrong": "plain", "replay": "plain",
               "compare": "read-floor"}
     import tracekit
@@ -144,9 +144,9 @@ def main() -> None:
     with tracekit.open(golden) as trace:
         plan = trace.meta["recording"]["keyframes"]
     size, budget = os.path.getsize(golden), parse_size(args.budget)
-    head = ("%d parameters (%d blocks), %d steps; golden %.0f MB of a %.0f MB budget (%.2f), keyframes every %s "
+    head = ("%d parameters (3 blocks %d wide), %d steps; golden %.0f MB of a %.0f MB budget (%.2f), keyframes every %s "
             "keeping %s whole; an actual trace of %.0f MB" % (
-                rows["record"]["params"], blocks, args.steps, size / 1e6, budget / 1e6, size / budget,
+                rows["record"]["params"], inner, args.steps, size / 1e6, budget / 1e6, size / budget,
                 plan["every"], ", ".join(plan["whole"]), os.path.getsize(actual) / 1e6))
     lines = [head, ""]
     table = [["variant", "seconds", "vs floor", "peak memory", "result"]]

@@ -188,3 +188,24 @@ def test_the_initial_state_a_run_made_only_at_its_first_step_is_kept_from_the_go
         if kept:
             assert np.array_equal(trace.initial["slot/w/Adam:0"], slot)
         assert np.array_equal(trace.step(3)["slot/w/Adam:0"], list(step_values(4))[3]["var/w:0"] + 1)
+
+
+def test_an_update_keeps_the_digests_a_run_kept(project, tmp_path):
+    """A replay of a golden with keyframes keeps digests between them; the golden written from it too."""
+    workspace, golden = project
+    legacy_golden(golden)
+    actual = str(tmp_path / "actual.h5")
+    rng = np.random.RandomState(0)
+    kept = {}
+    with tracekit.create(actual, meta={"replay": {"golden": "g.h5", "steps": 4, "limited": False}}) as writer:
+        for k in range(4):
+            with writer.step(info={"golden_step": k}):
+                writer.add("loss", "loss", np.float32(k))
+                kept[k] = rng.randn(3000).astype(np.float32)
+                writer.add("grad", "w:0", kept[k], digest=k % 2 == 1)
+    write_golden(actual, golden, workspace, by="tracekit accept", reason="keyframes")
+    with tracekit.open(golden) as trace:
+        assert [sorted(trace.step(k).digests) for k in range(4)] == [[], ["grad/w:0"], [], ["grad/w:0"]]
+        assert trace.step(3).digests["grad/w:0"].crc == tracekit.store.digest.digest(kept[3]).crc
+        np.testing.assert_array_equal(trace.step(2)["grad/w:0"], kept[2])
+    assert tracekit.verify(golden).ok

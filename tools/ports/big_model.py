@@ -1,5 +1,5 @@
 """The TF2 port of tools/goldens/big_model.py: the same residual tanh blocks in Keras, Adam 1e-4.
-`make(blocks, slip=None, slip_at=23)` returns (model, step); slip="scale" doubles the gradients
+`make(inner, slip=None, slip_at=23)` returns (model, step) for blocks `inner` wide; slip="scale" doubles the gradients
 from step slip_at on (a loss-scaling or accumulation slip: the loss stays right, the gradients and
 Adam's slots do not), a port made wrong between keyframes."""
 
@@ -7,15 +7,15 @@ import tensorflow as tf
 
 import tracekit
 
-WIDTH, INNER, CLASSES = 768, 3072, 10
+WIDTH, BLOCKS, CLASSES = 768, 3, 10
 
 
 class Big(tf.keras.Model):
-    def __init__(self, blocks):
+    def __init__(self, inner):
         super().__init__(name="big")
         self.inp = tf.keras.layers.Dense(WIDTH, name="dense_in")
-        self.up = [tf.keras.layers.Dense(INNER, activation="tanh", name="block_%d_up" % i) for i in range(blocks)]
-        self.down = [tf.keras.layers.Dense(WIDTH, name="block_%d_down" % i) for i in range(blocks)]
+        self.up = [tf.keras.layers.Dense(inner, activation="tanh", name="block_%d_up" % i) for i in range(BLOCKS)]
+        self.down = [tf.keras.layers.Dense(WIDTH, name="block_%d_down" % i) for i in range(BLOCKS)]
         self.head = tf.keras.layers.Dense(CLASSES, name="head")
 
     def call(self, x, training=False):
@@ -25,8 +25,8 @@ class Big(tf.keras.Model):
         return tracekit.tap("logits", self.head(h))
 
 
-def make(blocks, slip=None, slip_at=23):
-    model = Big(blocks)
+def make(inner, slip=None, slip_at=23):
+    model = Big(inner)
     model(tf.zeros((1, WIDTH)))
     optimizer = tf.keras.optimizers.Adam(1e-4, epsilon=1e-8)
     cross_entropy = tf.keras.losses.CategoricalCrossentropy(from_logits=True)

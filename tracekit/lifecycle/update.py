@@ -185,8 +185,8 @@ def _meta(base: Optional[Trace], source: Trace, record: Provenance) -> Dict[str,
 def _copy(source: Trace, path: str, meta: Dict[str, Any], infos: List[Dict[str, Any]],
           initial: Dict[str, Any]) -> None:
     """Every tensor of `source`, step by step, into a new trace at `path`, its initial state
-    completed by `initial` (_kept_initial); step k's info is the replaced golden's (its train ops
-    and global step), not the replay's bookkeeping."""
+    completed by `initial` (_kept_initial), and its digests where it keeps them; step k's info is
+    the replaced golden's (its train ops and global step), not the replay's bookkeeping."""
     with create(path, mode="w-", meta=meta) as writer:
         if source.has_initial or initial:
             with writer.initial():
@@ -199,6 +199,8 @@ def _copy(source: Trace, path: str, meta: Dict[str, Any], infos: List[Dict[str, 
             with writer.step(info=infos[index] if index < len(infos) else {}):
                 for key, value in step.items():
                     writer.add(*split_key(key), value=value, copy=False)
+                for key, kept in step.digests.items():
+                    writer.add(*split_key(key), value=kept)
 
 
 def _discard_trace(path: str) -> None:

@@ -5,8 +5,9 @@ check with `verify(path)`, finish what a killed writer left with `recover(path)`
 Runs on Python 3.7 / h5py 2.10 (the legacy recorder writes through it) and on
 Python 3.11 / h5py 3.
 
-The public modules are writer, reader, catalog, values (what can be stored),
-verify, recover, export and provenance (where a golden's data came from); modules named with a leading underscore (the file
+The public modules are writer, reader, catalog, values (what can be stored), digest
+(what a step between keyframes keeps of a tensor), remote (goldens at URLs), verify,
+recover, export and provenance (where a golden's data came from); modules named with a leading underscore (the file
 layout, the journal and its records, the codec, the HDF5 writing, the two
 reading backends) are the store's own and may change without notice.
 """

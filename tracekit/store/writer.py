@@ -198,7 +198,8 @@ class TraceWriter:
         With copy=False the arrays are referenced, not copied: pass it only for
         arrays nobody will modify afterwards (fresh `Session.run` results). With digest=True a
         numeric array is kept as its digest (store/digest.py; `Step.digests` reads it back),
-        computed on the writer's threads; anything else is kept whole.
+        computed on the writer's threads; anything else is kept whole. A Digest is kept as it is
+        (a digest copied from another trace).
         """
         self._check_open()
         if self._step is None:
@@ -212,6 +213,9 @@ class TraceWriter:
         where = "%s, %s, %s" % (self.path, step_label(self._step), key)
         if key in self._step_keys:
             raise UsageError("%s: recorded twice in one step; each tensor is recorded once per step" % where)
+        if isinstance(value, digests.Digest):
+            self._add_digest(kind, name, value)
+            return
         if digest and digests.digestible(value):
             self._add_digest(kind, name, np.array(value) if copy else value)
             return
@@ -231,14 +235,22 @@ class TraceWriter:
         self._sink.put(Value(record, future, nbytes))
 
     def _add_digest(self, kind: str, name: str, array: Any) -> None:
-        key, nbytes = make_key(kind, name), int(array.nbytes)
-        self._sink.reserve(nbytes)  # released once the digest is computed: the array is dropped then
-        self._check_open()
-        future = self._pool.submit(digests.digest, array)
-        future.add_done_callback(lambda _: self._sink.release(nbytes))
+        """Keep `array`'s digest (made on the pool), or a Digest as it is."""
+        key = make_key(kind, name)
+        if isinstance(array, digests.Digest):
+            future: "concurrent.futures.Future[digests.Digest]" = concurrent.futures.Future()
+            future.set_result(array)
+            shape, dtype = array.shape, array.dtype
+        else:
+            nbytes = int(array.nbytes)
+            self._sink.reserve(nbytes)  # released once the digest is computed: the array is dropped then
+            self._check_open()
+            future = self._pool.submit(digests.digest, array)
+            future.add_done_callback(lambda _: self._sink.release(nbytes))
+            shape, dtype = tuple(int(d) for d in array.shape), array.dtype.name
         self._step_keys.add(key)
         self._digests.append((key, future))
-        self._digested.append((kind, name, tuple(int(d) for d in array.shape), array.dtype.name))
+        self._digested.append((kind, name, shape, dtype))
 
     def _put_digests(self) -> None:
         """The open step's digests, as one value after its tensors."""
