@@ -136,14 +136,7 @@ def main() -> None:
                 outside.setdefault("%s %s" % (name, variant), Runs()).add(out["outside_per_step"])
     best = {label: r.best(higher=False) for label, r in runs.items()}
     around = {label: r.best(higher=False) for label, r in outside.items()}
-    print("\n| model | variant | ms/step | vs plain | vs floor | spread over %d runs |" % args.repeat)
-    print("|---|---|---|---|---|---|")
-    for name in models:
-        for variant in VARIANTS:
-            label = "%s %s" % (name, variant)
-            print("| %s | %s | %.2f | %.2fx | %.2fx | %.0f%% |" % (
-                name, variant, 1e3 * best[label], best[label] / best[name + " plain"],
-                best[label] / best[name + " floor"], 100 * runs[label].spread()))
+    _table(models, runs, args.repeat)
     print("\nper step beyond the plain loop, small MLP: %s" % ", ".join(
         "%s %.1f ms" % (v, 1e3 * (best["small " + v] - best["small plain"])) for v in VARIANTS[1:]))
     if "big" in models:
@@ -153,17 +146,23 @@ def main() -> None:
     print("targets: fixed cost (light - plain) < 2 ms; big every10 <= 1.2x plain; big full capture <= 1.15x floor "
           "(%d CPUs)" % (os.cpu_count() or 0))
     print("\nFrom outside the loop (the model built and traced inside the timing; ms/step over every step):")
-    print("\n| model | variant | ms/step | vs plain | vs floor | spread over %d runs |" % args.repeat)
+    _table(models, outside, args.repeat)
+    print("targets from outside: small check10 <= 1.3x plain (%.2fx); full capture <= 1.15x its floor: small check "
+          "%.2fx%s" % (around["small check10"] / around["small plain"], around["small check"] / around["small floor"],
+                       ", big check %.2fx" % (around["big check"] / around["big floor"]) if "big" in models else ""))
+
+
+def _table(models: List[str], runs: Dict[str, Runs], repeat: int) -> None:
+    """The markdown table of the variants' best ms/step, against plain and the floor."""
+    best = {label: r.best(higher=False) for label, r in runs.items()}
+    print("\n| model | variant | ms/step | vs plain | vs floor | spread over %d runs |" % repeat)
     print("|---|---|---|---|---|---|")
     for name in models:
         for variant in VARIANTS:
             label = "%s %s" % (name, variant)
             print("| %s | %s | %.2f | %.2fx | %.2fx | %.0f%% |" % (
-                name, variant, 1e3 * around[label], around[label] / around[name + " plain"],
-                around[label] / around[name + " floor"], 100 * outside[label].spread()))
-    print("targets from outside: small check10 <= 1.3x plain (%.2fx); full capture <= 1.15x its floor: small check "
-          "%.2fx%s" % (around["small check10"] / around["small plain"], around["small check"] / around["small floor"],
-                       ", big check %.2fx" % (around["big check"] / around["big floor"]) if "big" in models else ""))
+                name, variant, 1e3 * best[label], best[label] / best[name + " plain"],
+                best[label] / best[name + " floor"], 100 * runs[label].spread()))
 
 
 if __name__ == "__main__":
