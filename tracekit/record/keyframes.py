@@ -170,6 +170,45 @@ def room(planned: Keyframes, step: int, written: int, sizes: StepSizes) -> bool:
     return need <= planned.budget["bytes"] * TARGET
 
 
+class Schedule:
+    """A recording's keyframes as it goes: fixed (every K) or, with a budget, planned at step 0
+    from what it stores (`measure`), each planned keyframe checked against what was written."""
+
+    def __init__(self, every: int, steps: Optional[int], digests: bool, budget: Optional[int]) -> None:
+        if budget is not None and (steps is None or every != 1 or not digests):
+            raise UsageError("a size budget plans the keyframes of a recording of known length: give steps=N "
+                             "(--steps N), and neither every=K nor digests=False (the budget chooses)")
+        self.frames = Keyframes(every, steps, digests)
+        self.budget = budget
+        self.sizes: Optional[StepSizes] = None
+
+    @property
+    def planning(self) -> bool:
+        """A budget's plan is still to be made: the next step is measured."""
+        return self.budget is not None and self.sizes is None
+
+    def fetch_all(self, step: int) -> bool:
+        """Whether step `step`'s run fetches every tensor: at a keyframe, where digests are kept,
+        and at the step a budget plans from."""
+        return self.frames.digests or self.frames.keyframe(step) or self.planning
+
+    def measure(self, values: Mapping[str, Any], estimate: Any, written: int) -> None:
+        """Plan the budget from one step's values ("kind/name" -> array) and the bytes written."""
+        assert self.budget is not None and self.frames.steps is not None
+        self.sizes = measured(values, estimate)
+        self.frames = plan(self.budget, self.frames.steps, written, self.sizes)
+
+    def keyframe(self, step: int, written: int) -> bool:
+        """Whether step `step` is kept whole; a planned keyframe that would no longer leave room
+        for the rest of the recording is kept as digests (and listed as skipped)."""
+        if not self.frames.keyframe(step):
+            return False
+        if self.sizes is not None and not room(self.frames, step, written, self.sizes):
+            self.frames.skipped.append(step)
+            return False
+        return True
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000:

@@ -52,10 +52,6 @@ class Recorder:
             raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
         if steps is not None and int(steps) < 1:
             raise UsageError("steps must be >= 1, got %r" % (steps,))
-        self.budget = None if budget is None else keyframes.parse_size(budget)
-        if self.budget is not None and (steps is None or int(every) != 1 or not digests):
-            raise UsageError("a size budget plans the keyframes of a recording of known length: give steps=N "
-                             "(--steps N), and neither every=K nor digests=False (the budget chooses)")
         mode = SeedMode.parse(seed_mode)
         if mode is not None and seed is None:
             seed = 42  # the DeterministicRandomTestTool's default
@@ -67,8 +63,8 @@ class Recorder:
         self.every = int(every)
         self.steps_limit = None if steps is None else int(steps)
         # Keyframes every K steps and the last; digests between (planned at step 0 with a budget).
-        self._frames = keyframes.Keyframes(self.every, self.steps_limit, bool(digests))
-        self._sizes: Optional[keyframes.StepSizes] = None
+        self._schedule = keyframes.Schedule(self.every, self.steps_limit, bool(digests),
+                                            None if budget is None else keyframes.parse_size(budget))
         self.stop_script = stop_script
         # The script that records: two recordings of it are the same code (compare's profiles).
         self.program = program or getattr(sys.modules.get("__main__"), "__file__", None)
@@ -143,7 +139,8 @@ class Recorder:
                 "train_op=..., gradients=...))" % self.path)
 
     def _recording_meta(self) -> Dict[str, Any]:
-        out = {"every": self._frames.every, "steps_limit": self.steps_limit, "keyframes": self._frames.meta()}
+        frames = self._schedule.frames
+        out = {"every": frames.every, "steps_limit": self.steps_limit, "keyframes": frames.meta()}
         if self.worker is not None:
             out["worker"] = self.worker
         return out
@@ -285,10 +282,7 @@ class Recorder:
     # ---- steps --------------------------------------------------------------------------------
 
     def _full(self) -> bool:
-        """Whether this step's run fetches every tensor: at a keyframe, where digests are kept, and
-        at step 0 of a budget (whose sizes plan the rest)."""
-        frames = self._frames
-        return frames.digests or frames.keyframe(self.steps) or (self.budget is not None and self._sizes is None)
+        return self._schedule.fetch_all(self.steps)
 
     def _fetches(self, plan: StepPlan, full: bool) -> "collections.OrderedDict[str, Any]":
         return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
@@ -405,30 +399,23 @@ class Recorder:
             self._progress(self.steps, self.steps_limit)
 
     def _add(self, key: str, value: Any, keyframe: bool) -> None:
-        how = self._frames.how(self.steps, key, keyframe)
+        how = self._schedule.frames.how(self.steps, key, keyframe)
         if how is not None:
             self._writer.add(*split_key(key), value=value, copy=False, digest=how == "digest")
 
     def _keyframe(self, feeds: List[Tuple[str, Any]], extra: List[Tuple[str, Any]], state: Any) -> bool:
-        """Whether this step is kept whole. With a budget: the plan is made at step 0, from its
-        sizes; a keyframe that would no longer leave room for the rest is kept as digests."""
-        frames, step = self._frames, self.steps
-        if self.budget is not None and self._sizes is None:
+        """Whether this step is kept whole (a budget is planned from the first step's values)."""
+        if self._schedule.planning:
             values = dict(extra)
             values.update((make_key("input", name), value) for name, value in feeds if name)
             values.update((key, value) for (key, _), value in zip(self._variables, state))
-            self._sizes = keyframes.measured(values, estimate_stored)
             self._writer.flush()  # the initial state's bytes, all counted
-            self._frames = frames = keyframes.plan(self.budget, self.steps_limit, self._written(), self._sizes)
+            self._schedule.measure(values, estimate_stored, self._written())
             self._writer.update_meta({"recording": self._recording_meta()})
-        if not frames.keyframe(step):
-            return False
-        if self.budget is not None and not keyframes.room(frames, step, self._written(), self._sizes):
-            frames.skipped.append(step)
-            return False
-        return True
+        return self._schedule.keyframe(self.steps, self._written())
 
     def _written(self) -> int:
+        """The golden's bytes so far, HDF5's own per value included (what a budget counts)."""
         return self._writer.stored_bytes + self._writer.stored_values * keyframes.BYTES_PER_VALUE
 
     def _maybe_stop(self) -> None:
