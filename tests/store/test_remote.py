@@ -180,6 +180,17 @@ def test_a_replay_runs_against_a_golden_at_a_url(tmp_path):
             assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")
 
 
+def test_a_golden_at_a_url_is_saved_as_a_local_copy(site, tmp_path):
+    copy = str(tmp_path / "copy.h5")
+    with tracekit.open(site.url("small.h5")) as trace:
+        assert trace.save(copy) == copy
+        with pytest.raises(tracekit.UsageError, match="URL"):
+            trace.save(site.url("again.h5"))
+    with open(copy, "rb") as saved, open(os.path.join(site.root, "small.h5"), "rb") as served:
+        assert saved.read() == served.read()
+    assert tracekit.verify(copy).ok and not os.path.exists(copy + ".partial")
+
+
 def test_a_trace_open_in_a_parent_reads_in_a_forked_child(site):
     from tracekit._isolate import in_child
 

@@ -21,11 +21,11 @@ from ..keys import INITIAL_STEP, STATE_KINDS, Kind, make_key, split_key, step_la
 from . import _metadata, digest as digests, values
 from ._backends import Backend
 from .catalog import TensorInfo
-from ._format import (DIGESTS_KIND, DIGESTS_NAME, HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MAGIC,
-                      USERBLOCK_SIZE, journal_path, userblock_token)
+from ._format import (DIGESTS_KIND, DIGESTS_NAME, HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, PARTIAL_SUFFIX,
+                      USERBLOCK_MAGIC, USERBLOCK_SIZE, journal_path, userblock_token)
 from ._journal import journal_opening
 from ._lock import held
-from .remote import is_url
+from .remote import is_url, refuse_url
 
 
 def open_trace(path: "str | os.PathLike") -> "Trace":
@@ -211,11 +211,21 @@ class Trace:
         return Series(kind, name, steps, vals)
 
     def save(self, path: "str | os.PathLike") -> str:
-        """Copy this (finished) trace to `path`; returns the path."""
+        """Copy this (finished) trace to `path` (a local path; a trace at a URL is downloaded);
+        returns the path."""
         if not self.complete:
             raise UsageError("%s is unfinished (%s); recover it before saving a copy" % (self.path, self.problem))
         path = os.fspath(path)
-        shutil.copyfile(self.path, path)
+        refuse_url(path, "save a copy")
+        if not is_url(self.path):
+            shutil.copyfile(self.path, path)
+            return path
+        from .remote import open_url
+
+        partial = path + PARTIAL_SUFFIX  # a download cut short never passes for the golden
+        with open_url(self.path) as source, open(partial, "wb") as out:
+            shutil.copyfileobj(source, out, 4 << 20)
+        os.replace(partial, path)
         return path
 
     def delete_when_closed(self, directory: Optional[str] = None) -> None:
