@@ -24,11 +24,11 @@ def test_bad_sizes_say_what_a_size_looks_like(text):
 def test_where_a_recording_keeps_what():
     frames = Keyframes(every=10, steps=30)
     assert [s for s in range(30) if frames.keyframe(s)] == [0, 10, 20, 29]
-    assert frames.how(3, "grad/w", False) == "digest" and frames.how(3, "loss/loss", False) == "whole"
-    assert frames.how(10, "tap/h", True) == "whole"
-    assert Keyframes(every=10, steps=30, digests=False).how(3, "var/w", False) is None
+    assert frames.how("grad/w", False) == "digest" and frames.how("loss/loss", False) == "whole"
+    assert frames.how("tap/h", True) == "whole"
+    assert Keyframes(every=10, steps=30, digests=False).how("var/w", False) is None
     assert [s for s in range(5) if Keyframes(every=None, steps=5).keyframe(s)] == []
-    assert not Keyframes(every=1, steps=None).how(0, "var/w", True) == "digest"
+    assert not Keyframes(every=1, steps=None).how("var/w", True) == "digest"
 
 
 kinds = st.fixed_dictionaries({k: st.integers(0, 10 ** 8) for k in sorted(FULL_KINDS)})

@@ -382,7 +382,7 @@ class Comparer:
         sparse_pairs = sparse.pairs(g_step.keys(), a_step.keys())
         # Where a side keeps digests (store/digest.py), those tensors are judged from digests.
         g_digests, a_digests = g_step.digests, getattr(a_step, "digests", {})
-        for key in _in_order(list(g_step) + list(g_digests)):
+        for key in _in_order(list(g_step) + list(g_digests)) if g_digests else g_step:
             kind, name = split_key(key)
             pair = sparse_pairs.get(key)
             if kind in NOT_REPLAYED or key in reasons:

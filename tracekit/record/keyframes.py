@@ -76,8 +76,8 @@ class Keyframes:
             return False
         return step % self.every == 0 or (self.steps is not None and step == self.steps - 1)
 
-    def how(self, step: int, key: str, keyframe: bool) -> Optional[str]:
-        """"whole", "digest" or None (not kept) for a tensor at a step."""
+    def how(self, key: str, keyframe: bool) -> Optional[str]:
+        """"whole", "digest" or None (not kept) for a tensor at a keyframe or a step between."""
         kind = split_key(key)[0]
         if kind in LIGHT_KINDS or (keyframe and kind in self.whole):
             return "whole"

@@ -399,7 +399,7 @@ class Recorder:
             self._progress(self.steps, self.steps_limit)
 
     def _add(self, key: str, value: Any, keyframe: bool) -> None:
-        how = self._schedule.frames.how(self.steps, key, keyframe)
+        how = self._schedule.frames.how(key, keyframe)
         if how is not None:
             self._writer.add(*split_key(key), value=value, copy=False, digest=how == "digest")
 

@@ -79,7 +79,7 @@ def _from_digest(stats: Stats) -> List[str]:
         return ["judged from digests: the same bytes (crc32)"]
     lines = ["judged from digests (the golden keeps a fixed sample and statistics of the %d elements at this "
              "step): %d sampled elements differ; max abs error at least %s%s"
-             % (stats.total, stats.mismatched if stats.problem is None or stats.mismatched > 1 else 0,
+             % (stats.total, stats.mismatched,
                 _num(stats.max_abs), "" if stats.worst_index is None else ", worst sampled at %s"
                 % (list(stats.worst_index),))]
     if stats.problem:

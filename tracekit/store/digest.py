@@ -102,10 +102,9 @@ class Digest:
         if index is None or len(index) != len(self.shape):
             return None
         flat = int(np.ravel_multi_index(index, self.shape)) if self.shape else 0
-        where = int(np.searchsorted(self.positions(), flat))
-        if where < self.sample.size and int(self.positions()[where]) == flat:
-            return self.sample[where].item()
-        return None
+        sampled = self.positions()
+        where = int(np.searchsorted(sampled, flat))
+        return self.sample[where].item() if where < sampled.size and int(sampled[where]) == flat else None
 
     def value(self) -> np.ndarray:
         """The tensor itself, when the digest holds it whole."""

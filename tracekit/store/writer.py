@@ -22,7 +22,7 @@ import contextlib
 import datetime
 import os
 import uuid
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -127,10 +127,9 @@ class TraceWriter:
         self._step: Optional[int] = None  # index of the open step
         self._info: Dict[str, Any] = {}
         self._step_keys: set = set()
-        # The open step's digests: (key, the digest being computed on the pool), written at its end,
-        # and (kind, name, shape, dtype) of each for the catalog.
-        self._digests: "list[tuple[str, concurrent.futures.Future[digests.Digest]]]" = []
-        self._digested: "list[tuple[str, str, tuple, str]]" = []
+        # The open step's digests, written at its end: (kind, name, shape, dtype) for the catalog, and
+        # the digest being computed on the pool.
+        self._digests: "list[_Pending]" = []
         self._bases = DeltaBases(self.delta)
         self._has_initial = False
         self.steps = 0  # committed steps
@@ -188,7 +187,7 @@ class TraceWriter:
         self._attempt += 1
         self._info = dict(info or {})
         self._step_keys = set()
-        self._digests, self._digested = [], []
+        self._digests = []
         self._bases.begin_step(self._step)
         return self._step
 
@@ -236,7 +235,6 @@ class TraceWriter:
 
     def _add_digest(self, kind: str, name: str, array: Any) -> None:
         """Keep `array`'s digest (made on the pool), or a Digest as it is."""
-        key = make_key(kind, name)
         if isinstance(array, digests.Digest):
             future: "concurrent.futures.Future[digests.Digest]" = concurrent.futures.Future()
             future.set_result(array)
@@ -248,17 +246,15 @@ class TraceWriter:
             future = self._pool.submit(digests.digest, array)
             future.add_done_callback(lambda _: self._sink.release(nbytes))
             shape, dtype = tuple(int(d) for d in array.shape), array.dtype.name
-        self._step_keys.add(key)
-        self._digests.append((key, future))
-        self._digested.append((kind, name, shape, dtype))
+        self._step_keys.add(make_key(kind, name))
+        self._digests.append((kind, name, shape, dtype, future))
 
     def _put_digests(self) -> None:
         """The open step's digests, as one value after its tensors."""
-        pending, digested = self._digests, tuple(self._digested)
-        self._digests, self._digested = [], []
+        pending, self._digests = self._digests, []
         future = self._pool.submit(_encode_digests, pending, self.level, "%s, %s" % (self.path, step_label(self._step)))
         record = ValueRecord(self._attempt, self._step, DIGESTS_KIND, DIGESTS_NAME, None)
-        self._sink.put(Value(record, future, 0, digested))
+        self._sink.put(Value(record, future, 0, tuple(described[:4] for described in pending)))
 
     def end_step(self, info: Optional[Mapping[str, Any]] = None) -> int:
         """Commit the open step; returns its index. Blocks until the step before it is committed
@@ -290,7 +286,7 @@ class TraceWriter:
             self._sink.put(Drop(self._step))
         self._step = None
         self._step_keys = set()
-        self._digests, self._digested = [], []
+        self._digests = []
         self._bases.begin_step(None)
 
     @contextlib.contextmanager
@@ -383,11 +379,15 @@ class TraceWriter:
         self._check_open()
 
 
-def _encode_digests(pending: "list[tuple[str, concurrent.futures.Future[digests.Digest]]]", level: Optional[int],
-                    where: str) -> list:
+# A digest of the open step: kind, name, shape, dtype, and the digest (being) made.
+_Pending = Tuple[str, str, Tuple[int, ...], str, "concurrent.futures.Future[digests.Digest]"]
+
+
+def _encode_digests(pending: "list[_Pending]", level: Optional[int], where: str) -> list:
     """A step's digests as one uint8 leaf, encoded. Runs on a pool thread after the digests' own
     tasks were started (the pool runs tasks in order), so waiting for them cannot deadlock."""
-    blob = _metadata.pack(digests.pack([(key, future.result()) for key, future in pending]))
+    blob = _metadata.pack(digests.pack([(make_key(kind, name), future.result())
+                                        for kind, name, _, _, future in pending]))
     leaf = values.make_leaf(np.frombuffer(blob, dtype=np.uint8), where)
     return encode_leaves([leaf], None, level)
 
