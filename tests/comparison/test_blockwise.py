@@ -135,3 +135,28 @@ def test_needed_rtol_where_the_error_cancels_against_atol(monkeypatch):
     g = np.array([g_a, 0, 0, 0, g_b, 0, 0, 0], np.float32)
     a = np.array([a_a, 0, 0, 0, a_b, 0, 0, 0], np.float32)
     assert same(g, a, tol(atol=atol, rtol=0.0))["needed_rtol"] == need_a
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_float64_and_equality_paths_equal_the_definition(seed):
+    # float64 and complex tensors, NaN and Inf, integers and exact rules: compare_values' other
+    # paths (and the helpers they share with the pass) against the independent definition.
+    rng = np.random.RandomState(100 + seed)
+    for _ in range(40):
+        g, a, t = random_case(rng)
+        g64, a64 = g.astype(np.float64), a.astype(np.float64)
+        same(g64, a64, t)
+        if g.size > 1:  # NaN and Inf at random places, on one side or both
+            for side in (g64, a64):
+                side[rng.randint(g.size)] = rng.choice([np.nan, np.inf, -np.inf])
+            same(g64, a64, t)
+            same(g64, a64, Resolved(t.atol, t.rtol, True, False, False, t.ulps, t.eps))  # equal_nan
+            same(g.astype(np.float32), np.where(np.isnan(a64), np.nan, a).astype(np.float32), t)
+        g_c, a_c = g64.astype(complex), a64.astype(complex)
+        g_c.imag, a_c.imag = a64, g64  # complex, NaN and Inf in either part
+        same(g_c, a_c, t)
+        same(np.round(g * 3).astype(np.int32), np.round(a * 3).astype(np.int32), t)
+        same(g, a, Resolved(t.atol, t.rtol, False, False, True, t.ulps, t.eps))  # an exact rule
+    same(np.array(["a", "b"]), np.array(["a", "c"]), tol())  # strings: equal as Python objects
+    same(np.zeros((2, 3)), np.zeros((3, 2)), tol())  # shapes disagree
+    same(np.float64(1.5), 1.5 + 1e-3, tol())  # scalars
