@@ -14,7 +14,10 @@ MLP; small: the first 200 of the 784-128-10 one's 400 steps, where the per-step 
                 values from the golden (inputs, gradients, variables, slots, ...) and copy out
                 every variable, slot and gradient of the port (.numpy()); nothing written
     floor10     the floor's work on every 10th step, the plain step on the others: the least a
-                replay capturing every 10th step (every=10) costs
+                replay capturing every 10th step (every=10) costs, its inputs aside
+    inputs      the plain step on the golden's inputs read as a replay reads them, step by step on a
+                thread while the step before runs (the floor of light: any replay reads them)
+    inputs10    floor10, with every step's inputs read as `inputs` reads them: the floor of check10
     full        tracekit.tf2.replay, everything every step (writes the actual trace)
     every10     tracekit.tf2.replay(every=10)
     check       tracekit.tf2.check: the replay compared with the golden as it runs, nothing written
@@ -47,7 +50,7 @@ sys.path.insert(0, ROOT)
 
 from tools.bench_compare import HIDDEN, LEGACY, Runs, prepare  # noqa: E402
 
-VARIANTS = ("plain", "floor", "floor10", "full", "every10", "check", "check10", "light")
+VARIANTS = ("plain", "floor", "floor10", "inputs", "inputs10", "full", "every10", "check", "check10", "light")
 WARMUP = {"big": 3, "small": 50}  # steps left out of the timing: tracing, first allocations
 STEPS = {"big": 20, "small": 200}  # steps replayed
 
@@ -82,27 +85,50 @@ def child(data: str, name: str, variant: str) -> Dict[str, Any]:
                                tolerance=tracekit.Tolerance.training(),
                                progress=lambda done, total: stamps.append(time.perf_counter()))
         else:
-            feeds = [{n: golden.step(k)["input", n] for n in golden.step(k).names("input")} for k in range(count)]
-            start = time.perf_counter()  # the inputs read before: the plain loop has them in memory
-            if variant == "plain":
+            ahead = variant in ("inputs", "inputs10")  # read anew, a step ahead on a thread, as the replay does
+            feeds = _read_ahead(golden, count) if ahead else iter(
+                [{n: golden.step(k)["input", n] for n in golden.step(k).names("input")} for k in range(count)])
+            start = time.perf_counter()  # else the inputs read before: the plain loop has them in memory
+            if variant in ("plain", "inputs"):
                 _, step = mlp.make(HIDDEN[name])
             else:
                 model, optimizer, floor_step = mlp.make_floor(HIDDEN[name])
                 step = floor_step  # floor10's other steps: the same step, its gradients not copied out
             for k in range(count):
-                if variant == "plain" or (variant == "floor10" and k % 10):
-                    step({n: tf.constant(v) for n, v in feeds[k].items()})
+                fed = next(feeds)
+                if variant in ("plain", "inputs") or (variant in ("floor10", "inputs10") and k % 10):
+                    step({n: tf.constant(v) for n, v in fed.items()})
                 else:  # floor: the golden's values read anew; the gradients, variables and slots copied out
                     g_step = golden.step(k)
-                    _, grads = floor_step({n: tf.constant(g_step["input", n]) for n in g_step.names("input")})
+                    if not ahead:
+                        fed = {n: g_step["input", n] for n in g_step.names("input")}
+                    _, grads = floor_step({n: tf.constant(v) for n, v in fed.items()})
                     copied = [g.numpy() for g in grads] + [np.asarray(v.numpy()) for v in model.variables]
                     copied += [np.asarray(v.numpy()) for v in optimizer.variables]
-                    copied += [g_step[key] for key in g_step]
+                    copied += [g_step[key] for key in g_step if not (ahead and key.startswith("input/"))]
                     del copied
                 stamps.append(time.perf_counter())
     warm = WARMUP[name]
     return {"seconds_per_step": (stamps[-1] - stamps[warm - 1]) / (count - warm), "steps": count,
             "outside_per_step": (stamps[-1] - start) / count}
+
+
+def _read_ahead(golden: Any, count: int) -> Any:
+    """Each step's inputs as the replay reads them (tracekit.replay.loop._Ahead): step k + 1's
+    read on a thread while step k runs."""
+    import concurrent.futures
+
+    def read(k: int) -> Dict[str, Any]:
+        g_step = golden.step(k)
+        return {n: g_step["input", n] for n in g_step.names("input")}
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ahead = pool.submit(read, 0)
+        for k in range(count):
+            found = ahead.result()
+            if k + 1 < count:
+                ahead = pool.submit(read, k + 1)
+            yield found
 
 
 def main() -> None:
@@ -150,6 +176,10 @@ def main() -> None:
     print("targets from outside: small check10 <= 1.3x plain (%.2fx); full capture <= 1.15x its floor: small check "
           "%.2fx%s" % (around["small check10"] / around["small plain"], around["small check"] / around["small floor"],
                        ", big check %.2fx" % (around["big check"] / around["big floor"]) if "big" in models else ""))
+    print("the floors with the inputs read as a replay reads them, small MLP: inputs %.2fx plain (light %.2fx it), "
+          "inputs10 %.2fx plain (check10 %.2fx it)"
+          % tuple(around["small " + a] / around["small " + b] for a, b in
+                  (("inputs", "plain"), ("light", "inputs"), ("inputs10", "plain"), ("check10", "inputs10"))))
 
 
 def _table(models: List[str], runs: Dict[str, Runs], repeat: int) -> None:
