@@ -98,7 +98,7 @@ def test_the_record_is_plain_data():
 
 
 def test_a_failure_the_noise_analysis_explains_counts_as_agreeing():
-    from tracekit.comparison.engine import TensorResult
+    from tracekit.comparison.result import TensorResult
     from tracekit.comparison.noise import GRADIENT, Noise
 
     failed = _stats(np.array([1.0], np.float32), np.array([2.0]))

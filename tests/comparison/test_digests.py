@@ -4,7 +4,6 @@ the sample fails, and a departure the statistics show caught wherever it lies.""
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
-from hypothesis.extra import numpy as hnp
 
 from tracekit.comparison.digests import BITS, DIGEST, WHOLE, compare_digests
 from tracekit.comparison.stats import compare_values

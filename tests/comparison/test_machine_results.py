@@ -122,7 +122,7 @@ def test_reprs_are_readable(pair):
 
 
 def test_a_result_keeps_a_sample_of_a_large_diverging_tensor(tmp_path):
-    from tracekit.comparison.engine import VALUE_SAMPLE
+    from tracekit.comparison.diagnosis import VALUE_SAMPLE
 
     from ..support import build_golden
 

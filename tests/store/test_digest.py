@@ -1,7 +1,6 @@
 """Digests: what a golden keeps of a tensor between keyframes, written, read back, verified and
 recovered like any value."""
 
-import os
 import subprocess
 import sys
 

@@ -1,7 +1,8 @@
 """Comparing traces: tolerance policies, statistics, the first divergence, the difference
 of the two runs' environments. numpy only."""
 
-from .engine import Comparison, Divergence, RoundoffCause, TensorResult, compare
+from .engine import compare
+from .result import Comparison, Divergence, RoundoffCause, TensorResult
 from .envdiff import Change, EnvironmentDiff, Profile, environment_diff
 from .stats import Stats
 from .tolerance import Rule, Tolerance

@@ -15,7 +15,7 @@ import numpy as np
 
 from .select import Selection
 
-# The engine's Comparison, Divergence and TensorResult come in as Any: the engine imports this module.
+# result.py's Comparison, Divergence and TensorResult come in as Any: result.py imports this module.
 
 SCHEMA = 1
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..keys import make_key
-from .engine import Comparison
+from .result import Comparison
 from .tolerance import TRAINING_ULPS, Tolerance, literal
 
 MARGIN = 1.5  # Megatron-LM's factor over the largest deviation of repeated runs

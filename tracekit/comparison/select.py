@@ -39,7 +39,7 @@ def parse_steps(text: str) -> Steps:
 @dataclass(frozen=True)
 class Selection:
     """Tensors of `kinds` (all when empty) whose name matches `name` (a glob, or "re:<regex>";
-    all when None), at `steps`. Tensors are the engine's TensorResults (Any here: the engine
+    all when None), at `steps`. Tensors are result.py's TensorResults (Any here: result.py
     imports this module)."""
 
     kinds: Tuple[str, ...] = ()

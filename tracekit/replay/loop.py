@@ -115,7 +115,7 @@ def check_steps(steps: Any) -> None:
 
 class Sink(Protocol):
     """What a replay hands each step's values to, as the port produces them: the actual
-    trace's writer, or a comparison fed as it goes (comparison.engine.Comparer). The mappings
+    trace's writer, or a comparison fed as it goes (comparison.comparer.Comparer). The mappings
     are new each step and never changed after: a sink may keep them."""
 
     def initial(self, values: Mapping[str, Any]) -> None:

@@ -7,7 +7,7 @@ from typing import List, Optional
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
 from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED, REDUCED_TWICE,
                                        REGULARIZATION_UNSCALED, DistributionHint)
-from ..comparison.engine import Comparison, Divergence, RoundoffCause, TensorResult
+from ..comparison.result import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.select import Selection
 from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED, OPTIMIZER_SETTING,

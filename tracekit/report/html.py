@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..comparison.engine import Comparison, TensorResult
+from ..comparison.result import Comparison, TensorResult
 from ..keys import step_label
 from ..store import Trace, open_trace
 from ..store.remote import is_url

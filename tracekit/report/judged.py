@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List
 
 from ..comparison.arbiter import Arbitration
-from ..comparison.engine import Comparison
+from ..comparison.result import Comparison
 from ..keys import step_label
 
 SHOWN_STEPS = 8  # arbitrated steps listed in full

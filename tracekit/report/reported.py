@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..comparison.engine import Comparison
+from ..comparison.result import Comparison
 from ..comparison.engine import compare as compare_data
 from ..comparison.select import Selection
 from ..comparison.tolerance import Tolerance

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..comparison.engine import Comparison
+from ..comparison.result import Comparison
 from ..errors import MissingDependency, UsageError
 from ..keys import INITIAL_STEP
 from ..store import Trace

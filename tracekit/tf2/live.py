@@ -7,7 +7,9 @@ import contextlib
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ..comparison.arbiter import LONG_GOLDEN
-from ..comparison.engine import REFRESH_STEPS, Comparer, Comparison, comparer
+from ..comparison.comparer import Comparer
+from ..comparison.engine import REFRESH_STEPS, comparer
+from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..replay.loop import Behind

@@ -42,7 +42,8 @@ from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 from ..comparison.arbiter import PORT, Arbitrated
 from ..comparison.calibration import Spread, derive
-from ..comparison.engine import Comparison, Divergence, compare
+from ..comparison.engine import compare
+from ..comparison.result import Comparison, Divergence
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
 from ..keys import KIND_ORDER

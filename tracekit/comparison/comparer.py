@@ -1,0 +1,296 @@
+"""The streaming comparison: a golden's steps against a replay's, fed one step at a time
+(engine.compare feeds a written trace's steps, tracekit.tf2.check a replay's as the port
+produces them). Each tensor is read and compared on worker threads a few tensors ahead;
+steps are judged in order, in data-flow order within a step: statistics, failures that
+amplified round-off explains (noise.py), and the first divergence."""
+
+from __future__ import annotations
+
+import collections
+import functools
+from typing import Any, Deque, Dict, List, Mapping, Optional, Set, Tuple, Type
+
+from ..keys import INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
+from ..store import Trace, provenance
+from ..store.digest import Digest
+from . import sparse
+from .diagnosis import diagnose
+from .digests import WHOLE, as_digest, compare_digests
+from .envdiff import EnvironmentDiff, Profile
+from .noise import NoiseTracker
+from .pipeline import Pipeline
+from .result import Comparison, Divergence, TensorResult
+from .stats import Stats, compare_values, dtype_name
+from .tolerance import Resolved
+
+# A step's (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order.
+Compared = List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]]
+
+# Tensors larger than this (on average over the golden's steps) are read and compared on worker
+# threads, at most PAIRS_AHEAD of them ahead of the one being judged (memory: a few pairs of values).
+READ_AHEAD_BYTES = 64 << 10
+PAIRS_AHEAD = 4
+
+# Kinds whose failing values the noise tracker looks at (an error budget, element by element).
+NOISE_VALUES = frozenset(["var", "tap"])
+
+# Kinds a replay does not reproduce by default: TF1 fetch structures have no TF2 counterpart.
+NOT_REPLAYED = frozenset(["fetch"])
+
+
+class Comparer:
+    """A comparison fed one step at a time: `compare` feeds it a written trace's steps, a replay
+    (tracekit.tf2.check) each step's values as the port produces them, so nothing is written.
+    `step` queues a step's tensors and judges the steps before it; `drain` judges every step fed
+    so far, `finish` makes the result. The feeder refreshes the golden (Trace.refresh) now and
+    then, after a drain: then no read is in flight."""
+
+    def __init__(self, golden: Trace, actual: str, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
+                 result_type: Type[Comparison] = Comparison) -> None:
+        self.golden = golden
+        self.code = code
+        self.result = result = result_type(golden.path, actual, profile, diff)
+        result.golden_provenance = provenance.read(golden.meta, golden.created)
+        self._by_key: Dict[str, TensorResult] = {}
+        self._absent: Set[str] = set()  # golden keys a step of the replay lacked
+        self._seen: Set[str] = set()  # keys the replay produced in some step
+        self._noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
+        self._explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
+        self._values: Dict[Tuple[int, str], Tuple[Any, Any]] = {}  # (step, key) of a divergence -> its two values
+        self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
+        self._work = Pipeline(ahead=PAIRS_AHEAD)
+        self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
+        self._forms: Dict[str, str] = {}  # key -> how a gradient sparse on some side is compared
+        self._var_shapes = {t.name: t.shape for t in golden.catalog if t.kind == "var"}
+
+    def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
+        """Compare the initial states, when the golden has one."""
+        if self.golden.has_initial:
+            self.step(INITIAL_STEP, a_step, reasons or {})
+
+    def step(self, index: int, a_step: Mapping[str, Any], reasons: Mapping[str, str],
+             fed: Optional[Mapping[str, Any]] = None) -> None:
+        """Compare the golden's step `index` (INITIAL_STEP: the initial state) with `a_step`, the
+        replay's values by key; `reasons`: the keys the replay does not produce -> why (those
+        known so far: finish() takes the replay's final word); `fed`: golden values the replay
+        read already (its inputs), taken as they are instead of read again. Returns once the
+        steps before this one are judged: this one's tensors are read and compared meanwhile."""
+        result, golden = self.result, self.golden
+        g_step = golden.initial if index == INITIAL_STEP else golden.step(index)
+        result.steps += index != INITIAL_STEP
+        copies = _replica_copies(a_step)
+        keys = []
+        sparse_pairs = sparse.pairs(g_step.keys(), a_step.keys())
+        # Where a side keeps digests (store/digest.py), those tensors are judged from digests.
+        g_digests, a_digests = g_step.digests, getattr(a_step, "digests", {})
+        for key in _in_order(list(g_step) + list(g_digests)) if g_digests else g_step:
+            kind, name = split_key(key)
+            pair = sparse_pairs.get(key)
+            if kind in NOT_REPLAYED or key in reasons:
+                result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
+            elif pair is not None:  # one gradient, sparse on some side: compared once, in one form
+                if pair.golden[0] == key:
+                    self._seen.update(pair.golden)
+                    parts = [(pair.key, False)]
+                    if pair.form == sparse.BY_ROWS:  # the ids first: rows of other ids are other rows
+                        parts.insert(0, (pair.key + sparse.INDICES, True))
+                    for part, indices in parts:
+                        self._forms[part] = sparse.INDEX_SET if indices else pair.form
+                        keys.append(part)
+                        self._work.put(functools.partial(self._pair_sparse, index, g_step, a_step, pair, indices),
+                                       key in self._big)
+            elif key in g_digests or (key not in a_step and key in a_digests):
+                self._seen.add(key)
+                keys.append(key)
+                # A digest of the replay's whole tensor is made: worth a worker thread unless it is small.
+                whole = g_digests[key].whole if key in g_digests else a_digests[key].whole
+                self._work.put(functools.partial(self._pair_digests, index, g_step, a_step, key), not whole)
+            elif key not in a_step:
+                self._absent.add(key)
+            else:
+                self._seen.add(key)
+                keys.append(key)
+                # One call per tensor: both sides read, then their statistics, on a worker thread.
+                a_keys = [key] + copies.get(key, [])
+                read = fed is None or key not in fed
+                source = g_step if read else fed
+                # A fed value is not read again: too little work left to hand to a worker thread.
+                self._work.put(functools.partial(self._pair, index, source, a_step, key, a_keys),
+                               read and key in self._big)
+        self._queued.append((index, keys))
+        while len(self._queued) > 1:
+            self._judge_next()
+
+    def drain(self) -> None:
+        """Judge every step fed so far: then no read is in flight."""
+        while self._queued:
+            self._judge_next()
+
+    def _judge_next(self) -> None:
+        """Take the oldest queued step's results, in data-flow order, and judge it."""
+        result = self.result
+        index, keys = self._queued.popleft()
+        compared: Compared = []
+        # Once both first divergences are known, only the noise tracker needs a failing tensor's values.
+        keep_all = result.first_divergence is None or (self._explained_first is None
+                                                       and not result.tolerance.accept_noise)
+        for key in keys:
+            tol, g_value, outcomes = self._work.take()
+            if tol.ignore:
+                result.not_compared.setdefault(key, "ignored by a tolerance rule")
+            keep = keep_all or split_key(key)[0] in NOISE_VALUES
+            for a_key, a_value, stats in outcomes:
+                tensor = self._by_key.get(a_key)
+                if tensor is None:
+                    tensor = self._by_key[a_key] = TensorResult(*split_key(a_key), form=self._forms.get(a_key, ""))
+                    result.tensors.append(tensor)
+                failed = None if stats.ok else (g_value, a_value, tol) if keep else (None, None, tol)
+                compared.append((tensor, stats, failed))
+        before = result.first_divergence, self._explained_first
+        self._explained_first = _judge(result, index, compared, self._noise, self._explained_first)
+        for found, was in zip((result.first_divergence, self._explained_first), before):
+            if found is not None and found is not was:  # kept for the hints, which look at both values there
+                self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
+                                    if failed is not None and t.key == found.key)
+
+    def _pair(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any], key: str,
+              a_keys: List[str]) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
+        """(tolerance, golden value, (key, value, stats) of each of the replay's values) of one
+        tensor: a mirrored variable's replicas must agree, so a copy that went apart is compared too."""
+        kind, name = split_key(key)
+        g_value = g_step[key]
+        tol = self.result.tolerance.resolve(kind, name, index, dtype_name(g_value))
+        if tol.ignore:
+            return tol, g_value, []
+        outcomes = []
+        for a_key in a_keys:
+            a_value = a_step[a_key]
+            outcomes.append((a_key, a_value, compare_values(g_value, a_value, tol)))
+        return tol, g_value, outcomes
+
+    def _pair_digests(self, index: int, g_step: Any, a_step: Mapping[str, Any],
+                      key: str) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
+        """`_pair` where a side keeps a digest: the other side's digest is made, both are compared
+        (comparison/digests.py). The values returned are the digests, or the arrays where a
+        digest holds every element."""
+        kind, name = split_key(key)
+        g = g_step.digests[key] if key in g_step.digests else g_step[key]
+        a_digests = getattr(a_step, "digests", {})
+        a = a_digests[key] if key in a_digests else a_step[key]
+        g_digest = as_digest(g)
+        a_digest = as_digest(a, g_digest)
+        tol = self.result.tolerance.resolve(kind, name, index, g_digest.dtype if g_digest is not None else
+                                            dtype_name(g))
+        if tol.ignore:
+            return tol, g, []
+        if g_digest is None or a_digest is None:  # a structure or strings against a digest
+            return tol, g, [(key, a, compare_values(g, a, tol))]
+        stats = compare_digests(g_digest, a_digest, tol)
+        if stats.basis == WHOLE:
+            return tol, g_digest.value(), [(key, a_digest.value(), stats)]
+        return tol, g_digest, [(key, a_digest, stats)]
+
+    def _pair_sparse(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any],
+                     pair: sparse.SparsePair, indices: bool) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
+        """`_pair` of a gradient one side holds as rows and indices, in the pair's form (`indices`:
+        the distinct indices of one both sides hold so, compared exactly)."""
+        name = split_key(pair.key)[1]
+        key = pair.key + sparse.INDICES if indices else pair.key
+        tol = self.result.tolerance.resolve("grad", split_key(key)[1], index,
+                                            dtype_name(g_step[pair.golden[1 if indices else 0]]))
+        if tol.ignore:
+            return tol, None, []
+        g_value, a_value = sparse.values(pair, g_step, a_step, self._var_shapes.get(name), indices)
+        return tol, g_value, [(key, a_value, compare_values(g_value, a_value, tol))]
+
+    @property
+    def diverged(self) -> bool:
+        """A failure no tolerance accepts and no round-off explains has been seen."""
+        return self.result.first_divergence is not None
+
+    def finish(self, actual_meta: Mapping[str, Any], actual_steps: int) -> Comparison:
+        """The result, once every step is fed; `actual_meta` is the replay's metadata,
+        `actual_steps` how many steps it ran."""
+        try:
+            self.drain()
+        finally:
+            self.close()
+        result, golden = self.result, self.golden
+        result.golden_steps, result.actual_steps = len(golden), actual_steps
+        replay = actual_meta.get("replay", {})
+        result.forcing = str(replay.get("forcing") or "none")
+        if actual_steps < len(golden) and not replay.get("limited"):
+            # Not asked for (replay(steps=N) says so): the replay stopped early, or is not one.
+            result.short = "the golden has %d steps, the replay only %d" % (len(golden), actual_steps)
+        elif len(golden) != actual_steps:
+            result.notes.append("the golden has %d steps, the replay %d: %d compared"
+                                % (len(golden), actual_steps, result.steps))
+        if result.first_divergence is None:  # an unexplained failure, however late, is the news
+            result.first_divergence = self._explained_first
+        for tensor in result.tensors:
+            tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
+        # A tensor may be absent from some steps (slots before the first update): missing means never.
+        reasons = replay.get("not_replayed", {})
+        for key in sorted(self._absent - self._seen):
+            if key in reasons:  # learnt after the step that lacked it
+                result.not_compared.setdefault(key, reasons[key])
+            else:
+                result.missing.append(key)
+        first = result.first_divergence
+        diagnose(result, golden, None if first is None else self._values[first.step, first.key], actual_meta,
+                 self.code)
+        return result
+
+    def close(self) -> None:
+        self._work.close()
+
+    def __enter__(self) -> "Comparer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTracker,
+           explained_first: Optional[Divergence]) -> Optional[Divergence]:
+    """Record a step's statistics, in data-flow order: which failures amplified round-off explains
+    and the first divergence; returns the first divergence that only explained failures make."""
+    tolerance = result.tolerance
+    noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
+                    [s for t, s, _ in compared if t.kind == "loss"])
+    for tensor, stats, failed in compared:
+        # Integers and booleans (ids, indices, masks) never differ by round-off: never noise. From
+        # a digest only the statistics are known: the noise tracker gets no values.
+        if failed is not None and isinstance(failed[0], Digest):
+            failed = (None, None, failed[2])
+        explained = None if failed is None or stats.discrete else noise.explain(index, tensor.kind, tensor.name,
+                                                                                 *failed)
+        tensor.add(index, stats, explained, tolerance.accept_noise)
+        if failed is None:
+            continue
+        if explained is not None:
+            if len(tensor.noise) == 1:
+                result.noise.append(explained)
+            if explained_first is None and not tolerance.accept_noise:
+                explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
+        elif result.first_divergence is None:
+            result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
+    noise.end_step()
+    return explained_first
+
+
+def _in_order(keys: List[str]) -> List[str]:
+    """Keys in data-flow order (a step's tensors are, its digests follow them), stable within a kind."""
+    return sorted(keys, key=lambda key: KIND_ORDER[split_key(key)[0]])
+
+
+def _replica_copies(step: Any) -> Dict[str, List[str]]:
+    """The state keys of a replay under a strategy whose replicas disagreed -> the keys of the
+    copies that differ ("var/w:0" -> ["var/w:0@replica1"]); the replayer writes only those."""
+    out: Dict[str, List[str]] = {}
+    for key in step:
+        if REPLICA in key:
+            kind, name = split_key(key)
+            if kind in STATE_KINDS:
+                out.setdefault(make_key(kind, replica_base(name)), []).append(key)
+    return out

@@ -1,0 +1,101 @@
+"""What a finished comparison can tell of why it failed: machine round-off within the
+cross-machine bound, known TF1/Keras conventions, usual migration and distribution slips,
+and the first divergence's values where it happened."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..store import Trace
+from ..store.digest import Digest
+from .conventions import convention_hints
+from .distribution import distribution_hints, layout
+from .result import Comparison, RoundoffCause
+from .slips import slip_hints
+from .tolerance import ROUNDOFF_ULPS
+
+# Elements of the first divergence's two values a result keeps (a sample of larger ones).
+VALUE_SAMPLE = 100_000
+
+
+def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]], actual_meta: Mapping[str, Any],
+             code: Optional[bool]) -> None:
+    """Fill in what the finished `result` can tell of why: whether machine round-off explains
+    it, the strategy the replay ran under, and for the first divergence (whose golden and
+    replay values, or digests, are `values`) the elements at its worst index, samples of both
+    values, and the TF1/Keras conventions, migration slips and distribution slips it looks like.
+    `code`: whether the same program made both traces (engine.same_code)."""
+    result.likely_cause = _roundoff_cause(result, code)
+    result.distribution = layout(actual_meta)
+    first = result.first_divergence
+    if first is None or values is None:
+        return
+    g_value, a_value = values
+    index = first.stats.worst_index
+    if isinstance(g_value, Digest):
+        result.first_divergence = replace(
+            first, golden_at_worst=g_value.at(index), actual_at_worst=a_value.at(index),
+            golden_value=g_value.sample, actual_value=a_value.sample)
+        return
+    result.first_divergence = first = replace(
+        first, golden_at_worst=_element(g_value, index), actual_at_worst=_element(a_value, index),
+        golden_value=_sample(g_value), actual_value=_sample(a_value))
+
+    def agreed(kinds: Sequence[str]) -> bool:
+        return _agreed(result, first.step, kinds)
+    result.conventions = convention_hints(golden, first.step, first.kind, first.key, agreed, g_value, a_value)
+    result.slips = slip_hints(golden, first.step, first.key, g_value, a_value, agreed, actual_meta)
+    result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
+                                                   first.key, g_value, a_value)
+
+
+def _sample(value: Any) -> Any:
+    """A numeric array cut to at most VALUE_SAMPLE elements (every k-th, flattened), so a result
+    does not keep a large tensor alive; anything else as it is."""
+    array = np.asarray(value) if isinstance(value, np.ndarray) else None
+    if array is None or array.size <= VALUE_SAMPLE:
+        return value
+    return array.reshape(-1)[::array.size // VALUE_SAMPLE + 1].copy()
+
+
+def _element(value: Any, index: Optional[Tuple[int, ...]]) -> Any:
+    """value[index] as a Python number, or None where there is no such element."""
+    if value is None or index is None:
+        return None
+    try:
+        return np.asarray(value)[tuple(index)].item()
+    except (IndexError, TypeError, ValueError):
+        return None
+
+
+def _agreed(result: Comparison, step: int, kinds: Sequence[str]) -> bool:
+    """Every tensor of these kinds compared at `step` agreed, gradients among them."""
+    compared = [t.by_step[step] for t in result.tensors if t.kind in kinds and step in t.by_step]
+    grads = [t for t in result.tensors if t.kind == "grad" and step in t.by_step]
+    return bool(grads) and all(stats.ok for stats in compared)
+
+
+def _roundoff_cause(result: Comparison, code: Optional[bool]) -> Optional[RoundoffCause]:
+    """Round-off explains the mismatch when the machines differ in what selects kernels and
+    every failing tensor is within the cross-machine bound of its kind at every step."""
+    changes = result.environment_diff.machine_changes
+    if result.ok or not changes or result.missing or result.short is not None:
+        return None
+    closest: Optional[Tuple[float, str, float, float]] = None
+    for tensor in result.tensors:
+        bound = ROUNDOFF_ULPS.get(tensor.kind, 0.0)
+        for step, stats in tensor.by_step.items():
+            if stats.ok or (step in tensor.noise and result.tolerance.accept_noise):
+                continue
+            if stats.problem or stats.nonfinite or stats.ulps > bound:
+                return None
+            if closest is None or stats.ulps / bound > closest[0]:
+                closest = (stats.ulps / bound, tensor.key, stats.ulps, bound)
+    if closest is None:
+        return None
+    port = code is False or not result.environment_diff.same_framework
+    likely = code is True and not port and any(not c.unknown for c in changes)
+    return RoundoffCause(closest[1], closest[2], closest[3], result.environment_diff.kernel_changes, port, likely)
