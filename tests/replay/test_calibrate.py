@@ -14,7 +14,8 @@ import tracekit
 from tracekit.cli import main
 from tracekit.comparison.calibration import CAP_ULPS
 from tracekit.comparison.tolerance import TRAINING_ULPS
-from tracekit.tf2.drive import _arguments, _replay
+from tracekit.replay.options import ReplayOptions
+from tracekit.tf2.drive import _replay
 from tools.ports import estimator_model, keras_fit, rnn_model, seed_example
 
 from ..support import ROOT, golden
@@ -101,8 +102,8 @@ def test_calibration_is_reproducible_and_follows_the_margin(tf2):
 
 def test_the_perturbed_start_moves_each_nonzero_element_one_ulp(tf2, tmp_path):
     model, step = seed_example.make()
-    arguments = _arguments(golden("seed_example"), step, str(tmp_path / "n.h5"), {"model": model, "steps": 1})
-    with _replay(**arguments, nudge=3).trace as nudged, tracekit.open(golden("seed_example")) as g:
+    options = ReplayOptions(model=model, steps=1)
+    with _replay(golden("seed_example"), step, options, str(tmp_path / "n.h5"), nudge=3).trace as nudged, tracekit.open(golden("seed_example")) as g:
         assert nudged.meta["replay"]["nudge"] == 3
         moved = []
         for name in nudged.initial.names("var"):  # the port's variables (no global step)

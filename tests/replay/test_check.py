@@ -91,7 +91,7 @@ def test_fail_fast_stops_at_the_first_divergence(tf2):
 
 def test_check_refuses_what_replay_does_not_take(tf2):
     model, step = seed_example.make()
-    with pytest.raises(tracekit.UsageError, match=r"unknown options stesp.*steps"):
+    with pytest.raises(tracekit.UsageError, match=r"cannot pass on option.s. stesp.*steps"):
         tf2.check(golden("seed_example"), step, model=model, stesp=3)
     with pytest.raises(tracekit.UsageError, match="fail_fast must be True or False"):
         tf2.check(golden("seed_example"), step, model=model, fail_fast="yes")

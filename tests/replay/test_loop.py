@@ -10,6 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.replay.loop import replay_steps
+from tracekit.replay.options import ReplayOptions
 
 from ..support import build_golden
 
@@ -135,7 +136,7 @@ def test_every_k_captures_light_kinds_every_step_and_the_rest_every_k(tmp_path):
     path = _golden(str(tmp_path / "g.h5"), steps=7)
     with tracekit.open(path) as golden:
         runner = NumpyRunner(golden, LR)
-        actual = replay_steps(golden, runner, runner.call, every=3).trace
+        actual = replay_steps(golden, runner, runner.call, ReplayOptions(every=3)).trace
         assert runner.full == [True, False, False, True, False, False, True]
         assert runner.reads == 1 + 3  # the initial state, then steps 0, 3 and 6 only
         for k in range(7):
@@ -145,11 +146,11 @@ def test_every_k_captures_light_kinds_every_step_and_the_rest_every_k(tmp_path):
         result = tracekit.compare(golden, actual)
         assert result.ok and result.tensor("grad", "w:0").steps == 3 and result.tensor("loss", "loss").steps == 7
         wrong = NumpyRunner(golden, np.float32(0.2))
-        result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call, every=3).trace)
+        result = tracekit.compare(golden, replay_steps(golden, wrong, wrong.call, ReplayOptions(every=3)).trace)
         assert (result.first_divergence.step, result.first_divergence.key) == (0, "var/w:0")
         for bad in (0, -1, 1.5, True):
             with pytest.raises(tracekit.UsageError, match="every must be an integer >= 1"):
-                replay_steps(golden, runner, runner.call, every=bad)
+                ReplayOptions(every=bad)
 
 
 def test_a_comparer_fed_as_the_steps_run_finds_what_compare_finds(tmp_path):
@@ -161,11 +162,11 @@ def test_a_comparer_fed_as_the_steps_run_finds_what_compare_finds(tmp_path):
     with tracekit.open(path) as golden:
         for lr, every in ((LR, 1), (np.float32(0.2), 1), (np.float32(0.2), 3)):
             runner = NumpyRunner(golden, lr)
-            actual = replay_steps(golden, runner, runner.call, every=every).trace
+            actual = replay_steps(golden, runner, runner.call, ReplayOptions(every=every)).trace
             expected = tracekit.compare(golden, actual)
             runner = NumpyRunner(golden, lr)
             sink = comparer(golden, "streamed", actual.meta)
-            replayed = replay_steps(golden, runner, runner.call, every=every, write=False, sink=sink)
+            replayed = replay_steps(golden, runner, runner.call, ReplayOptions(every=every), write=False, sink=sink)
             result = sink.finish(replayed.meta, replayed.steps)
             assert replayed.trace is None and replayed.steps == 7 and result.actual == "streamed"
             assert result.ok == expected.ok == (lr == LR)

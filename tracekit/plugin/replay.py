@@ -24,6 +24,7 @@ from ..lifecycle.workspace import Workspace, in_ci
 from ..report.comparison import headline
 from ..report.reported import Reported, compare
 from ..replay.factory import made
+from ..replay.options import ReplayOptions
 from ..store import open_trace
 from ..store.remote import is_url
 
@@ -164,6 +165,7 @@ class GoldenReplay:
           input_api, global_batch_size, determinism, tf32, grappler, every).
         """
         __tracebackhide__ = True
+        options = ReplayOptions.of(options, "tracekit_replay").given()  # checked before anything runs
         settings = self._settings
         path = settings.resolve(golden)
         rel = settings.workspace.relative(path)

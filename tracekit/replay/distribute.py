@@ -22,7 +22,6 @@ from ..errors import ReplayError, UsageError
 from ..keys import replica_name
 from .tf_import import tf
 
-INPUT_APIS = ("dataset", "function")  # experimental_distribute_dataset, distribute_datasets_from_function
 ROWS = "__tracekit_rows__"  # the row numbers' entry in a distributed element
 
 
@@ -114,9 +113,6 @@ class Distribution:
     """One replay's strategy: splits each step's inputs, joins what the replicas computed."""
 
     def __init__(self, strategy: Any, api: str, global_batch_size: int) -> None:
-        if api not in INPUT_APIS:
-            raise UsageError("input_api must be 'dataset' (strategy.experimental_distribute_dataset) or 'function' "
-                             "(strategy.distribute_datasets_from_function), got %r" % (api,))
         self.strategy = strategy
         self.api = api
         self.global_batch_size = int(global_batch_size)

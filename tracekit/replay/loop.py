@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
+from .options import ReplayOptions
 
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
 # the port's steps; a replay can be run again, so a crash losing these costs nothing.
@@ -197,27 +198,25 @@ class Replayed:
     trace: Optional[Trace] = None  # the actual trace, opened, when one was written
 
 
-def replay_steps(golden: Trace, runner: Runner, call: StepCall,
-                 steps: Optional[int] = None, out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
-                 progress: Optional[Callable[[int, int], None]] = None,
-                 meta: Optional[Dict[str, Any]] = None, every: int = 1, write: bool = True,
-                 sink: Optional[Sink] = None, stop: Optional[Callable[[], bool]] = None,
-                 forcing: str = "none", restart_at: "frozenset[int]" = frozenset()) -> Replayed:
-    """Replay `steps` steps (all by default) of `golden`. `about` describes the replay; it goes into
-    the actual trace's metadata under "replay"; `meta` is more metadata (the framework's
-    environment, under its own key). With every=K only every K-th step (0, K, 2K, ...) is
-    captured in full, as the recorder's every=K: the other steps keep their inputs, random draws,
-    loss and learning rate. The actual trace is written at `out` (by default a temporary
-    file, removed when the caller closes or drops it) unless write=False; `sink` also gets
-    every step's values; `stop()`, asked after each step, ends the replay early. forcing="state"
-    starts every step after the first from the golden's state at the end of the step before
-    (teacher forcing: each step's error is then its own); "taps" also hands the rest of each
-    step the golden's value at every tap (each tap's error is then its layers' own); `restart_at`
-    forces the golden's state at those steps only (the drift view's restarts after a
-    discontinuity, tf2/verdict.py)."""
+def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayOptions = ReplayOptions(),
+                 out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
+                 meta: Optional[Dict[str, Any]] = None, write: bool = True, sink: Optional[Sink] = None,
+                 stop: Optional[Callable[[], bool]] = None, restart_at: "frozenset[int]" = frozenset()) -> Replayed:
+    """Replay the golden's steps (options.steps of them, all by default). `about` describes the
+    replay; it goes into the actual trace's metadata under "replay"; `meta` is more metadata (the
+    framework's environment, under its own key). With options.every=K only every K-th step (0,
+    K, 2K, ...) is captured in full, as the recorder's every=K: the other steps keep their
+    inputs, random draws, loss and learning rate. The actual trace is written at `out` (by
+    default a temporary file, removed when the caller closes or drops it) unless write=False;
+    `sink` also gets every step's values; `stop()`, asked after each step, ends the replay
+    early. options.forcing="state" starts every step after the first from the golden's state at
+    the end of the step before (teacher forcing: each step's error is then its own); "taps"
+    also hands the rest of each step the golden's value at every tap (each tap's error is then
+    its layers' own); `restart_at` forces the golden's state at those steps only (the drift
+    view's restarts after a discontinuity, tf2/verdict.py). options.progress(done, total) after
+    each step."""
+    steps, every, forcing, progress = options.steps, options.every, options.forcing, options.progress
     count = len(golden) if steps is None else min(int(steps), len(golden))
-    every = check_every(every)
-    forcing = check_forcing(forcing)
     meta = dict(meta or {})
     about = dict(about or {}, forcing=forcing)
     if restart_at:
@@ -243,23 +242,6 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall,
     if directory is not None:
         trace.delete_when_closed(directory)
     return Replayed(trace.meta, ran, trace)
-
-
-FORCING_MODES = ("none", "state", "taps")
-
-
-def check_forcing(forcing: Any) -> str:
-    if forcing not in FORCING_MODES:
-        raise UsageError("forcing must be 'none' (the port runs from its own state), 'state' (each step starts from "
-                         "the golden's state after the step before) or 'taps' (also each tap hands the rest of the "
-                         "step the golden's value), got %r" % (forcing,))
-    return forcing
-
-
-def check_every(every: Any) -> int:
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise UsageError("every must be an integer >= 1 (capture every K-th step in full), got %r" % (every,))
-    return every
 
 
 def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int, sinks: Sequence[Sink],

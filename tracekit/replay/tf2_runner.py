@@ -21,6 +21,7 @@ from ..keys import UNCLIPPED, make_key, replica_name
 from . import varmap
 from .capture import Capture, VariableReader, numpy
 from .conversions import Conversion, bind, partition_groups, partitioned
+from .options import ReplayOptions
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge, passed_key
 from .perturb import move
@@ -28,11 +29,9 @@ from .random_tape import RandomTape
 from .tf_import import tf
 from .variables import cast_for, initial_value, map_variables, model_variables, name_of, shape_of
 
-INIT_MODES = ("golden", "seed")
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
 _OTHER_WORKERS = "per replica only (other workers hold the rest of the global batch): see <name>@replica<id>"
-RANDOM_MODES = ("tape", "seed", "none")
 _LEFT_OUT = "left out by var_map (mapped to None: the port has no counterpart)"
 
 
@@ -55,10 +54,9 @@ def _partitioned(given: Sequence[Conversion], golden: List[Tuple[str, Tuple[int,
 class TF2Runner:
     """The TF2 side of one replay: maps variables, loads state, runs steps, reads state."""
 
-    def __init__(self, golden: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
-                 convert: Sequence[Conversion] = (), pass_through: bool = False,
+    def __init__(self, golden: Any, options: ReplayOptions, pass_through: bool = False,
                  distribution: Optional[Distribution] = None) -> None:
-        check_usage(init, random)
+        model, variables, var_map = options.model, options.variables, options.var_map
         self.golden = golden
         self.distribution = distribution
         self._slips: Dict[str, Dict[str, Any]] = {}  # StepFacts field -> {"step": first seen, "tensors": [...]}
@@ -76,7 +74,7 @@ class TF2Runner:
             self.not_replayed["loss/regularization"] = "pass model= to compare it with the sum of model.losses"
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         tf_vars = list(variables) if variables is not None else model_variables(model)
-        self.conversions = list(convert)
+        self.conversions = list(options.convert)
         self.conversions += _partitioned(self.conversions, [(n, shapes.get(n) or ()) for n in model_names],
                                          tf_vars, var_map)
         bind(self.conversions, {n: shapes.get(n) or () for n in model_names}, shape_of)
@@ -92,10 +90,10 @@ class TF2Runner:
         for slot in [s for s in slot_names if s.var in left_out]:
             self.not_replayed[make_key("slot", slot.name)] = _LEFT_OUT
         slot_names = [s for s in slot_names if s.var not in left_out]
-        self.tape = RandomTape(self.capture, inject=random == "tape", pass_through=pass_through,
+        self.tape = RandomTape(self.capture, inject=options.random == "tape", pass_through=pass_through,
                                distribution=distribution)
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
-                                         load_initial=init == "golden", conversions=self.conversions,
+                                         load_initial=options.init == "golden", conversions=self.conversions,
                                          replicas=distribution.local_ids if distribution is not None else ())
         self._created: List[str] = []
         self._reader = VariableReader()
@@ -394,9 +392,3 @@ def aligned_seeds(trace: Any) -> Iterator[Any]:
     with tool.scope():
         yield tool
 
-
-def check_usage(init: str, random: str) -> None:
-    if init not in INIT_MODES:
-        raise UsageError("init must be 'golden' (load the golden's initial state) or 'seed', got %r" % (init,))
-    if random not in RANDOM_MODES:
-        raise UsageError("random must be 'tape', 'seed' or 'none', got %r" % (random,))

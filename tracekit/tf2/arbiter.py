@@ -27,6 +27,7 @@ from ..comparison.engine import compare
 from ..comparison.stats import Stats
 from ..errors import ReplayError
 from ..keys import make_key
+from ..replay.options import ReplayOptions
 from ..replay.tf_import import tf
 from ..replay.variables import model_variables, name_of
 from ..store import Trace
@@ -37,9 +38,9 @@ PREFIX = "tracekit.arbiter/"
 SELECTING = ("MaxPool", "GlobalMaxPool")  # layer classes that choose one element of a window
 
 # (excerpt path, model, step function, replay options, out) -> the actual trace of its one step
-ReplayOne = Callable[[str, Any, Any, Dict[str, Any], str], Trace]
+ReplayOne = Callable[[str, Any, Any, ReplayOptions, str], Trace]
 # () -> a fresh port: (model, step function, its replay options)
-MakePort = Callable[[], Tuple[Any, Any, Dict[str, Any]]]
+MakePort = Callable[[], Tuple[Any, Any, ReplayOptions]]
 
 
 @contextlib.contextmanager

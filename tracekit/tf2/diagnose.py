@@ -10,13 +10,14 @@ from typing import Any, Callable, Mapping, Optional
 from ..comparison.calibration import MARGIN, Spread, derive
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
+from ..replay.options import ReplayOptions
 from ..report.calibration import Calibration
 from ..report.localization import Localization
 from ..report.reported import Reported, compare
 from ..store import Trace, open_trace
 from ..store.excerpt import write_excerpt
-from .drive import _CALIBRATE_SETS, _LOCALIZE_SETS, _arguments, _check_port_options, _made, _replay
-from .live import _port_runs, check
+from .drive import _CALIBRATE_SETS, _LOCALIZE_SETS, _made, _replay
+from .live import _check, _port_runs
 from .verdict import arbitrate_local
 
 def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance | str | None" = None,
@@ -35,17 +36,17 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     script that replays it when make_port is importable by name; it is replayed once to check
     that it fails. `options` go to every replay (var_map, convert, inputs, ...); tolerance as
     for tracekit.compare."""
-    _check_port_options(options, _LOCALIZE_SETS, "tracekit.tf2.localize")
+    replay_options = ReplayOptions.of(options, "tracekit.tf2.localize", _LOCALIZE_SETS)
 
     def run(forcing: str, count: Optional[int]) -> Reported:
-        model, step, own = _made(make_port, options, _LOCALIZE_SETS)
-        return check(golden, step, model=model, tolerance=tolerance, forcing=forcing, steps=count, **own)
+        _, step, own = _made(make_port, replay_options, _LOCALIZE_SETS)
+        return _check(golden, step, own.but(forcing=forcing, steps=count), tolerance=tolerance)
     plain = run("none", steps)
     if plain.ok:
         return Localization(golden, plain, plain)
     state = run("state", steps)
     with open_trace(golden) as trace:
-        runs = _port_runs(trace, None, make_port, tolerance, options)
+        runs = _port_runs(trace, None, make_port, tolerance, replay_options)
         arbitrate_local(trace, state, runs.make_port, runs.replay_one)
     found = Localization(golden, plain, state)
     first = state.first_divergence
@@ -65,9 +66,9 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
         os.makedirs(folder, exist_ok=True)
         stem = os.path.splitext(os.path.basename(trace.path))[0]
         found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
-    found.script = _reproduction_script(found.reproduction, make_port, tolerance, options)
-    model, step, own = _made(make_port, options, _LOCALIZE_SETS)
-    found.reproduces = not check(found.reproduction, step, model=model, tolerance=tolerance, **own).ok
+    found.script = _reproduction_script(found.reproduction, make_port, tolerance, replay_options.given())
+    _, step, own = _made(make_port, replay_options, _LOCALIZE_SETS)
+    found.reproduces = not _check(found.reproduction, step, own, tolerance=tolerance).ok
     return found
 
 
@@ -96,11 +97,11 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
     if "forcing" in options:
         raise UsageError("calibrate measures how training carries round-off from step to step: it replays without "
                          "forcing, got forcing=%r" % (options["forcing"],))
-    _check_port_options(options, _CALIBRATE_SETS, "tracekit.tf2.calibrate")
+    replay_options = ReplayOptions.of(options, "tracekit.tf2.calibrate", _CALIBRATE_SETS)
 
     def run(seed: Optional[int], path: str) -> Trace:
-        model, step, own = _made(make_port, options, _CALIBRATE_SETS)
-        written = _replay(**_arguments(golden, step, path, dict(own, model=model)), nudge=seed).trace
+        _, step, own = _made(make_port, replay_options, _CALIBRATE_SETS)
+        written = _replay(golden, step, own, path, nudge=seed).trace
         assert written is not None  # written: out is given
         return written
 

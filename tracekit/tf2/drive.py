@@ -17,10 +17,11 @@ from ..replay.capture import numpy
 from ..replay.conversions import Conversion
 from ..replay.distribute import Distribution, batch_size
 from ..replay.factory import made
-from ..replay.loop import Replayed, Sink, check_every, check_forcing, check_steps, replay_steps, step_for
+from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
+from ..replay.options import ReplayOptions
 from ..replay.settings import numerics
 from ..replay.source import write_source
-from ..replay.tf2_runner import TF2Runner, aligned_seeds, call_step, check_usage
+from ..replay.tf2_runner import TF2Runner, aligned_seeds, call_step
 from ..replay.tf_import import tf
 from ..replay.variables import model_variables, name_of
 from ..store import Trace, open_trace
@@ -79,54 +80,36 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     Gradients and the learning rate are captured from the Keras optimizer, taps from
     tracekit.tap(); the variables and slots are read after each step.
     """
-    trace = _replay(golden, step_fn, model=model, variables=variables, var_map=var_map, init=init, random=random,
-                    steps=steps, inputs=inputs, out=out, convert=convert, progress=progress, strategy=strategy,
-                    input_api=input_api, global_batch_size=global_batch_size, determinism=determinism, tf32=tf32,
-                    grappler=grappler, every=every, forcing=forcing).trace
+    options = ReplayOptions(model=model, variables=variables, var_map=var_map, init=init, random=random, steps=steps,
+                            inputs=inputs, convert=convert, progress=progress, strategy=strategy, input_api=input_api,
+                            global_batch_size=global_batch_size, determinism=determinism, tf32=tf32,
+                            grappler=grappler, every=every, forcing=forcing)
+    trace = _replay(golden, step_fn, options, out).trace
     assert trace is not None  # written: replay() always writes
     return trace
 
 
-_REPLAY = inspect.signature(replay)
-_REPLAY_OPTIONS = frozenset(_REPLAY.parameters) - {"golden", "step_fn", "out"}
-
-
-def _arguments(golden: Any, step_fn: Any, out: Optional[str], options: Mapping[str, Any]) -> Dict[str, Any]:
-    """replay()'s arguments for _replay, its defaults filled in (written once, in replay())."""
-    arguments = _REPLAY.bind(golden, step_fn, out=out, **options)
-    arguments.apply_defaults()
-    return dict(arguments.arguments)
-
-
-def _replay(golden: "str | Trace", step_fn: Any, *, model: Any, variables: Any, var_map: Any, init: str, random: str,
-            steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
-            progress: Optional[Callable[[int, int], None]], strategy: Any, input_api: str,
-            global_batch_size: Optional[int], determinism: Optional[bool], tf32: Optional[bool],
-            grappler: "Mapping[str, bool] | bool | None", every: int, forcing: str = "none", write: bool = True,
-            watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
+def _replay(golden: "str | Trace", step_fn: Any, options: ReplayOptions, out: Optional[str] = None, *,
+            write: bool = True, watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
             stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None,
             restart_at: "frozenset[int]" = frozenset(), jitter: bool = False) -> Replayed:
-    """replay()'s work, its options all given (their defaults are replay()'s); write=False
-    writes nothing, watch(meta) makes a sink fed every step, stop() ends the replay early,
-    nudge=seed moves the port's starting state by one ulp (TF2Runner.nudge; jitter: after every
-    step too), restart_at forces the golden's state at those steps (replay_steps)."""
-    check_usage(init, random)  # before the golden is opened: the usage error comes first
-    refuse_url(out, "write a replay's trace")
+    """replay()'s work; write=False writes nothing, watch(meta) makes a sink fed every step,
+    stop() ends the replay early, nudge=seed moves the port's starting state by one ulp
+    (TF2Runner.nudge; jitter: after every step too), restart_at forces the golden's state at
+    those steps (replay_steps)."""
+    refuse_url(out, "write a replay's trace")  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
-    check_every(every)
-    check_forcing(forcing)
-    with numerics(determinism, tf32, grappler), \
+    with numerics(options.determinism, options.tf32, options.grappler), \
             (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         distribution = None
-        if strategy is not None:
+        if options.strategy is not None:
             if len(trace) == 0:
                 raise UsageError("%s has no steps to replay under a strategy" % trace.path)
             first = trace.step(0)
-            size = global_batch_size or batch_size({n: first["input", n] for n in first.names("input")})
-            distribution = Distribution(strategy, input_api, size)
-        return _run(trace, step_fn, model, variables, var_map, init, random, steps, inputs, out, convert, progress,
-                    {"golden": trace.path}, distribution=distribution, every=every, write=write, watch=watch,
-                    stop=stop, forcing=forcing, nudge=nudge, restart_at=restart_at, jitter=jitter)
+            size = options.global_batch_size or batch_size({n: first["input", n] for n in first.names("input")})
+            distribution = Distribution(options.strategy, options.input_api, size)
+        return _run(trace, step_fn, options, out, {"golden": trace.path}, distribution=distribution, write=write,
+                    watch=watch, stop=stop, nudge=nudge, restart_at=restart_at, jitter=jitter)
 
 
 def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -148,46 +131,42 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
     try:
         source = os.path.join(directory, "source.h5")
         write_source(source, [(name_of(v), numpy(v)) for v in tf_vars], data)
+        options = ReplayOptions(model=model, variables=tf_vars, random="none", inputs=inputs, progress=progress)
         with open_trace(source) as trace:
-            written = _run(trace, step_fn, model, tf_vars, "auto", "golden", "none", None, inputs, out, (), progress,
-                           {"golden": None, "source": "data"}, pass_through=True).trace
+            written = _run(trace, step_fn, options, out, {"golden": None, "source": "data"}, pass_through=True).trace
             assert written is not None
             return written
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run(trace: Trace, step_fn: Any, model: Any, variables: Any, var_map: Any, init: str, random: str,
-         steps: Optional[int], inputs: Optional[Dict[str, str]], out: Optional[str], convert: Sequence[Conversion],
-         progress: Optional[Callable[[int, int], None]], about: Dict[str, Any], pass_through: bool = False,
-         distribution: Optional[Distribution] = None, every: int = 1, write: bool = True,
+def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str], about: Dict[str, Any],
+         pass_through: bool = False, distribution: Optional[Distribution] = None, write: bool = True,
          watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None,
-         forcing: str = "none", nudge: Optional[int] = None, restart_at: "frozenset[int]" = frozenset(),
-         jitter: bool = False) -> Replayed:
-    runner = TF2Runner(trace, model, variables, var_map, init, random, convert, pass_through, distribution)
-    if init == "golden":
+         nudge: Optional[int] = None, restart_at: "frozenset[int]" = frozenset(), jitter: bool = False) -> Replayed:
+    runner = TF2Runner(trace, options, pass_through, distribution)
+    if options.init == "golden":
         runner.load_initial()
     if nudge is not None:
         runner.nudge(nudge, every_step=jitter)
         about = dict(about, nudge=nudge, jitter=jitter)  # the trace says its start (or every step) was moved
-    about = dict(about, init=init, random=random,
+    about = dict(about, init=options.init, random=options.random,
                  mapping={name: cand.name for name, cand in runner.mapping.pairs.items()},
                  matched_by=dict(runner.mapping.how),
                  converted={name: conv.describe for conv in runner.conversions for name in conv.golden})
-    scope = seeded(trace) if random == "seed" else contextlib.suppress()
+    scope = seeded(trace) if options.random == "seed" else contextlib.suppress()
     structures = trace.meta.get("inputs")  # read once, not every step
     with scope:
         def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
             tensors = distribution.distribute(feeds) if distribution is not None else \
                 {name: tf.constant(value) for name, value in feeds.items()}
             tensors = structured(tensors, structures)  # + inputs["features"]["color"], ...
-            return call_step(step_for(step_fn, info, index, trace.path), tensors, inputs)
+            return call_step(step_for(step_fn, info, index, trace.path), tensors, options.inputs)
         # the environment here, not left to the writer: a check compares it before anything is written
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
-                "program": _program(step_fn, model)}
-        return replay_steps(trace, runner, call, steps, out, about, progress, meta=meta, every=every, write=write,
-                            sink=watch(meta) if watch is not None else None, stop=stop, forcing=forcing,
-                            restart_at=restart_at)
+                "program": _program(step_fn, options.model)}
+        return replay_steps(trace, runner, call, options, out, about, meta=meta, write=write,
+                            sink=watch(meta) if watch is not None else None, stop=stop, restart_at=restart_at)
 
 
 def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
@@ -210,24 +189,12 @@ _LOCALIZE_SETS = frozenset({"model", "forcing", "steps"})
 _CALIBRATE_SETS = frozenset({"model", "forcing"})
 
 
-def _check_port_options(options: Mapping[str, Any], sets: "frozenset[str]", where: str) -> None:
-    unknown = sorted(set(options) - (_REPLAY_OPTIONS - sets))
-    if unknown:
-        raise UsageError("%s: cannot pass on option(s) %s; it takes replay()'s options but %s: %s"
-                         % (where, ", ".join(unknown), ", ".join(sorted(sets)),
-                            ", ".join(sorted(_REPLAY_OPTIONS - sets))))
-
-
-def _made(make_port: Callable[[], Any], options: Mapping[str, Any],
-          sets: "frozenset[str]") -> Tuple[Any, Any, Dict[str, Any]]:
+def _made(make_port: Callable[[], Any], options: ReplayOptions,
+          sets: "frozenset[str]") -> Tuple[Any, Any, ReplayOptions]:
     """A fresh port from make_port(): its model, step function, and the replay options (the
-    caller's, and those it returned as a third item, checked as the caller's are)."""
+    caller's, its model, and those it returned as a third item, checked as the caller's are)."""
     model, step, own = made(make_port)
-    _check_port_options(own, sets, "the replay options make_port() returned")
-    twice = sorted(set(own) & set(options))
-    if twice:
-        raise UsageError("replay option(s) %s given both by make_port() and by the caller" % ", ".join(twice))
-    return model, step, dict(options, **own)
+    return model, step, options.merged(own, "the replay options make_port() returned", sets).but(model=model)
 
 
 def seeded(golden: "str | Trace") -> Any:

@@ -12,10 +12,12 @@ from ..comparison.engine import REFRESH_STEPS, comparer
 from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
+from ..replay.factory import made as made_port
 from ..replay.loop import Behind
+from ..replay.options import ReplayOptions
 from ..report.reported import Reported
 from ..store import Trace, open_trace
-from .drive import _LOCALIZE_SETS, _REPLAY_OPTIONS, _arguments, _check_port_options, _made, _replay
+from .drive import _LOCALIZE_SETS, _made, _replay
 from .verdict import JUDGES, PortRuns, judge_long
 
 
@@ -38,12 +40,16 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     replays (tf2/verdict.py; `out` then keeps that replay). judge: "auto" (that for long
     goldens given make_port, else "plain"), "plain" (the replay as it runs against the
     tolerance) or "local"."""
+    return _check(golden, step_fn, ReplayOptions.of(options, "tracekit.tf2.check"), tolerance=tolerance,
+                  fail_fast=fail_fast, out=out, make_port=make_port, judge=judge)
+
+
+def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, tolerance: "Tolerance | str | None" = None,
+           fail_fast: bool = False, out: Optional[str] = None, make_port: Optional[Callable[[], Any]] = None,
+           judge: str = "auto") -> Reported:
+    """check(), its replay options made."""
     if not isinstance(fail_fast, bool):
         raise UsageError("fail_fast must be True or False, got %r" % (fail_fast,))
-    unknown = sorted(set(options) - _REPLAY_OPTIONS)
-    if unknown:
-        raise UsageError("tracekit.tf2.check got unknown options %s; it takes replay()'s: %s"
-                         % (", ".join(unknown), ", ".join(sorted(_REPLAY_OPTIONS))))
     if judge not in JUDGES:
         raise UsageError("judge must be one of %s, got %r" % (", ".join(JUDGES), judge))
     if make_port is None and judge == "local":
@@ -59,16 +65,15 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
                              "step from the golden's state; judge it plain (judge='plain'), or record with every=1"
                              % (trace.path, partial))
         long = judge == "auto" and len(trace) > LONG_GOLDEN and not partial
-        if make_port is not None and (judge == "local" or long and "forcing" not in options
-                                      and options.get("strategy") is None):
+        if make_port is not None and (judge == "local" or long and options.forcing == "none"
+                                      and options.strategy is None):
             return _judged(trace, step_fn, make_port, tolerance, out, options)  # type: ignore[return-value]
         if step_fn is None:
             assert make_port is not None
-            model, step_fn, own = _made(make_port, options, _LOCALIZE_SETS)
-            options = dict(own, model=model)
+            _, step_fn, options = _made(make_port, options, _LOCALIZE_SETS)
         live = _Live(trace, out, tolerance)
         try:
-            replayed = _replay(**_arguments(trace, step_fn, out, options), write=out is not None, watch=live,
+            replayed = _replay(trace, step_fn, options, out, write=out is not None, watch=live,
                                stop=(lambda: live.diverged) if fail_fast else None)
         except BaseException:
             live.close(quiet=True)  # the replay's error is the news
@@ -98,41 +103,40 @@ def _keyframed(trace: Trace) -> Optional[str]:
 
 
 def _judged(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
-            out: Optional[str], options: Mapping[str, Any]) -> Comparison:
+            out: Optional[str], options: ReplayOptions) -> Comparison:
     """A long golden's verdict (tf2/verdict.py)."""
-    if "forcing" in options or options.get("strategy") is not None:
+    if options.forcing != "none" or options.strategy is not None:
         raise UsageError("judge='local' replays teacher-forced itself and does not run under a strategy yet: leave "
                          "out forcing= and strategy=")
-    _check_port_options(options, frozenset({"forcing"}), "tracekit.tf2.check(judge='local')")
     return judge_long(trace, _port_runs(trace, step_fn, make_port, tolerance, options), drift_out=out)
 
 
 def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
-               options: Mapping[str, Any]) -> PortRuns:
+               options: ReplayOptions) -> PortRuns:
     """The runs a long golden's verdict makes: the forced one of the port given (step_fn and
     options' model), else each of a fresh port, whose own replay options (they name its own
     objects: convert=, variables=) win over the caller's."""
-    base = {key: value for key, value in options.items() if key != "model"}
+    base = options.but(model=None)
 
-    def made() -> Tuple[Any, Any, Dict[str, Any]]:
-        model, step, own = _made(make_port, {}, _LOCALIZE_SETS)
-        return model, step, dict(base, **own)
+    def made() -> Tuple[Any, Any, ReplayOptions]:
+        model, step, own = made_port(make_port)
+        ReplayOptions.of(own, "the replay options make_port() returned", _LOCALIZE_SETS)
+        return model, step, base.but(model=model, **own)
 
     def forced() -> Comparison:
         if step_fn is not None:
-            return check(trace, step_fn, tolerance=tolerance, judge="plain", forcing="state", **options)
-        model, step, own = made()
-        return check(trace, step, tolerance=tolerance, judge="plain", forcing="state", model=model, **own)
+            return _check(trace, step_fn, options.but(forcing="state"), tolerance=tolerance, judge="plain")
+        _, step, own = made()
+        return _check(trace, step, own.but(forcing="state"), tolerance=tolerance, judge="plain")
 
     def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]") -> Trace:
-        model, step, own = made()
-        written = _replay(**_arguments(trace, step, path, dict(own, model=model)), nudge=seed,
-                          restart_at=restart_at, jitter=True).trace
+        _, step, own = made()
+        written = _replay(trace, step, own, path, nudge=seed, restart_at=restart_at, jitter=True).trace
         assert written is not None  # written: out is given
         return written
 
-    def replay_one(excerpt: str, model: Any, step: Any, own: Dict[str, Any], path: str) -> Trace:
-        written = _replay(**_arguments(excerpt, step, path, dict(own, model=model, progress=None))).trace
+    def replay_one(excerpt: str, model: Any, step: Any, own: ReplayOptions, path: str) -> Trace:
+        written = _replay(excerpt, step, own.but(model=model, progress=None), path).trace
         assert written is not None
         return written
 
