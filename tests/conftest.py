@@ -15,6 +15,8 @@ if "TRACEKIT_CACHE_DIR" not in os.environ:  # the suite starts cold and leaves t
 
 import pytest  # noqa: E402
 
+from tracekit.lifecycle.workspace import in_ci  # noqa: E402
+
 from .support import LEGACY_PYTHON  # noqa: E402
 
 pytest_plugins = ["pytester"]  # the plugin's tests run pytest itself (tests/plugin)
@@ -28,7 +30,7 @@ else:
     # not depend on what an earlier one left in the working directory. CI draws the same examples
     # every run (a failure there reproduces); elsewhere each run explores new ones.
     settings.register_profile("tracekit", deadline=None, database=None,
-                              derandomize=os.environ.get("CI") == "true", print_blob=True)
+                              derandomize=in_ci(), print_blob=True)
     settings.load_profile("tracekit")
 
 
@@ -43,11 +45,11 @@ def all_chunked(monkeypatch):
 @pytest.fixture(scope="session")
 def legacy_python():
     """The legacy environment's interpreter. Absent on a machine without Python 3.7: the
-    test is skipped, saying so; under CI=true its absence fails instead."""
+    test is skipped, saying so; in CI (lifecycle.workspace.in_ci) its absence fails instead."""
     if os.path.exists(LEGACY_PYTHON):
         return LEGACY_PYTHON
     message = ("legacy environment .venv-legacy not built (no Python 3.7 here; "
                "pyenv install 3.7.16, then tools/bootstrap)")
-    if os.environ.get("CI") == "true":
+    if in_ci():
         pytest.fail(message)
     pytest.skip(message)

@@ -17,6 +17,7 @@ import pytest
 import tracekit
 from tracekit.cli import main
 from tracekit.errors import MissingDependency
+from tracekit.lifecycle.workspace import in_ci
 
 from ..comparison.test_compare import write
 
@@ -108,7 +109,7 @@ def _has_color(pixels, hex_color, tolerance=40, at_least=30):
     return int((np.abs(pixels - rgb).sum(axis=-1) <= tolerance).sum()) >= at_least
 
 
-@pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
+@pytest.mark.skipif(CHROMIUM is None and not in_ci(),
                     reason="no Chromium here to render the page (tools/bootstrap installs Debian's chromium where "
                            "it can: apt-get install chromium)")
 def test_chromium_renders_the_page_with_its_plots(pair, tmp_path):
