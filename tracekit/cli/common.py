@@ -10,7 +10,7 @@ import shutil
 import sys
 from typing import Any, Callable, Optional
 
-from ..comparison.envdiff import PROFILES as TOLERANCE_PROFILES
+from ..comparison.profiles import AUTO, profile_names, resolve_tolerance
 from ..errors import CorruptTrace, UsageError
 from ..report.terminal import is_terminal
 
@@ -20,7 +20,7 @@ EPILOG = """exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage e
 docs: README.md (workflow), docs/FORMAT.md (the golden file format)."""
 
 
-PROFILES = ("auto",) + tuple(sorted(TOLERANCE_PROFILES))
+PROFILES = (AUTO,) + profile_names()
 
 # Registers a subcommand: command(name, handler, help) -> its parser (cli/__init__.py makes it).
 Command = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
@@ -30,7 +30,7 @@ def tolerance_options(p: argparse.ArgumentParser, file_help: str = "a TOML toler
                       profile_help: str = "the tolerance without --tolerance (as for diff)") -> None:
     """--tolerance FILE, --profile NAME and --exact, which read_tolerance() reads."""
     p.add_argument("--tolerance", metavar="FILE", help=file_help)
-    p.add_argument("--profile", choices=PROFILES, default="auto", help=profile_help)
+    p.add_argument("--profile", choices=PROFILES, default=AUTO, help=profile_help)
     p.add_argument("--exact", action="store_true", help="demand equal values: --profile exact")
 
 
@@ -39,9 +39,9 @@ def read_tolerance(args: argparse.Namespace) -> Any:
     from ..comparison import Tolerance
 
     profile = "exact" if args.exact else args.profile
-    if args.tolerance and profile != "auto":
+    if args.tolerance and profile != AUTO:
         raise UsageError("--tolerance and --exact/--profile exclude each other")
-    return Tolerance.load(args.tolerance) if args.tolerance else (None if profile == "auto" else profile)
+    return Tolerance.load(args.tolerance) if args.tolerance else resolve_tolerance(profile, os.getcwd())
 
 
 def isolated(path: str, call: Callable[..., Any], *args: Any) -> Any:

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Tuple
 
-from ..errors import UsageError
+from .profiles import profile
 from .tolerance import Tolerance
 
 Meta = Mapping[str, Any]
@@ -249,13 +249,11 @@ def environment_diff(golden_meta: Meta, actual_meta: Meta) -> EnvironmentDiff:
 class Profile:
     """The tolerance a comparison used, and why."""
 
-    name: str  # "exact", "round-off", "default" or "given"
+    name: str  # a profile's (profiles.py), or "given"
     tolerance: Tolerance
     reason: str
 
 
-PROFILES = {"exact": Tolerance.exact, "round-off": Tolerance.roundoff, "default": Tolerance,
-            "training": Tolerance.training, "mixed-precision": Tolerance.mixed_precision, "gpu": Tolerance.gpu}
 MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
 
 
@@ -266,9 +264,7 @@ def default_profile(diff: EnvironmentDiff, other_code: bool, given: "Tolerance |
     bit for bit, when nothing that selects kernels differs, else "round-off", the
     documented cross-machine bound (Tolerance.roundoff())."""
     if isinstance(given, str):
-        if given not in PROFILES:
-            raise UsageError("unknown tolerance profile %r; use %s" % (given, ", ".join(sorted(PROFILES))))
-        return Profile(given, PROFILES[given](), "asked for")
+        return Profile(given, profile(given), "asked for")
     if given is not None:
         return Profile("given", given, "the tolerance passed to the comparison")
     golden, actual = diff.golden.get(FRAMEWORK), diff.actual.get(FRAMEWORK)

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Set
 
 import pytest
 
+from ..comparison.profiles import AUTO, profile_names
 from ..errors import TracekitError
 from ..lifecycle.run import RunSummary, Selection, Unused, Use, find_unused, golden_files, owners
 from ..lifecycle.update import retire
@@ -42,8 +43,8 @@ def pytest_addoption(parser: Any) -> None:
     group.addoption("--tracekit-no-keep", action="store_true", default=False,
                     help="do not keep goldens this run replaces under .tracekit/history")
     parser.addini("tracekit_goldens", "where golden names resolve, relative to the rootdir", default="goldens")
-    parser.addini("tracekit_tolerance", "the replay tests' default tolerance: auto (chosen from the two traces), "
-                                        "default, training, round-off, exact, or a TOML file", default="auto")
+    parser.addini("tracekit_tolerance", "the replay tests' default tolerance: %s (chosen from the two traces), %s, "
+                                        "or a TOML file" % (AUTO, ", ".join(profile_names())), default=AUTO)
 
 
 def pytest_configure(config: Any) -> None:

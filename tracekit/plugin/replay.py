@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import pytest
 
 from ..comparison import Tolerance
-from ..comparison.envdiff import PROFILES
+from ..comparison.profiles import AUTO, check_spec, resolve_tolerance
 from ..errors import Mismatch, MissingDependency, UsageError
 from ..lifecycle import pending
 from ..lifecycle.run import CREATED, FAILED, MISSING, PASSED, UPDATED, Use
@@ -103,17 +103,7 @@ class Settings:
         if given is None:
             marker = item.get_closest_marker("tracekit")
             given = marker.kwargs.get("tolerance") if marker is not None else None
-        if given is None:
-            given = self.tolerance
-        if isinstance(given, Tolerance):
-            return given
-        if isinstance(given, str) and given.endswith(".toml"):
-            return Tolerance.load(given if os.path.isabs(given) else os.path.join(self.root, given))
-        if given == "auto":
-            return None
-        if given in PROFILES:
-            return given
-        raise UsageError(tolerance_problem(given))
+        return resolve_tolerance(self.tolerance if given is None else given, self.root)
 
 
 def _tf2() -> Any:
@@ -302,10 +292,6 @@ def _made(make_port: Any, options: Mapping[str, Any]) -> Tuple[Any, Any, Dict[st
     return model, step, {k: v for k, v in own.items() if k not in options}
 
 
-def tolerance_problem(value: Any) -> str:
-    return "tolerance %r: give a Tolerance, a TOML file, or one of auto, %s" % (value, ", ".join(sorted(PROFILES)))
-
-
 def settings_from(config: Any, controller: Optional[Mapping[str, Any]] = None) -> Settings:
     """The run's settings; `controller`: under pytest-xdist, what the controller told this worker
     (its run id, its command line and directory, which decide what a node id asks for)."""
@@ -318,9 +304,11 @@ def settings_from(config: Any, controller: Optional[Mapping[str, Any]] = None) -
                                 "update goldens, then upload them (docs/GOLDENS.md)" % (update, goldens))
     ci = in_ci()
     unused = config.getoption("tracekit_unused") or ("fail" if ci else "warn")
-    tolerance = config.getini("tracekit_tolerance") or "auto"
-    if tolerance != "auto" and tolerance not in PROFILES and not tolerance.endswith(".toml"):
-        raise pytest.UsageError("tracekit_tolerance in %s: %s" % (config.inipath, tolerance_problem(tolerance)))
+    tolerance = config.getini("tracekit_tolerance") or AUTO
+    try:
+        check_spec(tolerance)
+    except UsageError as exc:
+        raise pytest.UsageError("tracekit_tolerance in %s: %s" % (config.inipath, exc)) from None
     if not is_url(goldens):
         goldens = os.path.normpath(os.path.join(root, goldens))
     settings = Settings(root=root, goldens=goldens, update=update, reason=config.getoption("tracekit_reason"),
