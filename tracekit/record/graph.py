@@ -31,14 +31,8 @@ from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
 from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
                       is_gradient_seed, op_updates, pushed_update, variable_name)
+from .walk import RANDOM_OPS, constant, executed_ops, is_random_draw, pure, unique, unique_ops, unordered_reads
 
-RANDOM_OPS = frozenset([
-    "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
-    "ParameterizedTruncatedNormal", "RandomGamma", "RandomPoisson", "RandomPoissonV2",
-    "Multinomial", "RandomShuffle", "RandomCrop",
-])
-# Stateless draws (tf-keras Dropout on TF 2.x) are recorded too: a port may draw differently.
-STATELESS_RANDOM = re.compile(r"^Stateless(Random|Truncated|Multinomial|ParameterizedTruncated)(?!.*GetKey|.*GetAlg)")
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
     "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
@@ -140,7 +134,7 @@ class GraphModel:
                 continue
             hyper = {}
             for arg, tensor in update.hyper.items():
-                value = _constant(self._tf, tensor)
+                value = constant(self._tf, tensor)
                 if value is not None:
                     hyper[arg] = value
             out[update.var] = {"update": update.kind, "lr": getattr(update.lr, "name", None), "hyper": hyper}
@@ -189,7 +183,7 @@ class GraphModel:
         intercepted = _intercepted_for(self.graph)
         declared = self.declared
         train_ops = [op for op in intercepted["train_op"] if op.name in names]
-        train_ops += _unique_ops(op for op in (find_op(self.graph, n) for n in declared.train_ops)
+        train_ops += unique_ops(op for op in (find_op(self.graph, n) for n in declared.train_ops)
                                  if op is not None and op.name in names and op not in train_ops)
         global_step = self._global_step()
         increments = global_step is not None and any(
@@ -224,7 +218,7 @@ class GraphModel:
         roots = self._gradient_roots(ordered)
         rooted = {t.name for t in roots}
         stated = [t for t in (find_tensor(self.graph, n) for n in declared.losses) if t is not None]
-        losses = _unique([t for t in stated if t.op.name in names or _pure(t, names, fed)]
+        losses = unique([t for t in stated if t.op.name in names or pure(t, names, fed)]
                          or [t for t in intercepted["loss"] if t.name in rooted]
                          or [t for t in intercepted["loss"] if t.op.name in names] or roots)
         for tensor in losses:
@@ -235,7 +229,7 @@ class GraphModel:
                 add("loss", tensor.name, tensor)
                 regularization.append(make_key("loss", tensor.name))
         stated = [t for t in (find_tensor(self.graph, n) for n in declared.learning_rates) if t is not None]
-        rates = _unique([t for t in stated if t.op.name in names] or [u.lr for u in updates if u.lr is not None])
+        rates = unique([t for t in stated if t.op.name in names] or [u.lr for u in updates if u.lr is not None])
         for tensor in rates:
             add("lr", "learning_rate" if len(rates) == 1 else tensor.name, tensor)
         unclipped = {after.name: before for before, after in intercepted["clipped"]}
@@ -314,111 +308,3 @@ class GraphModel:
                 except ValueError:
                     ops[op.name] = None
         return {"graph_seed": self.graph.seed, "ops": ops}
-
-
-def is_random_draw(op: Any) -> bool:
-    return (op.type in RANDOM_OPS and op.op_def.is_stateful) or bool(STATELESS_RANDOM.match(op.type))
-
-
-def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
-    """The ops a run of `fetch_ops` executes: their ancestors through data and control
-    edges, not looking past fed tensors."""
-    seen: Dict[str, Any] = {}
-    stack = list(fetch_ops)
-    while stack:
-        op = stack.pop()
-        if op.name in seen:
-            continue
-        seen[op.name] = op
-        for tensor in op.inputs:
-            if tensor.name not in fed and tensor.op.name not in seen:
-                stack.append(tensor.op)
-        for control in op.control_inputs:
-            if control.name not in seen:
-                stack.append(control)
-    return list(seen.values())
-
-
-def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: FrozenSet[str]) -> List[Dict[str, str]]:
-    """{"lr", "counter", "read", "increment"} for each learning rate whose value reads the step
-    counter through an op that no dependency orders before or after the counter's increment in
-    the same run: TF1 research code's `tf.group(apply_gradients(...), global_step.assign_add(1))`."""
-    increments = [op for op in executed if op.type in ASSIGN_OPS and variable_name(op.inputs[0]) == counter.name
-                  and advances(op)]
-    source = counter.op  # the variable op (VariableV2, VarHandleOp): its readers consume its output
-    out = []
-    for rate in rates:
-        upstream = executed_ops([rate.op], fed)
-        names = {op.name for op in upstream}
-        reads = [op for op in upstream if op.type not in ASSIGN_OPS and any(t.op is source for t in op.inputs)]
-        if source.type in ("VariableV2", "Variable"):
-            # A ref variable's Identity ("global_step/read") forwards its buffer without copying it:
-            # the value is taken when an op past the identities reads it.
-            reads = _past_identities(reads, names)
-        for read in reads:
-            before = {op.name for op in executed_ops([read], fed)}
-            for increment in increments:
-                if increment.name in before or read.name in {op.name for op in executed_ops([increment], fed)}:
-                    continue
-                out.append({"lr": rate.name, "counter": counter.name, "read": read.name, "increment": increment.name})
-                break
-            else:
-                continue
-            break  # one race per learning rate says it
-    return out
-
-
-def _pure(tensor: Any, names: Set[str], fed: FrozenSet[str]) -> bool:
-    """Would fetching `tensor` along with a run add only stateless ops to it (a declared loss the
-    run does not compute, but may without changing anything)?"""
-    extra = [op for op in executed_ops([tensor.op], fed) if op.name not in names]
-    return all(not op.op_def.is_stateful for op in extra)
-
-
-def _past_identities(reads: List[Any], within: Set[str]) -> List[Any]:
-    """The ops (among `within`) that take the value of a ref variable's reads, looking past
-    Identity ops, which forward the variable's buffer."""
-    out, stack, seen = [], list(reads), set()
-    while stack:
-        op = stack.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
-        if op.type in ("Identity", "RefIdentity"):
-            stack.extend(c for t in op.outputs for c in t.consumers() if c.name in within)
-        else:
-            out.append(op)
-    return out
-
-
-def _constant(tf: Any, tensor: Any) -> Optional[float]:
-    """A scalar tensor's value when the graph fixes it (a constant, through identities), else None."""
-    for _ in range(8):
-        try:
-            value = tf.get_static_value(tensor)
-        except Exception:
-            value = None
-        if value is not None:
-            return float(value) if getattr(value, "size", 1) == 1 else None
-        if tensor.op.type not in ("Identity", "Cast") or not tensor.op.inputs:
-            return None
-        tensor = tensor.op.inputs[0]
-    return None
-
-
-def _unique_ops(ops: Iterable[Any]) -> List[Any]:
-    out: List[Any] = []
-    for op in ops:
-        if all(op.name != o.name for o in out):
-            out.append(op)
-    return out
-
-
-def _unique(tensors: Iterable[Any]) -> List[Any]:
-    out: List[Any] = []
-    names: Set[str] = set()
-    for tensor in tensors:
-        if tensor.name not in names:
-            names.add(tensor.name)
-            out.append(tensor)
-    return out

@@ -26,12 +26,13 @@ from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
 from ..keys import LIGHT_KINDS, make_key, split_key
 from ..store import create, provenance
-from ..store.writer import estimate_stored
+from ..store.values import estimate_stored
 from . import inputs, keyframes, optimizer
 from .declared import Declared, find_op, find_tensor
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
-from .sessions import as_op, element_name, flatten_fetches, make_hook, raw_session, storable
+from .intercept import Patches
+from .sessions import as_op, element_name, flatten_fetches, make_hook, storable
 
 
 class StopRecording(BaseException):
@@ -81,8 +82,7 @@ class Recorder:
         self._lock = threading.RLock()
         self._step_lock = threading.RLock()
         self._local = threading.local()
-        self._attached: List[Tuple[Any, str]] = []
-        self._global: List[Tuple[Any, str, Any]] = []
+        self._patches = Patches(self)
         self._graph: Any = None  # the graph whose steps are recorded
         self._variables: Optional[List[Tuple[str, Any]]] = None
         self._races: List[Dict[str, str]] = []  # graph.unordered_reads of the steps seen
@@ -167,25 +167,12 @@ class Recorder:
         """With a seed_mode: the seed control (its `operation_seed` can be set, as the tool's)."""
         return self._seeds
 
-    # ---- attaching ----------------------------------------------------------------------------
+    # ---- attaching (intercept.py wraps the session methods) ---------------------------------
 
     def session(self, sess: Any) -> Any:
         """Record the training steps `sess` runs (a Session, or a MonitoredSession and the
         raw session inside it); returns `sess` itself."""
-        raw = raw_session(sess)
-        if raw is None:
-            raise UsageError("rec.session() needs a tf.compat.v1.Session or MonitoredSession, got %s"
-                             % type(sess).__name__)
-        for name, make in self._wrappers():
-            if name not in vars(raw):
-                setattr(raw, name, make(getattr(type(raw), name)).__get__(raw))
-                self._attached.append((raw, name))
-        return sess
-
-    def _wrappers(self) -> List[Tuple[str, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
-        """The session methods every path to a TF1 session goes through, and their wrappers."""
-        return [("run", self._run_wrapper), ("_make_callable_from_options", self._callable_wrapper),
-                ("make_callable", self._make_callable_wrapper)]
+        return self._patches.session(sess)
 
     def hook(self) -> Any:
         """A SessionRunHook for Estimator.train(hooks=[...]), MonitoredTrainingSession and the like."""
@@ -193,61 +180,20 @@ class Recorder:
 
     def attach_all(self) -> None:
         """Record the training steps of every session (the zero-code mode)."""
-        cls = self._tf.compat.v1.Session.__mro__[1]  # BaseSession
-        for name, make in self._wrappers():
-            original = cls.__dict__[name]
-            self._global.append((cls, name, original))
-            setattr(cls, name, make(original))
+        self._patches.attach_all(self._tf.compat.v1.Session.__mro__[1])  # BaseSession
 
     def detach(self) -> None:
-        while self._attached:
-            raw, name = self._attached.pop()
-            try:
-                delattr(raw, name)
-            except AttributeError:
-                pass
-        while self._global:
-            cls, name, original = self._global.pop()
-            setattr(cls, name, original)
+        self._patches.detach()
 
-    # ---- interception -------------------------------------------------------------------------
+    # ---- what the session's wrapped methods ask (intercept.Steps) ------------------------------
 
-    def _run_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        recorder = self
+    def busy(self) -> bool:
+        """This thread is inside a step the recorder runs: its own runs pass through."""
+        return bool(getattr(self._local, "busy", False))
 
-        @functools.wraps(original)
-        def run(sess: Any, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
-            plan = recorder._plan_run(sess, fetches, feed_dict)
-            if plan is None:
-                return original(sess, fetches, feed_dict, options, run_metadata)
-            return recorder._step(sess, original, plan, fetches, feed_dict, options, run_metadata)
-        return run
-
-    def _make_callable_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        recorder = self
-
-        @functools.wraps(original)
-        def make_callable(sess: Any, fetches: Any, feed_list: Any = None, accept_options: bool = False) -> Any:
-            if recorder.done or getattr(recorder._local, "busy", False):
-                return original(sess, fetches, feed_list, accept_options)
-            # Route through run(), which the recorder sees (TF's own fast path bypasses it).
-            feeds = list(feed_list or [])
-
-            def call(*args: Any, **kwargs: Any) -> Any:
-                return sess.run(fetches, feed_dict=dict(zip(feeds, args)) or None, **kwargs)
-            return call
-        return make_callable
-
-    def _callable_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        recorder = self
-
-        @functools.wraps(original)
-        def make(sess: Any, callable_options: Any) -> Any:
-            return recorder._callable(sess, original, callable_options)
-        return make
-
-    def _plan_run(self, sess: Any, fetches: Any, feed_dict: Any) -> Optional[StepPlan]:
-        if self.done or getattr(self._local, "busy", False):
+    def plan_run(self, sess: Any, fetches: Any, feed_dict: Any) -> Optional[StepPlan]:
+        """The step a session.run would be (None: not a training step, or not recorded)."""
+        if self.done or self.busy():
             return None
         graph = sess.graph
         try:
@@ -288,8 +234,9 @@ class Recorder:
         return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
                                        if full or split_key(key)[0] in LIGHT_KINDS)
 
-    def _step(self, sess: Any, run: Callable[..., Any], plan: StepPlan, fetches: Any, feed_dict: Any,
-              options: Any, run_metadata: Any) -> Any:
+    def record_run(self, sess: Any, run: Callable[..., Any], plan: StepPlan, fetches: Any, feed_dict: Any,
+                   options: Any, run_metadata: Any) -> Any:
+        """Run the step with what it records fetched alongside; the caller's fetches' values."""
         with self._step_lock:
             self._local.busy = True
             try:
@@ -303,7 +250,8 @@ class Recorder:
         self._maybe_stop()
         return user
 
-    def _callable(self, sess: Any, make: Callable[..., Any], options: Any) -> Any:
+    def record_callable(self, sess: Any, make: Callable[..., Any], options: Any) -> Any:
+        """What TF1 Keras' callable of `options` becomes: its steps recorded as session.run's are."""
         graph = sess.graph
         if self.done:
             return make(sess, options)
@@ -423,36 +371,3 @@ class Recorder:
             self.done = True
             if self.stop_script:
                 raise StopRecording("recorded %d steps" % self.steps)
-
-
-def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode | None" = None, every: int = 1,
-           steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None, loss: Any = None,
-           learning_rate: Any = None, train_op: Any = None, gradients: Optional[Mapping[Any, Any]] = None,
-           worker: Optional[int] = None, budget: "int | str | None" = None, digests: bool = True,
-           **options: Any) -> Recorder:
-    """Record TF1 training into the golden at `path`. A context manager:
-
-        with tracekit.tf1.record("goldens/run.h5", seed=1) as rec:
-            sess = rec.session(tf.compat.v1.Session())   # or hooks=[rec.hook()]
-            ...train...
-
-    seed: graph seed to set; seed_mode: "constant" or "num_random_ops" to control every
-    random op's seeds as tf.compat.v1.keras.utils.DeterministicRandomTestTool does (build
-    the graph inside the context); every: keep gradients, taps and variables whole every K-th
-    step and at the last (when `steps` says which), as digests in between (inputs, random draws,
-    loss and learning rate whole at every step; digests=False keeps nothing of the rest in
-    between); steps: stop recording after this many steps; budget: a size ("500MB") the golden
-    stays under, keyframes and what they keep chosen for it (needs steps; record/keyframes.py);
-    meta: your own metadata, stored under "user".
-    loss / learning_rate / train_op / gradients: what the recorder cannot find on its own
-    (a step whose gradient is written out by hand, a learning rate it misses), as graph
-    names or the tensors and ops themselves, one or a list; gradients as {variable:
-    gradient}. A declared train op makes every run that executes it a step.
-    worker: in parameter-server training, record the steps of this worker task (the runs placed
-    on /job:worker/task:N): one recording per worker. By default, the first graph that trains.
-    A SyncReplicasOptimizer worker's step is its push of gradients; the chief's run applying
-    them waits for the workers and is not a step.
-    """
-    declared = Declared.of(loss, learning_rate, train_op, gradients)
-    return Recorder(path, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta=meta, declared=declared,
-                    worker=worker, budget=budget, digests=digests, **options)

@@ -24,6 +24,17 @@ STALE = ("the step function is a tf.function traced during an earlier replay: it
          "one. Pass each replay a fresh tf.function (or the plain Python function)")
 
 
+def port_grad_key(conversion: int, variable: int) -> str:
+    """The capture's name for a converted port variable's gradient, until it is converted."""
+    return "#conversion%d/%d" % (conversion, variable)
+
+
+def passed_key(key: str) -> str:
+    """The capture's name for the gradient a replica passed, beside the all-reduced one under `key`."""
+    kind, _, name = key.partition("/")
+    return "%s/#passed:%s" % (kind, name)
+
+
 def numpy(value: Any) -> np.ndarray:
     return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 

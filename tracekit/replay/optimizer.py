@@ -12,83 +12,21 @@ counter is the global_step they are given.
 from __future__ import annotations
 
 import contextlib
-import inspect
-import sys
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..errors import ReplayError
 from ..keys import UNCLIPPED, make_key
-from .capture import Capture, numpy
+from .capture import Capture, numpy, passed_key, port_grad_key
 from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
+from .keras_optimizers import aggregates, delegates, optimizer_classes
 from .optimizer_terms import (TF1_NAMES, applied, convention, is_v1, keras_slot, learning_rate, one_value, settings,
                               slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
 from .varmap import Mapping, Slot
 from .variables import cast_for, initial_value, unwrap
-
-def _port_grad(conversion: int, variable: int) -> str:
-    """The capture's name for a converted port variable's gradient, until it is converted."""
-    return "#conversion%d/%d" % (conversion, variable)
-
-
-def passed_key(key: str) -> str:
-    """The capture's name for the gradient a replica passed, beside the all-reduced one under `key`."""
-    kind, _, name = key.partition("/")
-    return "%s/#passed:%s" % (kind, name)
-
-
-def _aggregates(optimizer: Any, original: Callable[..., Any], args: Any, kwargs: Any) -> bool:
-    """Whether this apply_gradients call all-reduces the gradients over the replicas: Keras'
-    unless told not to (experimental_aggregate_gradients=False, skip_gradients_aggregation=True);
-    tf.compat.v1.train's and Keras 3's always."""
-    if is_v1(optimizer):
-        return True
-    try:
-        bound = inspect.signature(original).bind(optimizer, None, *args, **kwargs).arguments
-    except TypeError:
-        return True
-    extra = bound.get("kwargs") or {}
-    aggregate = bound.get("experimental_aggregate_gradients", extra.get("experimental_aggregate_gradients", True))
-    return bool(aggregate) and not bool(bound.get("skip_gradients_aggregation", False))
-
-
-def _delegates(optimizer: Any) -> bool:
-    """A wrapper (mixed precision's LossScaleOptimizer) whose inner optimizer does the update:
-    the inner one reports."""
-    return getattr(optimizer, "inner_optimizer", None) is not None
-
-
-def _optimizer_modules() -> List[Any]:
-    """The Keras optimizer modules a model may use: tf.keras's, and tf-keras and Keras 3 when the
-    process imported them (a user's model exists before the replay, so its Keras is imported)."""
-    modules = [tf.keras.optimizers]
-    for name in ("tf_keras", "keras"):
-        package = sys.modules.get(name)
-        optimizers = getattr(package, "optimizers", None) if package is not None else None
-        if optimizers is not None and all(optimizers is not m for m in modules):
-            modules.append(optimizers)
-    return modules
-
-
-def _optimizer_classes(method: str) -> List[Any]:
-    """The optimizer classes that define `method`: Keras' (new and legacy, every Keras in use)
-    and tf.compat.v1.train's."""
-    out = []
-    bases = [(getattr(optimizers, "Optimizer", None), getattr(getattr(optimizers, "legacy", None), "Optimizer", None))
-             for optimizers in _optimizer_modules()]
-    for group in bases + [(tf.compat.v1.train.Optimizer,)]:
-        for cls in group:
-            if cls is None:
-                continue
-            for base in cls.__mro__:  # patch where the method is defined
-                if method in base.__dict__:
-                    if base not in out:
-                        out.append(base)
-                    break
-    return out
 
 
 class OptimizerBridge:
@@ -117,7 +55,7 @@ class OptimizerBridge:
         self._unclipped_seen: Set[str] = set()
         self._conversions = list(conversions)
         for i, conv in enumerate(self._conversions):  # their gradients are converted after the step
-            self._by_var.update((id(v), _port_grad(i, j)) for j, v in enumerate(conv.port))
+            self._by_var.update((id(v), port_grad_key(i, j)) for j, v in enumerate(conv.port))
         # (conversion, golden slot names, the port's slot variables, convention) per converted slot role
         self._converted_slots: List[Tuple[Conversion, List[str], List[Any], str, str]] = []
         self._slots: List[Tuple[str, Any, str, str]] = []  # golden name, TF2 slot variable, convention, lr name
@@ -183,7 +121,7 @@ class OptimizerBridge:
     def convert_gradients(self, values: Dict[str, np.ndarray]) -> None:
         """After a step: the port's gradients of converted variables, as the golden's."""
         for i, conv in enumerate(self._conversions):
-            port = [values.pop(make_key("grad", _port_grad(i, j)), None) for j in range(len(conv.port))]
+            port = [values.pop(make_key("grad", port_grad_key(i, j)), None) for j in range(len(conv.port))]
             if all(g is not None for g in port):
                 for name, grad in zip(conv.golden, conv.deltas_to_golden(port)):
                     values[make_key("grad", name)] = grad
@@ -195,7 +133,7 @@ class OptimizerBridge:
         if self._wrappers is None:  # made once, installed each step
             self._wrappers = [(cls, name, wrap(cls.__dict__[name]))
                               for name, wrap in (("apply_gradients", self._apply_gradients), ("minimize", self._minimize))
-                              for cls in _optimizer_classes(name)]
+                              for cls in optimizer_classes(name)]
             if self._unclipped:
                 for module in {id(m): m for m in (tf, tf.compat.v1)}.values():
                     if "clip_by_global_norm" in vars(module):
@@ -216,7 +154,7 @@ class OptimizerBridge:
         bridge = self
 
         def apply_gradients(optimizer: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
-            if _delegates(optimizer):
+            if delegates(optimizer):
                 return original(optimizer, grads_and_vars, *args, **kwargs)
             pairs = list(grads_and_vars)
             # TF1's optimizers count steps in the global_step they are given (Keras': iterations).
@@ -231,7 +169,7 @@ class OptimizerBridge:
             named = []
             given = applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
             for (grad, var), used in zip(pairs, given):
-                name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or _port_grad
+                name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or port_grad_key
                 if grad is None or name is None:
                     continue
                 # before clipping: what the port's tf.clip_by_global_norm was given, or what its
@@ -248,7 +186,7 @@ class OptimizerBridge:
                               (make_key("grad", name + "/indices"), grad.indices)]
                 else:
                     named.append((make_key("grad", name), tf.convert_to_tensor(grad)))
-            aggregated = _aggregates(optimizer, original, args, kwargs)
+            aggregated = aggregates(optimizer, original, args, kwargs)
             bridge.aggregated.update((key, aggregated) for key, _ in named)
             if named and aggregated and replica_id() is not None:
                 # Under a strategy the optimizer all-reduces what each replica passed: capture that
@@ -424,7 +362,7 @@ class OptimizerBridge:
             name, var_name, role = golden_slot.name, golden_slot.var, golden_slot.role
             if var_name in converted:
                 i, k = converted[var_name]
-                if _port_grad(i, 0) in updated:
+                if port_grad_key(i, 0) in updated:
                     by_role.setdefault((i, role), {})[k] = golden_slot
                 continue
             if var_name not in updated:

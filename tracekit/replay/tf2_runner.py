@@ -19,11 +19,11 @@ from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import UNCLIPPED, make_key, replica_name
 from . import varmap
-from .capture import Capture, VariableReader, numpy
+from .capture import Capture, VariableReader, numpy, passed_key
 from .conversions import Conversion, bind, partition_groups, partitioned
 from .options import ReplayOptions
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
-from .optimizer import OptimizerBridge, passed_key
+from .optimizer import OptimizerBridge
 from .perturb import move
 from .random_tape import RandomTape
 from .tf_import import tf

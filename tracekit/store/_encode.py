@@ -3,11 +3,13 @@ the choice of XOR-delta bases (a variable's snapshot against its previous one)."
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import _codec, values
+from ..keys import make_key
+from . import _codec, _metadata, digest as digests, values
 from ._format import DELTA_KINDS, KEYFRAME_INTERVAL
 from ._golden import LeafData
 from ._wire import LeafDescriptor
@@ -71,3 +73,16 @@ class DeltaBases:
         if last is None or not usable:
             return None
         return [(last[0], base) for base in last[1]]
+
+
+# A digest of the open step: kind, name, shape, dtype, and the digest (being) made.
+PendingDigest = Tuple[str, str, Tuple[int, ...], str, "concurrent.futures.Future[digests.Digest]"]
+
+
+def encode_digests(pending: "list[PendingDigest]", level: Optional[int], where: str) -> list:
+    """A step's digests as one uint8 leaf, encoded. Runs on a pool thread after the digests' own
+    tasks were started (the pool runs tasks in order), so waiting for them cannot deadlock."""
+    blob = _metadata.pack(digests.pack([(make_key(kind, name), future.result())
+                                        for kind, name, _, _, future in pending]))
+    leaf = values.make_leaf(np.frombuffer(blob, dtype=np.uint8), where)
+    return encode_leaves([leaf], None, level)

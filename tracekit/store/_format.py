@@ -141,3 +141,14 @@ def beside(path: str, token: str) -> str:
     """Where a recording that must not replace the golden at `path` is kept: g.h5 -> g.<token>.h5."""
     stem, ext = os.path.splitext(path)
     return "%s.%s%s" % (stem, token[:12], ext or ".h5")
+
+
+def producer_string() -> str:
+    import sys
+
+    import h5py
+
+    from .._version import __version__
+
+    return "tracekit %s (Python %s, h5py %s, HDF5 %s)" % (
+        __version__, sys.version.split()[0], h5py.version.version, h5py.version.hdf5_version)

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import UnsupportedValue
+from . import _codec
 
 # Leaf layouts.
 CHUNKED = "chunked"  # an array over PLAIN_MAX_BYTES: shuffled, zstd, chunked
@@ -375,3 +376,19 @@ def _unflatten(spec: list, it: Any, depth: int) -> Any:
             cls = _namedtuples[(typename, fields)] = collections.namedtuple(typename, fields)
         return cls(*[_unflatten(c, it, depth) for c in children])
     raise ValueError("unknown structure tag %r" % (tag,))
+
+
+# How much of an array estimate_stored compresses to learn its ratio.
+ESTIMATE_BYTES = 1 << 20
+
+
+def estimate_stored(value: Any, level: Optional[int] = None) -> int:
+    """About how many bytes a golden takes to store `value` whole: its first ESTIMATE_BYTES
+    compressed as the writer would (at its default level, unless `level` is given), scaled to its size (a size budget plans with it)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biufc" or array.nbytes <= PLAIN_MAX_BYTES:
+        return int(array.nbytes) if array.dtype.kind != "O" else 1024
+    flat = np.ascontiguousarray(array).reshape(-1)
+    head = flat[:max(1, ESTIMATE_BYTES // flat.itemsize)]
+    packed = sum(len(payload) for _, _, payload in _codec.encode_array(head, (head.size,), level))
+    return int(array.nbytes * packed / head.nbytes) + 1

@@ -22,15 +22,15 @@ import contextlib
 import datetime
 import os
 import uuid
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import numpy as np
 
-from .._version import __version__
 from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
-from . import _codec, _metadata, digest as digests, values
-from ._encode import DeltaBases, encode_leaves
+from . import digest as digests, values
+from ._encode import DeltaBases, PendingDigest, encode_digests, encode_leaves
+from . import _format
 from ._format import DIGESTS_KIND, DIGESTS_NAME, FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
 from ._lock import held
 from ._screen import trust
@@ -75,15 +75,6 @@ def check_path(path: str) -> None:
                               % (path, parent))
 
 
-def producer_string() -> str:
-    import sys
-
-    import h5py
-
-    return "tracekit %s (Python %s, h5py %s, HDF5 %s)" % (
-        __version__, sys.version.split()[0], h5py.version.version, h5py.version.hdf5_version)
-
-
 class TraceWriter:
     """Write a trace step by step. Use `tracekit.create(path)`.
 
@@ -110,7 +101,7 @@ class TraceWriter:
         self.delta = bool(delta)
         self._journal_path = journal_path(self.path)
         opening = OpenRecord(
-            format=FORMAT_VERSION, producer=producer or producer_string(),
+            format=FORMAT_VERSION, producer=producer or _format.producer_string(),
             created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             token=uuid.uuid4().hex, meta=_with_environment(meta), data=PARTIAL_SUFFIX)
         self._sink = self._open_files(mode, opening, int(max_pending_bytes))
@@ -129,7 +120,7 @@ class TraceWriter:
         self._step_keys: set = set()
         # The open step's digests, written at its end: (kind, name, shape, dtype) for the catalog, and
         # the digest being computed on the pool.
-        self._digests: "list[_Pending]" = []
+        self._digests: "list[PendingDigest]" = []
         self._bases = DeltaBases(self.delta)
         self._has_initial = False
         self.steps = 0  # committed steps
@@ -252,7 +243,7 @@ class TraceWriter:
     def _put_digests(self) -> None:
         """The open step's digests, as one value after its tensors."""
         pending, self._digests = self._digests, []
-        future = self._pool.submit(_encode_digests, pending, self.level, "%s, %s" % (self.path, step_label(self._step)))
+        future = self._pool.submit(encode_digests, pending, self.level, "%s, %s" % (self.path, step_label(self._step)))
         record = ValueRecord(self._attempt, self._step, DIGESTS_KIND, DIGESTS_NAME, None)
         self._sink.put(Value(record, future, 0, tuple(described[:4] for described in pending)))
 
@@ -379,19 +370,6 @@ class TraceWriter:
         self._check_open()
 
 
-# A digest of the open step: kind, name, shape, dtype, and the digest (being) made.
-_Pending = Tuple[str, str, Tuple[int, ...], str, "concurrent.futures.Future[digests.Digest]"]
-
-
-def _encode_digests(pending: "list[_Pending]", level: Optional[int], where: str) -> list:
-    """A step's digests as one uint8 leaf, encoded. Runs on a pool thread after the digests' own
-    tasks were started (the pool runs tasks in order), so waiting for them cannot deadlock."""
-    blob = _metadata.pack(digests.pack([(make_key(kind, name), future.result())
-                                        for kind, name, _, _, future in pending]))
-    leaf = values.make_leaf(np.frombuffer(blob, dtype=np.uint8), where)
-    return encode_leaves([leaf], None, level)
-
-
 def _with_environment(meta: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """The caller's metadata, with the environment fingerprint unless it brings its own."""
     out = dict(meta or {})
@@ -407,22 +385,6 @@ def _write_error(path: str, exc: BaseException) -> Exception:
         return TraceWriteError("writing %s failed: %s; the steps committed before it are kept "
                                "(tracekit recover %s)" % (path, exc.strerror or exc, path))
     return exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
-
-
-# How much of an array estimate_stored compresses to learn its ratio.
-ESTIMATE_BYTES = 1 << 20
-
-
-def estimate_stored(value: Any, level: Optional[int] = DEFAULT_LEVEL) -> int:
-    """About how many bytes a golden takes to store `value` whole: its first ESTIMATE_BYTES
-    compressed as the writer would, scaled to its size (a size budget plans with it)."""
-    array = np.asarray(value)
-    if array.dtype.kind not in "biufc" or array.nbytes <= values.PLAIN_MAX_BYTES:
-        return int(array.nbytes) if array.dtype.kind != "O" else 1024
-    flat = np.ascontiguousarray(array).reshape(-1)
-    head = flat[:max(1, ESTIMATE_BYTES // flat.itemsize)]
-    packed = sum(len(payload) for _, _, payload in _codec.encode_array(head, (head.size,), level))
-    return int(array.nbytes * packed / head.nbytes) + 1
 
 
 def create(path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None, **options: Any) -> TraceWriter:

@@ -11,7 +11,6 @@ from dataclasses import replace
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import h5py
-import msgpack
 import numpy as np
 
 from ...errors import CorruptTrace, NewerFormat, NotATrace
@@ -20,13 +19,14 @@ from .. import _metadata, values
 from .._codec import chunk_offsets
 from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
                        ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
-                       BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET,
+                       FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET,
                        STEPS_GROUP, STORED_ORDER, blob_crc, escape_name, step_path, unescape_name, value_path)
 from .._h5compat import phil
 from .._screen import screen
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
 from .base import Backend, LeafRef, short
+from .hdf5_index import Index, Quietly, attr, blob, chunked_leaf, parse_index, plain_leaf, step_of_path, text
 
 MAX_LEAVES = 1 << 20
 # Every value a golden lists has a dataset of its own: 400-600 bytes of HDF5 each, measured.
@@ -34,9 +34,6 @@ MAX_LEAVES = 1 << 20
 # or hostile, and refused before it is decoded into Python objects.
 BYTES_PER_VALUE = 128
 INDEXES_KEPT = 8  # steps whose index stays parsed: a step and the delta bases before it
-
-# A step's index: (kind, name) -> (structure spec, the leaves' wire maps, parsed when read)
-Index = Dict[Tuple[str, str], Tuple[Optional[list], List[Dict[str, Any]]]]
 
 # Files HDF5 reads through a Python file object (a golden at a URL): one still open when the
 # interpreter tears down crashes it (h5py 3.14, measured), so they are closed at exit.
@@ -49,20 +46,6 @@ def _close_at_exit() -> None:
         opened.close()
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _step_of_path(path: str) -> int:
-    """Step index from a delta_base path such as /steps/00000003/var/x."""
-    parts = path.strip("/").split("/")
-    if parts[0] == INITIAL_GROUP:
-        return INITIAL_STEP
-    if parts[0] == STEPS_GROUP and len(parts) > 1:
-        return int(parts[1])
-    raise ValueError("delta base %r is not a step path" % (path,))
-
-
 def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any) -> None:
     """Remember a step's value, forgetting the oldest beyond INDEXES_KEPT (safe across threads)."""
     cache[step] = value
@@ -71,14 +54,6 @@ def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any) -> 
             cache.popitem(last=False)
         except KeyError:  # another thread emptied it meanwhile
             break
-
-
-class _BadIndex(ValueError):
-    """A step index that decodes but says what no golden says."""
-
-
-class _HDF5Failure(ValueError):
-    """HDF5 failed to read what the file holds (reworded from h5py's error): damage HDF5 found."""
 
 
 class _Dataset:
@@ -97,87 +72,6 @@ class _Dataset:
         if self._id is None:
             self._id = self._backend.opened(self._path)
         return self._id
-
-
-def _attr(attrs: h5py.AttributeManager, name: str, default: Any = None) -> Any:
-    """`attrs.get`, but an attribute HDF5 cannot read is an error, not absent: h5py raises
-    KeyError both for a missing attribute and for one in an object header chunk that fails
-    its checksum, so `get` would read damage as "not there"."""
-    try:
-        return attrs[name]
-    except KeyError:
-        pass
-    try:
-        present = name in attrs
-    except Exception as exc:  # HDF5 could not read the object header that would hold it
-        raise _HDF5Failure("attribute %r unreadable (%s)" % (name, short(exc, typed=False))) from None
-    if present:
-        raise _HDF5Failure("attribute %r exists but cannot be read" % name)
-    return default
-
-
-def _blob(attrs: h5py.AttributeManager, name: str) -> Optional[bytes]:
-    """A msgpack blob attribute's bytes, checked against the crc32 beside it when the file has one."""
-    raw = _attr(attrs, name)
-    if raw is None:
-        return None
-    data = raw.tobytes()
-    crc = _attr(attrs, name + BLOB_CRC_SUFFIX)
-    if crc is not None and int(crc) != blob_crc(data):
-        raise ValueError("the %r attribute does not match its checksum" % name)
-    return data
-
-
-def _plain_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
-    """A plain leaf's descriptor from the step index, whose bytes are in it under "v"."""
-    desc = LeafDescriptor.from_wire(wire)
-    data = wire.get("v")
-    if not isinstance(data, bytes) or len(data) != desc.nbytes:
-        raise ValueError("the step index holds %s bytes of a %d-byte leaf" % (
-            len(data) if isinstance(data, bytes) else "no", desc.nbytes or 0))
-    return desc
-
-
-def _chunked_leaf(wire: Dict[str, Any]) -> LeafDescriptor:
-    """A chunked leaf's descriptor from the step index, as its dataset's attributes hold it."""
-    desc = LeafDescriptor.from_wire(wire)
-    if desc.layout != values.CHUNKED or not desc.chunk:
-        raise ValueError("the step index describes a chunked leaf without its chunk shape")
-    return replace(desc, level=None)
-
-
-def _from_hdf5(exc: Optional[BaseException], depth: int = 0) -> bool:
-    """Did HDF5 fail (h5py raised it, or what it was raised for, or _attr reworded its failure),
-    rather than tracekit's own checks of what it read?"""
-    if exc is None or depth > 8:
-        return False
-    if isinstance(exc, _HDF5Failure):
-        return True
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    name = tb.tb_frame.f_code.co_filename if tb is not None else ""
-    if name.startswith("h5py") or (os.sep + "h5py" + os.sep) in name:
-        return True
-    return _from_hdf5(exc.__cause__ or exc.__context__, depth + 1)
-
-
-class _Quietly:
-    """Calls that may fail, the HDF5 library's failures noted (the walk looks for damage HDF5
-    finds, and for crashes; tracekit's own checks are the reader's to report)."""
-
-    def __init__(self) -> None:
-        self.damage: List[str] = []
-
-    def __call__(self, read: Any, *args: Any, damage: bool = True) -> Any:
-        """read(*args), or None if it raises; `damage`: an HDF5 failure there is damage (a filter
-        HDF5 lacks, as in fallback(), is not: the reader reports it for that value alone)."""
-        try:
-            return read(*args)
-        except Exception as exc:  # noqa: BLE001
-            if damage and _from_hdf5(exc) and len(self.damage) < 20:
-                self.damage.append(short(exc))
-            return None
 
 
 def walk(path: str) -> Tuple[str, ...]:
@@ -245,10 +139,10 @@ class HDF5Backend(Backend):
         header = self.header
         try:
             version = int(attrs[ATTR_FORMAT])
-            header.producer = _text(_attr(attrs, ATTR_PRODUCER, "?"))
-            header.created = _text(_attr(attrs, ATTR_CREATED, "?"))
+            header.producer = text(attr(attrs, ATTR_PRODUCER, "?"))
+            header.created = text(attr(attrs, ATTR_CREATED, "?"))
             header.nsteps = int(attrs[ATTR_STEPS])
-            header.recovered = bool(_attr(attrs, ATTR_RECOVERED, False))
+            header.recovered = bool(attr(attrs, ATTR_RECOVERED, False))
         except Exception as exc:
             raise CorruptTrace("%s: bad root attributes (%s)" % (self.path, short(exc, typed=False))) from None
         if version > FORMAT_VERSION:
@@ -265,7 +159,7 @@ class HDF5Backend(Backend):
                 raise ValueError("metadata declared %d bytes, of which %d stored (at most %d)"
                                  % (raw.size, raw.id.get_storage_size(), _metadata.MAX_META_BYTES))
             data = np.asarray(raw[()], dtype=np.uint8).tobytes()
-            crc = _attr(raw.attrs, ATTR_CRC)  # goldens written before it was stored have none
+            crc = attr(raw.attrs, ATTR_CRC)  # goldens written before it was stored have none
             if crc is not None and int(crc) != blob_crc(data):
                 raise ValueError("its checksum does not match")
             header.meta_checked = crc is not None
@@ -302,44 +196,13 @@ class HDF5Backend(Backend):
         found = self._indexes.get(step)
         if found is not None or step in self._indexes:
             return found
-        raw = _blob(self._group(step).attrs, ATTR_INDEX)
-        index = None if raw is None else self._parse_index(raw)
+        raw = blob(self._group(step).attrs, ATTR_INDEX)
+        index = None if raw is None else parse_index(raw, self._max_values, self._size)
         _keep(self._indexes, step, index)
         return index
 
-    def _parse_index(self, raw: bytes) -> Index:
-        """A step's index, read entry by entry: the leaves it declares are counted against what
-        the file can hold before they are decoded."""
-        index: Index = {}
-        budget = self._max_values
-        try:
-            stream = _metadata.unpacker(raw)
-            for _ in range(stream.read_array_header()):
-                if stream.read_array_header() != 4:
-                    raise _BadIndex("a step index entry is not [kind, name, structure, leaves]")
-                kind, name, spec = stream.unpack(), stream.unpack(), stream.unpack()
-                count = stream.read_array_header()
-                budget -= count
-                if budget < 0:
-                    raise _BadIndex("the step index lists more values than a file of %d bytes can hold" % self._size)
-                leaves = [stream.unpack() for _ in range(count)]
-                if kind not in STORED_ORDER or not isinstance(name, str) or not (spec is None and count == 1
-                                                                              or isinstance(spec, list)):
-                    raise _BadIndex(("step index entry for %r/%r is malformed" % (kind, name))[:300])
-                if not all(isinstance(leaf, dict) for leaf in leaves):
-                    raise _BadIndex("step index entry for %s/%s has a leaf that is not a map" % (kind, name))
-                index[(kind, name)] = (spec, leaves)
-            stream.unpack()  # must run out here
-        except msgpack.OutOfData:
-            return index
-        except _BadIndex:
-            raise
-        except Exception as exc:  # msgpack raises several unrelated types on bad input
-            raise ValueError("the step index does not decode (%s)" % short(exc)) from None
-        raise ValueError("the step index has data after its last entry")
-
     def _info(self, step: int) -> Dict[str, Any]:
-        raw = _blob(self._group(step).attrs, ATTR_INFO)
+        raw = blob(self._group(step).attrs, ATTR_INFO)
         return {} if raw is None else _metadata.unpack(raw)
 
     def _keys(self, step: int) -> List[Tuple[str, str]]:
@@ -382,10 +245,10 @@ class HDF5Backend(Backend):
         refs = []
         for i, wire in enumerate(leaves):
             if wire.get("l") == values.PLAIN:
-                refs.append(LeafRef(_plain_leaf(wire), wire["v"]))
+                refs.append(LeafRef(plain_leaf(wire), wire["v"]))
             else:
                 path = value_path(step, kind, name) + ("" if spec is None else "/%d" % i)
-                refs.append(LeafRef(_chunked_leaf(wire), _Dataset(self, path)))
+                refs.append(LeafRef(chunked_leaf(wire), _Dataset(self, path)))
         return spec, refs
 
     def cross_check(self, step: int) -> List[str]:
@@ -409,10 +272,10 @@ class HDF5Backend(Backend):
                 where = "%s, %s" % (label, make_key(kind, name))
                 ref = self._ref(dataset)
                 if wire.get("l") != values.PLAIN:  # read as the index says: the dataset must say the same
-                    if _chunked_leaf(wire) != ref.desc:
+                    if chunked_leaf(wire) != ref.desc:
                         problems.append("%s: the step index and the dataset disagree; the file is damaged" % where)
                     continue
-                desc, data = _plain_leaf(wire), wire["v"]
+                desc, data = plain_leaf(wire), wire["v"]
                 if ref.desc.layout != values.PLAIN:
                     problems.append("%s: the step index and the dataset disagree; the file is damaged" % where)
                     continue
@@ -433,7 +296,7 @@ class HDF5Backend(Backend):
         the reader has it decoded). Returns what HDF5 raised on the way: only
         damage HDF5 finds and crashes matter here (_screen.py). verify's cross-check, which
         opens every dataset, runs in a child process of its own."""
-        quietly = _Quietly()
+        quietly = Quietly()
         steps = ([INITIAL_STEP] if self.header.has_initial else []) + list(range(self.header.nsteps))
         for step in steps:
             quietly(self._info, step)
@@ -450,10 +313,10 @@ class HDF5Backend(Backend):
     def _ref(self, ds: h5py.Dataset) -> LeafRef:
         """A finished golden keeps a leaf's descriptor as HDF5 facts and attributes."""
         attrs = ds.attrs
-        logical = _attr(attrs, ATTR_LOGICAL)
-        form = _attr(attrs, ATTR_FORM)
-        lshape = _attr(attrs, ATTR_LOGICAL_SHAPE)
-        base = _attr(attrs, ATTR_DELTA_BASE)  # present on XOR-delta encoded snapshots only
+        logical = attr(attrs, ATTR_LOGICAL)
+        form = attr(attrs, ATTR_FORM)
+        lshape = attr(attrs, ATTR_LOGICAL_SHAPE)
+        base = attr(attrs, ATTR_DELTA_BASE)  # present on XOR-delta encoded snapshots only
         shape = tuple(int(d) for d in ds.shape)
         chunked = ds.chunks is not None
         dtype = np.dtype(ds.dtype)
@@ -461,10 +324,10 @@ class HDF5Backend(Backend):
             raise ValueError("dataset %s has an HDF5 type tracekit does not write (%s)" % (ds.name, ds.dtype))
         desc = LeafDescriptor(
             layout=values.CHUNKED if chunked else values.PLAIN, shape=shape, dtype=dtype.str,
-            logical=None if logical is None else _text(logical), form=values.ARRAY if form is None else _text(form),
+            logical=None if logical is None else text(logical), form=values.ARRAY if form is None else text(form),
             crc=int(attrs[ATTR_CRC]), logical_shape=None if lshape is None else tuple(int(d) for d in lshape),
             chunk=tuple(ds.chunks) if chunked else None,
-            delta_base=None if base is None else _step_of_path(_text(base)),
+            delta_base=None if base is None else step_of_path(text(base)),
             nbytes=None if chunked else dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
         return LeafRef(desc, ds)
 

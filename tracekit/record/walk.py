@@ -1,0 +1,125 @@
+"""Walking a TF1 graph: the ops a run executes, whether an op draws random numbers, which
+learning rates read the step counter unordered with its increment, and scalar constants the
+graph fixes. graph.py builds a run's plan from these."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set
+
+from .updates import ASSIGN_OPS, advances, variable_name
+
+RANDOM_OPS = frozenset([
+    "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
+    "ParameterizedTruncatedNormal", "RandomGamma", "RandomPoisson", "RandomPoissonV2",
+    "Multinomial", "RandomShuffle", "RandomCrop",
+])
+# Stateless draws (tf-keras Dropout on TF 2.x) are recorded too: a port may draw differently.
+STATELESS_RANDOM = re.compile(r"^Stateless(Random|Truncated|Multinomial|ParameterizedTruncated)(?!.*GetKey|.*GetAlg)")
+
+def is_random_draw(op: Any) -> bool:
+    return (op.type in RANDOM_OPS and op.op_def.is_stateful) or bool(STATELESS_RANDOM.match(op.type))
+
+
+def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
+    """The ops a run of `fetch_ops` executes: their ancestors through data and control
+    edges, not looking past fed tensors."""
+    seen: Dict[str, Any] = {}
+    stack = list(fetch_ops)
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen[op.name] = op
+        for tensor in op.inputs:
+            if tensor.name not in fed and tensor.op.name not in seen:
+                stack.append(tensor.op)
+        for control in op.control_inputs:
+            if control.name not in seen:
+                stack.append(control)
+    return list(seen.values())
+
+
+def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: FrozenSet[str]) -> List[Dict[str, str]]:
+    """{"lr", "counter", "read", "increment"} for each learning rate whose value reads the step
+    counter through an op that no dependency orders before or after the counter's increment in
+    the same run: TF1 research code's `tf.group(apply_gradients(...), global_step.assign_add(1))`."""
+    increments = [op for op in executed if op.type in ASSIGN_OPS and variable_name(op.inputs[0]) == counter.name
+                  and advances(op)]
+    source = counter.op  # the variable op (VariableV2, VarHandleOp): its readers consume its output
+    out = []
+    for rate in rates:
+        upstream = executed_ops([rate.op], fed)
+        names = {op.name for op in upstream}
+        reads = [op for op in upstream if op.type not in ASSIGN_OPS and any(t.op is source for t in op.inputs)]
+        if source.type in ("VariableV2", "Variable"):
+            # A ref variable's Identity ("global_step/read") forwards its buffer without copying it:
+            # the value is taken when an op past the identities reads it.
+            reads = past_identities(reads, names)
+        for read in reads:
+            before = {op.name for op in executed_ops([read], fed)}
+            for increment in increments:
+                if increment.name in before or read.name in {op.name for op in executed_ops([increment], fed)}:
+                    continue
+                out.append({"lr": rate.name, "counter": counter.name, "read": read.name, "increment": increment.name})
+                break
+            else:
+                continue
+            break  # one race per learning rate says it
+    return out
+
+
+def pure(tensor: Any, names: Set[str], fed: FrozenSet[str]) -> bool:
+    """Would fetching `tensor` along with a run add only stateless ops to it (a declared loss the
+    run does not compute, but may without changing anything)?"""
+    extra = [op for op in executed_ops([tensor.op], fed) if op.name not in names]
+    return all(not op.op_def.is_stateful for op in extra)
+
+
+def past_identities(reads: List[Any], within: Set[str]) -> List[Any]:
+    """The ops (among `within`) that take the value of a ref variable's reads, looking past
+    Identity ops, which forward the variable's buffer."""
+    out, stack, seen = [], list(reads), set()
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type in ("Identity", "RefIdentity"):
+            stack.extend(c for t in op.outputs for c in t.consumers() if c.name in within)
+        else:
+            out.append(op)
+    return out
+
+
+def constant(tf: Any, tensor: Any) -> Optional[float]:
+    """A scalar tensor's value when the graph fixes it (a constant, through identities), else None."""
+    for _ in range(8):
+        try:
+            value = tf.get_static_value(tensor)
+        except Exception:
+            value = None
+        if value is not None:
+            return float(value) if getattr(value, "size", 1) == 1 else None
+        if tensor.op.type not in ("Identity", "Cast") or not tensor.op.inputs:
+            return None
+        tensor = tensor.op.inputs[0]
+    return None
+
+
+def unique_ops(ops: Iterable[Any]) -> List[Any]:
+    out: List[Any] = []
+    for op in ops:
+        if all(op.name != o.name for o in out):
+            out.append(op)
+    return out
+
+
+def unique(tensors: Iterable[Any]) -> List[Any]:
+    out: List[Any] = []
+    names: Set[str] = set()
+    for tensor in tensors:
+        if tensor.name not in names:
+            names.add(tensor.name)
+            out.append(tensor)
+    return out
