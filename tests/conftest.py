@@ -15,7 +15,7 @@ if "TRACEKIT_CACHE_DIR" not in os.environ:  # the suite starts cold and leaves t
 
 import pytest  # noqa: E402
 
-from tracekit.lifecycle.workspace import in_ci  # noqa: E402
+from tracekit._ci import in_ci  # noqa: E402
 
 from .support import LEGACY_PYTHON  # noqa: E402
 
@@ -45,7 +45,7 @@ def all_chunked(monkeypatch):
 @pytest.fixture(scope="session")
 def legacy_python():
     """The legacy environment's interpreter. Absent on a machine without Python 3.7: the
-    test is skipped, saying so; in CI (lifecycle.workspace.in_ci) its absence fails instead."""
+    test is skipped, saying so; in CI (tracekit/_ci.py) its absence fails instead."""
     if os.path.exists(LEGACY_PYTHON):
         return LEGACY_PYTHON
     message = ("legacy environment .venv-legacy not built (no Python 3.7 here; "

@@ -13,7 +13,8 @@ import pytest
 import tracekit
 from tracekit.errors import UsageError
 from tracekit.lifecycle import pending
-from tracekit.lifecycle.workspace import Workspace, in_ci
+from tracekit._ci import in_ci
+from tracekit.lifecycle.workspace import Workspace
 from tracekit.store import provenance
 
 from ..support import ROOT
@@ -167,3 +168,16 @@ def test_workspace_is_found_upwards_and_ci_is_read_like_ci_services_set_it(tmp_p
     assert Workspace.find(str(tmp_path / "a")).relative(str(deep / "g.h5")) == "a/b/g.h5"
     assert [in_ci({"CI": v}) for v in ("true", "1", "yes", "false", "0", "", "FALSE")] == [True] * 3 + [False] * 4
     assert not in_ci({})
+
+
+def test_scripts_ask_the_same_definition_of_ci():
+    # tools/bootstrap and tools/test run tracekit/_ci.py as a file (no environment built yet)
+    import subprocess
+    import sys
+
+    import tracekit
+
+    script = os.path.join(os.path.dirname(tracekit.__file__), "_ci.py")
+    for value in ("true", "1", "yes", "false", "0", "", "FALSE"):
+        ran = subprocess.run([sys.executable, "-S", script], env=dict(os.environ, CI=value))
+        assert (ran.returncode == 0) == in_ci({"CI": value}), value

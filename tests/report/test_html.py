@@ -17,7 +17,7 @@ import pytest
 import tracekit
 from tracekit.cli import main
 from tracekit.errors import MissingDependency
-from tracekit.lifecycle.workspace import in_ci
+from tracekit._ci import in_ci
 
 from ..comparison.test_compare import write
 

@@ -23,7 +23,8 @@ from ..store.provenance import DERIVED, KindDrift, Provenance, Update, utc_now
 from ..store.remote import refuse_url
 from . import atomic
 from .drift import drift
-from .workspace import Workspace, in_ci
+from .._ci import in_ci
+from .workspace import Workspace
 
 # Metadata that describes the run which computed the data: the new data's run replaces it.
 RUN_KEYS = ("environment", "tensorflow", "program")

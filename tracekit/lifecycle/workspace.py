@@ -12,18 +12,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 from ..store.remote import is_url
 
 DIRNAME = ".tracekit"
 IGNORE_ALL = "# Written by tracekit: pending actuals and replaced goldens, local to this checkout.\n*\n"
-
-
-def in_ci(environ: Optional[Mapping[str, str]] = None) -> bool:
-    """CI runs never create or rewrite goldens: CI is set, and not to false or 0."""
-    value = (os.environ if environ is None else environ).get("CI")
-    return value is not None and value.strip().lower() not in ("", "false", "0")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from ..errors import Mismatch, MissingDependency, UsageError
 from ..lifecycle import pending
 from ..lifecycle.run import CREATED, FAILED, MISSING, PASSED, UPDATED, Use
 from ..lifecycle.update import write_golden
-from ..lifecycle.workspace import Workspace, in_ci
+from .._ci import in_ci
+from ..lifecycle.workspace import Workspace
 from ..report.comparison import headline
 from ..report.reported import Reported, compare
 from ..replay.factory import made
