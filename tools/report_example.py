@@ -1,4 +1,4 @@
-"""The HTML report of a wrong port, and its screenshot for the README.
+"""The HTML report of a wrong port, and its screenshot for the documentation (docs/REPORTS.md).
 
 Replays the Estimator model's port with Keras Adam's default epsilon (1e-7, where TF1's
 AdamOptimizer used 1e-8) against goldens/estimator_model.h5, writes the comparison as HTML

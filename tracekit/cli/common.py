@@ -17,7 +17,7 @@ from ..report.terminal import is_terminal
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 EPILOG = """exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unreadable input.
-docs: README.md (workflow), docs/FORMAT.md (the golden file format)."""
+docs: README.md (workflow) and docs/ (the replay API, the golden format, numerics)."""
 
 
 PROFILES = (AUTO,) + profile_names()
