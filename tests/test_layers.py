@@ -13,7 +13,7 @@ import tracekit
 PACKAGE = os.path.dirname(tracekit.__file__)
 # Rank of each top-level part: imports go to a lower rank, or within the same part.
 RANKS = {
-    "_version": 0, "errors": 0, "_isolate": 0,
+    "_version": 0, "errors": 0, "_isolate": 0, "_ci": 0, "_threads": 0,
     "keys": 1, "structure": 1,
     "environment": 2, "taps": 2,
     "store": 3,
@@ -142,3 +142,27 @@ def test_no_import_cycle():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
+
+
+def test_threads_are_started_in_one_place_with_a_role_each():
+    # _threads.py starts every thread, named tracekit-<role>: a thread dump tells them apart.
+    roles = []
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            path = os.path.join(folder, name)
+            if not name.endswith(".py") or path == os.path.join(PACKAGE, "_threads.py"):
+                continue
+            with open(path) as fh:
+                tree = ast.parse(fh.read(), path)
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                assert called not in ("Thread", "ThreadPoolExecutor"), "%s:%d starts a thread: use _threads" % (
+                    path, node.lineno)
+                if called in ("start_thread", "pool") and node.args:
+                    role = getattr(node.args[0], "value", getattr(node.args[0], "s", None))  # Python 3.7: ast.Str
+                    if isinstance(role, str):
+                        roles.append(role)
+    assert len(roles) >= 5 and len(roles) == len(set(roles)), roles
+

@@ -16,6 +16,8 @@ import concurrent.futures
 import os
 from typing import Any, Callable, Deque, List, Optional
 
+from .._threads import pool
+
 WORKERS = min(4, os.cpu_count() or 1)
 
 
@@ -30,7 +32,7 @@ class Pipeline:
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         workers = WORKERS if workers is None else workers
         if workers > 1:
-            self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tracekit-compare")
+            self._pool = pool("compare", workers)
 
     def put(self, call: Callable[[], Any], background: bool) -> None:
         self._queue.append([call, background and self._pool is not None, None])

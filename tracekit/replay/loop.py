@@ -15,12 +15,12 @@ import os
 import queue
 import shutil
 import tempfile
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
+from .._threads import pool, start_thread
 from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
@@ -141,8 +141,7 @@ class Behind:
         self._queue: "queue.Queue[Optional[Tuple[str, tuple]]]" = queue.Queue(maxsize=max(1, depth))
         self._error: Optional[BaseException] = None
         self._drop = False
-        self._thread = threading.Thread(target=self._run, name="tracekit-sink", daemon=True)
-        self._thread.start()
+        self._thread = start_thread("behind", self._run)
 
     def initial(self, values: Mapping[str, Any]) -> None:
         self._put(("initial", (values,)))
@@ -277,7 +276,7 @@ class _Ahead:
 
     def __init__(self, golden: Trace, count: int) -> None:
         self._golden, self._count = golden, count
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tracekit-ahead")
+        self._pool = pool("read-ahead", 1)
         self._next: Optional[Tuple[int, "concurrent.futures.Future[tuple]"]] = None
 
     def _read(self, index: int) -> tuple:

@@ -14,13 +14,14 @@ import queue
 import threading
 from typing import Any, Callable, Optional
 
+from .._threads import start_thread
+
 
 class OrderedIO:
-    def __init__(self, name: str = "tracekit-io") -> None:
+    def __init__(self) -> None:
         self._queue: Any = queue.SimpleQueue()  # lock-free put
         self.error: Optional[BaseException] = None  # the first failure; later calls are skipped
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._thread = start_thread("io", self._run)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         self._queue.put((fn, args))

@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+from .._threads import start_thread
 from . import values
 from ._format import beside, identity
 from ._golden import GoldenFile, LeafData, fsync_dir
@@ -104,8 +105,7 @@ class Sink:
         self._queue: "queue.Queue[Item]" = queue.Queue()
         self._uncommitted: List[ValueRecord] = []  # sink thread only
         self._digested: List[Tuple[str, str, Tuple[int, ...], str]] = []
-        self._thread = threading.Thread(target=self._drain, name="tracekit-sink", daemon=True)
-        self._thread.start()
+        self._thread = start_thread("writer", self._drain)
 
     # ---- the calling thread ----------------------------------------------------------------
 

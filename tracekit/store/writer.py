@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import numpy as np
 
+from .._threads import pool
 from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
 from . import digest as digests, values
@@ -106,8 +107,7 @@ class TraceWriter:
             token=uuid.uuid4().hex, meta=_with_environment(meta), data=PARTIAL_SUFFIX)
         self._sink = self._open_files(mode, opening, int(max_pending_bytes))
 
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="tracekit-encode")
+        self._pool = pool("encode", workers or min(4, os.cpu_count() or 1))
         self._commits_sent = 0
         # Steps handed over and not yet committed when end_step returns: 1 loses at most the step in
         # flight to a crash (a recording); more lets encoding lag behind a fast caller (a replay,
