@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.comparison.calibration import CAP_ULPS, MARGIN, Spread, bands, derive
+from tracekit.comparison.calibration import CAP_ULPS, DEFAULT_MARGIN, Spread, bands, derive
 from tracekit.comparison.tolerance import TRAINING_ULPS, literal
 
 from ..support.lifecycle import replayed
@@ -25,7 +25,7 @@ def test_bands_start_at_step_1_double_and_the_last_is_open():
 
 
 def test_within_the_floor_nothing_is_written():
-    derived = derive(spread_of({("grad", "w:0"): {1: 1.0, 5: TRAINING_ULPS["grad"] / MARGIN}}))
+    derived = derive(spread_of({("grad", "w:0"): {1: 1.0, 5: TRAINING_ULPS["grad"] / DEFAULT_MARGIN}}))
     assert derived.bounds == [] and derived.unbounded == [] and not derived.tolerance.accept_noise
     # the floor itself is in the tolerance: the training profile's allowance from step 1
     assert derived.tolerance.resolve("grad", "w:0", 5, "float32").ulps == TRAINING_ULPS["grad"]

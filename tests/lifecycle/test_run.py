@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.lifecycle.run import Selection, find_unused, golden_files, owners
+from tracekit.lifecycle.run import RunSelection, find_unused, golden_files, owners
 from tracekit.lifecycle.update import write_golden
 from tracekit.lifecycle.workspace import Workspace
 
@@ -37,11 +37,11 @@ def test_owners_come_from_the_goldens_provenance(tmp_path):
 
 
 def test_a_selection_says_which_replay_tests_did_not_run_to_the_end():
-    selection = Selection(["t::a", "t::b", "t::c"])
+    selection = RunSelection(["t::a", "t::b", "t::c"])
     assert selection.not_run({"t::a", "t::b", "t::c"}) == []
     assert selection.not_run({"t::a"}) == ["2 replay tests skipped or failed before replaying"]
     # pytest-xdist: each worker collected the same tests; one that says nothing makes it incomplete.
-    selection.merge(Selection.from_wire(Selection(["t::a", "t::d"], deselected=1).to_wire()))
+    selection.merge(RunSelection.from_wire(RunSelection(["t::a", "t::d"], deselected=1).to_wire()))
     assert selection.requesting == ["t::a", "t::b", "t::c", "t::d"]
     assert selection.not_run({"t::a", "t::b", "t::c", "t::d"}) == ["1 replay test deselected"]
     selection.merge(None)

@@ -41,7 +41,7 @@ def warm():
     model, step = port.make()
     tracekit.tf2.replay(golden("seed_example"), step, model=model, steps=1).close()
     model, step = port.make()
-    tracekit.tf2.record(step, port.DATA[:1], model=model).close()
+    tracekit.tf2.derive(step, port.DATA[:1], model=model).close()
 
 
 @pytest.fixture(scope="session")

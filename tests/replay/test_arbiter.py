@@ -1,7 +1,7 @@
 """The float64 arbiter and the verdict on long goldens, on a discontinuity every machine crosses
 alike: relu((1 + 1e-8) - 1) is relu(0) in float32 and relu(1e-8) in float64, whatever the CPU,
 so summing three terms in another order puts one ReLU on the other side of its kink and moves
-its whole gradient. The goldens are derived (tracekit.tf2.record of the golden's own order); the
+its whole gradient. The goldens are derived (tracekit.tf2.derive of the golden's own order); the
 steps run eagerly, where the order written is the order summed."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def goldens(tmp_path_factory):
             path = str(tmp_path_factory.mktemp("kink") / ("%s-%d-%d.h5" % (order, steps, kinks)))
             model, step = make(order)
             data = [{"x": X if index < kinks else FAR} for index in range(steps)]
-            tracekit.tf2.record(step, data, model=model).save(path)
+            tracekit.tf2.derive(step, data, model=model).save(path)
             made[order, steps, kinks] = path
         return made[order, steps, kinks]
     return golden
@@ -161,7 +161,7 @@ def _own_run(path, w):
     """The golden order's run of two steps from another state: kink/w:0 starting at `w`."""
     model, step = make("golden")
     model.layers[0].w.assign(np.asarray(w, np.float32))
-    tracekit.tf2.record(step, [{"x": X}] * 2, model=model).save(path)
+    tracekit.tf2.derive(step, [{"x": X}] * 2, model=model).save(path)
     return path
 
 

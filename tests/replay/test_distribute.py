@@ -170,7 +170,7 @@ def partial_golden(tf, tf2, tmp_path_factory):
         return {"loss": loss}
 
     path = str(tmp_path_factory.mktemp("partial") / "partial.h5")
-    tf2.record(step, data, model=model, out=path).close()
+    tf2.derive(step, data, model=model, out=path).close()
     return path
 
 

@@ -1,4 +1,4 @@
-"""tracekit.tf2.record: a TF2 run on given data, recorded as a replay records, is what a
+"""tracekit.tf2.derive: a TF2 run on given data, recorded as a replay records, is what a
 derived golden is made of; the same port replays it exactly (dropout included), a changed
 port departs from it."""
 
@@ -44,7 +44,7 @@ def data(steps=4):
 def derived(tf2, tmp_path, monkeypatch):
     monkeypatch.delenv("CI", raising=False)  # goldens are never written in CI; this one is a test's own
     model, step = make(tf2.tf, noise=0.5)
-    actual = tf2.record(step, data(), model=model)
+    actual = tf2.derive(step, data(), model=model)
     golden = str(tmp_path / "goldens" / "toy.h5")
     write_golden(actual, golden, Workspace(str(tmp_path)), by="test")
     return golden
@@ -52,7 +52,7 @@ def derived(tf2, tmp_path, monkeypatch):
 
 def test_a_run_on_data_records_what_a_replay_records(tf2):
     model, step = make(tf2.tf, noise=0.5)
-    with tf2.record(step, data(), model=model) as actual:
+    with tf2.derive(step, data(), model=model) as actual:
         assert len(actual) == 4 and actual.meta["replay"]["source"] == "data"
         assert actual.meta["replay"]["golden"] is None and actual.meta["replay"]["random"] == "none"
         kinds = {t.kind for t in actual.catalog}
@@ -80,9 +80,16 @@ def test_a_changed_port_departs_from_its_derived_golden(tf2, derived):
 def test_bad_data_is_refused(tf2):
     model, step = make(tf2.tf)
     with pytest.raises(UsageError, match="no data"):
-        tf2.record(step, [], model=model)
+        tf2.derive(step, [], model=model)
     with pytest.raises(UsageError, match=r"data\[1\] is a list"):
-        tf2.record(step, [data(1)[0], [1, 2]], model=model)
+        tf2.derive(step, [data(1)[0], [1, 2]], model=model)
     v = tf2.tf.Variable(1.0, name="same")
     with pytest.raises(UsageError, match="several TF2 variables are named same:0"):
-        tf2.record(step, data(1), variables=[v, tf2.tf.Variable(2.0, name="same")])
+        tf2.derive(step, data(1), variables=[v, tf2.tf.Variable(2.0, name="same")])
+
+
+def test_the_former_name_still_derives_and_warns(tf2):
+    model, step = make(tf2.tf)
+    with pytest.warns(DeprecationWarning, match=r"tracekit\.tf2\.record is now tracekit\.tf2\.derive"):
+        with tf2.record(step, data(1), model=model) as actual:
+            assert len(actual) == 1 and actual.meta["replay"]["source"] == "data"

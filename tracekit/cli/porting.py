@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..comparison.arbiter import LONG_GOLDEN
-from ..comparison.calibration import MARGIN
+from ..comparison.calibration import DEFAULT_MARGIN
 from ..report.terminal import Progress
 from .common import EXIT_FAIL, EXIT_OK, Command, port, read_tolerance, tolerance_options
 
@@ -28,8 +28,8 @@ def add(command: Command) -> None:
                                          "port passes under it, 1 when not. Needs TensorFlow 2.")
     porting(p)
     p.add_argument("--runs", type=int, default=4, metavar="N", help="replays from a perturbed start (default 4)")
-    p.add_argument("--margin", type=float, default=MARGIN, metavar="M",
-                   help="the factor over the largest deviation seen (default %g)" % MARGIN)
+    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN, metavar="M",
+                   help="the factor over the largest deviation seen (default %g)" % DEFAULT_MARGIN)
     p.add_argument("--steps", type=int, metavar="N", help="replay only the first N steps")
     p.add_argument("-o", "--output", metavar="FILE.toml",
                    help="where to write the tolerance (default: GOLDEN's name with .tolerance.toml)")

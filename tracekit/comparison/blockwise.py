@@ -24,7 +24,7 @@ import numpy as np
 # block takes ~25 numpy calls, few enough that two threads comparing at once seldom wait on the
 # GIL (1 << 16 compared the big MLP pair at 386 MB/s a side on 2 cores, 1 << 17 at 431, 1 << 18 at 393).
 BLOCK = 1 << 17
-MARGIN = 2.0 ** -18  # relative: far above the float32 round-off of a threshold and an error
+UNSURE = 2.0 ** -18  # relative: far above the float32 round-off of a threshold and an error
 TINY = 2.0 ** -126  # absolute: float32 underflow (subnormal results)
 NORMAL = 2.0 ** -100  # a threshold this big is exact to float32 round-off; smaller: float64 decides
 BOUND = 2.0 ** -20  # relative slack of an upper bound on a float32-computed maximum
@@ -80,10 +80,10 @@ class _Scan:
         self.rtol32 = np.float32(rtol)
         self.c32 = np.float32(atol + roundoff)
         # Below this an error passes whatever the golden (the threshold is at least atol + roundoff).
-        self.sure_good = float(self.c32) * (1 - MARGIN) - TINY
+        self.sure_good = float(self.c32) * (1 - UNSURE) - TINY
         self.cancel_band = np.float32(3 * CANCEL * float(self.c32))
         self.tiny_threshold = float(self.c32) < NORMAL  # else error / threshold is exact to float32 round-off
-        self.below_roundoff = roundoff * (1 - MARGIN) - TINY
+        self.below_roundoff = roundoff * (1 - UNSURE) - TINY
         self.golden_scale = 0.0  # the largest |golden|, found as the blocks pass
         self.q_slack: List[float] = []  # per block: rtol * its largest |golden|
         self.starts = list(range(0, g.size, BLOCK))
@@ -160,8 +160,8 @@ class _Scan:
         bad, maybe = self._m1[:n], self._m2[:n]
         u += self.c32  # the threshold, in float32: within a few float32 round-offs of float64's
         np.divide(e, u, out=t)  # error / threshold: over 1 is a mismatch
-        np.greater(t, 1 + MARGIN, out=bad)  # surely over the threshold
-        np.greater_equal(t, 1 - MARGIN, out=maybe)  # not surely under it (NaN, 0 / 0: under)
+        np.greater(t, 1 + UNSURE, out=bad)  # surely over the threshold
+        np.greater_equal(t, 1 - UNSURE, out=maybe)  # not surely under it (NaN, 0 / 0: under)
         np.not_equal(bad, maybe, out=maybe)
         if self.tiny_threshold:  # a threshold float32 holds with less precision, or zero: float64 decides
             maybe |= np.less(u, NORMAL, out=self._m3[:n])

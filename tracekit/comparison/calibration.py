@@ -5,7 +5,7 @@ what they measured into a Tolerance).
 Step 0 stays at the default tolerance: one step of a port from the golden's exact state
 matches at the guide's tolerance, and most porting mistakes show there. From step 1, per tensor
 and band of steps (1, 2-3, 4-7, ...: round-off grows as training carries it on), the allowance
-is the largest deviation the perturbed runs showed times MARGIN, rounded up to a power of two,
+is the largest deviation the perturbed runs showed times DEFAULT_MARGIN, rounded up to a power of two,
 written where it exceeds the floor, the training profile's per-kind allowance (TRAINING_ULPS).
 The floor stays because nudging one TF 2 run cannot show how TF 1.15's kernels round
 differently from TF 2's (docs/NUMERICS.md, "Calibrated tolerances"). No allowance exceeds
@@ -26,7 +26,7 @@ from ..keys import make_key
 from .result import Comparison
 from .tolerance import TRAINING_ULPS, Tolerance, literal
 
-MARGIN = 1.5  # Megatron-LM's factor over the largest deviation of repeated runs
+DEFAULT_MARGIN = 1.5  # Megatron-LM's factor over the largest deviation of repeated runs
 # 2**17 eps x the tensor's scale: 1/64 of it for float32, below the guide's long-run loss tolerance (rtol
 # 0.05). What calibration may loosen by itself stops there: a tensor that one ulp moves further
 # is round-off itself, and no bound on its values tests anything.
@@ -113,7 +113,7 @@ class Derived:
     unbounded: List[Unbounded]
 
 
-def derive(spread: Spread, margin: float = MARGIN, cap: float = CAP_ULPS) -> Derived:
+def derive(spread: Spread, margin: float = DEFAULT_MARGIN, cap: float = CAP_ULPS) -> Derived:
     """The tolerance covering `spread` x margin above the floor, up to `cap` (module doc; the
     drift envelope lifts it where the float64 arbiter explains every local error)."""
     bounds: List[Bound] = []

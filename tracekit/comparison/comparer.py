@@ -1,5 +1,5 @@
 """The streaming comparison: a golden's steps against a replay's, fed one step at a time
-(engine.compare feeds a written trace's steps, tracekit.tf2.check a replay's as the port
+(engine.compare_data feeds a written trace's steps, tracekit.tf2.check a replay's as the port
 produces them). Each tensor is read and compared on worker threads a few tensors ahead;
 steps are judged in order, in data-flow order within a step: statistics, failures that
 amplified round-off explains (noise.py), and the first divergence."""

@@ -20,9 +20,9 @@ from .tolerance import Tolerance
 REFRESH_STEPS = 16
 
 
-def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
-            result_type: Type[Comparison] = Comparison,
-            progress: Optional[Callable[[int, int], None]] = None) -> Comparison:
+def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
+                 result_type: Type[Comparison] = Comparison,
+                 progress: Optional[Callable[[int, int], None]] = None) -> Comparison:
     """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
     The result is data; `tracekit.compare` returns a `result_type` that can also render
     itself (report/comparison.py).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ..comparison.engine import compare
+from ..comparison.engine import compare_data as compare
 from ..keys import INITIAL_STEP, KIND_ORDER, split_key
 from ..store import Trace
 from ..store.provenance import KindDrift

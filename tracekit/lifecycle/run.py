@@ -52,7 +52,7 @@ class Unused:
 
 
 @dataclass
-class Selection:
+class RunSelection:
     """Which replay tests (tests that request the fixture) a run selected, and whether any was
     left out before it ran: what decides whether unused goldens can be judged at all."""
 
@@ -66,11 +66,11 @@ class Selection:
                 "collection_errors": self.collection_errors}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, object]) -> "Selection":
+    def from_wire(cls, data: Mapping[str, object]) -> "RunSelection":
         return cls(list(data.get("requesting") or []), int(data.get("deselected") or 0),  # type: ignore[call-overload]
                    int(data.get("collection_errors") or 0))  # type: ignore[call-overload]
 
-    def merge(self, other: Optional["Selection"]) -> None:
+    def merge(self, other: Optional["RunSelection"]) -> None:
         """Add a pytest-xdist worker's (None: it reported nothing). Every worker collects every
         test, so their selections are the same: the union guards against one that differs."""
         if other is None:
@@ -102,7 +102,7 @@ class RunSummary:
     unused: List[Unused] = field(default_factory=list)
     unreadable: List[str] = field(default_factory=list)  # goldens whose owners could not be read
     possibly_unused: List[str] = field(default_factory=list)  # unused but for the tests that did not run
-    unjudged: List[str] = field(default_factory=list)  # why unused goldens were not judged (Selection.not_run)
+    unjudged: List[str] = field(default_factory=list)  # why unused goldens were not judged (RunSelection.not_run)
     problems: List[str] = field(default_factory=list)  # what could not be done (a golden that did not move)
     ci: bool = False
     pending_dir: str = ".tracekit/pending"
@@ -144,6 +144,6 @@ def owners(paths: Iterable[str]) -> Tuple[Dict[str, List[str]], List[str]]:
 
 def find_unused(owned: Mapping[str, Sequence[str]], used: Set[str], passed: Set[str]) -> List[Tuple[str, Tuple[str, ...]]]:
     """(golden, owners) of each golden nobody used whose owners all passed: the owners' half of
-    the rule above (Selection.not_run is the other)."""
+    the rule above (RunSelection.not_run is the other)."""
     return [(golden, tuple(tests)) for golden, tests in sorted(owned.items())
             if golden not in used and tests and all(test in passed for test in tests)]

@@ -19,7 +19,7 @@ from .._version import __version__
 from ..errors import UsageError
 from ..keys import STATE_KINDS, split_key
 from ..store import Trace, create, journal_path, open_trace, provenance
-from ..store.provenance import DERIVED, KindDrift, Provenance, Update, utc_now
+from ..store.provenance import DERIVED, KindDrift, Provenance, Revision, utc_now
 from ..store.remote import refuse_url
 from . import atomic
 from .drift import drift
@@ -103,7 +103,7 @@ def _check_source(trace: Trace) -> None:
         raise UsageError("%s is unfinished (%s): a golden is only made from a complete run" % (trace.path, trace.problem))
     if "replay" not in trace.meta:
         raise UsageError("%s is not a TF2 run's trace (no replay metadata): goldens are updated from "
-                         "tracekit.tf2.replay or tracekit.tf2.record results; record a legacy golden with "
+                         "tracekit.tf2.replay or tracekit.tf2.derive results; record a legacy golden with "
                          "tracekit record" % trace.path)
 
 
@@ -161,7 +161,7 @@ def _provenance(history: Optional[Provenance], source: Trace, changes: List[Kind
                 by: str, reason: Optional[str], test: Optional[str], initial_kept: List[str]) -> Provenance:
     """The new golden's provenance: `history` is the replaced golden's (None: there was none)."""
     tensorflow = source.meta.get("tensorflow")
-    update = Update(date=utc_now(), by=by, reason=reason, test=test, tracekit=__version__,
+    update = Revision(date=utc_now(), by=by, reason=reason, test=test, tracekit=__version__,
                     tensorflow=tensorflow.get("version") if isinstance(tensorflow, dict) else None,
                     environment=dict(source.meta.get("environment") or {}), created=history is None,
                     replaced=kept, replaced_origin=None if history is None else history.origin, drift=changes,

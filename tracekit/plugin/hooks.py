@@ -12,7 +12,7 @@ import pytest
 
 from ..comparison.profiles import AUTO, profile_names
 from ..errors import TracekitError
-from ..lifecycle.run import RunSummary, Selection, Unused, Use, find_unused, golden_files, owners
+from ..lifecycle.run import RunSelection, RunSummary, Unused, Use, find_unused, golden_files, owners
 from ..lifecycle.update import retire
 from ..report.lifecycle import summary_lines
 from .replay import UNUSED_MODES, UPDATE_MODES, GoldenReplay, Settings, for_workers, header, settings_from
@@ -83,7 +83,7 @@ class Observer:
 
     def __init__(self, config: Any) -> None:
         self.config = config
-        self.selection = Selection()
+        self.selection = RunSelection()
 
     def pytest_collectreport(self, report: Any) -> None:
         if report.failed:
@@ -116,7 +116,7 @@ class Bookkeeper:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """pytest-xdist: a worker ended; what it collected (every worker collects every test)."""
         found = getattr(node, "workeroutput", {}).get("tracekit")
-        self.selection.merge(Selection.from_wire(found) if found is not None and not error else None)
+        self.selection.merge(RunSelection.from_wire(found) if found is not None and not error else None)
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         found = [Use.from_wire(value) for name, value in getattr(report, "user_properties", ())

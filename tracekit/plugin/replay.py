@@ -246,7 +246,7 @@ class GoldenReplay:
             self._use(rel, MISSING, headline="no golden")
             return ways
         inputs = {"inputs": options["inputs"]} if "inputs" in options else {}
-        actual = tf2.record(step, data, model=model, variables=variables, **inputs)
+        actual = tf2.derive(step, data, model=model, variables=variables, **inputs)
         self._traces.append(actual)
         pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)
         if settings.writes:

@@ -81,7 +81,7 @@ class RandomTape:
         self.capture = capture
         self.inject = inject
         # TF2's own draws pass through a numpy function, as a taped draw would (see draw()): for
-        # a run that a golden is made of (tracekit.tf2.record), never for a replay.
+        # a run that a golden is made of (tracekit.tf2.derive), never for a replay.
         self.pass_through = pass_through and not inject
         self.distribution = distribution
         self._tape: List[Tuple[str, np.ndarray]] = []

@@ -31,7 +31,7 @@ def _set_determinism(on: bool) -> None:
 
 
 @contextlib.contextmanager
-def numerics(determinism: Optional[bool] = None, tf32: Optional[bool] = None,
+def numeric_switches(determinism: Optional[bool] = None, tf32: Optional[bool] = None,
              grappler: "Mapping[str, bool] | bool | None" = None) -> Iterator[Dict[str, Any]]:
     """Set the switches that are not None; yields what was set. grappler=False switches off
     the passes that change float results (NUMERIC_PASSES); a dict sets Grappler's options by

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 
 from ..comparison.envdiff import numerics
 from ..keys import step_label
-from ..store.provenance import RECORDED, Provenance, Recording, Update
+from ..store.provenance import RECORDED, Provenance, Recording, Revision
 from .environment import summary
 from .text import table
 
@@ -60,7 +60,7 @@ def log_lines(path: str, prov: Provenance) -> List[str]:
     return lines
 
 
-def _update_lines(number: int, update: Update) -> List[str]:
+def _update_lines(number: int, update: Revision) -> List[str]:
     lines = ["%s %d  %s, by %s" % ("created" if update.created else "update", number, update.date, update.by)]
     if update.test:
         lines.append("  test     %s" % update.test)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..comparison.result import Comparison
-from ..comparison.engine import compare as compare_data
+from ..comparison.engine import compare_data
 from ..comparison.select import Selection
 from ..comparison.tolerance import Tolerance
 from ..errors import Mismatch
@@ -37,7 +37,7 @@ class Reported(Comparison):
 def compare(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
             progress: Optional[Callable[[int, int], None]] = None) -> Reported:
     """tracekit.compare: compare a replayed trace (or any trace) with its golden (see
-    tracekit.comparison.engine.compare); the result renders itself with .report().
+    tracekit.comparison.engine.compare_data); the result renders itself with .report().
     progress(done, total) after each step: tracekit.Progress draws it on a terminal."""
     return compare_data(golden, actual, tolerance, result_type=Reported,  # type: ignore[return-value]
                         progress=progress)

@@ -59,7 +59,7 @@ class Flush:
 Item = Union[Value, Commit, Drop, Meta, Flush]
 
 
-class Sink:
+class FileSink:
     """Opens the journal and the golden at `path` (OSError if it cannot) and starts the sink
     thread. The calling thread uses put/reserve/wait; the rest runs on the sink and I/O threads."""
 

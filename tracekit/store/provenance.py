@@ -56,7 +56,7 @@ class KindDrift:
 
 
 @dataclass(frozen=True)
-class Update:
+class Revision:
     """One rewrite of the golden's data from a TF2 run."""
 
     date: str
@@ -80,7 +80,7 @@ class Update:
 class Provenance:
     origin: str  # RECORDED or DERIVED
     recording: Optional[Recording]  # None: the golden began as a TF2 run
-    updates: List[Update] = field(default_factory=list)
+    updates: List[Revision] = field(default_factory=list)
     owners: List[str] = field(default_factory=list)
     stored: bool = True  # False: inferred for a golden written before provenance was kept
 
@@ -89,7 +89,7 @@ class Provenance:
         return self.origin == DERIVED
 
     @property
-    def last(self) -> Optional[Update]:
+    def last(self) -> Optional[Revision]:
         return self.updates[-1] if self.updates else None
 
     def to_meta(self) -> Dict[str, Any]:
@@ -147,13 +147,13 @@ def read(meta: Mapping[str, Any], created: str) -> Provenance:
     return Provenance(origin, recording, updates, owners, stored=not inferred)
 
 
-def _update(data: Mapping[str, Any]) -> Update:
+def _update(data: Mapping[str, Any]) -> Revision:
     drift = [KindDrift(str(d.get("kind")), int(d.get("tensors") or 0), int(d.get("changed") or 0),
                        float(d.get("max_abs") or 0.0), float(d.get("max_rel") or 0.0), d.get("first_step"))
              for d in data.get("drift") or [] if isinstance(d, Mapping)]
     known = {f: data.get(f) for f in ("reason", "test", "tracekit", "tensorflow", "replaced", "replaced_origin",
                                       "steps")}
-    return Update(date=str(data.get("date") or "?"), by=str(data.get("by") or "?"),
+    return Revision(date=str(data.get("date") or "?"), by=str(data.get("by") or "?"),
                   environment=_dict(data.get("environment")), created=bool(data.get("created")), drift=drift,
                   initial_kept=[str(k) for k in data.get("initial_kept") or []], **known)
 

@@ -35,7 +35,7 @@ from . import _format
 from ._format import DIGESTS_KIND, DIGESTS_NAME, FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
 from ._lock import held
 from ._screen import trust
-from ._sink import Commit, Drop, Flush, Meta, Sink, Value
+from ._sink import Commit, Drop, FileSink, Flush, Meta, Value
 from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
 
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (_codec.FAST_FLOATS); an int is a zstd level
@@ -127,7 +127,7 @@ class TraceWriter:
         self.closed = False
         _open_writers.add(self)
 
-    def _open_files(self, mode: str, opening: OpenRecord, max_pending_bytes: int) -> Sink:
+    def _open_files(self, mode: str, opening: OpenRecord, max_pending_bytes: int) -> FileSink:
         busy = TraceWriteError("%s is being recorded right now by another writer (its journal %s is locked): "
                                "wait for that recording to end, or record to another path"
                                % (self.path, self._journal_path))
@@ -135,7 +135,7 @@ class TraceWriter:
             raise busy if held(self._journal_path) else TraceWriteError(
                 "%s already exists; use mode='w' to overwrite it" % self.path)
         try:
-            return Sink(self.path, self._journal_path, opening, max_pending_bytes, replace_stale=mode == "w")
+            return FileSink(self.path, self._journal_path, opening, max_pending_bytes, replace_stale=mode == "w")
         except FileExistsError:  # another recording's journal, alive
             raise busy from None
         except OSError as exc:

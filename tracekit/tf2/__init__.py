@@ -1,9 +1,9 @@
 """tracekit for TF2 ports: `tracekit.tf2.replay(golden, step_fn, ...)`, `check`, `localize`,
-`calibrate`, `record` (a derived golden) and the weight conversions.
+`calibrate`, `derive` (a golden derived from a TF2 run) and the weight conversions.
 
 Imports TensorFlow (selecting tf-keras, Keras 2, before the first import on TF >= 2.16).
 
-    drive.py     the replay: its options, the runner and loop, derived recordings, seeded()
+    drive.py     the replay: the runner and loop, derived goldens (derive), seeded()
     live.py      check(): a replay compared as it runs; the verdict on long goldens
     diagnose.py  localize() and calibrate(): the replays that find and measure
     verdict.py   the verdict on long goldens: local errors, the arbiter, the drift envelope
@@ -17,8 +17,8 @@ from ..replay.distribute import logical_cpus, mirrored
 from ..replay.tf2_runner import keras_train_step
 from ..replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .diagnose import calibrate, localize
-from .drive import record, replay, seeded
+from .drive import derive, record, replay, seeded
 from .live import check
 
-__all__ = ["Conversion", "calibrate", "check", "gru", "keras_train_step", "localize", "logical_cpus", "lstm",
+__all__ = ["Conversion", "calibrate", "check", "derive", "gru", "keras_train_step", "localize", "logical_cpus", "lstm",
            "mirrored", "partitioned", "record", "replay", "seeded", "transpose"]

@@ -23,7 +23,7 @@ import numpy as np
 from .. import taps
 from ..comparison.arbiter import (EXPLAINED, PORT, Arbitration, Flip, TensorVerdict, arbiter_tolerance, judge,
                                    selection_flips, step_stats, undecided, zero_flips)
-from ..comparison.engine import compare
+from ..comparison.engine import compare_data as compare
 from ..comparison.stats import Stats
 from ..errors import ReplayError
 from ..keys import make_key

@@ -7,7 +7,7 @@ import os
 import tempfile
 from typing import Any, Callable, Mapping, Optional
 
-from ..comparison.calibration import MARGIN, Spread, derive
+from ..comparison.calibration import DEFAULT_MARGIN, Spread, derive
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..replay.options import ReplayOptions
@@ -72,7 +72,7 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     return found
 
 
-def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margin: float = MARGIN,
+def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margin: float = DEFAULT_MARGIN,
               progress: Optional[Callable[[int, int], None]] = None, **options: Any) -> Calibration:
     """Measure how much this model's training amplifies round-off and return a tolerance that
     covers it (comparison/calibration.py says how it is derived).

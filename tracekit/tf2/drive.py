@@ -9,6 +9,7 @@ import inspect
 import os
 import shutil
 import tempfile
+import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..environment import fingerprint, program_identity, tensorflow_environment
@@ -19,7 +20,7 @@ from ..replay.distribute import Distribution, batch_size
 from ..replay.factory import made
 from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
 from ..replay.options import ReplayOptions
-from ..replay.settings import numerics
+from ..replay.settings import numeric_switches
 from ..replay.source import write_source
 from ..replay.tf2_runner import TF2Runner, aligned_seeds, call_step
 from ..replay.tf_import import tf
@@ -99,7 +100,7 @@ def _replay(golden: "str | Trace", step_fn: Any, options: ReplayOptions, out: Op
     those steps (replay_steps)."""
     refuse_url(out, "write a replay's trace")  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
-    with numerics(options.determinism, options.tf32, options.grappler), \
+    with numeric_switches(options.determinism, options.tf32, options.grappler), \
             (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         distribution = None
         if options.strategy is not None:
@@ -112,7 +113,7 @@ def _replay(golden: "str | Trace", step_fn: Any, options: ReplayOptions, out: Op
                     watch=watch, stop=stop, nudge=nudge, restart_at=restart_at, jitter=jitter)
 
 
-def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
+def derive(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
            variables: Any = None, inputs: Optional[Dict[str, str]] = None, out: Optional[str] = None,
            progress: Optional[Callable[[int, int], None]] = None) -> Trace:
     """Run `step_fn` on `data` from the port's own current state, recording it as a replay
@@ -138,6 +139,14 @@ def record(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, mo
             return written
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def record(*args: Any, **kwargs: Any) -> Trace:
+    """The former name of derive() (a golden derived from a TF2 run), which
+    tracekit.tf1.record's, recording a legacy run, made ambiguous; it warns."""
+    warnings.warn("tracekit.tf2.record is now tracekit.tf2.derive: it derives a golden from a TF2 run "
+                  "(tracekit.tf1.record records a legacy one)", DeprecationWarning, stacklevel=2)
+    return derive(*args, **kwargs)
 
 
 def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str], about: Dict[str, Any],

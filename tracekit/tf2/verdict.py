@@ -42,7 +42,7 @@ from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 from ..comparison.arbiter import PORT, Arbitrated
 from ..comparison.calibration import Spread, derive
-from ..comparison.engine import compare
+from ..comparison.engine import compare_data as compare
 from ..comparison.result import Comparison, Divergence
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
