@@ -62,3 +62,20 @@ def test_a_ports_own_options_join_the_callers_unless_both_name_one():
         caller.merged({"model": None}, "port", frozenset({"model"}))
     assert ReplayOptions(every=3).given() == {"every": 3}  # not named, but not the default
     assert ReplayOptions(convert=[]).convert == ()  # any sequence, kept as a tuple
+
+
+def test_a_replays_metadata_is_its_typed_record_written_whole(tf2):
+    from tools.ports import seed_example
+    from tracekit.keys import REPLAY
+    from tracekit.store.meta import ReplayMeta, round_trip
+
+    from ..support import golden
+
+    model, step = seed_example.make()
+    with tf2.replay(golden("seed_example"), step, model=model, steps=2, every=2) as actual:
+        meta = actual.meta
+    assert round_trip(meta) == meta
+    record = ReplayMeta.of(meta[REPLAY])
+    assert record.given == set(ReplayMeta.known()) and not record.extra  # every field, nothing unknown
+    assert (record.steps, record.every, record.limited, record.stopped, record.init) == (2, 2, True, False, "golden")
+    assert record.golden.endswith("seed_example.h5") and record.mapping

@@ -7,6 +7,7 @@ import json
 
 from ..comparison.arbiter import LONG_GOLDEN
 from ..report.terminal import GREEN, RED, Progress, colour
+from ..store.meta import replay_of
 from .common import EXIT_FAIL, EXIT_OK, Command, meta, read_tolerance, terminal_width, tolerance_options
 
 
@@ -56,7 +57,7 @@ def _diff(args: argparse.Namespace) -> int:
     with Progress("comparing %s" % args.actual) as progress:
         result = compare(args.golden, args.actual, read_tolerance(args), progress=progress)
     replay = result.golden_steps > LONG_GOLDEN and not result.ok and result.forcing == "none"
-    if replay and isinstance(meta(args.actual).get("replay"), dict):
+    if replay and replay_of(meta(args.actual)) is not None:
         result.notes.append("a golden of %d steps: a correct port's own trajectory leaves it at the first "
                             "discontinuity round-off crosses; judge it with tracekit check GOLDEN MODULE:FUNCTION "
                             "(each step's own error, the float64 arbiter, a drift envelope)" % result.golden_steps)

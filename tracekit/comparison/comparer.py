@@ -13,6 +13,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Set, Tuple, Type
 from ..keys import INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
 from ..store import Trace, provenance
 from ..store.digest import Digest
+from ..store.meta import ReplayMeta, replay_of
 from . import sparse
 from .diagnosis import diagnose
 from .digests import WHOLE, as_digest, compare_digests
@@ -217,9 +218,9 @@ class Comparer:
             self.close()
         result, golden = self.result, self.golden
         result.golden_steps, result.actual_steps = len(golden), actual_steps
-        replay = actual_meta.get("replay", {})
-        result.forcing = str(replay.get("forcing") or "none")
-        if actual_steps < len(golden) and not replay.get("limited"):
+        replay = replay_of(actual_meta) or ReplayMeta()
+        result.forcing = str(replay.forcing or "none")
+        if actual_steps < len(golden) and not replay.limited:
             # Not asked for (replay(steps=N) says so): the replay stopped early, or is not one.
             result.short = "the golden has %d steps, the replay only %d" % (len(golden), actual_steps)
         elif len(golden) != actual_steps:
@@ -230,7 +231,7 @@ class Comparer:
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         # A tensor may be absent from some steps (slots before the first update): missing means never.
-        reasons = replay.get("not_replayed", {})
+        reasons = replay.not_replayed
         for key in sorted(self._absent - self._seen):
             if key in reasons:  # learnt after the step that lacked it
                 result.not_compared.setdefault(key, reasons[key])

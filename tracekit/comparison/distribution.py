@@ -22,8 +22,9 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from ..keys import REPLICA
+from ..keys import REGULARIZATION, REPLICA
 from ..store import Trace
+from ..store.meta import replay_of
 
 LOSS_PER_REPLICA = "loss-per-replica"
 REGULARIZATION_UNSCALED = "regularization-unscaled"
@@ -48,7 +49,8 @@ class DistributionHint:
 
 def layout(actual_meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """Where the replay ran (replicas, devices, reduction, input split), or None without a strategy."""
-    found = (actual_meta.get("replay") or {}).get("distribution")
+    replay = replay_of(actual_meta)
+    found = replay.distribution if replay is not None else None
     return found if isinstance(found, dict) else None
 
 
@@ -93,8 +95,8 @@ def _factor(golden: Any, actual: Any) -> Optional[float]:
 def _regularization_unscaled(golden: Trace, step: int, g: Any, a: Any, replicas: int) -> bool:
     """The loss exceeds the golden's by (replicas - 1) times the golden's regularization loss."""
     recorded = golden.step(step)
-    if "loss/regularization" not in recorded or np.size(g) != 1:
+    if REGULARIZATION not in recorded or np.size(g) != 1:
         return False
-    extra = (replicas - 1) * float(recorded["loss/regularization"])
+    extra = (replicas - 1) * float(recorded[REGULARIZATION])
     excess = float(np.asarray(a, np.float64).ravel()[0]) - float(np.asarray(g, np.float64).ravel()[0])
     return extra != 0.0 and abs(excess - extra) <= 0.01 * abs(extra)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional, Type
 
 from ..store import Trace, open_trace
+from ..store.meta import replay_of
 from .comparer import Comparer
 from .envdiff import default_profile, environment_diff
 from .result import Comparison
@@ -70,7 +71,8 @@ def comparer(golden: Trace, actual: str, actual_meta: Mapping[str, Any], toleran
 
 def _compare(golden: Trace, actual: Trace, comparer: "Comparer",
              progress: Optional[Callable[[int, int], None]] = None) -> Comparison:
-    reasons = actual.meta.get("replay", {}).get("not_replayed", {})  # key -> why, from the replayer
+    replay = replay_of(actual.meta)
+    reasons = replay.not_replayed if replay is not None else {}  # key -> why, from the replayer
     count = min(len(golden), len(actual))
     with comparer:
         if golden.has_initial and actual.has_initial:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..keys import INITIAL_STEP, make_key, split_key
 from ..store import Trace
+from ..store.meta import replay_of
 
 REGULARIZATION_MISSING = "regularization-missing"
 REGULARIZATION_DOUBLED = "regularization-doubled"
@@ -100,7 +101,8 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
     elif kind == "var" and any(part in name for part in BN_NAMES):
         found = _bn_momentum(golden, step, key, g_value, a_value, agreed)
     elif kind == "random":
-        mode = actual_meta.get("replay", {}).get("random")
+        replay = replay_of(actual_meta)
+        mode = replay.random if replay is not None else None
         found = SlipHint(RANDOM_DRAWS, step, key, {"random": mode})
     if found is None and kind in ("var", "slot"):
         found = _setting(golden, step, key, actual_meta)
@@ -115,7 +117,8 @@ def _setting(golden: Trace, step: int, key: str, actual_meta: Mapping[str, Any])
         slot = (golden.meta.get("slots") or {}).get(name)
         name = slot.get("var") if isinstance(slot, dict) else None
     recorded = (golden.meta.get("updates") or {}).get(name)
-    port = ((actual_meta.get("replay") or {}).get("optimizer_settings") or {}).get(name)
+    replay = replay_of(actual_meta)
+    port = (replay.optimizer_settings if replay is not None else {}).get(name)
     if not isinstance(recorded, dict) or not isinstance(port, dict):
         return None
     tf1, own = recorded.get("hyper") or {}, port.get("settings") or {}

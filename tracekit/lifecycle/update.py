@@ -19,6 +19,7 @@ from .._version import __version__
 from ..errors import UsageError
 from ..keys import STATE_KINDS, split_key
 from ..store import Trace, create, journal_path, open_trace, provenance
+from ..store.meta import replay_of
 from ..store.provenance import DERIVED, KindDrift, Provenance, Revision, utc_now
 from ..store.remote import refuse_url
 from . import atomic
@@ -101,7 +102,7 @@ def refuse_in_ci(what: str) -> None:
 def _check_source(trace: Trace) -> None:
     if not trace.complete:
         raise UsageError("%s is unfinished (%s): a golden is only made from a complete run" % (trace.path, trace.problem))
-    if "replay" not in trace.meta:
+    if replay_of(trace.meta) is None:
         raise UsageError("%s is not a TF2 run's trace (no replay metadata): goldens are updated from "
                          "tracekit.tf2.replay or tracekit.tf2.derive results; record a legacy golden with "
                          "tracekit record" % trace.path)
@@ -148,10 +149,10 @@ def _kept_initial(base: Trace, source: Trace) -> Dict[str, Any]:
     golden's. The new golden keeps those, what its steps started from, so that a replay of it
     starts from the same state ("kind/name" -> value). A replay with init='seed' started them
     from the port's own values: nothing."""
-    replay = source.meta.get("replay")
-    if not isinstance(replay, dict) or replay.get("init", "golden") != "golden":
+    replay = replay_of(source.meta)
+    if replay is None or replay.init != "golden":
         return {}
-    before = set(source.initial) - set(replay.get("own_initial") or [])
+    before = set(source.initial) - set(replay.own_initial)
     wanted = [t.key for t in source.catalog if t.kind in STATE_KINDS and t.steps and t.key not in before]
     initial = base.initial
     return {key: initial[key] for key in wanted if key in initial}
@@ -162,10 +163,10 @@ def _provenance(history: Optional[Provenance], source: Trace, changes: List[Kind
     """The new golden's provenance: `history` is the replaced golden's (None: there was none)."""
     tensorflow = source.meta.get("tensorflow")
     update = Revision(date=utc_now(), by=by, reason=reason, test=test, tracekit=__version__,
-                    tensorflow=tensorflow.get("version") if isinstance(tensorflow, dict) else None,
-                    environment=dict(source.meta.get("environment") or {}), created=history is None,
-                    replaced=kept, replaced_origin=None if history is None else history.origin, drift=changes,
-                    steps=len(source), initial_kept=initial_kept)
+                      tensorflow=tensorflow.get("version") if isinstance(tensorflow, dict) else None,
+                      environment=dict(source.meta.get("environment") or {}), created=history is None,
+                      replaced=kept, replaced_origin=None if history is None else history.origin, drift=changes,
+                      steps=len(source), initial_kept=initial_kept)
     if history is None:
         return Provenance(DERIVED, None, [update], [test] if test else [])
     owners = list(history.owners) + ([test] if test and test not in history.owners else [])

@@ -24,8 +24,9 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import LIGHT_KINDS, make_key, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
 from ..store import create, provenance
+from ..store.meta import RecordingMeta
 from ..store.values import estimate_stored
 from . import inputs, keyframes, optimizer
 from .declared import Declared, find_op, find_tensor
@@ -140,10 +141,8 @@ class Recorder:
 
     def _recording_meta(self) -> Dict[str, Any]:
         frames = self._schedule.frames
-        out = {"every": frames.every, "steps_limit": self.steps_limit, "keyframes": frames.meta()}
-        if self.worker is not None:
-            out["worker"] = self.worker
-        return out
+        return RecordingMeta.made(every=frames.every, steps_limit=self.steps_limit, keyframes=frames.meta(),
+                                  worker=self.worker).to_meta()
 
     def _finish_meta(self) -> None:
         seeds = {"seed": self.seed, "mode": None if self.seed_mode is None else self.seed_mode.value}
@@ -310,7 +309,7 @@ class Recorder:
         state = run(sess, [v for _, v in self._variables]) if self._full() else None
         keyframe = self._keyframe(feeds, extra, state)
         if self.steps == 0:
-            self._writer.update_meta({"regularization_losses": [split_key(k)[1] for k in plan.regularization]})
+            self._writer.update_meta({REGULARIZATION_LOSSES: [split_key(k)[1] for k in plan.regularization]})
         global_step = None
         if plan.global_step is not None:  # read after the step: its value in the same run is racy
             global_step = int(run(sess, plan.global_step))

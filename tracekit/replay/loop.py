@@ -22,8 +22,9 @@ import numpy as np
 
 from .._threads import pool, start_thread
 from ..errors import ReplayError, UsageError
-from ..keys import LIGHT_KINDS, make_key, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
+from ..store.meta import ReplayMeta
 from .options import ReplayOptions
 
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
@@ -309,7 +310,7 @@ def _step(golden: Trace, runner: Runner, call: StepCall, index: int, every: int,
     if forcing == "taps":
         runner.force_taps({name: g_step["tap", name] for name in g_step.names("tap")})
     # before the update, as TF1 computed it
-    regularization = runner.regularization() if "loss/regularization" in g_step else None
+    regularization = runner.regularization() if REGULARIZATION in g_step else None
     kind = "+".join(info.get("train_ops") or [])
     full = index % every == 0
     with runner.step(index, draws, kind not in kinds, full) as capture:
@@ -323,8 +324,8 @@ def _step(golden: Trace, runner: Runner, call: StepCall, index: int, every: int,
         values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
     produced = dict(capture.values)
     produced.update(returned)  # what the step returns wins over what was intercepted
-    if regularization is not None and "loss/regularization" in g_step:
-        produced.setdefault("loss/regularization", regularization)
+    if regularization is not None and REGULARIZATION in g_step:
+        produced.setdefault(REGULARIZATION, regularization)
     if full:
         produced.update(runner.read_state())
     values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
@@ -355,16 +356,17 @@ def _force(golden: Trace, runner: Runner, index: int) -> None:
 
 def _not_replayed(golden: Trace, runner: Runner) -> Dict[str, str]:
     out = dict(runner.not_replayed)  # complete after the first step: slots are mapped at the first update
-    for name in golden.meta.get("regularization_losses") or []:
-        out[make_key("loss", name)] = "TF1 regularization term, compared as their sum loss/regularization"
+    for name in golden.meta.get(REGULARIZATION_LOSSES) or []:
+        out[make_key("loss", name)] = "TF1 regularization term, compared as their sum %s" % REGULARIZATION
     return out
 
 
 def _replay_meta(golden: Trace, runner: Runner, about: Optional[Dict[str, Any]], ran: int, count: int,
                  limited: bool, every: int) -> Dict[str, Any]:
     # limited: fewer steps asked for (steps=N) or stopped as asked (stop()): not a replay cut short
-    return {"replay": dict(about or {}, not_replayed=_not_replayed(golden, runner), steps=ran,
-                           limited=limited or ran < count, stopped=ran < count, every=every, **runner.meta())}
+    record = ReplayMeta.made(**dict(about or {}, not_replayed=_not_replayed(golden, runner), steps=ran,
+                                    limited=limited or ran < count, stopped=ran < count, every=every, **runner.meta()))
+    return {REPLAY: record.to_meta()}
 
 
 class _Writing:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import UNCLIPPED, make_key, replica_name
+from ..keys import REGULARIZATION, UNCLIPPED, make_key, replica_name
 from . import varmap
 from .capture import Capture, VariableReader, numpy, passed_key
 from .conversions import Conversion, bind, partition_groups, partitioned
@@ -70,8 +70,8 @@ class TF2Runner:
             list(keys), recorded if isinstance(recorded, dict) else None)
         for name in orphans:
             self.not_replayed[keys[name]] = "TF1 optimizer state with no Keras counterpart"
-        if model is None and "regularization" in golden.names("loss"):
-            self.not_replayed["loss/regularization"] = "pass model= to compare it with the sum of model.losses"
+        if model is None and REGULARIZATION in [make_key("loss", n) for n in golden.names("loss")]:
+            self.not_replayed[REGULARIZATION] = "pass model= to compare it with the sum of model.losses"
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         tf_vars = list(variables) if variables is not None else model_variables(model)
         self.conversions = list(options.convert)

@@ -6,8 +6,9 @@ import collections
 from typing import Any, List, Mapping
 
 from ..comparison.envdiff import numerics
-from ..keys import ASSIGNED
+from ..keys import ASSIGNED, RECORDING
 from ..store import RecoverResult, Trace, VerifyResult, provenance
+from ..store.meta import RecordingMeta
 from .environment import summary
 from .provenance import origin_line
 from .text import nested_lines, size, table
@@ -58,7 +59,7 @@ def show(trace: Trace) -> str:
 
 def keyframe_lines(trace: Trace) -> List[str]:
     """Where a golden keeps its tensors whole, from its recording's keyframe plan."""
-    frames = (trace.meta.get("recording") or {}).get("keyframes")
+    frames = RecordingMeta.of(trace.meta.get(RECORDING)).keyframes
     if not isinstance(frames, dict) or frames.get("every") == 1:
         return []
     every = frames.get("every")

@@ -154,8 +154,8 @@ def _update(data: Mapping[str, Any]) -> Revision:
     known = {f: data.get(f) for f in ("reason", "test", "tracekit", "tensorflow", "replaced", "replaced_origin",
                                       "steps")}
     return Revision(date=str(data.get("date") or "?"), by=str(data.get("by") or "?"),
-                  environment=_dict(data.get("environment")), created=bool(data.get("created")), drift=drift,
-                  initial_kept=[str(k) for k in data.get("initial_kept") or []], **known)
+                    environment=_dict(data.get("environment")), created=bool(data.get("created")), drift=drift,
+                    initial_kept=[str(k) for k in data.get("initial_kept") or []], **known)
 
 
 def _dict(value: Any) -> Dict[str, Any]:

@@ -16,7 +16,9 @@ from ..replay.factory import made as made_port
 from ..replay.loop import Behind
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
+from ..keys import RECORDING, REPLAY
 from ..store import Trace, open_trace
+from ..store.meta import RecordingMeta, ReplayMeta
 from .drive import _LOCALIZE_SETS, _made, _replay
 from .verdict import JUDGES, PortRuns, judge_long
 
@@ -84,7 +86,7 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
         assert live.comparer is not None  # made when the replay started
         result = live.comparer.finish(replayed.meta, replayed.steps)
         first = result.first_divergence
-        if replayed.meta["replay"]["stopped"] and first is not None:
+        if ReplayMeta.of(replayed.meta[REPLAY]).stopped and first is not None:
             result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
                                 % (replayed.steps - 1, first.step))
         if judge == "auto" and make_port is not None and partial and len(trace) > LONG_GOLDEN:
@@ -97,8 +99,9 @@ def _keyframed(trace: Trace) -> Optional[str]:
     """How a golden keeps its state, where not whole at every step (None: it does)."""
     if all(t.steps >= len(trace) for t in trace.catalog if t.kind == "var") or not len(trace):
         return None
-    frames = (trace.meta.get("recording") or {}).get("keyframes") or {}
-    every = frames.get("every", (trace.meta.get("recording") or {}).get("every"))
+    recording = RecordingMeta.of(trace.meta.get(RECORDING))
+    frames = recording.keyframes or {}
+    every = frames.get("every", recording.every if "every" in recording.given else None)
     return "every %d steps" % every if isinstance(every, int) else "at the initial state only"
 
 
