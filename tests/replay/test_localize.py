@@ -14,7 +14,7 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
-from tracekit.tf2.diagnose import _reproduction_script
+from tracekit.tf2.reproduction import write_script
 from tools.ports import estimator_model, momentum_model
 
 from ..support import ROOT, golden
@@ -92,14 +92,14 @@ def test_every_wrong_port_is_localized_where_it_departs(tf2, case, tmp_path):
 
 
 def test_the_script_carries_the_replay_options_it_can_write(tf2, tmp_path):
-    script = _reproduction_script(str(tmp_path / "g-step3.h5"), estimator_model.make, "default",
-                                      {"random": "none", "var_map": lambda name: name})
+    script = write_script(str(tmp_path / "g-step3.h5"), estimator_model.make, "default",
+                          {"random": "none", "var_map": lambda name: name})
     text = open(script).read()
     assert "from tools.ports.estimator_model import make" in text and "tolerance='default', random='none'," in text
     assert "# localize also had var_map: pass them here as it got them" in text
-    assert _reproduction_script(str(tmp_path / "h.h5"), functools.partial(estimator_model.make), None, {}) is None
+    assert write_script(str(tmp_path / "h.h5"), functools.partial(estimator_model.make), None, {}) is None
     policy = tracekit.Tolerance.training().rule(kind="loss", steps=(None, 2), atol=0)  # a Tolerance: written beside
-    text = open(_reproduction_script(str(tmp_path / "g-step3.h5"), estimator_model.make, policy, {})).read()
+    text = open(write_script(str(tmp_path / "g-step3.h5"), estimator_model.make, policy, {})).read()
     written = str(tmp_path / "g-step3.tolerance.toml")
     assert "tolerance=tracekit.Tolerance.load(%r)" % written in text
     loaded = tracekit.Tolerance.load(written)

@@ -6,6 +6,7 @@ Imports TensorFlow (selecting tf-keras, Keras 2, before the first import on TF >
     drive.py     the replay: the runner and loop, derived goldens (derive), seeded()
     live.py      check(): a replay compared as it runs; the verdict on long goldens
     diagnose.py  localize() and calibrate(): the replays that find and measure
+    reproduction.py  the script localize writes beside its one-step reproduction (a template)
     verdict.py   the verdict on long goldens: local errors, the arbiter, the drift envelope
     arbiter.py   the float64 arbiter's replays of one step, and the layers whose decisions flipped
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Optional
 
 from ..comparison.calibration import DEFAULT_MARGIN, Spread, derive
 from ..comparison.tolerance import Tolerance
@@ -18,6 +18,7 @@ from ..store import Trace, open_trace
 from ..store.excerpt import write_excerpt
 from .drive import _CALIBRATE_SETS, _LOCALIZE_SETS, _made, _replay
 from .live import _check, _port_runs
+from .reproduction import write_script
 from .verdict import arbitrate_local
 
 def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance | str | None" = None,
@@ -66,7 +67,7 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
         os.makedirs(folder, exist_ok=True)
         stem = os.path.splitext(os.path.basename(trace.path))[0]
         found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
-    found.script = _reproduction_script(found.reproduction, make_port, tolerance, replay_options.given())
+    found.script = write_script(found.reproduction, make_port, tolerance, replay_options.given())
     _, step, own = _made(make_port, replay_options, _LOCALIZE_SETS)
     found.reproduces = not _check(found.reproduction, step, own, tolerance=tolerance).ok
     return found
@@ -118,33 +119,3 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
             if progress is not None:
                 progress(runs + 1, runs + 1)
     return Calibration(golden, float(margin), spread, derived, port)
-
-
-def _reproduction_script(reproduction: str, make_port: Any, tolerance: Any, options: Mapping[str, Any]) -> Optional[str]:
-    """A script replaying the reproduction with the port, where make_port is importable by name.
-    It passes on the tolerance (a Tolerance as a TOML file beside it), and the replay options
-    that are plain values (random="none", steps, ...); it names the ones it cannot write (a
-    var_map function)."""
-    module, name = getattr(make_port, "__module__", None), getattr(make_port, "__qualname__", "")
-    if not module or not name or "<" in name or module == "__main__":
-        return None
-    literal = {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool, type(None)))}
-    left_out = sorted(set(options) - set(literal))
-    tolerance_code = repr(tolerance if isinstance(tolerance, str) else None)
-    if isinstance(tolerance, Tolerance):  # written beside the script, which loads it
-        policy = os.path.splitext(reproduction)[0] + ".tolerance.toml"
-        with open(policy, "w", encoding="utf-8") as fh:
-            fh.write(tolerance.to_toml())
-        tolerance_code = "tracekit.Tolerance.load(%r)" % policy
-    script = os.path.splitext(reproduction)[0] + ".py"
-    with open(script, "w") as fh:
-        fh.write('"""Replays one step of a golden where the port first computes differently (tracekit localize)."""\n'
-                 "import tracekit\nimport tracekit.tf2\nfrom %s import %s\n\nmade = %s()\n%s"
-                 "result = tracekit.tf2.check(%r, made[1], model=made[0], tolerance=%s%s,\n"
-                 "                            **(made[2] if len(made) > 2 else {}))\nprint(result.report())\n"
-                 "raise SystemExit(0 if result.ok else 1)\n"
-                 % (module, name.split(".")[0], name,
-                    "# localize also had %s: pass them here as it got them\n" % ", ".join(left_out) if left_out else "",
-                    reproduction, tolerance_code,
-                    "".join(", %s=%r" % kv for kv in sorted(literal.items()))))
-    return script
