@@ -15,7 +15,7 @@ from ..store import Trace, provenance
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta, replay_of
 from . import sparse
-from .diagnosis import diagnose
+from .diagnosis import diagnose, with_values
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
 from .noise import NoiseTracker
@@ -56,6 +56,7 @@ class Comparer:
         self._absent: Set[str] = set()  # golden keys a step of the replay lacked
         self._seen: Set[str] = set()  # keys the replay produced in some step
         self._noise = NoiseTracker(golden.names("grad"), golden.names("slot"))
+        self._first: Optional[Divergence] = None  # the first failure no tolerance accepts and no round-off explains
         self._explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
         self._values: Dict[Tuple[int, str], Tuple[Any, Any]] = {}  # (step, key) of a divergence -> its two values
         self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
@@ -133,8 +134,7 @@ class Comparer:
         index, keys = self._queued.popleft()
         compared: Compared = []
         # Once both first divergences are known, only the noise tracker needs a failing tensor's values.
-        keep_all = result.first_divergence is None or (self._explained_first is None
-                                                       and not result.tolerance.accept_noise)
+        keep_all = self._first is None or (self._explained_first is None and not result.tolerance.accept_noise)
         for key in keys:
             tol, g_value, outcomes = self._work.take()
             if tol.ignore:
@@ -147,9 +147,9 @@ class Comparer:
                     result.tensors.append(tensor)
                 failed = None if stats.ok else (g_value, a_value, tol) if keep else (None, None, tol)
                 compared.append((tensor, stats, failed))
-        before = result.first_divergence, self._explained_first
-        self._explained_first = _judge(result, index, compared, self._noise, self._explained_first)
-        for found, was in zip((result.first_divergence, self._explained_first), before):
+        before = self._first, self._explained_first
+        self._first, self._explained_first = _judge(result, index, compared, self._noise, before)
+        for found, was in zip((self._first, self._explained_first), before):
             if found is not None and found is not was:  # kept for the hints, which look at both values there
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
                                     if failed is not None and t.key == found.key)
@@ -207,7 +207,7 @@ class Comparer:
     @property
     def diverged(self) -> bool:
         """A failure no tolerance accepts and no round-off explains has been seen."""
-        return self.result.first_divergence is not None
+        return self._first is not None
 
     def finish(self, actual_meta: Mapping[str, Any], actual_steps: int) -> Comparison:
         """The result, once every step is fed; `actual_meta` is the replay's metadata,
@@ -226,8 +226,6 @@ class Comparer:
         elif len(golden) != actual_steps:
             result.notes.append("the golden has %d steps, the replay %d: %d compared"
                                 % (len(golden), actual_steps, result.steps))
-        if result.first_divergence is None:  # an unexplained failure, however late, is the news
-            result.first_divergence = self._explained_first
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         # A tensor may be absent from some steps (slots before the first update): missing means never.
@@ -237,9 +235,10 @@ class Comparer:
                 result.not_compared.setdefault(key, reasons[key])
             else:
                 result.missing.append(key)
-        first = result.first_divergence
-        diagnose(result, golden, None if first is None else self._values[first.step, first.key], actual_meta,
-                 self.code)
+        first = self._first or self._explained_first  # an unexplained failure, however late, is the news
+        values = None if first is None else self._values[first.step, first.key]
+        result.first_divergence = None if first is None or values is None else with_values(first, *values)
+        diagnose(result, golden, values, actual_meta, self.code)
         return result
 
     def close(self) -> None:
@@ -253,10 +252,13 @@ class Comparer:
 
 
 def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTracker,
-           explained_first: Optional[Divergence]) -> Optional[Divergence]:
-    """Record a step's statistics, in data-flow order: which failures amplified round-off explains
-    and the first divergence; returns the first divergence that only explained failures make."""
+           firsts: Tuple[Optional[Divergence], Optional[Divergence]]) -> Tuple[Optional[Divergence],
+                                                                                Optional[Divergence]]:
+    """Record a step's statistics, in data-flow order, and which failures amplified round-off
+    explains; `firsts`: the first divergence so far, and the first only explained failures make,
+    both as they are after this step."""
     tolerance = result.tolerance
+    first, explained_first = firsts
     noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
                     [s for t, s, _ in compared if t.kind == "loss"])
     for tensor, stats, failed in compared:
@@ -274,10 +276,10 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
                 result.noise.append(explained)
             if explained_first is None and not tolerance.accept_noise:
                 explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
-        elif result.first_divergence is None:
-            result.first_divergence = Divergence(index, tensor.kind, tensor.name, stats)
+        elif first is None:
+            first = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
-    return explained_first
+    return first, explained_first
 
 
 def _in_order(keys: List[str]) -> List[str]:

@@ -13,7 +13,7 @@ from ..store import Trace
 from ..store.digest import Digest
 from .conventions import convention_hints
 from .distribution import distribution_hints, layout
-from .result import Comparison, RoundoffCause
+from .result import Comparison, Divergence, RoundoffCause
 from .slips import slip_hints
 from .tolerance import ROUNDOFF_ULPS
 
@@ -21,28 +21,30 @@ from .tolerance import ROUNDOFF_ULPS
 VALUE_SAMPLE = 100_000
 
 
+def with_values(first: Divergence, g_value: Any, a_value: Any) -> Divergence:
+    """The first divergence with its two values' elements at the worst index and samples of both
+    (a digest's sampled elements, where the golden keeps a digest)."""
+    index = first.stats.worst_index
+    if isinstance(g_value, Digest):
+        return replace(first, golden_at_worst=g_value.at(index), actual_at_worst=a_value.at(index),
+                       golden_value=g_value.sample, actual_value=a_value.sample)
+    return replace(first, golden_at_worst=_element(g_value, index), actual_at_worst=_element(a_value, index),
+                   golden_value=_sample(g_value), actual_value=_sample(a_value))
+
+
 def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]], actual_meta: Mapping[str, Any],
              code: Optional[bool]) -> None:
     """Fill in what the finished `result` can tell of why: whether machine round-off explains
-    it, the strategy the replay ran under, and for the first divergence (whose golden and
-    replay values, or digests, are `values`) the elements at its worst index, samples of both
-    values, and the TF1/Keras conventions, migration slips and distribution slips it looks like.
-    `code`: whether the same program made both traces (engine.same_code)."""
+    it, the strategy the replay ran under, and for its first divergence (whose golden and
+    replay values are `values`) the TF1/Keras conventions, migration slips and distribution
+    slips it looks like (none where the golden keeps a digest of it). `code`: whether the same
+    program made both traces (engine.same_code)."""
     result.likely_cause = _roundoff_cause(result, code)
     result.distribution = layout(actual_meta)
     first = result.first_divergence
-    if first is None or values is None:
+    if first is None or values is None or isinstance(values[0], Digest):
         return
     g_value, a_value = values
-    index = first.stats.worst_index
-    if isinstance(g_value, Digest):
-        result.first_divergence = replace(
-            first, golden_at_worst=g_value.at(index), actual_at_worst=a_value.at(index),
-            golden_value=g_value.sample, actual_value=a_value.sample)
-        return
-    result.first_divergence = first = replace(
-        first, golden_at_worst=_element(g_value, index), actual_at_worst=_element(a_value, index),
-        golden_value=_sample(g_value), actual_value=_sample(a_value))
 
     def agreed(kinds: Sequence[str]) -> bool:
         return _agreed(result, first.step, kinds)
