@@ -10,7 +10,6 @@ does the bookkeeping around it.
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import os
 import queue
 import shutil
@@ -215,14 +214,14 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
     its layers' own); `restart_at` forces the golden's state at those steps only (the drift
     view's restarts after a discontinuity, tf2/verdict.py). options.progress(done, total) after
     each step."""
-    steps, every, forcing, progress = options.steps, options.every, options.forcing, options.progress
+    steps, every = options.steps, options.every
     count = len(golden) if steps is None else min(int(steps), len(golden))
     meta = dict(meta or {})
-    about = dict(about or {}, forcing=forcing)
+    about = dict(about or {}, forcing=options.forcing)
     if restart_at:
         about["restarted_at"] = sorted(restart_at)
-    drive = functools.partial(_drive, golden, runner, call, count, every, progress=progress, stop=stop,
-                              forcing=forcing, restart_at=restart_at)
+    def drive(sinks: List[Sink]) -> int:
+        return _Drive(golden, runner, call, options, sinks).run(count, stop, restart_at)
     if not write:
         ran = drive([sink] if sink is not None else [])
         return Replayed(dict(meta, **_replay_meta(golden, runner, about, ran, count, steps is not None, every)), ran)
@@ -244,30 +243,72 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
     return Replayed(trace.meta, ran, trace)
 
 
-def _drive(golden: Trace, runner: Runner, call: StepCall, count: int, every: int, sinks: Sequence[Sink],
-           progress: Optional[Callable[[int, int], None]], stop: Optional[Callable[[], bool]],
-           forcing: str = "none", restart_at: "frozenset[int]" = frozenset()) -> int:
-    """Run the steps, handing each one's values to the sinks; returns how many ran."""
-    initial = dict(runner.read_state())
-    if not count:
-        _send_initial(sinks, initial, runner)
-    kinds = set()  # the kinds of steps run so far
-    ahead = _Ahead(golden, count)
-    try:
-        for index in range(count):
-            if index > 0 and (forcing in ("state", "taps") or index in restart_at):
-                _force(golden, runner, index)
-            g_step, feeds, draws, info = ahead.take(index)
-            _step(golden, runner, call, index, every, sinks, g_step, feeds, draws, info, kinds, forcing, initial,
-                  ahead.wait)
-            if progress is not None:
-                progress(index + 1, count)
-            runner.after_step(index)
-            if stop is not None and stop():
-                return index + 1
-    finally:
-        ahead.close()
-    return count
+class _Drive:
+    """One replay's run through the steps: what the steps share (the runner, the sinks, the state
+    before the first step, the kinds of steps run so far, the read-ahead)."""
+
+    def __init__(self, golden: Trace, runner: Runner, call: StepCall, options: ReplayOptions,
+                 sinks: Sequence[Sink]) -> None:
+        self.golden, self.runner, self.call, self.options, self.sinks = golden, runner, call, options, sinks
+        self.kinds: set = set()  # the kinds of steps run so far (the train ops of each)
+        self.initial: Dict[str, Any] = {}
+        self.ahead: Optional[_Ahead] = None
+
+    def run(self, count: int, stop: Optional[Callable[[], bool]], restart_at: "frozenset[int]") -> int:
+        """Run the steps, handing each one's values to the sinks; returns how many ran."""
+        golden, runner, options = self.golden, self.runner, self.options
+        self.initial = dict(runner.read_state())
+        if not count:
+            _send_initial(self.sinks, self.initial, runner)
+        self.ahead = ahead = _Ahead(golden, count)
+        try:
+            for index in range(count):
+                if index > 0 and (options.forcing in ("state", "taps") or index in restart_at):
+                    _force(golden, runner, index)
+                self.step(index, *ahead.take(index))
+                if options.progress is not None:
+                    options.progress(index + 1, count)
+                runner.after_step(index)
+                if stop is not None and stop():
+                    return index + 1
+        finally:
+            ahead.close()
+        return count
+
+    def step(self, index: int, g_step: Any, feeds: Dict[str, Any], draws: List[Tuple[str, Any]],
+             info: Dict[str, Any]) -> None:
+        """Run one step and hand its values to the sinks, once the next step's read is done (a sink
+        may refresh the golden, which no read may overlap)."""
+        golden, runner, options = self.golden, self.runner, self.options
+        if options.forcing == "taps":
+            runner.force_taps({name: g_step["tap", name] for name in g_step.names("tap")})
+        # before the update, as TF1 computed it
+        regularization = runner.regularization() if REGULARIZATION in g_step else None
+        kind = "+".join(info.get("train_ops") or [])
+        full = index % options.every == 0
+        with runner.step(index, draws, kind not in self.kinds, full) as capture:
+            returned = self.call(index, feeds, info)
+        runner.check_step(index, g_step.names("grad"))
+        self.kinds.add(kind)
+        fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
+        values = dict(fed)
+        names = [name for name, _ in draws]
+        for i, value in enumerate(capture.draws):
+            values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
+        produced = dict(capture.values)
+        produced.update(returned)  # what the step returns wins over what was intercepted
+        if regularization is not None and REGULARIZATION in g_step:
+            produced.setdefault(REGULARIZATION, regularization)
+        if full:
+            produced.update(runner.read_state())
+        values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
+        assert self.ahead is not None
+        self.ahead.wait()
+        if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
+            _send_initial(self.sinks, self.initial, runner)
+        reasons = _not_replayed(golden, runner)
+        for sink in self.sinks:
+            sink.step(index, values, reasons, fed)
 
 
 class _Ahead:
@@ -300,41 +341,6 @@ class _Ahead:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
-
-
-def _step(golden: Trace, runner: Runner, call: StepCall, index: int, every: int, sinks: Sequence[Sink], g_step: Any,
-          feeds: Dict[str, Any], draws: List[Tuple[str, Any]], info: Dict[str, Any], kinds: set, forcing: str,
-          initial: Dict[str, Any], settle: Callable[[], None]) -> None:
-    """Run one step and hand its values to the sinks; `settle()` before that (a sink may refresh
-    the golden, which no read may overlap)."""
-    if forcing == "taps":
-        runner.force_taps({name: g_step["tap", name] for name in g_step.names("tap")})
-    # before the update, as TF1 computed it
-    regularization = runner.regularization() if REGULARIZATION in g_step else None
-    kind = "+".join(info.get("train_ops") or [])
-    full = index % every == 0
-    with runner.step(index, draws, kind not in kinds, full) as capture:
-        returned = call(index, feeds, info)
-    runner.check_step(index, g_step.names("grad"))
-    kinds.add(kind)
-    fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
-    values = dict(fed)
-    names = [name for name, _ in draws]
-    for i, value in enumerate(capture.draws):
-        values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
-    produced = dict(capture.values)
-    produced.update(returned)  # what the step returns wins over what was intercepted
-    if regularization is not None and REGULARIZATION in g_step:
-        produced.setdefault(REGULARIZATION, regularization)
-    if full:
-        produced.update(runner.read_state())
-    values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
-    settle()
-    if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
-        _send_initial(sinks, initial, runner)
-    reasons = _not_replayed(golden, runner)
-    for sink in sinks:
-        sink.step(index, values, reasons, fed)
 
 
 def _send_initial(sinks: Sequence[Sink], initial: Dict[str, Any], runner: Runner) -> None:
