@@ -44,8 +44,8 @@ INTERNAL_EXCEPTIONS = {
     "StopRecording": "control flow: stops a recorded script at its step limit (a BaseException)",
     "ChunkError": "store-internal: a damaged chunk, always re-raised as CorruptTrace naming file and tensor",
     "MalformedRecord": "store-internal: a journal record off the schema, re-raised as CorruptTrace naming the file",
-    "_BadIndex": "store-internal: a step index that decodes but says what no golden says, re-raised as CorruptTrace",
-    "_HDF5Failure": "store-internal: HDF5 could not read an attribute, re-raised as CorruptTrace (damage HDF5 found)",
+    "BadIndex": "store-internal: a step index that decodes but says what no golden says, re-raised as CorruptTrace",
+    "HDF5Failure": "store-internal: HDF5 could not read an attribute, re-raised as CorruptTrace (damage HDF5 found)",
     "ChildCrashed": "a forked reader died of a signal: the CLI reports it as CorruptTrace naming the file",
 }
 

@@ -1,7 +1,8 @@
 """tracekit's threads, all started here and named for their role, so that a thread dump (or
-py-spy) says whose each one is: `tracekit-<role>`, and `tracekit-<role>_<n>` in a pool. They
-are daemons: each owner joins or shuts down its own on close, and none keeps a process alive
-after the owner was dropped. Python 3.7 syntax (the recorder's store uses them)."""
+py-spy) says whose each one is: `tracekit-<role>`, and `tracekit-<role>_<n>` in a pool. Each
+owner joins its thread, or shuts down its pool, when it closes; a lone thread is a daemon so
+that an owner dropped unclosed never keeps the process alive (a pool's workers are joined at
+exit, as concurrent.futures does). Python 3.7 syntax (the recorder's store uses them)."""
 
 import concurrent.futures
 import threading

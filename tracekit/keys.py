@@ -85,12 +85,12 @@ def check_name(name: object) -> str:
     return name
 
 
-# A value one replica of a tf.distribute replay computed, beside the cross-replica value: "<name>@replica<id>".
 # The loss TF1's regularization terms are compared as (their sum), and the metadata sections
 # tracekit reads by name (their records: store/meta.py; docs/FORMAT.md).
 REGULARIZATION = "loss/regularization"
 RECORDING, REPLAY, PROGRAM, REGULARIZATION_LOSSES = "recording", "replay", "program", "regularization_losses"
 
+# A value one replica of a tf.distribute replay computed, beside the cross-replica value: "<name>@replica<id>".
 REPLICA = "@replica"
 # A gradient before tf.clip_by_global_norm, beside the applied one under the variable's name: "<var>@unclipped".
 UNCLIPPED = "@unclipped"

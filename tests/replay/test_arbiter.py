@@ -14,6 +14,7 @@ import pytest
 
 import tracekit
 from tracekit.comparison.arbiter import EXPLAINED, LONG_GOLDEN, PORT, UNDECIDED
+from tracekit.replay.options import ReplayOptions
 
 X = np.array([[1.0, -1.0, 1e-8]], dtype=np.float32)
 FAR = np.array([[1.0, 1.0, 1.0]], dtype=np.float32)  # every sum far from the kink
@@ -173,7 +174,7 @@ def test_a_kink_between_two_trajectories_is_told_from_a_real_departure(tf2, gold
 
     port = functools.partial(make, "golden")
     with tracekit.open(goldens("golden", 2)) as golden, tracekit.open(_own_run(str(tmp_path / "own.h5"), w)) as own:
-        runs = _port_runs(golden, None, port, None, {})
+        runs = _port_runs(golden, None, port, None, ReplayOptions())
         found = crossed(golden, own, 0, runs.make_port, runs.replay_one)
     if side is None:
         assert found.verdict == PORT  # the same state, the same decisions: a departure there is real
@@ -192,7 +193,7 @@ def test_the_ports_own_float32_crossing_a_kink(tf2, goldens, tmp_path):
     model, step = port()
     with tracekit.open(goldens("golden", 2)) as golden, \
             tf2.replay(golden.path, step, model=model, out=str(tmp_path / "own.h5")) as own:
-        runs = _port_runs(golden, None, port, None, {})
+        runs = _port_runs(golden, None, port, None, ReplayOptions())
         found = crossed(golden, own, 1, runs.make_port, runs.replay_one)
     assert found.explained and found.side == "port" and "grad/kink/w:0" in {t.key for t in found.also}
 

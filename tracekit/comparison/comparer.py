@@ -237,7 +237,7 @@ class Comparer:
                 result.missing.append(key)
         first = self._first or self._explained_first  # an unexplained failure, however late, is the news
         values = None if first is None else self._values[first.step, first.key]
-        result.first_divergence = None if first is None or values is None else with_values(first, *values)
+        result.first_divergence = None if values is None else with_values(first, *values)
         diagnose(result, golden, values, actual_meta, self.code)
         return result
 

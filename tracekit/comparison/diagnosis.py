@@ -42,7 +42,7 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     result.likely_cause = _roundoff_cause(result, code)
     result.distribution = layout(actual_meta)
     first = result.first_divergence
-    if first is None or values is None or isinstance(values[0], Digest):
+    if first is None or values is None or isinstance(values[0], Digest):  # no values: nothing to diagnose
         return
     g_value, a_value = values
 

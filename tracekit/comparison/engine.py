@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Type
 
+from ..keys import PROGRAM
 from ..store import Trace, open_trace
-from ..store.meta import replay_of
+from ..store.meta import ProgramMeta, replay_of
 from .comparer import Comparer
 from .envdiff import default_profile, environment_diff
 from .result import Comparison
@@ -32,7 +33,7 @@ def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Toler
     default Tolerance() for other code (a port replayed against its golden) or another
     TensorFlow; for the same code on the same TensorFlow, bit for bit when nothing that
     selects kernels differs, else the cross-machine round-off bound. `tolerance` may also
-    name a profile: "exact", "round-off" or "default". progress(steps compared, steps to
+    name a profile (profiles.PROFILES: "default", "training", "exact", ...). progress(steps compared, steps to
     compare) is called after each step."""
     own = []  # traces opened here are closed here
     if not isinstance(golden, Trace):
@@ -52,10 +53,10 @@ def same_code(golden_meta: Mapping[str, Any], actual_meta: Mapping[str, Any]) ->
     """Whether the same program computed both traces: their meta["program"] (entry point and
     source hash) agree. Without it (traces from an older tracekit), a replay compared with a
     recording is a port (False) and two recordings or two replays may be the same code (None)."""
-    g, a = golden_meta.get("program"), actual_meta.get("program")
-    if isinstance(g, dict) and isinstance(a, dict) and g.get("sha256") and a.get("sha256"):
-        return g.get("entry") == a.get("entry") and g.get("sha256") == a.get("sha256")
-    if ("replay" in golden_meta) != ("replay" in actual_meta):
+    g, a = ProgramMeta.of(golden_meta.get(PROGRAM)), ProgramMeta.of(actual_meta.get(PROGRAM))
+    if g.sha256 and a.sha256:
+        return g.entry == a.entry and g.sha256 == a.sha256
+    if (replay_of(golden_meta) is None) != (replay_of(actual_meta) is None):
         return False
     return None
 

@@ -153,7 +153,8 @@ class GoldenReplay:
           steps is then judged by its local errors, the float64 arbiter and the drift envelope,
           as tracekit.tf2.check(make_port=) judges it.
         options: passed to tracekit.tf2.replay (var_map, init, random, steps, inputs, convert, strategy,
-          input_api, global_batch_size, determinism, tf32, grappler, every).
+          input_api, global_batch_size, determinism, tf32, grappler, every), checked before anything
+          runs; not out= (the plugin keeps the actual trace itself: a pending entry, or .actual).
         """
         __tracebackhide__ = True
         options = ReplayOptions.of(options, "tracekit_replay").given()  # checked before anything runs

@@ -86,7 +86,7 @@ class Recorder:
         self._patches = Patches(self)
         self._graph: Any = None  # the graph whose steps are recorded
         self._variables: Optional[List[Tuple[str, Any]]] = None
-        self._races: List[Dict[str, str]] = []  # graph.unordered_reads of the steps seen
+        self._races: List[Dict[str, str]] = []  # walk.unordered_reads of the steps seen
         self._structures: Dict[str, Any] = {}  # the steps' input structures (structure.py)
         self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
         self.steps = 0

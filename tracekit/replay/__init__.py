@@ -1,9 +1,11 @@
 """Replaying goldens through TF2 ports; `tracekit.tf2` is the API.
 
 loop.py      the framework-neutral loop and the Runner protocol it drives
+options.py   what a replay is asked for (ReplayOptions), checked once
 tf2_runner.py  the TensorFlow 2 runner, built from:
   variables.py   finding, pairing (varmap.py: by name, no TensorFlow), loading variables
   optimizer.py   the Keras optimizer's gradients, learning rate, loss, slots in TF1 terms
+  keras_optimizers.py  the optimizer classes hooked (every Keras in use, tf.compat.v1.train)
   random_tape.py the golden's random draws injected into TF2's random ops
   capture.py     values of a step, eager or inside a tf.function (per replica under a strategy)
   distribute.py  under a tf.distribute strategy: inputs split, replicas' values joined

@@ -1,6 +1,6 @@
-"""The replay itself: the options of tracekit.tf2.replay, written once, driven through the
-runner and loop for a replay, a derived recording, and the runs localize, calibrate and the
-verdict on long goldens make (each of a fresh port from its factory)."""
+"""The replay itself: tracekit.tf2.replay's options (replay/options.py) driven through the
+runner and loop for a replay, a derived golden (derive), and the runs localize, calibrate
+and the verdict on long goldens make (each of a fresh port from its factory)."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
                              "step from the golden's state; judge it plain (judge='plain'), or record with every=1"
                              % (trace.path, partial))
         long = judge == "auto" and len(trace) > LONG_GOLDEN and not partial
-        if make_port is not None and (judge == "local" or long and options.forcing == "none"
+        if make_port is not None and (judge == "local" or long and "forcing" not in options.named
                                       and options.strategy is None):
             return _judged(trace, step_fn, make_port, tolerance, out, options)  # type: ignore[return-value]
         if step_fn is None:
@@ -108,7 +108,7 @@ def _keyframed(trace: Trace) -> Optional[str]:
 def _judged(trace: Trace, step_fn: Any, make_port: Callable[[], Any], tolerance: "Tolerance | str | None",
             out: Optional[str], options: ReplayOptions) -> Comparison:
     """A long golden's verdict (tf2/verdict.py)."""
-    if options.forcing != "none" or options.strategy is not None:
+    if "forcing" in options.named or options.strategy is not None:
         raise UsageError("judge='local' replays teacher-forced itself and does not run under a strategy yet: leave "
                          "out forcing= and strategy=")
     return judge_long(trace, _port_runs(trace, step_fn, make_port, tolerance, options), drift_out=out)
