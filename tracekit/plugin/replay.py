@@ -14,13 +14,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pytest
 
+from .._ci import in_ci
 from ..comparison import Tolerance
 from ..comparison.profiles import AUTO, check_spec, resolve_tolerance
 from ..errors import Mismatch, MissingDependency, UsageError
 from ..lifecycle import pending
 from ..lifecycle.run import CREATED, FAILED, MISSING, PASSED, UPDATED, Use
 from ..lifecycle.update import write_golden
-from .._ci import in_ci
 from ..lifecycle.workspace import Workspace
 from ..report.comparison import headline
 from ..report.reported import Reported, compare
