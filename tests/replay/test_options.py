@@ -60,6 +60,9 @@ def test_a_ports_own_options_join_the_callers_unless_both_name_one():
         caller.merged({"convert": ()}, "port")
     with pytest.raises(tracekit.UsageError, match="port: cannot pass on option.s. model"):
         caller.merged({"model": None}, "port", frozenset({"model"}))
+    assert caller.merged({"convert": ("c",), "every": 2}, "port", clash="own").convert == ("c",)  # the port's win
+    kept = caller.merged({"convert": ("c",), "every": 2}, "port", clash="caller")  # the caller's win
+    assert kept.convert == () and kept.every == 2
     assert ReplayOptions(every=3).given() == {"every": 3}  # not named, but not the default
     assert ReplayOptions(convert=[]).convert == ()  # any sequence, kept as a tuple
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, Dict
 
 from ..comparison.arbiter import LONG_GOLDEN
 from ..comparison.calibration import DEFAULT_MARGIN
@@ -71,11 +72,7 @@ def _check(args: argparse.Namespace) -> int:
     options = {} if args.steps is None else {"steps": args.steps}
     result = tracekit.tf2.check(args.golden, make_port=make_port, tolerance=read_tolerance(args), judge=args.judge,
                                 **options)
-    print(json.dumps(result.to_dict(by_step=False), indent=1, allow_nan=False) if args.json else result.report())
-    if args.html:
-        result.write_html(args.html)
-        print("wrote %s" % args.html, file=sys.stderr)
-    return EXIT_OK if result.ok else EXIT_FAIL
+    return _shown(result, args, result.to_dict(by_step=False))
 
 
 def _localize(args: argparse.Namespace) -> int:
@@ -87,11 +84,7 @@ def _localize(args: argparse.Namespace) -> int:
 
         pyplot()  # without matplotlib, say so before the replays
     found = tracekit.tf2.localize(args.golden, make_port, tolerance=read_tolerance(args), out=args.out, steps=args.steps)
-    print(json.dumps(found.to_dict(), indent=1, allow_nan=False) if args.json else found.report())
-    if args.html:
-        found.write_html(args.html)
-        print("wrote %s" % args.html, file=sys.stderr)
-    return EXIT_OK if found.ok else EXIT_FAIL
+    return _shown(found, args, found.to_dict())
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -106,4 +99,13 @@ def _calibrate(args: argparse.Namespace) -> int:
     path = found.save(args.output or default_path(args.golden))
     print(json.dumps(found.to_dict(), indent=1, allow_nan=False) if args.json else found.report())
     print("wrote %s (tracekit diff --tolerance %s)" % (path, path), file=sys.stderr)
+    return EXIT_OK if found.ok else EXIT_FAIL
+
+
+def _shown(found: Any, args: argparse.Namespace, as_dict: Dict[str, Any]) -> int:
+    """Print a verdict (as JSON with --json), write its HTML page with --html; its exit code."""
+    print(json.dumps(as_dict, indent=1, allow_nan=False) if args.json else found.report())
+    if args.html:
+        found.write_html(args.html)
+        print("wrote %s" % args.html, file=sys.stderr)
     return EXIT_OK if found.ok else EXIT_FAIL

@@ -50,8 +50,7 @@ def profile(name: str) -> Tolerance:
 def check_spec(spec: str) -> None:
     """Raise unless `spec` names a profile, AUTO or a TOML file (whose reading comes later)."""
     if spec != AUTO and spec not in PROFILES and not spec.endswith(".toml"):
-        raise UsageError("tolerance %r: give a Tolerance, a TOML file, or one of %s"
-                         % (spec, ", ".join((AUTO,) + profile_names())))
+        raise _problem(spec)
 
 
 def resolve_tolerance(spec: "Tolerance | str | os.PathLike[str] | None", root: str) -> "Tolerance | str | None":
@@ -63,11 +62,15 @@ def resolve_tolerance(spec: "Tolerance | str | os.PathLike[str] | None", root: s
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if not isinstance(spec, str):
-        raise UsageError("tolerance %r: give a Tolerance, a TOML file, or one of %s"
-                         % (spec, ", ".join((AUTO,) + profile_names())))
+        raise _problem(spec)
     check_spec(spec)
     if spec == AUTO:
         return None
     if spec.endswith(".toml"):
         return Tolerance.load(spec if os.path.isabs(spec) else os.path.join(root, spec))
     return spec
+
+
+def _problem(spec: object) -> UsageError:
+    return UsageError("tolerance %r: give a Tolerance, a TOML file, or one of %s"
+                      % (spec, ", ".join((AUTO,) + profile_names())))

@@ -166,8 +166,7 @@ class GoldenReplay:
         if step is None:
             if make_port is None:
                 raise UsageError("tracekit_replay needs the port's step function, or its factory (make_port=)")
-            model, step, own = _made(make_port, options)
-            options = dict(options, **own)
+            model, step, options = _made(make_port, options)
         if not is_url(path) and not os.path.exists(path):  # at a URL, the replay's GoldenNotFound names it
             message = self._missing(tf2, path, rel, step, model, variables, data, options)
             if message is None:
@@ -211,8 +210,8 @@ class GoldenReplay:
                 actual.delete_when_closed(folder)
             else:  # a local error decided before the drift view wrote it: the port's own run, for review
                 shutil.rmtree(folder, ignore_errors=True)
-                fresh, port_step, own = _made(make_port, options)
-                actual = tf2.replay(path, port_step, model=fresh, variables=variables, **dict(options, **own))
+                fresh, port_step, joined = _made(make_port, options)
+                actual = tf2.replay(path, port_step, model=fresh, variables=variables, **joined)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
@@ -289,9 +288,12 @@ class GoldenReplay:
 
 
 def _made(make_port: Any, options: Mapping[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
-    """A fresh port: (model, step, its own replay options, those the test gave winning)."""
+    """A fresh port: (model, step, the test's replay options joined by the port's own, the
+    test's winning where both name one)."""
     model, step, own = made(make_port)
-    return model, step, {k: v for k, v in own.items() if k not in options}
+    joined = ReplayOptions.of(options, "tracekit_replay").merged(own, "the replay options make_port() returned",
+                                                                 frozenset({"model"}), clash="caller")
+    return model, step, joined.given()
 
 
 def settings_from(config: Any, controller: Optional[Mapping[str, Any]] = None) -> Settings:

@@ -74,14 +74,18 @@ class ReplayOptions:
         """A copy with `changes` (checked again)."""
         return replace(self, named=self.named | frozenset(changes), **changes)
 
-    def merged(self, own: Mapping[str, Any], where: str, fixed: "frozenset[str]" = frozenset()) -> "ReplayOptions":
+    def merged(self, own: Mapping[str, Any], where: str, fixed: "frozenset[str]" = frozenset(),
+               clash: str = "error") -> "ReplayOptions":
         """These options and a port's own (the third item make_port() returns: options naming its
-        objects); a name given by both is a UsageError."""
+        objects), checked as a caller's are. A name given by both is a UsageError (clash="error":
+        localize, calibrate, check), the port's (clash="own": the long-golden verdict's fresh
+        ports) or the caller's (clash="caller": the pytest plugin, where the test's options win)."""
         ReplayOptions.of(own, where, fixed)
-        twice = sorted(name for name in own if name in self.given())
-        if twice:
+        given = self.given()
+        twice = sorted(name for name in own if name in given)
+        if twice and clash == "error":
             raise UsageError("replay option(s) %s given both by make_port() and by the caller" % ", ".join(twice))
-        return self.but(**own)
+        return self.but(**{k: v for k, v in own.items() if clash != "caller" or k not in given})
 
     def given(self) -> Dict[str, Any]:
         """The options a caller named or set to other than their defaults, by name."""

@@ -138,9 +138,10 @@ class Digest:
         return cls(shape, np.dtype(dtype).name, count, *stats, nan, inf, crc, sample)
 
 
-def digest(value: Any, crc: bool = True) -> Digest:
+def digest(value: Any, crc: bool = True, crc_if: Optional[np.ndarray] = None) -> Digest:
     """The digest of a numeric array or scalar (see `digestible`). crc=False leaves the crc32
-    out (a fifth of the time): a comparison that already knows the bytes differ needs none."""
+    out (a fifth of the time): a comparison that already knows the bytes differ needs none;
+    `crc_if` (another digest's sample) keeps it only where this sample's bytes equal those."""
     array = np.asarray(value)
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)  # which, unlike asarray, makes a scalar one-dimensional
@@ -168,9 +169,12 @@ def digest(value: Any, crc: bool = True) -> Digest:
         maxabs = max(abs(low), abs(high))
     else:
         low = high = maxabs = float("nan")
+    sample = flat[positions(count)].copy()
+    if crc_if is not None:  # could the bytes be equal? Only if the sampled ones are
+        crc = crc and sample.dtype == crc_if.dtype and np.array_equal(sample.view(np.uint8), crc_if.view(np.uint8))
     checksum = zlib.crc32(memoryview(flat.view(np.uint8))) & 0xFFFFFFFF if crc else None
     return Digest(tuple(int(x) for x in array.shape), array.dtype.name, count, total, squares, absolute, low, high,
-                  maxabs, nan, inf, checksum, flat[positions(count)].copy())
+                  maxabs, nan, inf, checksum, sample)
 
 
 def pack(digests: List[Tuple[str, Digest]]) -> List[Dict[str, Any]]:

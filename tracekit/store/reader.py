@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import difflib
 import os
 import shutil
+import threading
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -115,6 +117,9 @@ def unfinished_data(path: str, journal: str) -> Optional[str]:
     return path if token in (opening.token, None) else None  # written at the path itself
 
 
+STEPS_KEPT = 8  # Step objects a Trace hands out again (a replay's read-ahead to its comparison)
+
+
 class Trace:
     """A recorded trace: metadata, the initial state, and steps of named tensors.
 
@@ -139,6 +144,10 @@ class Trace:
         self.meta_checked: bool = header.meta_checked  # False: written before metadata checksums
         self.recording: Optional[str] = None  # a recording to this path runs or was interrupted (open_trace)
         self._cleanup: Optional[weakref.finalize] = None  # set by delete_when_closed
+        # The steps asked for lately: a replay's read-ahead, its writer and its comparison each ask
+        # for the step they are at, and share its list of keys and its decoded digests.
+        self._steps: "collections.OrderedDict[int, Step]" = collections.OrderedDict()
+        self._steps_lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._backend.header.nsteps
@@ -153,7 +162,13 @@ class Trace:
         index = k + n if k < 0 else k
         if not 0 <= index < n:
             raise IndexError("%s has %d steps; step %d does not exist" % (self.path, n, k))
-        return Step(self._backend, index)
+        with self._steps_lock:
+            found = self._steps.get(index)
+            if found is None:
+                found = self._steps[index] = Step(self._backend, index)
+                while len(self._steps) > STEPS_KEPT:
+                    self._steps.popitem(last=False)
+            return found
 
     @property
     def initial(self) -> "Step":

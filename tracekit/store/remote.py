@@ -184,6 +184,7 @@ class RemoteGolden(io.RawIOBase):
         self.head = self._fetch(0, min(HEAD, size))  # never from the cache: it says which cache applies
         self.key = identity(url, self.head, size, validators)
         self.folder: Optional[str] = os.path.join(cache_dir(), RANGES, self.key)
+        self._folder_ready = False  # made, with its about.json, at the first block kept
         if size > BLOCK_SIZE:  # the end holds what HDF5 reads first; asked now, a server without ranges says so
             self._blocks(self._block_count() - 1, self._block_count() - 1)
 
@@ -278,17 +279,21 @@ class RemoteGolden(io.RawIOBase):
         window = min(2 * self._streams.pop(run[0]), MAX_AHEAD) if run[0] in self._streams else 1
         ahead, kept = list(run), 0
         while len(ahead) < window and ahead[-1] + 1 < self._block_count():
-            if ahead[-1] + 1 in self._memory or os.path.exists(self._block_path(ahead[-1] + 1)):
+            if self._kept(ahead[-1] + 1):
                 kept += 1
                 if kept > 1:
                     break
             ahead.append(ahead[-1] + 1)
-        while ahead[-1] not in run and (ahead[-1] in self._memory or os.path.exists(self._block_path(ahead[-1]))):
+        while ahead[-1] not in run and self._kept(ahead[-1]):
             ahead.pop()  # a fetch never ends with a block kept already
         self._streams[ahead[-1] + 1] = max(window, len(ahead))
         while len(self._streams) > 8:
             self._streams.popitem(last=False)
         return ahead
+
+    def _kept(self, index: int) -> bool:
+        """Block `index` is at hand: in memory, or in the range cache (when there is one)."""
+        return index in self._memory or (self.folder is not None and os.path.exists(self._block_path(index)))
 
     def _block_path(self, index: int) -> str:
         assert self.folder is not None
@@ -313,11 +318,13 @@ class RemoteGolden(io.RawIOBase):
         if self.folder is None:
             return
         try:
-            os.makedirs(self.folder, exist_ok=True)
-            about = os.path.join(self.folder, "about.json")
-            if not os.path.exists(about):  # which golden this is, for whoever looks in the cache
-                _write_atomically(about, json.dumps({"url": self.url, "size": self.size,
-                                                     "validators": self.validators}).encode())
+            if not self._folder_ready:
+                os.makedirs(self.folder, exist_ok=True)
+                about = os.path.join(self.folder, "about.json")
+                if not os.path.exists(about):  # which golden this is, for whoever looks in the cache
+                    _write_atomically(about, json.dumps({"url": self.url, "size": self.size,
+                                                         "validators": self.validators}).encode())
+                self._folder_ready = True
             _write_atomically(self._block_path(index), block + zlib.crc32(block).to_bytes(4, "little"))
         except OSError:  # a read-only or full disk: go on without keeping blocks
             self.folder = None

@@ -123,8 +123,8 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
 
     def made() -> Tuple[Any, Any, ReplayOptions]:
         model, step, own = made_port(make_port)
-        ReplayOptions.of(own, "the replay options make_port() returned", _LOCALIZE_SETS)
-        return model, step, base.but(model=model, **own)
+        return model, step, base.merged(own, "the replay options make_port() returned", _LOCALIZE_SETS,
+                                        clash="own").but(model=model)
 
     def forced() -> Comparison:
         if step_fn is not None:
