@@ -89,11 +89,17 @@ def check_name(name: object) -> str:
 # tracekit reads by name (their records: store/meta.py; docs/FORMAT.md).
 REGULARIZATION = "loss/regularization"
 RECORDING, REPLAY, PROGRAM, REGULARIZATION_LOSSES = "recording", "replay", "program", "regularization_losses"
+AUDIT = "audit"  # the update audit's verdicts (store/audit.py)
+# What the recorder found and checked of its own claims: each loss's graph tensor, the step-0 check.
+LOSSES, SELF_CHECK = "losses", "self_check"
 
 # A value one replica of a tf.distribute replay computed, beside the cross-replica value: "<name>@replica<id>".
 REPLICA = "@replica"
 # A gradient before tf.clip_by_global_norm, beside the applied one under the variable's name: "<var>@unclipped".
 UNCLIPPED = "@unclipped"
+# A variable's value when step k started, recorded in step k where a run between steps (a target
+# network's sync, a counter set by hand) changed it after step k - 1 ended: "<var>@before".
+BEFORE = "@before"
 
 
 def replica_name(name: str, replica: int) -> str:

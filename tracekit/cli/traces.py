@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptTrace, TracekitError, UsageError
 from ..report.terminal import Progress
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Command, isolated
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Command, isolated, terminal_width
+
+if TYPE_CHECKING:
+    from ..store import AuditResult
 
 
 def add(command: Command) -> None:
@@ -17,6 +21,10 @@ def add(command: Command) -> None:
 
     p = command("verify", _verify, "Decode every tensor, recompute its checksum and check the file's structure.")
     p.add_argument("golden", metavar="GOLDEN", nargs="+", help="golden traces to check (paths or URLs)")
+    p.add_argument("--audit", action="store_true",
+                   help="then recompute each step's optimizer updates in float64 from the state before it, its "
+                        "gradients and learning rate, and check the recorded state after it agrees within float32 "
+                        "round-off (docs/REPORTS.md); exit 1 if a variable disagrees")
 
     p = command("export", _export, "Write a golden for other tools. --npz: every tensor to a plain numpy .npz "
                                    "archive: keys <step>/<kind>/<name>, strings as fixed-width arrays (numpy drops "
@@ -52,7 +60,15 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK if complete else EXIT_FAIL
 
 
+def _audited(path: str) -> "AuditResult":
+    from ..store import audit_trace, open_trace
+
+    with open_trace(path) as trace:
+        return audit_trace(trace)
+
+
 def _verify(args: argparse.Namespace) -> int:
+    from ..report.audit import audit_lines
     from ..report.trace import verified
     from ..store import verify
 
@@ -71,6 +87,16 @@ def _verify(args: argparse.Namespace) -> int:
         print(verified(result))
         if not result.ok:
             code = max(code, EXIT_FAIL)
+        elif args.audit:  # a damaged golden's values are not worth auditing
+            try:
+                audit = isolated(path, _audited, path)
+            except CorruptTrace as exc:
+                print("DAMAGED  %s" % exc)
+                code = max(code, EXIT_FAIL)
+                continue
+            print("\n".join(audit_lines(audit, terminal_width())))
+            if not audit.ok:
+                code = max(code, EXIT_FAIL)
     return code
 
 

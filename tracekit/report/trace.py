@@ -6,9 +6,10 @@ import collections
 from typing import Any, List, Mapping
 
 from ..comparison.envdiff import numerics
-from ..keys import ASSIGNED, RECORDING
-from ..store import RecoverResult, Trace, VerifyResult, provenance
+from ..keys import ASSIGNED, AUDIT, LOSSES, RECORDING, SELF_CHECK
+from ..store import AuditResult, RecoverResult, Trace, VerifyResult, provenance
 from ..store.meta import RecordingMeta
+from .audit import audit_lines
 from .environment import summary
 from .provenance import origin_line
 from .text import nested_lines, size, table
@@ -34,7 +35,10 @@ def show(trace: Trace) -> str:
     lines += identified(trace.meta)
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
     lines += keyframe_lines(trace)
-    described = {k: v for k, v in trace.meta.items() if k != provenance.META_KEY}  # `tracekit log` shows it
+    if isinstance(trace.meta.get(AUDIT), dict):  # the audit the recorder kept, as `verify --audit` prints one
+        lines += audit_lines(AuditResult.of(trace.meta[AUDIT], trace.path))
+    # `tracekit log` shows the provenance; the audit is shown above
+    described = {k: v for k, v in trace.meta.items() if k not in (provenance.META_KEY, AUDIT)}
     if described:
         lines.append("metadata")
         nested_lines("", described, lines)
@@ -111,11 +115,31 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
         if declared.get("gradients") else []
     if said:
         lines.append("declared  %s (told to the recorder, not found by it)" % "; ".join(said))
+    losses = meta.get(LOSSES) if isinstance(meta.get(LOSSES), dict) else {}
+    for key, found in sorted(losses.items()):
+        if isinstance(found, dict):
+            lines.append("loss      %s is graph tensor %s (%s)" % (key, found.get("tensor"), found.get("how")))
+    for check in meta.get(SELF_CHECK) or []:
+        if isinstance(check, dict):
+            lines.append("checked   %s at step %s: %s, %s" % (check.get("key"), check.get("step"),
+                                                             str(check.get("verdict")).upper(), check.get("detail")))
+    recomputed = meta.get("recomputed") if isinstance(meta.get("recomputed"), dict) else {}
     for race in meta.get("races") or []:
-        if isinstance(race, dict):
+        if not isinstance(race, dict):
+            continue
+        if "lr" in race:
             lines.append("race      %s reads %s (op %s) unordered with its increment (op %s): a step may read it "
                          "before or after it moves" % (race.get("lr"), race.get("counter"), race.get("read"),
                                                        race.get("increment")))
+        else:
+            key = race.get("tensor")
+            said = ("recorded as recomputed from the state the step started from at %d steps" % recomputed[key]
+                    if key in recomputed else "recorded as fetched")
+            lines.append("race      %s reads %s (op %s) unordered with its update (op %s): %s" % (
+                key, race.get("variable"), race.get("read"), race.get("update"), said))
+    fed = meta.get("fed_dtypes") if isinstance(meta.get("fed_dtypes"), dict) else {}
+    for name, dtype in sorted(fed.items()):
+        lines.append("input     %s was fed as %s and is stored as the graph consumed it" % (name, dtype))
     return lines
 
 

@@ -7,14 +7,16 @@ Python 3.11 / h5py 3.
 
 The public modules are writer, reader, catalog, values (what can be stored), digest
 (what a step between keyframes keeps of a tensor), remote (goldens at URLs), verify,
-recover, export and provenance (where a golden's data came from); modules named with a leading underscore (the file
-layout, the journal and its records, the codec, the HDF5 writing, the two
-reading backends) are the store's own and may change without notice.
+recover, export, provenance (where a golden's data came from) and audit (does a step hold
+what its optimizer's update ops compute; their TF1 rules are update_rules); modules named
+with a leading underscore (the file layout, the journal and its records, the codec, the
+HDF5 writing, the two reading backends) are the store's own and may change without notice.
 """
 
 from __future__ import annotations
 
 from ..keys import Kind
+from .audit import AuditResult, StepAudit, VariableAudit, audit_step, audit_trace
 from .catalog import TensorInfo
 from ._format import FORMAT_VERSION, journal_path
 from .reader import Series, Step, Trace, open_trace
@@ -23,15 +25,20 @@ from .verify import VerifyResult, verify
 from .writer import TraceWriter, create
 
 __all__ = [
+    "AuditResult",
     "FORMAT_VERSION",
     "Kind",
     "RecoverResult",
     "Series",
     "Step",
+    "StepAudit",
     "TensorInfo",
     "Trace",
     "TraceWriter",
+    "VariableAudit",
     "VerifyResult",
+    "audit_step",
+    "audit_trace",
     "create",
     "journal_path",
     "open_trace",

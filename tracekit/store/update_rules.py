@@ -1,0 +1,369 @@
+"""TF 1.15's optimizer update kernels as float64 rules, each beside a bound on how far the
+kernel's own arithmetic can be from it: the update audit (store/audit.py) recomputes a
+recorded step's update with them.
+
+Each rule is the CPU functor of tensorflow/core/kernels/training_ops.cc (TF 1.15), written in
+the kernel's order of operations over `Bounded` values: a float64 value and a first-order
+bound on the error the kernel's arithmetic in the tensor's dtype accumulates computing it,
+every operation charged ROUNDING ulps of its result (APPROXIMATE for sqrt, rsqrt, pow and
+exp). A correctly rounded operation errs by half an ulp, so a faithful kernel stays within
+half its bound; the audit allows LIMIT_ULPS times it. Numpy only, Python 3.7 syntax.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+ROUNDING = 1.0  # ulps of its result one rounded operation is charged (it errs by at most 0.5)
+APPROXIMATE = 4.0  # sqrt, rsqrt, pow, exp: Eigen's vectorized float versions are not correctly rounded
+
+
+class Bounded:
+    """A value in float64 (`val`) and how far from it the kernel's own result can be (`err`,
+    absolute, elementwise); `ulp` is the eps of the dtype the kernel computes in."""
+
+    __slots__ = ("val", "err", "ulp")
+
+    def __init__(self, val: Any, err: Any, ulp: float) -> None:
+        self.val = np.asarray(val, dtype=np.float64)
+        self.err = np.asarray(err, dtype=np.float64)
+        self.ulp = ulp
+
+    def _of(self, other: Any) -> "Bounded":
+        return other if isinstance(other, Bounded) else Bounded(other, 0.0, self.ulp)
+
+    def _rounded(self, val: Any, err: Any, charge: float = ROUNDING) -> "Bounded":
+        return Bounded(val, err + charge * self.ulp * np.abs(val), self.ulp)
+
+    def __add__(self, other: Any) -> "Bounded":
+        b = self._of(other)
+        return self._rounded(self.val + b.val, self.err + b.err)
+
+    def __radd__(self, other: Any) -> "Bounded":
+        return self._of(other) + self
+
+    def __sub__(self, other: Any) -> "Bounded":
+        b = self._of(other)
+        return self._rounded(self.val - b.val, self.err + b.err)
+
+    def __rsub__(self, other: Any) -> "Bounded":
+        return self._of(other) - self
+
+    def __neg__(self) -> "Bounded":
+        return Bounded(-self.val, self.err, self.ulp)
+
+    def __mul__(self, other: Any) -> "Bounded":
+        b = self._of(other)
+        return self._rounded(self.val * b.val,
+                             np.abs(self.val) * b.err + np.abs(b.val) * self.err + self.err * b.err)
+
+    def __rmul__(self, other: Any) -> "Bounded":
+        return self._of(other) * self
+
+    def __truediv__(self, other: Any) -> "Bounded":
+        b = self._of(other)
+        q = self.val / b.val
+        room = np.abs(b.val) - b.err  # a divisor whose error can reach zero bounds nothing
+        return self._rounded(q, np.where(room > 0, (self.err + np.abs(q) * b.err) / np.where(room > 0, room, 1.0),
+                                         np.inf))
+
+    def __rtruediv__(self, other: Any) -> "Bounded":
+        return self._of(other) / self
+
+    def square(self) -> "Bounded":
+        return self._rounded(self.val * self.val, 2 * np.abs(self.val) * self.err + self.err * self.err)
+
+    def abs(self) -> "Bounded":
+        return Bounded(np.abs(self.val), self.err, self.ulp)
+
+    def sign(self) -> "Bounded":
+        # exact, except where the value's error reaches zero: then any sign is possible
+        unsure = (np.abs(self.val) <= self.err) & (self.err > 0)
+        return Bounded(np.sign(self.val), np.where(unsure, 2.0, 0.0), self.ulp)
+
+    def _monotone(self, f: Callable[[Any], Any], domain_from_zero: bool = False) -> "Bounded":
+        """f of the value, f monotone on the value's interval: its ends bound the error (an
+        interval reaching below zero is cut there, for a function defined from zero on)."""
+        r = f(self.val)
+        lo = f(np.maximum(self.val - self.err, 0.0) if domain_from_zero else self.val - self.err)
+        err = np.maximum(np.abs(f(self.val + self.err) - r), np.abs(r - lo))
+        return self._rounded(r, np.where(np.isnan(err), np.inf, err), APPROXIMATE)
+
+    def sqrt(self) -> "Bounded":
+        return self._monotone(np.sqrt, True)
+
+    def rsqrt(self) -> "Bounded":
+        return self._monotone(lambda x: 1.0 / np.sqrt(x), True)
+
+    def exp(self) -> "Bounded":
+        return self._monotone(np.exp)
+
+    def pow(self, power: "Bounded") -> "Bounded":
+        p = float(power.val)  # FTRL's -lr_power: a graph constant, exact
+        return self._monotone(lambda x: np.power(x, p), True)
+
+
+def maximum(a: Bounded, b: Any) -> Bounded:
+    """Eigen's cwiseMax: exact, and no further from the kernel's than its farther argument."""
+    b = a._of(b)
+    return Bounded(np.maximum(a.val, b.val), np.maximum(a.err, b.err), a.ulp)
+
+
+def select(value: Bounded, above: Any, then: Bounded, otherwise: Any) -> Bounded:
+    """`then` where value > above, else `otherwise` (Eigen's select on an exact comparison);
+    where the value's error reaches the threshold either branch may be the kernel's."""
+    above, otherwise = value._of(above), value._of(otherwise)
+    margin = value.val - above.val
+    chosen = Bounded(np.where(margin > 0, then.val, otherwise.val), np.where(margin > 0, then.err, otherwise.err),
+                     value.ulp)
+    unsure = np.abs(margin) <= value.err + above.err
+    chosen.err = np.where(unsure, np.maximum(then.err, otherwise.err) + np.abs(then.val - otherwise.val), chosen.err)
+    return chosen
+
+
+Tensors = Dict[str, Bounded]
+
+
+# The rules: t holds "var", "grad", "lr", the slots, hyperparameters and state by the op's
+# argument names; each returns the variable and the slots after the op.
+
+def gradient_descent(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    return {"var": t["var"] - t["grad"] * t["lr"]}
+
+
+def proximal_gradient_descent(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    lr, l1, l2 = t["lr"], t["l1"], t["l2"]
+    prox = t["var"] - t["grad"] * lr
+    if float(l1.val) > 0:
+        var = prox.sign() * maximum(prox.abs() - lr * l1, 0.0) / (1.0 + l2 * lr)
+    else:
+        var = prox / (1.0 + l2 * lr)
+    return {"var": var}
+
+
+def momentum(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, lr, mu = t["grad"], t["lr"], t["momentum"]
+    accum = t["accum"] * mu + g
+    if attrs["use_nesterov"]:
+        var = t["var"] - (g * lr + accum * mu * lr)
+    else:
+        var = t["var"] - accum * lr
+    return {"var": var, "accum": accum}
+
+
+def keras_momentum(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, lr, mu = t["grad"], t["lr"], t["momentum"]
+    accum = t["accum"] * mu - g * lr
+    var = t["var"] + (accum * mu - g * lr) if attrs["use_nesterov"] else t["var"] + accum
+    return {"var": var, "accum": accum}
+
+
+def adam(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, b1, b2, eps = t["grad"], t["beta1"], t["beta2"], t["epsilon"]
+    alpha = t["lr"] * (1.0 - t["beta2_power"]).sqrt() / (1.0 - t["beta1_power"])
+    m = t["m"] + (g - t["m"]) * (1.0 - b1)
+    v = t["v"] + (g.square() - t["v"]) * (1.0 - b2)
+    if attrs["use_nesterov"]:
+        var = t["var"] - ((g * (1.0 - b1) + b1 * m) * alpha) / (v.sqrt() + eps)
+    else:
+        var = t["var"] - (m * alpha) / (v.sqrt() + eps)
+    return {"var": var, "m": m, "v": v}
+
+
+def adam_amsgrad(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, b1, b2 = t["grad"], t["beta1"], t["beta2"]
+    alpha = t["lr"] * (1.0 - t["beta2_power"]).sqrt() / (1.0 - t["beta1_power"])
+    m = t["m"] + (g - t["m"]) * (1.0 - b1)
+    v = t["v"] + (g.square() - t["v"]) * (1.0 - b2)
+    vhat = maximum(t["vhat"], v)
+    return {"var": t["var"] - (m * alpha) / (vhat.sqrt() + t["epsilon"]), "m": m, "v": v, "vhat": vhat}
+
+
+def adamax(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g = t["grad"]
+    m = t["m"] + (g - t["m"]) * (1.0 - t["beta1"])
+    v = maximum(t["beta2"] * t["v"], g.abs())
+    var = t["var"] - t["lr"] / (1.0 - t["beta1_power"]) * (m / (v + t["epsilon"]))
+    return {"var": var, "m": m, "v": v}
+
+
+def rmsprop(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, lr, rho, eps = t["grad"], t["lr"], t["rho"], t["epsilon"]
+    if attrs.get(SPARSE):  # the sparse kernel's own arithmetic
+        ms = t["ms"] * rho + g.square() * (1.0 - rho)
+        mom = t["mom"] * t["momentum"] + (ms + eps).rsqrt() * lr * g
+    else:
+        ms = t["ms"] + (g.square() - t["ms"]) * (1.0 - rho)
+        mom = t["mom"] * t["momentum"] + (g * lr) / (ms + eps).sqrt()
+    return {"var": t["var"] - mom, "ms": ms, "mom": mom}
+
+
+def centered_rmsprop(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, lr, rho, eps = t["grad"], t["lr"], t["rho"], t["epsilon"]
+    if attrs.get(SPARSE):
+        ms = t["ms"] * rho + g.square() * (1.0 - rho)
+        mg = t["mg"] * rho + g * (1.0 - rho)
+        mom = t["mom"] * t["momentum"] + (ms + eps - mg.square()).rsqrt() * lr * g
+    else:
+        ms = t["ms"] + (g.square() - t["ms"]) * (1.0 - rho)
+        mg = t["mg"] + (g - t["mg"]) * (1.0 - rho)
+        mom = t["mom"] * t["momentum"] + (g * lr) / ((ms - mg.square()) + eps).sqrt()
+    return {"var": t["var"] - mom, "mg": mg, "ms": ms, "mom": mom}
+
+
+def adagrad(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    accum = t["accum"] + t["grad"].square() if attrs["update_slots"] else t["accum"]
+    return {"var": t["var"] - t["grad"] * t["lr"] * accum.rsqrt(), "accum": accum}
+
+
+def adagrad_v2(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    accum = t["accum"] + t["grad"].square() if attrs["update_slots"] else t["accum"]
+    return {"var": t["var"] - t["grad"] * t["lr"] / (accum.sqrt() + t["epsilon"]), "accum": accum}
+
+
+def proximal_adagrad(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    l1, l2 = t["l1"], t["l2"]
+    accum = t["accum"] + t["grad"].square()
+    rate = t["lr"] * accum.rsqrt()
+    prox = t["var"] - t["grad"] * rate
+    if float(l1.val) > 0:
+        var = prox.sign() * maximum(prox.abs() - rate * l1, 0.0) / (1.0 + l2 * rate)
+    else:
+        var = prox / (1.0 + l2 * rate)
+    return {"var": var, "accum": accum}
+
+
+def adadelta(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, rho, eps = t["grad"], t["rho"], t["epsilon"]
+    accum = t["accum"] * rho + g.square() * (1.0 - rho)
+    update = (t["accum_update"] + eps).sqrt() * (accum + eps).rsqrt() * g
+    accum_update = t["accum_update"] * rho + update.square() * (1.0 - rho)
+    return {"var": t["var"] - update * t["lr"], "accum": accum, "accum_update": accum_update}
+
+
+def ftrl(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    """ApplyFtrl, and ApplyFtrlV2 when t holds l2_shrinkage."""
+    g, lr, l1, l2, var, accum = t["grad"], t["lr"], t["l1"], t["l2"], t["var"], t["accum"]
+    shrunk = g + 2.0 * t["l2_shrinkage"] * var if "l2_shrinkage" in t else g
+    new_accum = accum + g.square()
+    power = float(t["lr_power"].val)
+    if power == -0.5:
+        linear = t["linear"] + (shrunk - (new_accum.sqrt() - accum.sqrt()) / lr * var)
+        y = new_accum.sqrt() / lr + 2.0 * l2
+    else:
+        linear = t["linear"] + (shrunk - (new_accum.pow(-t["lr_power"]) - accum.pow(-t["lr_power"])) / lr * var)
+        y = new_accum.pow(-t["lr_power"]) / lr + 2.0 * l2
+    x = l1 * linear.sign() - linear
+    return {"var": select(linear.abs(), l1, x / y, 0.0), "accum": accum + g.square(), "linear": linear}
+
+
+def add_sign(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, beta = t["grad"], t["beta"]
+    m = t["m"] * beta + g * (1.0 - beta)
+    sign_gm = g.sign() * m.sign()
+    return {"var": t["var"] - t["lr"] * (t["alpha"] + t["sign_decay"] * sign_gm) * g, "m": m}
+
+
+def power_sign(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    g, beta = t["grad"], t["beta"]
+    m = t["m"] * beta + g * (1.0 - beta)
+    scale = (t["logbase"] * t["sign_decay"] * (g.sign() * m.sign())).exp()
+    return {"var": t["var"] - t["lr"] * scale * g, "m": m}
+
+
+SPARSE = "_sparse"  # in the attrs a rule gets: the sparse kernel's form is asked for
+SEQUENTIAL, PARALLEL = "sequential", "parallel"  # how a sparse kernel walks its rows
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An update op's rule and what it reads, by the op-def's argument names."""
+
+    apply: Callable[[Tensors, Mapping[str, Any]], Tensors]
+    slots: Tuple[str, ...] = ()  # the slot variables it updates
+    hyper: Tuple[str, ...] = ()  # its scalar inputs, which the golden keeps when the graph fixes them
+    state: Tuple[str, ...] = ()  # optimizer state it reads and leaves (Adam's beta powers)
+    attrs: Tuple[str, ...] = ()  # bool attributes that change its arithmetic
+    # how the Sparse* kernel walks the rows (None: there is no sparse form): SEQUENTIAL, one after
+    # another (a duplicate index is updated twice, in order); PARALLEL, in shards (duplicates race)
+    sparse: Optional[str] = None
+
+
+RULES: Dict[str, Rule] = {
+    "ApplyGradientDescent": Rule(gradient_descent),
+    "ApplyProximalGradientDescent": Rule(proximal_gradient_descent, hyper=("l1", "l2"), sparse=SEQUENTIAL),
+    "ApplyMomentum": Rule(momentum, ("accum",), ("momentum",), attrs=("use_nesterov",), sparse=SEQUENTIAL),
+    "ApplyKerasMomentum": Rule(keras_momentum, ("accum",), ("momentum",), attrs=("use_nesterov",),
+                               sparse=SEQUENTIAL),
+    "ApplyAdam": Rule(adam, ("m", "v"), ("beta1", "beta2", "epsilon"), ("beta1_power", "beta2_power"),
+                      ("use_nesterov",)),
+    "ApplyAdamWithAmsgrad": Rule(adam_amsgrad, ("m", "v", "vhat"), ("beta1", "beta2", "epsilon"),
+                                 ("beta1_power", "beta2_power")),
+    "ApplyAdaMax": Rule(adamax, ("m", "v"), ("beta1", "beta2", "epsilon"), ("beta1_power",)),
+    "ApplyRMSProp": Rule(rmsprop, ("ms", "mom"), ("rho", "momentum", "epsilon"), sparse=SEQUENTIAL),
+    "ApplyCenteredRMSProp": Rule(centered_rmsprop, ("mg", "ms", "mom"), ("rho", "momentum", "epsilon"),
+                                 sparse=SEQUENTIAL),
+    "ApplyAdagrad": Rule(adagrad, ("accum",), attrs=("update_slots",), sparse=PARALLEL),
+    "ApplyAdagradV2": Rule(adagrad_v2, ("accum",), ("epsilon",), attrs=("update_slots",), sparse=PARALLEL),
+    "ApplyProximalAdagrad": Rule(proximal_adagrad, ("accum",), ("l1", "l2"), sparse=SEQUENTIAL),
+    "ApplyAdadelta": Rule(adadelta, ("accum", "accum_update"), ("rho", "epsilon"), sparse=SEQUENTIAL),
+    "ApplyFtrl": Rule(ftrl, ("accum", "linear"), ("l1", "l2", "lr_power"), sparse=SEQUENTIAL),
+    "ApplyFtrlV2": Rule(ftrl, ("accum", "linear"), ("l1", "l2", "l2_shrinkage", "lr_power"), sparse=SEQUENTIAL),
+    "ApplyAddSign": Rule(add_sign, ("m",), ("alpha", "sign_decay", "beta")),
+    "ApplyPowerSign": Rule(power_sign, ("m",), ("logbase", "sign_decay", "beta")),
+}
+
+_OP = re.compile(r"^(Resource)?(Sparse)?(Apply\w+)$")
+
+
+def rule_of(op_type: str) -> Tuple[Optional[Rule], bool]:
+    """(the rule of an update op type, whether it is a Sparse* form); (None, ...) for an op
+    without one (or a Sparse* form the kernels lack)."""
+    found = _OP.match(op_type)
+    if not found:
+        return None, False
+    rule, sparse = RULES.get(found.group(3)), bool(found.group(2))
+    return (rule if rule is not None and (not sparse or rule.sparse) else None), sparse
+
+
+def recompute(rule: Rule, before: Mapping[str, np.ndarray], scalars: Mapping[str, float], grad: np.ndarray,
+              attrs: Mapping[str, Any], ulp: float, indices: Optional[np.ndarray] = None) -> Tensors:
+    """The variable and slots after the op, from `before` ("var" and the slot arguments), the
+    gradient, the scalar inputs ("lr", hyperparameters, state) and the attributes. With
+    `indices` (a Sparse* op): the rows they name, one occurrence of each at a time and in
+    order, as the SEQUENTIAL kernels do (a PARALLEL one's caller refuses duplicates); the other
+    rows are left as they were."""
+    with np.errstate(all="ignore"):  # inf and nan are compared as such
+        scalar = {name: Bounded(value, 0.0, ulp) for name, value in scalars.items()}
+        if indices is None:
+            t = {name: Bounded(value, 0.0, ulp) for name, value in before.items()}
+            t.update(scalar, grad=Bounded(grad, 0.0, ulp))
+            return rule.apply(t, attrs)
+        whole = {name: Bounded(np.array(value, dtype=np.float64), np.zeros(np.shape(value)), ulp)
+                 for name, value in before.items()}
+        sparse_attrs = dict(attrs)
+        sparse_attrs[SPARSE] = True
+        for rows in occurrences(indices):
+            at = indices[rows]
+            t = {name: Bounded(b.val[at], b.err[at], ulp) for name, b in whole.items()}
+            t.update(scalar, grad=Bounded(grad[rows], 0.0, ulp))
+            for name, after in rule.apply(t, sparse_attrs).items():
+                whole[name].val[at] = after.val
+                whole[name].err[at] = after.err
+        return whole
+
+
+def occurrences(indices: np.ndarray) -> List[np.ndarray]:
+    """Positions into `indices`, in rounds: the first occurrence of every index, then the second
+    of those that repeat, ...; in each round every index once, in their order."""
+    order = np.argsort(indices, kind="stable")
+    ranked = indices[order]
+    starts = np.r_[0, np.flatnonzero(ranked[1:] != ranked[:-1]) + 1] if len(ranked) else np.zeros(0, np.int64)
+    rank = np.arange(len(ranked)) - np.repeat(starts, np.diff(np.r_[starts, len(ranked)]))
+    occurrence = np.empty(len(indices), dtype=np.int64)
+    occurrence[order] = rank
+    return [np.flatnonzero(occurrence == r) for r in range(int(occurrence.max()) + 1 if len(indices) else 0)]
