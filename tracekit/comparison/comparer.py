@@ -10,7 +10,7 @@ import collections
 import functools
 from typing import Any, Deque, Dict, List, Mapping, Optional, Set, Tuple, Type
 
-from ..keys import INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
+from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
 from ..store import Trace, provenance
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta, replay_of
@@ -90,6 +90,9 @@ class Comparer:
             pair = sparse_pairs.get(key)
             if kind in NOT_REPLAYED or key in reasons:
                 result.not_compared.setdefault(key, reasons.get(key, "not replayed (%s)" % kind))
+            elif name.endswith(BEFORE):  # a fact of the TF1 run between steps, not a result of the step
+                result.not_compared.setdefault(key, "the value step %d started from, set by a run between steps "
+                                                    "(teacher forcing loads it)" % index)
             elif pair is not None:  # one gradient, sparse on some side: compared once, in one form
                 if pair.golden[0] == key:
                     self._seen.update(pair.golden)

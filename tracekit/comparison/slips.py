@@ -47,6 +47,7 @@ RANDOM_DRAWS = "random-draws"
 SLOT_INITIAL = "slot-initial-value"
 OPTIMIZER_SETTING = "optimizer-setting"
 LR_RACE = "lr-race"
+READ_RACE = "read-race"
 
 RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
 BN_NAMES = ("moving_mean", "moving_variance")
@@ -98,6 +99,11 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         if race is not None:  # the golden's own rate is one of two: the race is the news, not the port
             found = SlipHint(LR_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
                                                    "shift": found.evidence["shift"] if found is not None else None})
+    elif kind in ("loss", "tap", "grad") and _read_race(golden, key) is not None:
+        # the TF1 step read a variable its own update changes, unordered: its value was the scheduler's pick
+        race = _read_race(golden, key)
+        found = SlipHint(READ_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
+                                                "recomputed": key in (golden.meta.get("recomputed") or {})})
     elif kind == "var" and any(part in name for part in BN_NAMES):
         found = _bn_momentum(golden, step, key, g_value, a_value, agreed)
     elif kind == "random":
@@ -107,6 +113,11 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
     if found is None and kind in ("var", "slot"):
         found = _setting(golden, step, key, actual_meta)
     return [] if found is None else [found]
+
+
+def _read_race(golden: Trace, key: str) -> Optional[Dict[str, Any]]:
+    """The race the recorder found for a recorded tensor (a read its step's update may overtake)."""
+    return next((r for r in golden.meta.get("races") or [] if isinstance(r, dict) and r.get("tensor") == key), None)
 
 
 def _setting(golden: Trace, step: int, key: str, actual_meta: Mapping[str, Any]) -> Optional[SlipHint]:

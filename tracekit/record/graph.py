@@ -7,8 +7,8 @@ after recording started, by tf.train optimizers, Keras or tf_slim):
   runs an op an intercepted `apply_gradients` returned, or advances the global step;
 - each update says which variable it changes, with what gradient, learning rate and
   slots (updates.py);
-- the loss is the tensor an intercepted `compute_gradients`/`get_gradients` was
-  given, else the `ys` of `tf.gradients` (found through the seed of its gradients);
+- the loss is the tensor the run's gradients were taken of (losses.py), checked at the first
+  step of its kind (selfcheck.py);
 - the other tensors recorded are those the run executes anyway: taps, stateful
   random ops (the random tape), input pipelines (`IteratorGetNext`, queue
   dequeues), regularization losses. Fetching only these never makes a run compute
@@ -25,13 +25,15 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from ..keys import UNCLIPPED, make_key
+from ..keys import UNCLIPPED, make_key, split_key
 from ..structure import leaves
 from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
+from .losses import candidates, derivatives, run_losses
 from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
-                      is_gradient_seed, op_updates, pushed_update, variable_name)
-from .walk import RANDOM_OPS, constant, executed_ops, is_random_draw, pure, unique, unique_ops, unordered_reads
+                      op_updates, pushed_update, variable_name)
+from .walk import (RANDOM_OPS, constant, executed_ops, is_random_draw, unique, unique_ops, unordered_reads,
+                   unordered_state_reads)
 
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
@@ -39,10 +41,11 @@ INPUT_OPS = frozenset([
     "QueueDequeueUpTo", "QueueDequeueUpToV2",
 ])
 # Filled by interception (optimizer.py, inputs.py): graph -> losses, train ops, optimizer
-# variables, (variable name, gradient) pairs, (gradient, clipped gradient) pairs and (name,
-# input structure) pairs.
+# variables, (variable name, gradient) pairs (dense, and IndexedSlices apart), (variable name,
+# gradient, loss differentiated) triples, (gradient, clipped gradient) pairs and (name, input
+# structure) pairs.
 _intercepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-NOTES = ("loss", "train_op", "slot", "gradient", "clipped", "structure")
+NOTES = ("loss", "train_op", "slot", "gradient", "sparse", "derivative", "clipped", "structure")
 
 
 def note_intercepted(graph: Any, what: str, value: Any) -> None:
@@ -73,6 +76,14 @@ class StepPlan:
     races: List[Dict[str, str]] = field(default_factory=list)
     # The structures its inputs came in (structure.py): name -> stored form, leaves named by input
     structures: Dict[str, Any] = field(default_factory=dict)
+    # Each loss key's graph tensor and how it was found (losses.py): {"tensor", "how"}
+    losses: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    # What the first step of this kind checks (selfcheck.py): loss key -> {variable name: the
+    # gradient its differentiation gave}, and the tensors a loss that fails the check may be instead
+    derivatives: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    # Variables a run that is not a training step changes (a target network's sync, a counter
+    # set by hand): the next step starts from their new values
+    changes: List[str] = field(default_factory=list)
 
 
 class GraphModel:
@@ -93,6 +104,12 @@ class GraphModel:
         "/job:worker/replica:0/task:1/device:CPU:0")? A parameter-server worker's graph does."""
         pattern = re.compile(r"/job:worker(/replica:\d+)?/task:%d(?!\d)" % task)
         return any(pattern.search(op.device or "") for op in self.graph.get_operations())
+
+    def shared(self) -> bool:
+        """Are its variables on a parameter server, where other workers change them while a step of
+        this one runs (so no read of them is the state a step started from)?"""
+        return any("/job:ps" in (op.device or "") for op in self.graph.get_operations()
+                   if op.type in ("VariableV2", "VarHandleOp"))
 
     # ---- variables --------------------------------------------------------------------------
 
@@ -125,9 +142,10 @@ class GraphModel:
 
     def update_facts(self) -> Dict[str, Dict[str, Any]]:
         """{variable name: {"update": op type (ASSIGNED for a hand-written one), "lr": the learning-rate
-        tensor's name, "hyper": {argument: value}}} of every update: a replay pairs each TF2
+        tensor's name, "hyper": {argument: value}, "state": {argument: variable} (Adam's beta powers),
+        "attrs": {attribute: bool} (use_nesterov, ...)}} of every update: a replay pairs each TF2
         optimizer with the learning rate the updates of its variables read, and compares its
-        settings with the constant ones."""
+        settings with the constant ones; the audit (store/audit.py) recomputes the update."""
         out: Dict[str, Dict[str, Any]] = {}
         for update in self._updates():
             if update.var is None or update.var in out:
@@ -137,7 +155,14 @@ class GraphModel:
                 value = constant(self._tf, tensor)
                 if value is not None:
                     hyper[arg] = value
-            out[update.var] = {"update": update.kind, "lr": getattr(update.lr, "name", None), "hyper": hyper}
+            attrs = {}
+            for attr in ("use_nesterov", "update_slots", "multiply_linear_by_lr", "use_locking"):
+                try:
+                    attrs[attr] = bool(update.op.get_attr(attr))
+                except (ValueError, TypeError):
+                    continue  # the op has no such attribute
+            out[update.var] = {"update": update.kind, "lr": getattr(update.lr, "name", None), "hyper": hyper,
+                               "state": dict(update.state), "attrs": attrs}
         return out
 
     def _updates(self) -> List[Update]:
@@ -155,7 +180,9 @@ class GraphModel:
                 if grad is not None:
                     gradients[var] = grad
             clipped = {grad.name: after for grad, after in notes["clipped"]}
-            self._assigned_at = (self.graph.version, assigned_updates(self.graph, trainable, gradients, clipped))
+            sparse = {name: grad for name, grad in notes["sparse"] if name not in gradients}
+            self._assigned_at = (self.graph.version, assigned_updates(self.graph, trainable, gradients, clipped,
+                                                                      sparse))
         return self._assigned_at[1]
 
     # ---- runs -------------------------------------------------------------------------------
@@ -192,7 +219,7 @@ class GraphModel:
         training = bool(updates or train_ops or increments)
         fetch: collections.OrderedDict = collections.OrderedDict()
         if not training:
-            return StepPlan(False, fetch, None)
+            return StepPlan(False, fetch, None, changes=self._changes(executed))
         ordered = executed
 
         def add(kind: str, name: str, tensor: Any) -> None:
@@ -212,17 +239,17 @@ class GraphModel:
             else:
                 self._warn("tap %r (%s) is not computed by the training step, so it is not recorded: "
                            "recording it would run ops the step does not run" % (name, tensor.name))
-        # The run's loss is what its gradients were taken of: an optimizer's loss whose gradient
-        # the run computes (its value may not be needed for that: fetched, it adds only pure ops),
-        # else one it computes, else the gradients' roots.
-        roots = self._gradient_roots(ordered)
-        rooted = {t.name for t in roots}
-        stated = [t for t in (find_tensor(self.graph, n) for n in declared.losses) if t is not None]
-        losses = unique([t for t in stated if t.op.name in names or pure(t, names, fed)]
-                         or [t for t in intercepted["loss"] if t.name in rooted]
-                         or [t for t in intercepted["loss"] if t.op.name in names] or roots)
-        for tensor in losses:
-            add("loss", "loss" if len(losses) == 1 else tensor.name, tensor)
+        # The run's loss is what its gradients were taken of (losses.py); each checked at the
+        # first step of its kind (selfcheck.py).
+        found = run_losses(self.graph, declared, intercepted, updates, ordered, fed)
+        losses: Dict[str, Dict[str, str]] = {}
+        derived: Dict[str, Dict[str, Any]] = {}
+        updated = [u.var for u in updates if u.var is not None]
+        for tensor, how in found:
+            key = make_key("loss", "loss" if len(found) == 1 else tensor.name)
+            add("loss", split_key(key)[1], tensor)
+            losses[key] = {"tensor": tensor.name, "how": how}
+            derived[key] = derivatives(intercepted, tensor, updated, names)
         regularization = []
         for tensor in self.graph.get_collection(self._tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES):
             if tensor.op.name in names:
@@ -235,9 +262,12 @@ class GraphModel:
         unclipped = {after.name: before for before, after in intercepted["clipped"]}
         for update in updates:
             if update.kind == ASSIGNED and update.grad is None:
+                seen = any(intercepted[kind] for kind in ("gradient", "sparse", "derivative"))
                 self._warn("the gradient of %s, which the run updates by an assign op, was not found, so it is "
-                           "not recorded: build the graph inside the recorder (tracekit record does), where "
-                           "tf.gradients and compute_gradients are seen" % update.var)
+                           "not recorded: %s, or declare it: tracekit record --gradient %s=TENSOR" % (
+                               update.var, "no gradient the program took (tf.gradients, compute_gradients) is the "
+                               "one its update reads" if seen else "build the graph inside the recorder (tracekit record "
+                               "does), where tf.gradients and compute_gradients are seen", update.var))
             if update.var is None or update.grad is None:
                 continue
             if update.indices is None:
@@ -260,36 +290,47 @@ class GraphModel:
                            "may read the counter before or after it moves and the recorded rate may be the next "
                            "step's. A port cannot reproduce a race: order the increment after the update "
                            "(apply_gradients(..., global_step=...)) and record again" % race)
+        changed: Dict[str, List[Any]] = {}
+        for update in updates:
+            for var in [update.var] + list(update.roles):
+                if var is not None and (global_step is None or var != global_step.name):
+                    changed.setdefault(var, []).append(update.op)
+        read = {key: tensor for key, tensor in fetch.items() if split_key(key)[0] in ("loss", "tap", "lr", "grad")}
+        read.update((make_key("fetch", op.outputs[0].name), op.outputs[0]) for op in fetch_ops if op.outputs)
+        # what the run executes with the recorder's fetches added (a loss the step does not need)
+        extended = executed_ops(list(fetch_ops) + [t.op for t in read.values()], fed)
+        for race in unordered_state_reads(read, changed, extended, fed):
+            races.append(race)
+            self._warn("a race in the training step: %(tensor)s reads %(variable)s (op %(read)s) with no ordering "
+                       "against its update (op %(update)s) in the same run, so its value may be taken before or "
+                       "after the update; a replay compares it with the value from before the update. Order "
+                       "the read before the update (a control dependency, or gate_gradients) and record again"
+                       % race)
         inputs = {key[len("input/"):] for key in fetch if key.startswith("input/")}
         structures = {name: stored for name, stored in intercepted["structure"]
                       if leaves(stored) and set(leaves(stored)) <= inputs}
-        return StepPlan(True, fetch, global_step, regularization, trained, races, structures)
+        return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived)
+
+    def _changes(self, executed: List[Any]) -> List[str]:
+        """The global variables a run changes (assign, scatter and update ops on them)."""
+        known = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)}
+        changed = []
+        for op in executed:
+            if op.type in ASSIGN_OPS or UPDATE_OP.match(op.type) or op.type.startswith(("Scatter", "ResourceScatter")):
+                name = variable_name(op.inputs[0]) if op.inputs else None
+                if name in known and name not in changed:
+                    changed.append(name)
+        return changed
+
+    def loss_candidates(self, loss: Any) -> List[Any]:
+        """What a loss that fails the self-check may be instead (losses.candidates)."""
+        return candidates(loss, _intercepted_for(self.graph))
 
     def _global_step(self) -> Any:
         try:
             return self._tf.compat.v1.train.get_global_step(self.graph)
         except Exception:
             return None
-
-    def _gradient_roots(self, ordered: List[Any]) -> List[Any]:
-        """The `ys` of tf.gradients calls in the run: its seed is a Fill named "<scope>gradients/Fill"
-        (TF 1.15) or "<scope>gradients/grad_ys_0" (TF 2), consumed by the gradient of ys's op,
-        "<scope>gradients/<op>_grad/..." ("gradients_1" and on for later calls)."""
-        roots = []
-        for op in ordered:
-            if op.type != "Fill" or not is_gradient_seed(op):
-                continue
-            parts = op.name.split("/")
-            scope = op.name[:-len(parts[-1])]
-            for consumer in op.outputs[0].consumers():
-                rest = consumer.name[len(scope):] if consumer.name.startswith(scope) else ""
-                forward = rest.split("_grad/")[0] if "_grad/" in rest else None
-                try:
-                    roots.append(self.graph.get_operation_by_name(forward).outputs[0])
-                    break
-                except (KeyError, ValueError, TypeError, IndexError):
-                    continue
-        return roots
 
     def _warn(self, message: str) -> None:
         if message not in self._warned:

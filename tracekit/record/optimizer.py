@@ -4,9 +4,10 @@ While a recorder is active, `compute_gradients` / `apply_gradients` (and so
 `minimize`) of `tf.compat.v1.train.Optimizer`, and `get_gradients` /
 `apply_gradients` of Keras optimizers, note in their graph the loss they differentiate,
 the gradient of each variable, the train op they return and the optimizer's own variables
-(slots, Adam's beta powers); `tf.gradients` notes each variable's gradient and
-`tf.clip_by_global_norm` what it made of each gradient, for hand-written updates
-(updates.py). graph.py reads these notes; it also finds gradients and learning rates of
+(slots, Adam's beta powers); `tf.gradients` notes each variable's gradient and the tensor
+it differentiated (the loss: what the program hands over is what was differentiated,
+whatever the gradient graph's shape), and `tf.clip_by_global_norm` what it made of each
+gradient, for hand-written updates (updates.py). graph.py reads these notes; it also finds gradients and learning rates of
 optimizer update ops without them.
 """
 
@@ -42,19 +43,36 @@ _patches = Patches(_targets)
 install, uninstall = _patches.install, _patches.uninstall  # nested recorders: the last to leave restores
 
 
-def _gradient(variable: Any, grad: Any) -> None:
-    """Note a variable's gradient: a dense tensor in a graph (IndexedSlices, an embedding's rows,
-    are read from the optimizer's sparse update ops)."""
+def _gradient(variable: Any, grad: Any, loss: Any = None) -> None:
+    """Note a variable's gradient, and the loss it is the gradient of: a dense tensor, or
+    IndexedSlices (an embedding's rows, which a hand-written update reads converted to a dense
+    tensor; an optimizer's sparse update op takes them as they are)."""
     graph = getattr(grad, "graph", None)
     name = getattr(variable, "name", None)
-    if graph is not None and hasattr(grad, "op") and not hasattr(grad, "indices") and isinstance(name, str):
+    if graph is None or not isinstance(name, str):
+        return
+    if hasattr(grad, "indices"):
+        note_intercepted(graph, "sparse", (name, grad))
+    elif hasattr(grad, "op"):
         note_intercepted(graph, "gradient", (name, grad))
+    else:
+        return
+    if loss is not None:
+        note_intercepted(graph, "derivative", (name, grad, loss))
+
+
+def _single(ys: Any) -> Any:
+    """The one tensor differentiated (None when several are: their sum is, which no tensor holds)."""
+    if isinstance(ys, (list, tuple)):
+        ys = ys[0] if len(ys) == 1 else None
+    return ys if hasattr(ys, "op") and hasattr(ys, "graph") else None
 
 
 def _note_gradients(args: tuple, kwargs: dict, result: Any) -> None:
+    loss = _single(args[0] if args else kwargs.get("ys"))
     xs = args[1] if len(args) > 1 else kwargs.get("xs")
     for variable, grad in zip(xs if isinstance(xs, (list, tuple)) else [xs], result):
-        _gradient(variable, grad)
+        _gradient(variable, grad, loss)
 
 
 def _note_clipped(args: tuple, kwargs: dict, result: Any) -> None:
@@ -67,17 +85,16 @@ def _note_clipped(args: tuple, kwargs: dict, result: Any) -> None:
 
 def _note(name: str, optimizer: Any, args: tuple, kwargs: dict, result: Any) -> None:
     if name in ("compute_gradients", "get_gradients"):
-        loss = args[0] if args else kwargs.get("loss")
-        graph = getattr(loss, "graph", None)
-        if graph is not None and hasattr(loss, "op"):  # a tensor, not a callable (eager)
-            note_intercepted(graph, "loss", loss)
+        loss = _single(args[0] if args else kwargs.get("loss"))  # a tensor, not a callable (eager)
+        if loss is not None:
+            note_intercepted(loss.graph, "loss", loss)
         if name == "compute_gradients":
             for grad, variable in result:
-                _gradient(variable, grad)
+                _gradient(variable, grad, loss)
         else:
             params = args[1] if len(args) > 1 else kwargs.get("params")
             for variable, grad in zip(params or [], result):
-                _gradient(variable, grad)
+                _gradient(variable, grad, loss)
         return
     graph = getattr(result, "graph", None)
     if graph is None or not hasattr(result, "type"):  # an op in a graph

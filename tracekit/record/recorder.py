@@ -24,7 +24,7 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
+from ..keys import BEFORE, LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.values import estimate_stored
@@ -34,6 +34,7 @@ from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
 from .intercept import Patches
 from .sessions import as_op, element_name, flatten_fetches, make_hook, storable
+from .witness import Witness, flat_probes, unflat_probes
 
 
 class StopRecording(BaseException):
@@ -89,6 +90,9 @@ class Recorder:
         self._races: List[Dict[str, str]] = []  # walk.unordered_reads of the steps seen
         self._structures: Dict[str, Any] = {}  # the steps' input structures (structure.py)
         self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
+        self._changed: set = set()  # variables runs between steps changed since the last step
+        self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
+        self._fed_dtypes: Dict[str, str] = {}  # inputs fed in another dtype than the graph consumed
         self.steps = 0
         self.done = False
         self._progress = progress  # (steps recorded, steps asked for or None), after each step
@@ -114,6 +118,7 @@ class Recorder:
             meta["declared"] = self.declared.to_meta()
 
         self._writer = create(self.path, meta=meta, **self._writer_options)
+        self._witness = Witness(tf, self.path)
         optimizer.install(tf)
         inputs.install(tf)
         if self.seed_mode is not None:
@@ -124,6 +129,15 @@ class Recorder:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.detach()
+        failure = self._witness.failure if self._witness is not None else None
+        if self._witness is not None:
+            self._witness.close()
+        if failure is not None and exc_type is None:  # the script went on after it: still a failure
+            try:
+                self._finish_meta()
+            finally:
+                self._writer.close()
+            raise failure
         if self._seeds is not None:
             self._seeds.__exit__(None, None, None)
         optimizer.uninstall()
@@ -159,7 +173,9 @@ class Recorder:
             if graph is None or (find_tensor(graph, name) is None and find_op(graph, name) is None):
                 warnings.append("declared %r is not in the recorded graph: check the name (tracekit show lists "
                                 "what was recorded; graph names look like 'dense/kernel:0')" % name)
-        self._writer.update_meta({"seeds": seeds, "warnings": warnings, "recording": self._recording_meta()})
+        meta = {"seeds": seeds, "warnings": warnings, "recording": self._recording_meta()}
+        meta.update(self._witness.meta())
+        self._writer.update_meta(meta)
 
     @property
     def seed_control(self) -> Optional[SeedControl]:
@@ -202,7 +218,9 @@ class Recorder:
         except (TypeError, ValueError, KeyError):
             return None  # not something this graph can run; the session will say so
         plan = self._model(graph).plan([op for op in fetch_ops if op is not None], [n for n in fed if n])
-        return plan if plan.training and self._accepts(graph) else None
+        if not plan.training:  # a run between steps that changes variables: seen, after the first step
+            return plan if plan.changes and self.steps and graph is self._graph else None
+        return plan if self._accepts(graph) else None
 
     def _model(self, graph: Any) -> GraphModel:
         with self._lock:
@@ -235,15 +253,27 @@ class Recorder:
 
     def record_run(self, sess: Any, run: Callable[..., Any], plan: StepPlan, fetches: Any, feed_dict: Any,
                    options: Any, run_metadata: Any) -> Any:
-        """Run the step with what it records fetched alongside; the caller's fetches' values."""
+        """Run the step with what it records fetched alongside; the caller's fetches' values. A run
+        between steps that changes variables (plan.training False) runs as it is, and the next
+        step records their new values as what it started from."""
+        if not plan.training:
+            user = run(sess, fetches, feed_dict, options, run_metadata)
+            with self._lock:
+                self._changed.update(plan.changes)
+            return user
         with self._step_lock:
             self._local.busy = True
             try:
                 self._begin(sess, run)
+                changed = self._read_changed(sess, run)
+                probes = self._witness.probes(plan, lambda: self._read_state(sess, run))
                 extra = self._fetches(plan, self._full())
-                user, got = run(sess, [fetches, dict(extra)], feed_dict, options, run_metadata)
+                user, got, probed = run(sess, [fetches, dict(extra), [p for _, _, p in probes or ()]], feed_dict,
+                                        options, run_metadata)
                 feeds = [(element_name(sess.graph, key), value) for key, value in (feed_dict or {}).items()]
-                self._record(sess, run, plan, feeds, user, [(key, got[key]) for key in extra])
+                values = self._witnessed(sess.graph, plan, feeds, [(key, got[key]) for key in extra], changed,
+                                         probes, probed)
+                self._record(sess, run, plan, feeds, user, values, changed)
             finally:
                 self._local.busy = False
         self._maybe_stop()
@@ -263,28 +293,36 @@ class Recorder:
         if not plan.training or not self._accepts(graph):
             return make(sess, options)
         recorder, count = self, len(options.fetch)
-        variants: Dict[bool, Tuple[Any, List[str]]] = {}
+        variants: Dict[Tuple[bool, bool], Tuple[Any, List[str], int]] = {}
 
-        def variant(full: bool) -> Tuple[Any, List[str]]:
-            if full not in variants:
+        def variant(full: bool, probes: Optional[List[Any]]) -> Tuple[Any, List[str], int]:
+            """The callable fetching what a step records too (and the self-check's probes)."""
+            if (full, probes is not None) not in variants:
                 extra = recorder._fetches(plan, full)
+                probed = flat_probes(probes or [])
                 extended = type(options)()
                 extended.CopyFrom(options)
-                extended.fetch.extend(t.name for t in extra.values())
-                variants[full] = (make(sess, extended), list(extra))
-            return variants[full]
+                extended.fetch.extend([t.name for t in extra.values()] + [t.name for t in probed])
+                variants[full, probes is not None] = (make(sess, extended), list(extra), len(probed))
+            return variants[full, probes is not None]
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if recorder.done:
-                return variant(False)[0](*args, **kwargs)[:count]
+                return variant(False, None)[0](*args, **kwargs)[:count]
             with recorder._step_lock:
                 recorder._local.busy = True
                 try:
-                    recorder._begin(sess, recorder._base_run)
-                    fn, keys = variant(recorder._full())
+                    run = recorder._base_run
+                    recorder._begin(sess, run)
+                    changed = recorder._read_changed(sess, run)
+                    probes = recorder._witness.probes(plan, lambda: recorder._read_state(sess, run))
+                    fn, keys, extra = variant(recorder._full(), probes)
                     out = fn(*args, **kwargs)
-                    recorder._record(sess, recorder._base_run, plan, list(zip(options.feed, args)), out[:count],
-                                     list(zip(keys, out[count:])))
+                    feeds = list(zip(options.feed, args))
+                    got = out[count:len(out) - extra]
+                    probed = unflat_probes(probes or [], out[len(out) - extra:])
+                    values = recorder._witnessed(graph, plan, feeds, list(zip(keys, got)), changed, probes, probed)
+                    recorder._record(sess, run, plan, feeds, out[:count], values, changed)
                 finally:
                     recorder._local.busy = False
             recorder._maybe_stop()
@@ -301,12 +339,45 @@ class Recorder:
         with self._writer.initial():
             for (key, _), value in zip(self._variables, values):
                 self._writer.add(*split_key(key), value=value, copy=False)
-        self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess), "slots": model.slot_roles(),
-                                 "updates": model.update_facts()})
+        self._witness.state({v.name: value for (_, v), value in zip(self._variables, values)})
+        slots, updates = model.slot_roles(), model.update_facts()
+        self._witness.begin({v.name: key for key, v in self._variables}, updates, slots)
+        self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess), "slots": slots,
+                                 "updates": updates})
+
+    def _read_changed(self, sess: Any, run: Callable[..., Any]) -> List[Tuple[str, Any]]:
+        """The recorded variables runs between the last step and this one changed, as they are now
+        ("kind/name@before" keys): what this step starts from."""
+        with self._lock:
+            changed, self._changed = self._changed, set()
+        if not changed or not self.steps:
+            return []
+        read = [(key, variable) for key, variable in self._variables if variable.name in changed]
+        values = run(sess, [variable for _, variable in read]) if read else []
+        return [(key + BEFORE, value) for (key, _), value in zip(read, values)]
+
+    def _read_state(self, sess: Any, run: Callable[..., Any]) -> Dict[str, Any]:
+        """Every recorded variable's value now, by variable name."""
+        return {v.name: value for (_, v), value in zip(self._variables, run(sess, [v for _, v in self._variables]))}
+
+    def _witnessed(self, graph: Any, plan: StepPlan, feeds: List[Tuple[str, Any]], values: List[Tuple[str, Any]],
+                   changed: List[Tuple[str, Any]], probes: Any, probed: List[Any]) -> List[Tuple[str, Any]]:
+        """The step's values, checked and their racy reads recomputed (witness.py); a failed check
+        ends the recording."""
+        witness = self._witness
+        values = witness.after_run(self._model(graph), plan, self.steps, feeds, values, changed, probes, probed)
+        if witness.failure is not None:
+            self.done = True
+            self._writer.update_meta(witness.meta())
+            raise witness.failure
+        return values
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
-                user: Any, extra: List[Tuple[str, Any]]) -> None:
+                user: Any, extra: List[Tuple[str, Any]], changed: List[Tuple[str, Any]]) -> None:
         state = run(sess, [v for _, v in self._variables]) if self._full() else None
+        after = None if state is None else {v.name: value for (_, v), value in zip(self._variables, state)}
+        self._witness.audit(self.steps, extra, after, plan.races)
+        self._witness.state(after)
         keyframe = self._keyframe(feeds, extra, state)
         if self.steps == 0:
             self._writer.update_meta({REGULARIZATION_LOSSES: [split_key(k)[1] for k in plan.regularization]})
@@ -324,11 +395,13 @@ class Recorder:
             if plan.structures:
                 self._structures.update(plan.structures)
                 w.update_meta({"inputs": dict(self._structures)})
+            self._witness.note_losses(plan)
+            w.update_meta(self._witness.meta())
         w.begin_step(info={"global_step": global_step, "train_ops": plan.train_ops})
         try:
             for name, value in feeds:
-                if name:
-                    w.add("input", name, np.asarray(value))  # copied: feed buffers get reused
+                if name:  # copied: feed buffers get reused
+                    w.add("input", name, self._as_consumed(sess.graph, name, value))
             for key, value in extra:
                 self._add(key, value, keyframe)
             terms = [value for key, value in extra if key in plan.regularization]
@@ -337,6 +410,8 @@ class Recorder:
             w.add("fetch", "fetches", storable(user), copy=False)  # a structure: kept whole
             for (key, _), value in zip(self._variables, state if state is not None else []):
                 self._add(key, value, keyframe)
+            for key, value in changed:  # kept whole: what forcing loads into the port
+                w.add(*split_key(key), value=value, copy=False)
         except BaseException:
             w.abort_step()
             raise
@@ -344,6 +419,21 @@ class Recorder:
         self.steps += 1
         if self._progress is not None:
             self._progress(self.steps, self.steps_limit)
+
+    def _as_consumed(self, graph: Any, name: str, value: Any) -> Any:
+        """A fed value in the dtype the graph consumed it as (a float64 array fed to a float32
+        placeholder is converted by the session): the fed dtype is noted in the metadata."""
+        value = np.asarray(value)
+        try:
+            dtype = np.dtype(graph.get_tensor_by_name(name).dtype.as_numpy_dtype)
+        except (KeyError, ValueError, TypeError, AttributeError):
+            return value
+        if value.dtype == dtype or value.dtype.kind not in "biuf" or dtype.kind not in "biuf":
+            return value
+        if name not in self._fed_dtypes:
+            self._fed_dtypes[name] = str(value.dtype)
+            self._writer.update_meta({"fed_dtypes": dict(self._fed_dtypes)})
+        return value.astype(dtype)
 
     def _add(self, key: str, value: Any, keyframe: bool) -> None:
         how = self._schedule.frames.how(key, keyframe)
@@ -370,3 +460,4 @@ class Recorder:
             self.done = True
             if self.stop_script:
                 raise StopRecording("recorded %d steps" % self.steps)
+

@@ -38,7 +38,7 @@ STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slo
 class Update:
     """One variable's update: the op, the variable, gradient, learning rate and slots it uses."""
 
-    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper", "unclipped")
+    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper", "unclipped", "state")
 
     def __init__(self, op: Any, kind: str, var: Optional[str], grad: Any = None, indices: Any = None,
                  lr: Any = None, roles: Optional[Dict[str, str]] = None, state: Iterable[str] = (),
@@ -54,13 +54,14 @@ class Update:
         # the update op's other inputs, its hyperparameters ("l1", "epsilon", "momentum", ...) -> tensor
         self.hyper: Dict[str, Any] = dict(hyper or {})
         self.unclipped: Any = None  # the gradient before tf.clip_by_global_norm made `grad` of it
+        self.state: Dict[str, str] = {}  # optimizer state that is no slot of one variable: argument -> variable
 
     @classmethod
     def of_op(cls, op: Any) -> "Update":
         """An optimizer's update op, read through its op-def's input names."""
         fields: Dict[str, Any] = {}
         roles: Dict[str, str] = {}
-        state: List[str] = []
+        state: Dict[str, str] = {}
         hyper: Dict[str, Any] = {}
         for arg, tensor in zip(op.op_def.input_arg, op.inputs):
             if arg.name == "var":
@@ -75,12 +76,15 @@ class Update:
                 name = variable_name(tensor)
                 if name is not None:
                     if arg.name in STATE_ARGS:
-                        state.append(name)
+                        state[arg.name] = name
                     else:
                         roles[name] = arg.name
             else:
                 hyper[arg.name] = tensor
-        return cls(op, op.type, fields.pop("var", None), roles=roles, state=state, hyper=hyper, **fields)
+        update = cls(op, op.type, fields.pop("var", None), roles=roles, state=list(state.values()), hyper=hyper,
+                     **fields)
+        update.state = state
+        return update
 
 
 def variable_name(tensor: Any) -> Optional[str]:
@@ -153,12 +157,15 @@ def is_gradient_seed(op: Any) -> bool:
 
 
 def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
-                     clipped: Dict[str, Any]) -> List[Update]:
+                     clipped: Dict[str, Any], sparse: Optional[Dict[str, Any]] = None) -> List[Update]:
     """The hand-written updates of the graph's trainable variables. `gradients`: variable name ->
     the gradient tensor tf.gradients / compute_gradients gave for it; `clipped`: a gradient
-    tensor's name -> what tf.clip_by_global_norm made of it."""
+    tensor's name -> what tf.clip_by_global_norm made of it; `sparse`: variable name -> the
+    IndexedSlices gradient of a variable read by a gather (an embedding), which a hand-written
+    update reads converted to a dense tensor."""
+    sparse = sparse or {}
     derived = _downstream([op for op in graph.get_operations() if is_gradient_seed(op)]
-                          + [g.op for g in gradients.values()])
+                          + [g.op for g in gradients.values()] + [s.values.op for s in sparse.values()])
     own: List[Any] = []
     state: Dict[str, Any] = {}  # other variables assigned from gradients: candidate slots
     for op in graph.get_operations():
@@ -186,17 +193,27 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
     updates = []
     for op, var in own:
         grad = unclipped = gradients.get(var)
+        grad_ops: Set[str] = set()  # the ops whose value is the gradient the update reads
         if grad is not None:
             after = clipped.get(grad.name)
             if after is not None and after.op.name in reads(op):
                 grad = after
             elif grad.op.name not in reads(op):
                 grad = None  # a gradient of another tf.gradients call than the one this update uses
+            if grad is not None:
+                grad_ops = {grad.op.name}
+        elif var in sparse:
+            # each use of the rows converts them to a dense tensor of its own (tf.square(grad) too)
+            conversions = [c for c in sparse[var].indices.consumers() if c.type in DENSE_CONVERSIONS]
+            read = [c for c in conversions if c.name in reads(op)]
+            grad = read[0].outputs[0] if read else None
+            grad_ops = {c.name for c in conversions}
+            unclipped = None
         roles = {}
         for slot, assign in state.items():
             if op.name not in feeds(slot, assign):
                 continue  # the variable's new value does not read it
-            if grad is not None and grad.op.name not in reads(assign):
+            if grad is not None and not grad_ops & reads(assign):
                 continue  # computed from another variable's gradient
             roles[slot] = _role(slot, var)
         update = Update(op, ASSIGNED, var, grad=grad, roles=roles, lr=_learning_rate(op, derived))
@@ -206,6 +223,8 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
 
 
 _SCALING = frozenset(["Mul", "RealDiv", "Div"])
+# What an IndexedSlices gradient becomes where dense arithmetic reads it (its rows summed by id).
+DENSE_CONVERSIONS = frozenset(["UnsortedSegmentSum"])
 
 
 def _learning_rate(assign: Any, derived: Set[str], limit: int = 64) -> Any:

@@ -69,11 +69,83 @@ def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: Fr
     return out
 
 
+def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]], executed: List[Any],
+                          fed: FrozenSet[str]) -> List[Dict[str, str]]:
+    """{"tensor", "variable", "read", "update"} for each recorded tensor ("kind/name" -> tensor)
+    whose value reads a variable the same run updates (`updates`: variable name -> the ops that
+    change it) through a read that no dependency orders before or after that update: which value
+    it sees is up to the scheduler (TF1 code that adds an L2 term of the weights to the loss it
+    fetches, with gate_gradients off). One entry per recorded tensor.
+
+    One pass each way over the run's ops (made after their inputs: creation order is a
+    topological order) marks, as bits, which recorded tensors and updates each op precedes and
+    which updates precede it."""
+    ops = sorted(executed, key=lambda op: op._id)
+    names = {op.name for op in ops}
+    bit: Dict[str, int] = {}
+    for var, changers in sorted(updates.items()):
+        for op in changers:
+            bit.setdefault(op.name, 1 << len(bit))
+    targets = {}
+    for key, tensor in recorded.items():
+        if tensor.op.name in names:
+            targets[key] = 1 << (len(bit) + len(targets))
+            bit[tensor.op.name] = bit.get(tensor.op.name, 0) | targets[key]
+    consumers: Dict[str, List[Any]] = {}
+    for op in ops:
+        for source in [t.op for t in op.inputs if t.name not in fed] + list(op.control_inputs):
+            consumers.setdefault(source.name, []).append(op)
+    before: Dict[str, int] = {}  # what each op precedes (its own bits included)
+    for op in reversed(ops):
+        mask = bit.get(op.name, 0)
+        for consumer in consumers.get(op.name, ()):
+            mask |= before.get(consumer.name, 0)
+        before[op.name] = mask
+    after: Dict[str, int] = {}  # the updates each op follows
+    for op in ops:
+        mask = bit.get(op.name, 0)
+        for source in [t.op for t in op.inputs if t.name not in fed] + list(op.control_inputs):
+            mask |= after.get(source.name, 0)
+        after[op.name] = mask
+    changing = {op.name for changers in updates.values() for op in changers}
+    out: List[Dict[str, str]] = []
+    said: set = set()
+    for var, changers in sorted(updates.items()):
+        for read in _reads(var, ops, names, changing):
+            for key, target in targets.items():
+                if key in said or not before[read.name] & target:
+                    continue
+                for op in changers:
+                    if not before[read.name] & bit[op.name] and not after[read.name] & bit[op.name]:
+                        out.append({"tensor": key, "variable": var, "read": read.name, "update": op.name})
+                        said.add(key)
+                        break
+    return out
+
+
+def _reads(var: str, ops: List[Any], names: Set[str], changing: Set[str]) -> List[Any]:
+    """The ops of a run that take a variable's value: a ref variable's readers past its Identity
+    ops (which forward its buffer), a resource variable's ReadVariableOp and gathers."""
+    source = [op for op in ops if op.name + ":0" == var]
+    if not source:
+        return []
+    source_op = source[0]
+    direct = [c for t in source_op.outputs for c in t.consumers()
+              if c.name in names and c.name not in changing and c.type not in ASSIGN_OPS]
+    if source_op.type in ("VariableV2", "Variable"):
+        direct = past_identities(direct, names)
+    return [op for op in direct if op.name not in changing and op.type not in ASSIGN_OPS]
+
+
 def pure(tensor: Any, names: Set[str], fed: FrozenSet[str]) -> bool:
     """Would fetching `tensor` along with a run add only stateless ops to it (a declared loss the
     run does not compute, but may without changing anything)?"""
     extra = [op for op in executed_ops([tensor.op], fed) if op.name not in names]
-    return all(not op.op_def.is_stateful for op in extra)
+    return all(not op.op_def.is_stateful or op.type in READS for op in extra)
+
+
+# Stateful only because their value depends on when they run: reading a variable changes nothing.
+READS = frozenset(["ReadVariableOp", "VarHandleOp", "VariableV2", "Variable", "ResourceGather"])
 
 
 def past_identities(reads: List[Any], within: Set[str]) -> List[Any]:

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover
 import numpy as np
 
 from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
-from ..keys import INITIAL_STEP, STATE_KINDS, Kind, make_key, split_key, step_label
+from ..keys import BEFORE, INITIAL_STEP, STATE_KINDS, Kind, make_key, split_key, step_label
 from . import _metadata, digest as digests, values
 from ._backends import Backend
 from .catalog import TensorInfo
@@ -192,10 +192,14 @@ class Trace:
         a light step of a recording with every=K)."""
         before = self.before(k)
         state = {} if before is None else {key: before[key] for key in before
-                                           if split_key(key)[0] in STATE_KINDS}
+                                           if split_key(key)[0] in STATE_KINDS and not key.endswith(BEFORE)}
         if not any(split_key(key)[0] == "var" for key in state):
             raise UsageError("%s holds no variables from before step %d (%s)" % (
                 self.path, k, "it has no initial state" if k == 0 else "recorded with every=K"))
+        # what runs between the steps changed after step k - 1 ended: step k holds it
+        if 0 <= k < len(self):
+            step = self.step(k)
+            state.update((key[:-len(BEFORE)], step[key]) for key in step if key.endswith(BEFORE))
         return state
 
     def names(self, kind: "str | Kind") -> List[str]:

@@ -1,0 +1,245 @@
+"""What the recorder verifies of the steps it records, as it records them.
+
+- At the first step of each kind of run, the self-check (selfcheck.py): each loss's gradients
+  recomputed, from the state the step started from, against the step's own; a loss that fails is
+  replaced by the candidate whose gradients match, or ends the recording.
+- At every step whose starting state is known (the state is read after every full step), the
+  recorded tensors that read a variable unordered with its update in the same run (a race,
+  walk.unordered_state_reads) are recomputed from that state, so the golden holds the value the
+  step's gradients came from, not one the scheduler picked.
+- At the first AUDIT_STEPS full steps, the update audit (store/audit.py): each variable's update
+  recomputed in float64 from the state before, the recorded gradient and learning rate.
+The recorder hands each step's values through `after_run` and writes `meta()`. Python 3.7 syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from ..errors import RecordError
+from ..keys import AUDIT, LOSSES, SELF_CHECK, UNCLIPPED, split_key
+from ..store.audit import AuditResult, audit_step
+from . import selfcheck
+from .graph import GraphModel, StepPlan
+
+RECOMPUTED_KINDS = ("loss", "tap")  # racy reads the recorder recomputes (a fetched structure it only reports)
+AUDIT_STEPS = 3  # steps the recorder audits (tracekit verify --audit audits every whole step later)
+
+
+class Witness:
+    def __init__(self, tf: Any, path: str) -> None:
+        self._tf = tf
+        self._path = path
+        self._checked: set = set()  # the kinds of steps checked ("+".join(train ops))
+        self._checks: List[Dict[str, Any]] = []  # their results
+        self._losses: Dict[str, Any] = {}  # each loss key's graph tensor and how it was found
+        self._state: Optional[Dict[str, Any]] = None  # the state the next step starts from, when known
+        self._before: Optional[Dict[str, Any]] = None  # the state the step being recorded started from
+        self._shared_graph: Optional[bool] = None  # its variables are on parameter servers (GraphModel.shared)
+        self._copy: Any = None  # a GraphCopy kept for recomputing racy reads (or why none can be made)
+        self._recomputed: Dict[str, int] = {}  # racy keys -> steps whose value was recomputed
+        self._keys: Dict[str, str] = {}  # variable name -> its key ("var/..." or "slot/...")
+        self._facts: Dict[str, Any] = {}  # the golden's "updates" and "slots" metadata, for the audit
+        self._audits: List[Any] = []  # StepAudit of the steps audited
+        self.failure: Optional[RecordError] = None  # a failed self-check: the recording ends with it
+
+    # ---- the state steps start from ----------------------------------------------------------------
+
+    def begin(self, keys: Mapping[str, str], updates: Mapping[str, Any], slots: Mapping[str, Any]) -> None:
+        """The recorded variables (name -> key) and what the audit reads of the graph's updates."""
+        self._keys = dict(keys)
+        self._facts = {"updates": dict(updates), "slots": dict(slots)}
+
+    def state(self, values: Optional[Mapping[str, Any]]) -> None:
+        """After the initial read or a step: the variables' values as read (variable name -> value;
+        None: not read, a light step)."""
+        self._state = None if values is None else dict(values)
+
+    def _starting(self, changed: List[Tuple[str, Any]]) -> Optional[Dict[str, Any]]:
+        if self._state is None:
+            return None
+        state = dict(self._state)
+        state.update((split_key(key)[1].rsplit("@", 1)[0], value) for key, value in changed)
+        return state
+
+    # ---- the step ---------------------------------------------------------------------------------
+
+    def probes(self, plan: StepPlan, read_state: Callable[[], Dict[str, Any]]) -> Optional[List[Tuple[str, str, Any]]]:
+        """At the first step of each kind: what to fetch with it for the check ((loss key, variable,
+        its gradient)); None when no check is due. Reads the state if it is not known."""
+        kind = "+".join(plan.train_ops)
+        if kind in self._checked or not plan.losses:
+            return None
+        self._checked.add(kind)
+        if self._state is None:
+            self._state = read_state()
+        return [(key, var, grad) for key, grads in plan.derivatives.items() for var, grad in grads.items()]
+
+    def after_run(self, model: GraphModel, plan: StepPlan, step: int, feeds: List[Tuple[str, Any]],
+                  values: List[Tuple[str, Any]], changed: List[Tuple[str, Any]],
+                  probes: Optional[List[Tuple[str, str, Any]]], probed: List[Any]) -> List[Tuple[str, Any]]:
+        """The step's values as recorded: checked (when `probes` were fetched), racy reads recomputed.
+        Raises RecordError when a loss fails its check."""
+        state = self._before = None if self._shared(model) else self._starting(changed)
+        fed = dict((name, value) for name, value in feeds if name)
+        fed.update((split_key(key)[1], value) for key, value in values if split_key(key)[0] in ("input", "random"))
+        if probes is not None and state is None:
+            why = ("its variables live on parameter servers, where other workers change them while this step runs: "
+                   "no state read is the one it started from" if self._shared(model) else
+                   "the state it started from was not read")
+            self._checks.extend(selfcheck.LossCheck(key, found["tensor"], selfcheck.UNVERIFIED, step, why).to_meta()
+                                for key, found in plan.losses.items())
+            self._losses.update(plan.losses)
+        elif probes is not None:
+            values = self._check(model, plan, step, state, fed, values, probes, probed)
+        racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in RECOMPUTED_KINDS]
+        if racy and state is not None:
+            values = self._recompute(model, plan, racy, state, fed, values)
+        return values
+
+    def _shared(self, model: GraphModel) -> bool:
+        if self._shared_graph is None:
+            self._shared_graph = model.shared()
+        return self._shared_graph
+
+    def _check(self, model: GraphModel, plan: StepPlan, step: int, state: Dict[str, Any], fed: Dict[str, Any],
+               values: List[Tuple[str, Any]], probes: List[Tuple[str, str, Any]],
+               probed: List[Any]) -> List[Tuple[str, Any]]:
+        exact: Dict[str, Dict[str, Any]] = {key: {} for key in plan.losses}
+        for (key, var, _), value in zip(probes, probed):
+            exact[key][var] = selfcheck.dense(value, np.shape(state.get(var)))
+        gradients = {key: exact[key] or recorded_gradients(values, state) for key in plan.losses}
+        # a gradient computed from a read the step's own updates may overtake (a race) is no evidence
+        racy = {_variable_of(r["tensor"]) for r in plan.races if split_key(r.get("tensor", "fetch/-"))[0] == "grad"}
+        gradients = {key: {var: g for var, g in grads.items() if var not in racy} for key, grads in gradients.items()}
+        snapshot = selfcheck.StepSnapshot(step, state, fed, gradients, exact=all(bool(g) for g in exact.values()),
+                                          racy=sorted(racy))
+        losses = {key: plan.fetch[key] for key in plan.losses}
+        candidates = {key: model.loss_candidates(tensor) for key, tensor in losses.items()}
+        copy = self._graph_copy(model.graph)
+        if isinstance(copy, str):
+            results = [selfcheck.LossCheck(key, t.name, selfcheck.UNVERIFIED, step, copy) for key, t in losses.items()]
+        else:
+            results = selfcheck.check_losses(copy, losses, candidates, snapshot)
+        out = list(values)
+        for result in results:
+            if result.verdict == selfcheck.REPLACED:
+                plan.fetch[result.key] = model.graph.get_tensor_by_name(result.tensor)
+                plan.losses[result.key] = {"tensor": result.tensor, "how": "found by the self-check"}
+                out = [(key, np.asarray(result.value, np.asarray(value).dtype) if key == result.key else value)
+                       for key, value in out]
+                model._warn("the loss first taken, %s, is not what the step differentiated; %s is, and is recorded "
+                            "(the self-check)" % (result.original, result.tensor))
+        self._checks.extend(r.to_meta() for r in results)
+        self._losses.update(plan.losses)
+        failed = [r for r in results if r.verdict == selfcheck.FAILED]
+        if failed:
+            self.failure = RecordError(
+                "%s: %s. The golden would hold a loss that is not the one trained: name it with --loss TENSOR "
+                "(tracekit.tf1.record(loss=...)); tracekit show %s lists the check" % (
+                    self._path, "; ".join("%s (%s): %s" % (r.key, r.tensor, r.detail) for r in failed), self._path))
+        return out
+
+    def _recompute(self, model: GraphModel, plan: StepPlan, racy: List[str], state: Dict[str, Any],
+                   fed: Dict[str, Any], values: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
+        """The racy reads' values from the state the step started from (the one its gradients saw)."""
+        copy = self._graph_copy(model.graph)
+        recorded = dict(values)
+        wanted = [(key, plan.fetch[key]) for key in racy if key in plan.fetch and key in recorded]
+        if isinstance(copy, str) or not wanted:
+            return values
+        try:
+            copy.load(state, fed)
+            got = dict(zip([key for key, _ in wanted], copy.evaluate([t.name for _, t in wanted])))
+        except Exception:  # the race stays reported, the value as fetched
+            return values
+        for key in got:
+            self._recomputed[key] = self._recomputed.get(key, 0) + 1
+        return [(key, np.asarray(got[key], np.asarray(value).dtype) if key in got else value) for key, value in values]
+
+    def _graph_copy(self, graph: Any) -> Any:
+        # made again when the graph has grown since (an op a later kind of step runs)
+        if self._copy is None or (not isinstance(self._copy, str) and self._copy.version != graph.version):
+            if self._copy is not None and not isinstance(self._copy, str):
+                self._copy.close()
+            self._copy = selfcheck.GraphCopy.of(self._tf, graph)
+        return self._copy
+
+    def audit(self, step: int, values: List[Tuple[str, Any]], after: Optional[Mapping[str, Any]],
+              races: List[Dict[str, str]]) -> None:
+        """The update audit of a step just run (before `state` takes its `after`): its variables
+        recomputed from the state before it (store/audit.py)."""
+        if after is None or self._before is None or len(self._audits) >= AUDIT_STEPS:
+            return
+        keyed = lambda state: {self._keys[name]: value for name, value in state.items() if name in self._keys}
+        self._audits.append(audit_step(self._facts["updates"], self._facts["slots"], keyed(self._before),
+                                       keyed(after), dict(values), races, step=step))
+
+    # ---- what the golden says of it ----------------------------------------------------------------
+
+    def note_losses(self, plan: StepPlan) -> None:
+        self._losses.update(plan.losses)
+
+    def meta(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {LOSSES: dict(self._losses), SELF_CHECK: list(self._checks)}
+        if self._recomputed:
+            out["recomputed"] = dict(self._recomputed)
+        if self._audits:
+            out[AUDIT] = AuditResult.of_steps(self._audits).to_meta()
+        return out
+
+    def close(self) -> None:
+        if self._copy is not None and not isinstance(self._copy, str):
+            self._copy.close()
+        self._copy = None
+
+
+def flat_probes(probes: List[Tuple[str, str, Any]]) -> List[Any]:
+    """The tensors a callable fetches for `probes` (an IndexedSlices as its rows, ids and shape)."""
+    out: List[Any] = []
+    for _, _, grad in probes:
+        if hasattr(grad, "indices"):
+            out.extend([grad.values, grad.indices] + ([grad.dense_shape] if grad.dense_shape is not None else []))
+        else:
+            out.append(grad)
+    return out
+
+
+def unflat_probes(probes: List[Tuple[str, str, Any]], values: List[Any]) -> List[Any]:
+    """The probes' values from what flat_probes fetched."""
+    out, at = [], 0
+    for _, _, grad in probes:
+        if hasattr(grad, "indices"):
+            size = 2 if grad.dense_shape is None else 3
+            out.append(selfcheck.Rows(*values[at:at + size]))
+            at += size
+        else:
+            out.append(values[at])
+            at += 1
+    return out
+
+
+def recorded_gradients(values: List[Tuple[str, Any]], state: Mapping[str, Any]) -> Dict[str, Any]:
+    """Each variable's gradient as the step recorded it, before clipping where that is known
+    (dense; an optimizer's sparse update's rows summed into the variable's shape)."""
+    recorded = dict(values)
+    out: Dict[str, Any] = {}
+    for key, value in values:
+        kind, name = split_key(key)
+        if kind != "grad" or name.endswith(UNCLIPPED):
+            continue
+        indices = key[:-len("values")] + "indices"
+        if name.endswith("/values") and indices in recorded:
+            var = name[:-len("/values")]
+            out[var] = selfcheck.dense(selfcheck.Rows(value, recorded[indices]), np.shape(state.get(var)))
+        elif not name.endswith("/indices"):
+            out[name] = np.asarray(recorded.get(key + UNCLIPPED, value), np.float64)
+    return out
+
+
+def _variable_of(key: str) -> str:
+    """The variable a "grad/..." key is the gradient of."""
+    name = split_key(key)[1].split(UNCLIPPED)[0]
+    return name.rsplit("/", 1)[0] if name.endswith(("/values", "/indices")) else name
