@@ -1,6 +1,8 @@
 """The corpus (docs/CORPUS.md): public TF1 programs installed from the package registry, each
 recorded zero-code for real in TF 1.15 and replayed through the TF2 port a team would write;
-each must match at the training preset. Programs marked slow say why."""
+each must match at the training preset, and each golden must pass its own checks (the loss is
+what was differentiated, the updates agree), held to the loss the program itself printed where it
+prints one. Programs marked slow say why."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.keys import UNCLIPPED
-from tools.corpus import PROGRAMS, record, replay
+from tools.corpus import PROGRAMS, by_name, record, replay
 
 
 def _param(program):
@@ -19,7 +21,18 @@ def _param(program):
 @pytest.mark.parametrize("program", [_param(p) for p in PROGRAMS])
 def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
     golden = str(tmp_path / (program.name + ".h5"))
-    record(program, legacy_python, golden, str(tmp_path / "work"))
+    recorded = record(program, _interpreter(legacy_python, program), golden, str(tmp_path / "work"))
+    with tracekit.open(golden) as trace:
+        # the golden checked itself: the loss it holds is what was differentiated, the updates agree
+        assert [c["verdict"] for c in trace.meta["self_check"]] and \
+            all(c["verdict"] == "verified" for c in trace.meta["self_check"]), trace.meta["self_check"]
+        assert not [v for v in trace.meta["audit"]["variables"] if v["verdict"] == "disagrees"]
+        if program.prints_loss:  # held to the program's own totals, computed without tracekit
+            printed = recorded.losses()
+            assert len(printed) == len(trace) > 0
+            assert [float(step["loss/loss"]) for step in trace] == pytest.approx(printed, rel=1e-6, abs=1e-6)
+    if not program.ported:
+        return
     result = replay(program, golden)
     assert result.ok and not result.missing, result.report()
     # nothing trained is left out: every variable a step trained, and its gradient, was compared
@@ -28,6 +41,35 @@ def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
     compared = {t.key for t in result.tensors}
     wanted = {"grad/" + n for n in trained} | {"var/" + n for n in trained}
     assert wanted <= compared, sorted(wanted - compared)
+
+
+def test_bert_fine_tuning_has_every_gradient_and_slot(legacy_python, tmp_path):
+    # google-research/bert's own optimizer: hand-written updates read the embedding's gradient
+    # (IndexedSlices from tf.gather) converted to a dense tensor after clip_by_global_norm
+    program = by_name("bert_classifier")
+    golden = str(tmp_path / "bert.h5")
+    record(program, _interpreter(legacy_python, program), golden, str(tmp_path / "work"))
+    with tracekit.open(golden) as trace:
+        trainable = [n for n in trace.names("var") if n != "global_step:0"]
+        assert len(trainable) == 41
+        assert sorted(n for n in trace.names("grad") if not n.endswith(UNCLIPPED)) == sorted(trainable)
+        slots = trace.meta["slots"]
+        for var in trainable:
+            roles = sorted(s["arg"] for s in slots.values() if s["var"] == var)
+            assert roles == ["adam_m", "adam_v"], (var, roles)
+        assert not [w for w in trace.meta["warnings"] if "gradient of" in w]  # no false warning
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["variables"] == 41
+
+
+def _interpreter(legacy_python, program):
+    """The program's legacy environment, beside the one the fixture found (built by tools/bootstrap)."""
+    import os
+
+    python = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(legacy_python))), program.env, "bin",
+                          "python")
+    assert os.path.exists(python), "%s is not built: run tools/bootstrap" % python
+    return python
 
 
 def _variable(grad_name):

@@ -19,6 +19,17 @@ class Program:
     patterns: str  # what it exercises
     slow: str = ""  # why CI does not run it ("": it does)
     port_code: str = ""  # where the port's code is, when tools/corpus/ports/<name>.py only hands it on
+    env: str = ".venv-legacy"  # the legacy environment it is installed in (its pins clash with another's)
+    ported: bool = True  # tools/corpus/ports/<name>.py holds its port ("": recorded and held to its truth only)
+    # The driver prints "step loss X" for each training step, X the total loss its optimizer minimizes,
+    # computed without tracekit: the golden's loss is held to it at every step.
+    prints_loss: bool = False
+
+    def python(self, root: str) -> str:
+        """Its legacy interpreter, in the checkout at `root`."""
+        import os
+
+        return os.path.join(root, self.env, "bin", "python")
 
 
 PROGRAMS = (
@@ -42,6 +53,24 @@ PROGRAMS = (
     Program("tfp_bayesian", "tensorflow-probability==0.8.0", "tools/corpus/programs/tfp_bayesian.py", ("--steps", "8"),
             "tfp.layers.DenseReparameterization: weights drawn from their posterior every step (random draws), "
             "a KL divergence among the layer's losses"),
+    Program("bert_classifier", "bert-tensorflow==1.0.4", "tools/corpus/programs/bert_classifier.py",
+            ("--steps", "4"),
+            "google-research/bert's run_classifier model (BertModel, dropout on reshaped 2-D tensors, embeddings "
+            "by tf.gather) fine-tuned by its AdamWeightDecayOptimizer: tf.gradients, clip_by_global_norm, "
+            "hand-written assign updates with decoupled weight decay, an unordered global-step increment",
+            ported=False, prints_loss=True),
+    Program("tfgan_alternating", "tensorflow-gan==2.0.0", "tools/corpus/programs/tfgan_alternating.py",
+            ("--steps", "3"),
+            "TF-GAN's gan_model, gan_loss and gan_train_ops: two losses, two Adam optimizers, their train ops "
+            "in alternating session runs (two kinds of steps)", ported=False, prints_loss=True),
+    Program("sb_a2c", "stable-baselines==2.10.2", "tools/corpus/programs/sb_a2c.py", ("--steps", "6"),
+            "stable-baselines A2C on CartPole: a composite loss (policy gradient - entropy + value loss) "
+            "differentiated by tf.gradients, clip_by_global_norm, RMSProp, its own session loop",
+            env=".venv-legacy-rl", prints_loss=True),
+    Program("sb_ppo2", "stable-baselines==2.10.2", "tools/corpus/programs/sb_ppo2.py", ("--updates", "2"),
+            "stable-baselines PPO2 on CartPole: minibatch epochs, a clipped surrogate and clipped value loss "
+            "differentiated by tf.gradients, clip_by_global_norm, Adam", env=".venv-legacy-rl", ported=False,
+            prints_loss=True),
     Program("deepctr_deepfm", "deepctr==0.8.2", "tools/corpus/programs/deepctr_deepfm.py", ("--steps", "8"),
             "deepctr.models.DeepFM (linear, factorization machine and DNN over shared embeddings, L2 on the "
             "embeddings) trained by TF1 Keras compile/fit, the Keras optimizer's hyperparameters as variables"),
@@ -55,9 +84,21 @@ def by_name(name: str) -> Program:
     raise KeyError("no corpus program %r (there are: %s)" % (name, ", ".join(p.name for p in PROGRAMS)))
 
 
-def record(program: Program, python: str, out: str, workdir: str, timeout: float = 600) -> float:
+@dataclass(frozen=True)
+class Recorded:
+    seconds: float  # the whole `tracekit record` process
+    output: str  # what the driver printed
+
+    def losses(self) -> Tuple[float, ...]:
+        """The totals a driver with prints_loss printed, one per training step."""
+        import re
+
+        return tuple(float(v) for v in re.findall(r"^step loss (\S+)$", self.output, re.M))
+
+
+def record(program: Program, python: str, out: str, workdir: str, timeout: float = 600) -> Recorded:
     """Record `program` with the legacy interpreter `python` into `out` (zero-code, the
-    driver unchanged); returns the seconds it took."""
+    driver unchanged)."""
     import os
     import subprocess
     import time
@@ -73,7 +114,7 @@ def record(program: Program, python: str, out: str, workdir: str, timeout: float
     if done.returncode:
         raise RuntimeError("recording %s failed (%d):\n%s" % (program.name, done.returncode,
                                                               done.stdout.decode(errors="replace")[-4000:]))
-    return time.perf_counter() - start
+    return Recorded(time.perf_counter() - start, done.stdout.decode(errors="replace"))
 
 
 def replay(program: Program, golden: str) -> Any:

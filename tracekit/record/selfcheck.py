@@ -128,7 +128,11 @@ class GraphCopy:
         self._tf = tf
         v1 = tf.compat.v1
         self.version = graph.version  # what it copied
-        meta = v1.train.export_meta_graph(graph=graph)
+        keys = v1.GraphKeys
+        # only what the copy needs: a library's own collections may name ops no import can find
+        meta = v1.train.export_meta_graph(graph=graph, collection_list=[
+            keys.GLOBAL_VARIABLES, keys.LOCAL_VARIABLES, keys.TRAINABLE_VARIABLES, keys.TABLE_INITIALIZERS,
+            "cond_context", "while_context"])
         self.graph = tf.Graph()
         with self.graph.as_default():
             v1.train.import_meta_graph(meta, clear_devices=True)

@@ -34,7 +34,7 @@ class Witness:
         self._path = path
         self._checked: set = set()  # the kinds of steps checked ("+".join(train ops))
         self._checks: List[Dict[str, Any]] = []  # their results
-        self._losses: Dict[str, Any] = {}  # each loss key's graph tensor and how it was found
+        self._losses: Dict[str, Any] = {}  # kind of step -> each loss key's graph tensor and how it was found
         self._state: Optional[Dict[str, Any]] = None  # the state the next step starts from, when known
         self._before: Optional[Dict[str, Any]] = None  # the state the step being recorded started from
         self._shared_graph: Optional[bool] = None  # its variables are on parameter servers (GraphModel.shared)
@@ -69,7 +69,7 @@ class Witness:
     def probes(self, plan: StepPlan, read_state: Callable[[], Dict[str, Any]]) -> Optional[List[Tuple[str, str, Any]]]:
         """At the first step of each kind: what to fetch with it for the check ((loss key, variable,
         its gradient)); None when no check is due. Reads the state if it is not known."""
-        kind = "+".join(plan.train_ops)
+        kind = _kind(plan)
         if kind in self._checked or not plan.losses:
             return None
         self._checked.add(kind)
@@ -89,9 +89,10 @@ class Witness:
             why = ("its variables live on parameter servers, where other workers change them while this step runs: "
                    "no state read is the one it started from" if self._shared(model) else
                    "the state it started from was not read")
-            self._checks.extend(selfcheck.LossCheck(key, found["tensor"], selfcheck.UNVERIFIED, step, why).to_meta()
+            self._checks.extend(dict(selfcheck.LossCheck(key, found["tensor"], selfcheck.UNVERIFIED, step,
+                                                         why).to_meta(), train_ops=_kind(plan))
                                 for key, found in plan.losses.items())
-            self._losses.update(plan.losses)
+            self.note_losses(plan)
         elif probes is not None:
             values = self._check(model, plan, step, state, fed, values, probes, probed)
         racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in RECOMPUTED_KINDS]
@@ -132,8 +133,8 @@ class Witness:
                        for key, value in out]
                 model._warn("the loss first taken, %s, is not what the step differentiated; %s is, and is recorded "
                             "(the self-check)" % (result.original, result.tensor))
-        self._checks.extend(r.to_meta() for r in results)
-        self._losses.update(plan.losses)
+        self._checks.extend(dict(r.to_meta(), train_ops=_kind(plan)) for r in results)
+        self.note_losses(plan)
         failed = [r for r in results if r.verdict == selfcheck.FAILED]
         if failed:
             self.failure = RecordError(
@@ -180,7 +181,9 @@ class Witness:
     # ---- what the golden says of it ----------------------------------------------------------------
 
     def note_losses(self, plan: StepPlan) -> None:
-        self._losses.update(plan.losses)
+        """Each loss of a kind of step (steps of alternating train ops each have their own)."""
+        if plan.losses:
+            self._losses[_kind(plan)] = {key: dict(found) for key, found in plan.losses.items()}
 
     def meta(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {LOSSES: dict(self._losses), SELF_CHECK: list(self._checks)}
@@ -237,6 +240,11 @@ def recorded_gradients(values: List[Tuple[str, Any]], state: Mapping[str, Any]) 
         elif not name.endswith("/indices"):
             out[name] = np.asarray(recorded.get(key + UNCLIPPED, value), np.float64)
     return out
+
+
+def _kind(plan: StepPlan) -> str:
+    """A kind of step, as the golden's train_ops list names it."""
+    return "+".join(plan.train_ops)
 
 
 def _variable_of(key: str) -> str:

@@ -115,10 +115,12 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
         if declared.get("gradients") else []
     if said:
         lines.append("declared  %s (told to the recorder, not found by it)" % "; ".join(said))
-    losses = meta.get(LOSSES) if isinstance(meta.get(LOSSES), dict) else {}
-    for key, found in sorted(losses.items()):
-        if isinstance(found, dict):
-            lines.append("loss      %s is graph tensor %s (%s)" % (key, found.get("tensor"), found.get("how")))
+    kinds = meta.get(LOSSES) if isinstance(meta.get(LOSSES), dict) else {}
+    for kind, losses in kinds.items():
+        for key, found in sorted(losses.items()) if isinstance(losses, dict) else []:
+            if isinstance(found, dict):
+                lines.append("loss      %s is graph tensor %s (%s)%s" % (
+                    key, found.get("tensor"), found.get("how"), "; in steps of %s" % kind if len(kinds) > 1 else ""))
     for check in meta.get(SELF_CHECK) or []:
         if isinstance(check, dict):
             lines.append("checked   %s at step %s: %s, %s" % (check.get("key"), check.get("step"),

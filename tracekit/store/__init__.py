@@ -8,15 +8,17 @@ Python 3.11 / h5py 3.
 The public modules are writer, reader, catalog, values (what can be stored), digest
 (what a step between keyframes keeps of a tensor), remote (goldens at URLs), verify,
 recover, export, provenance (where a golden's data came from) and audit (does a step hold
-what its optimizer's update ops compute; their TF1 rules are update_rules); modules named
-with a leading underscore (the file layout, the journal and its records, the codec, the
-HDF5 writing, the two reading backends) are the store's own and may change without notice.
+what its optimizer's update ops compute; its verdicts are audit_result, the TF1 rules
+update_rules); modules named with a leading underscore (the file layout, the journal and its
+records, the codec, the HDF5 writing, the two reading backends) are the store's own and may
+change without notice.
 """
 
 from __future__ import annotations
 
 from ..keys import Kind
-from .audit import AuditResult, StepAudit, VariableAudit, audit_step, audit_trace
+from .audit import audit_step, audit_trace
+from .audit_result import AuditResult, StepAudit, VariableAudit
 from .catalog import TensorInfo
 from ._format import FORMAT_VERSION, journal_path
 from .reader import Series, Step, Trace, open_trace

@@ -203,9 +203,10 @@ class Trace:
         return state
 
     def names(self, kind: "str | Kind") -> List[str]:
-        """Names recorded under `kind`, in data-flow then recording order."""
+        """Names recorded under `kind`, in data-flow then recording order. A variable's value set
+        between steps ("<var>@before", state_before reads it) is no tensor of its own: not listed."""
         kind = Kind.parse(kind).value
-        return [t.name for t in self.catalog if t.kind == kind]
+        return [t.name for t in self.catalog if t.kind == kind and not t.name.endswith(BEFORE)]
 
     def info(self, kind: "str | Kind", name: Optional[str] = None) -> TensorInfo:
         """A tensor's catalog entry: info("grad", "dense/kernel:0") or info("grad/dense/kernel:0")."""
