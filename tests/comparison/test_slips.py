@@ -114,3 +114,17 @@ def test_other_tensors_and_matches_get_no_slip(golden, tmp_path):
     assert slip_of(golden, tmp_path, at("grad/dense/kernel:0", 0, lambda v: v * 2))[1] == []
     assert slip_of(golden, tmp_path, at("tap/hidden", 2, lambda v: v + 1))[1] == []
     assert tracekit.compare(golden, golden).slips == []
+
+
+@pytest.mark.parametrize("recomputed, said", [(False, "holds the value as fetched"),
+                                              (True, "recomputed from the state the step started from")])
+def test_a_loss_the_recorder_found_racy_names_the_race(tmp_path, recomputed, said):
+    # the TF1 step read the kernel for its fetched loss unordered with the kernel's update
+    race = {"tensor": "loss/loss", "variable": "dense/kernel:0", "read": "L2Loss", "update": "Adam/ApplyAdam"}
+    meta = {"races": [race], "recomputed": {"loss/loss": 3} if recomputed else {}}
+    golden = trace(str(tmp_path / "racy.h5"), meta=meta)
+    result, codes = slip_of(golden, tmp_path, at("loss/loss", 1, lambda v: v * 1.01))
+    assert codes == [slips.READ_RACE]
+    assert result.slips[0].evidence["race"] == race
+    text = result.report()
+    assert "a race in the TF1 training step. loss/loss reads dense/kernel:0 (op L2Loss)" in text and said in text

@@ -1,5 +1,5 @@
 """The update workflow on every shipped golden, as a user's project runs it: the port changes on
-purpose (it halves its first float input, as a new preprocessing would), its replay test fails,
+purpose (it halves its first float input, as a new preprocessing would, also where a structure holds it), its replay test fails,
 the golden is rewritten (tracekit accept; then, from the legacy golden again, pytest
 --tracekit-update=all), the changed port passes against it, and `tracekit log` shows the update.
 Goldens with optimizer slots (Adam, Momentum, Adagrad, FTRL: Keras makes slots at the first
@@ -28,13 +28,18 @@ NAME = %r
 
 
 def changed(step):
-    """The port, changed on purpose: its first float input halved."""
+    """The port, changed on purpose: its first float input halved, wherever the step finds it (by
+    its name, or in the structure it came in: an Estimator's features)."""
     if isinstance(step, dict):  # a step function per train op
         return {op: changed(function) for op, function in step.items()}
 
     def run(inputs):
-        name = min(k for k, v in inputs.items() if v.dtype.is_floating)
-        return step(dict(inputs, **{name: inputs[name] * 0.5}))
+        import tensorflow as tf
+
+        name = min(k for k, v in inputs.items() if hasattr(v, "dtype") and v.dtype.is_floating)
+        first = inputs[name]
+        return step({k: tf.nest.map_structure(lambda v: v * 0.5 if v is first else v, value)
+                     for k, value in inputs.items()})
     return run
 
 

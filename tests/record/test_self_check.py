@@ -142,6 +142,8 @@ def test_the_loss_recorded_is_the_one_differentiated_whatever_its_shape(tf, tmp_
         np.testing.assert_allclose(recorded, totals, rtol=1e-6, atol=1e-7, err_msg=repr(shape))
         checks = trace.meta["self_check"]
         assert [c["verdict"] for c in checks] in (["verified"], ["replaced"]), checks
+        assert [v["verdict"] for v in trace.meta["audit"]["variables"]] == ["agrees"] * len(
+            trace.meta["audit"]["variables"])  # gradient descent, recomputed from the recorded state
         losses, = trace.meta["losses"].values()  # one kind of step
         assert losses["loss/loss"]["tensor"] == checks[0]["tensor"]
 
@@ -272,6 +274,8 @@ def test_each_step_starts_from_what_it_read_when_runs_between_steps_change_varia
 
     printed = _printed(proc)
     with tracekit.open(str(path)) as trace:
+        # inputs as the graph consumed them: the script feeds float64 to a float32 placeholder
+        assert trace.meta["fed_dtypes"] == {"x:0": "float64"} and trace.step(0)["input/x:0"].dtype == np.float32
         synced = [k for k, step in enumerate(trace) if any(key.endswith(BEFORE) for key in step)]
         assert synced == [1, 5]  # the steps a sync (and the counter's own run) came before
         assert "var/target/q/kernel:0" + BEFORE in trace.step(1) and "var/episodes:0" + BEFORE in trace.step(5)
@@ -280,3 +284,16 @@ def test_each_step_starts_from_what_it_read_when_runs_between_steps_change_varia
             truth = _loss_from(tf, trace.state_before(k), {"x:0": step["input/x:0"]}, build)
             assert truth == pytest.approx(printed[k], rel=2e-6), k
             assert float(step["loss/loss"]) == pytest.approx(printed[k], abs=1e-7)
+
+
+# ---- the audit the recorder keeps ------------------------------------------------------------------
+
+@pytest.mark.tf1  # tf.contrib is TF 1.15's
+def test_an_update_op_with_another_change_of_its_variable_is_not_audited_as_if_alone(tmp_path):
+    # decoupled weight decay (tf.contrib.opt.AdamWOptimizer) moves the variable by an assign_sub
+    # before ApplyAdam: recomputing ApplyAdam alone would call a faithful golden wrong
+    path = tmp_path / "adamw.h5"
+    record_cli(path, "contrib_adamw.py", "--steps", 3)
+    with tracekit.open(str(path)) as trace:
+        audited, = [v for v in trace.meta["audit"]["variables"] if v["var"] == "w:0"]
+        assert audited["verdict"] == "not auditable" and "also changes it" in audited["detail"], audited

@@ -14,7 +14,7 @@ from ..store.digest import Digest
 from .conventions import convention_hints
 from .distribution import distribution_hints, layout
 from .result import Comparison, Divergence, RoundoffCause
-from .slips import slip_hints
+from .slips import OPTIMIZER_SETTING, slip_hints
 from .tolerance import ROUNDOFF_ULPS
 
 # Elements of the first divergence's two values a result keeps (a sample of larger ones).
@@ -50,6 +50,8 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
         return _agreed(result, first.step, kinds)
     result.conventions = convention_hints(golden, first.step, first.kind, first.key, agreed, g_value, a_value)
     result.slips = slip_hints(golden, first.step, first.key, g_value, a_value, agreed, actual_meta)
+    if result.conventions:  # the convention fitted from the numbers says it: its setting again is noise
+        result.slips = [hint for hint in result.slips if hint.code != OPTIMIZER_SETTING]
     result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
                                                    first.key, g_value, a_value)
 

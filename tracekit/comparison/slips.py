@@ -91,7 +91,12 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
             return []
         return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start})]
     found: Optional[SlipHint] = None
-    if kind == "loss":
+    race = _read_race(golden, key) if kind in ("loss", "tap", "grad") else None
+    if race is not None:
+        # the TF1 step read a variable its own update changes, unordered: its value was the scheduler's pick
+        found = SlipHint(READ_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
+                                                "recomputed": key in (golden.meta.get("recomputed") or {})})
+    elif kind == "loss":
         found = _regularization(golden, step, key, g_value, a_value) or _reduction(golden, step, key, g_value, a_value)
     elif kind == "lr":
         found = _lr_shift(golden, step, key, a_value)
@@ -99,11 +104,6 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         if race is not None:  # the golden's own rate is one of two: the race is the news, not the port
             found = SlipHint(LR_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
                                                    "shift": found.evidence["shift"] if found is not None else None})
-    elif kind in ("loss", "tap", "grad") and _read_race(golden, key) is not None:
-        # the TF1 step read a variable its own update changes, unordered: its value was the scheduler's pick
-        race = _read_race(golden, key)
-        found = SlipHint(READ_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
-                                                "recomputed": key in (golden.meta.get("recomputed") or {})})
     elif kind == "var" and any(part in name for part in BN_NAMES):
         found = _bn_momentum(golden, step, key, g_value, a_value, agreed)
     elif kind == "random":

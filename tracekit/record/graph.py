@@ -143,10 +143,15 @@ class GraphModel:
     def update_facts(self) -> Dict[str, Dict[str, Any]]:
         """{variable name: {"update": op type (ASSIGNED for a hand-written one), "lr": the learning-rate
         tensor's name, "hyper": {argument: value}, "state": {argument: variable} (Adam's beta powers),
-        "attrs": {attribute: bool} (use_nesterov, ...)}} of every update: a replay pairs each TF2
+        "attrs": {attribute: bool} (use_nesterov, ...), "also": [the other assign ops that move the
+        variable from its own value, where there are any]}} of every update: a replay pairs each TF2
         optimizer with the learning rate the updates of its variables read, and compares its
         settings with the constant ones; the audit (store/audit.py) recomputes the update."""
         out: Dict[str, Dict[str, Any]] = {}
+        moves: Dict[str, List[str]] = {}  # variable -> the assign ops that move it from its own value
+        for op in self.graph.get_operations():
+            if op.type in ASSIGN_OPS and advances(op):
+                moves.setdefault(variable_name(op.inputs[0]) or "", []).append(op.name)
         for update in self._updates():
             if update.var is None or update.var in out:
                 continue
@@ -163,6 +168,9 @@ class GraphModel:
                     continue  # the op has no such attribute
             out[update.var] = {"update": update.kind, "lr": getattr(update.lr, "name", None), "hyper": hyper,
                                "state": dict(update.state), "attrs": attrs}
+            also = [name for name in moves.get(update.var, []) if name != update.op.name]
+            if also and update.kind != ASSIGNED:  # decoupled weight decay beside the update op, say
+                out[update.var]["also"] = also
         return out
 
     def _updates(self) -> List[Update]:
@@ -290,16 +298,21 @@ class GraphModel:
                            "may read the counter before or after it moves and the recorded rate may be the next "
                            "step's. A port cannot reproduce a race: order the increment after the update "
                            "(apply_gradients(..., global_step=...)) and record again" % race)
-        changed: Dict[str, List[Any]] = {}
+        changed: Dict[str, List[Any]] = {}  # variable -> the ops of the run that change it
         for update in updates:
             for var in [update.var] + list(update.roles):
                 if var is not None and (global_step is None or var != global_step.name):
                     changed.setdefault(var, []).append(update.op)
+        for op in executed:  # decoupled weight decay's assign_sub beside ApplyAdam, say
+            if op.type in ASSIGN_OPS or op.type.startswith(("Scatter", "ResourceScatter")):
+                var = variable_name(op.inputs[0]) if op.inputs else None
+                if var is not None and var in changed and all(op.name != o.name for o in changed[var]):
+                    changed[var].append(op)
         read = {key: tensor for key, tensor in fetch.items() if split_key(key)[0] in ("loss", "tap", "lr", "grad")}
         read.update((make_key("fetch", op.outputs[0].name), op.outputs[0]) for op in fetch_ops if op.outputs)
         # what the run executes with the recorder's fetches added (a loss the step does not need)
         extended = executed_ops(list(fetch_ops) + [t.op for t in read.values()], fed)
-        for race in unordered_state_reads(read, changed, extended, fed):
+        for race in unordered_state_reads(read, changed, extended, fed, fetch_ops):
             races.append(race)
             self._warn("a race in the training step: %(tensor)s reads %(variable)s (op %(read)s) with no ordering "
                        "against its update (op %(update)s) in the same run, so its value may be taken before or "

@@ -33,8 +33,9 @@ from .declared import Declared, find_op, find_tensor
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
 from .intercept import Patches
-from .sessions import as_op, element_name, flatten_fetches, make_hook, storable
-from .witness import Witness, flat_probes, unflat_probes
+from .callables import KerasCallable
+from .sessions import as_consumed, as_op, element_name, flatten_fetches, make_hook, storable
+from .witness import Witness
 
 
 class StopRecording(BaseException):
@@ -109,7 +110,7 @@ class Recorder:
 
         self._tf = tf
         # The session's own run, for the recorder's reads (captured before any patching).
-        self._base_run = tf.compat.v1.Session.__mro__[1].__dict__["run"]
+        self.base_run = tf.compat.v1.Session.__mro__[1].__dict__["run"]
         meta = {"user": self._user_meta, "recording": self._recording_meta(),
                 "program": program_identity(os.path.basename(self.program) if self.program else "<interactive>",
                                             [self.program] if self.program else []),
@@ -244,10 +245,12 @@ class Recorder:
 
     # ---- steps --------------------------------------------------------------------------------
 
-    def _full(self) -> bool:
+    def full(self) -> bool:
+        """Whether the coming step is recorded whole (a keyframe's values, its state read after)."""
         return self._schedule.fetch_all(self.steps)
 
-    def _fetches(self, plan: StepPlan, full: bool) -> "collections.OrderedDict[str, Any]":
+    def fetches(self, plan: StepPlan, full: bool) -> "collections.OrderedDict[str, Any]":
+        """What a step of `plan` fetches to record (key -> tensor): all of it, or the light kinds."""
         return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
                                        if full or split_key(key)[0] in LIGHT_KINDS)
 
@@ -261,18 +264,28 @@ class Recorder:
             with self._lock:
                 self._changed.update(plan.changes)
             return user
+        def execute(extra: Any, probes: Any) -> Tuple[Any, List[Tuple[str, Any]], List[Any], List[Any]]:
+            user, got, probed = run(sess, [fetches, dict(extra), [p for _, _, p in probes or ()]], feed_dict,
+                                    options, run_metadata)
+            feeds = [(element_name(sess.graph, key), value) for key, value in (feed_dict or {}).items()]
+            return user, feeds, [got[key] for key in extra], probed
+        return self.step(sess, run, plan, execute)
+
+    def step(self, sess: Any, run: Callable[..., Any], plan: StepPlan,
+              execute: Callable[[Any, Any], Tuple[Any, List[Tuple[str, Any]], List[Any], List[Any]]]) -> Any:
+        """One training step, which execute(extra, probes) runs with the tensors a step records
+        (`extra`: key -> tensor) and the self-check's probes fetched too, returning the caller's
+        values, the feeds, `extra`'s values in order and the probes'. Its starting state is read
+        first where it must be; what it records is checked (witness.py), then written."""
         with self._step_lock:
             self._local.busy = True
             try:
                 self._begin(sess, run)
                 changed = self._read_changed(sess, run)
                 probes = self._witness.probes(plan, lambda: self._read_state(sess, run))
-                extra = self._fetches(plan, self._full())
-                user, got, probed = run(sess, [fetches, dict(extra), [p for _, _, p in probes or ()]], feed_dict,
-                                        options, run_metadata)
-                feeds = [(element_name(sess.graph, key), value) for key, value in (feed_dict or {}).items()]
-                values = self._witnessed(sess.graph, plan, feeds, [(key, got[key]) for key in extra], changed,
-                                         probes, probed)
+                extra = self.fetches(plan, self.full())
+                user, feeds, got, probed = execute(extra, probes)
+                values = self._witnessed(sess.graph, plan, feeds, list(zip(extra, got)), changed, probes, probed)
                 self._record(sess, run, plan, feeds, user, values, changed)
             finally:
                 self._local.busy = False
@@ -292,42 +305,7 @@ class Recorder:
         plan = self._model(graph).plan(ops, list(options.feed))
         if not plan.training or not self._accepts(graph):
             return make(sess, options)
-        recorder, count = self, len(options.fetch)
-        variants: Dict[Tuple[bool, bool], Tuple[Any, List[str], int]] = {}
-
-        def variant(full: bool, probes: Optional[List[Any]]) -> Tuple[Any, List[str], int]:
-            """The callable fetching what a step records too (and the self-check's probes)."""
-            if (full, probes is not None) not in variants:
-                extra = recorder._fetches(plan, full)
-                probed = flat_probes(probes or [])
-                extended = type(options)()
-                extended.CopyFrom(options)
-                extended.fetch.extend([t.name for t in extra.values()] + [t.name for t in probed])
-                variants[full, probes is not None] = (make(sess, extended), list(extra), len(probed))
-            return variants[full, probes is not None]
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if recorder.done:
-                return variant(False, None)[0](*args, **kwargs)[:count]
-            with recorder._step_lock:
-                recorder._local.busy = True
-                try:
-                    run = recorder._base_run
-                    recorder._begin(sess, run)
-                    changed = recorder._read_changed(sess, run)
-                    probes = recorder._witness.probes(plan, lambda: recorder._read_state(sess, run))
-                    fn, keys, extra = variant(recorder._full(), probes)
-                    out = fn(*args, **kwargs)
-                    feeds = list(zip(options.feed, args))
-                    got = out[count:len(out) - extra]
-                    probed = unflat_probes(probes or [], out[len(out) - extra:])
-                    values = recorder._witnessed(graph, plan, feeds, list(zip(keys, got)), changed, probes, probed)
-                    recorder._record(sess, run, plan, feeds, out[:count], values, changed)
-                finally:
-                    recorder._local.busy = False
-            recorder._maybe_stop()
-            return out[:count]
-        return call
+        return KerasCallable(self, sess, make, options, plan).call
 
     def _begin(self, sess: Any, run: Callable[..., Any]) -> None:
         """Before the first step: the initial state and the environment."""
@@ -374,7 +352,7 @@ class Recorder:
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]], changed: List[Tuple[str, Any]]) -> None:
-        state = run(sess, [v for _, v in self._variables]) if self._full() else None
+        state = run(sess, [v for _, v in self._variables]) if self.full() else None
         after = None if state is None else {v.name: value for (_, v), value in zip(self._variables, state)}
         self._witness.audit(self.steps, extra, after, plan.races)
         self._witness.state(after)
@@ -421,19 +399,12 @@ class Recorder:
             self._progress(self.steps, self.steps_limit)
 
     def _as_consumed(self, graph: Any, name: str, value: Any) -> Any:
-        """A fed value in the dtype the graph consumed it as (a float64 array fed to a float32
-        placeholder is converted by the session): the fed dtype is noted in the metadata."""
-        value = np.asarray(value)
-        try:
-            dtype = np.dtype(graph.get_tensor_by_name(name).dtype.as_numpy_dtype)
-        except (KeyError, ValueError, TypeError, AttributeError):
-            return value
-        if value.dtype == dtype or value.dtype.kind not in "biuf" or dtype.kind not in "biuf":
-            return value
-        if name not in self._fed_dtypes:
-            self._fed_dtypes[name] = str(value.dtype)
+        """A fed value in the dtype the graph consumed it as; the fed dtype noted in the metadata."""
+        value, fed = as_consumed(graph, name, value)
+        if fed is not None and name not in self._fed_dtypes:
+            self._fed_dtypes[name] = fed
             self._writer.update_meta({"fed_dtypes": dict(self._fed_dtypes)})
-        return value.astype(dtype)
+        return value
 
     def _add(self, key: str, value: Any, keyframe: bool) -> None:
         how = self._schedule.frames.how(key, keyframe)

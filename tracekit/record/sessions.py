@@ -8,6 +8,8 @@ import collections
 from collections.abc import Mapping
 from typing import Any, List, Optional
 
+import numpy as np
+
 from ..store.values import KEY_TYPES
 
 
@@ -77,3 +79,16 @@ def make_hook(tf: Any, recorder: Any) -> Any:
             recorder.session(session)
 
     return RecorderHook()
+
+
+def as_consumed(graph: Any, name: str, value: Any) -> "tuple[Any, Optional[str]]":
+    """A fed value in the dtype the graph consumed it as (a float64 array fed to a float32
+    placeholder is converted by the session), and the dtype it was fed in where that differs."""
+    value = np.asarray(value)
+    try:
+        dtype = np.dtype(graph.get_tensor_by_name(name).dtype.as_numpy_dtype)
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return value, None
+    if value.dtype == dtype or value.dtype.kind not in "biuf" or dtype.kind not in "biuf":
+        return value, None
+    return value.astype(dtype), str(value.dtype)

@@ -70,7 +70,7 @@ def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: Fr
 
 
 def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]], executed: List[Any],
-                          fed: FrozenSet[str]) -> List[Dict[str, str]]:
+                          fed: FrozenSet[str], fetched: Iterable[Any] = ()) -> List[Dict[str, str]]:
     """{"tensor", "variable", "read", "update"} for each recorded tensor ("kind/name" -> tensor)
     whose value reads a variable the same run updates (`updates`: variable name -> the ops that
     change it) through a read that no dependency orders before or after that update: which value
@@ -79,9 +79,14 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
 
     One pass each way over the run's ops (made after their inputs: creation order is a
     topological order) marks, as bits, which recorded tensors and updates each op precedes and
-    which updates precede it."""
+    which updates precede it. A control edge orders only from an op whose value the run needs
+    (a data path to what it fetches, `fetched`, the recorded tensors or the updates) or from a
+    group relaying such orderings: Grappler prunes dead ops, and the orderings only they gave
+    (a tf.tuple gate's gradient of a constant factor, which reads an L2 term) with them."""
     ops = sorted(executed, key=lambda op: op._id)
     names = {op.name for op in ops}
+    live = _data_ancestors([t.op for t in recorded.values()] + [op for ops_ in updates.values() for op in ops_]
+                           + list(fetched), fed, names)
     bit: Dict[str, int] = {}
     for var, changers in sorted(updates.items()):
         for op in changers:
@@ -92,8 +97,13 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
             targets[key] = 1 << (len(bit) + len(targets))
             bit[tensor.op.name] = bit.get(tensor.op.name, 0) | targets[key]
     consumers: Dict[str, List[Any]] = {}
+    sources: Dict[str, List[Any]] = {}  # the edges that order: data, and control from a live op
     for op in ops:
-        for source in [t.op for t in op.inputs if t.name not in fed] + list(op.control_inputs):
+        # a group (NoOp: a tf.tuple gate, a train op) relays the orderings of its own live inputs
+        ordering = [t.op for t in op.inputs if t.name not in fed] + [c for c in op.control_inputs
+                                                                      if c.name in live or c.type == "NoOp"]
+        sources[op.name] = ordering
+        for source in ordering:
             consumers.setdefault(source.name, []).append(op)
     before: Dict[str, int] = {}  # what each op precedes (its own bits included)
     for op in reversed(ops):
@@ -104,14 +114,15 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
     after: Dict[str, int] = {}  # the updates each op follows
     for op in ops:
         mask = bit.get(op.name, 0)
-        for source in [t.op for t in op.inputs if t.name not in fed] + list(op.control_inputs):
+        for source in sources[op.name]:
             mask |= after.get(source.name, 0)
         after[op.name] = mask
     changing = {op.name for changers in updates.values() for op in changers}
+    by_name = {op.name: op for op in ops}
     out: List[Dict[str, str]] = []
     said: set = set()
     for var, changers in sorted(updates.items()):
-        for read in _reads(var, ops, names, changing):
+        for read in _reads(by_name.get(var.rsplit(":", 1)[0]), names, changing):
             for key, target in targets.items():
                 if key in said or not before[read.name] & target:
                     continue
@@ -123,13 +134,25 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
     return out
 
 
-def _reads(var: str, ops: List[Any], names: Set[str], changing: Set[str]) -> List[Any]:
-    """The ops of a run that take a variable's value: a ref variable's readers past its Identity
-    ops (which forward its buffer), a resource variable's ReadVariableOp and gathers."""
-    source = [op for op in ops if op.name + ":0" == var]
-    if not source:
+def _data_ancestors(roots: List[Any], fed: FrozenSet[str], within: Set[str]) -> Set[str]:
+    """`roots` and the ops their values come from through data edges (not past fed tensors)."""
+    seen: Set[str] = set()
+    stack = [op for op in roots if op.name in within]
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        stack.extend(t.op for t in op.inputs if t.name not in fed and t.op.name not in seen)
+    return seen
+
+
+def _reads(source_op: Any, names: Set[str], changing: Set[str]) -> List[Any]:
+    """The ops of a run that take a variable's value (`source_op`, its variable op, if the run holds
+    it): a ref variable's readers past its Identity ops (which forward its buffer), a resource
+    variable's ReadVariableOp and gathers."""
+    if source_op is None:
         return []
-    source_op = source[0]
     direct = [c for t in source_op.outputs for c in t.consumers()
               if c.name in names and c.name not in changing and c.type not in ASSIGN_OPS]
     if source_op.type in ("VariableV2", "Variable"):

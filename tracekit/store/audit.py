@@ -232,6 +232,9 @@ class _Context:
         if update == ASSIGNED:
             raise _NotAuditable("a hand-written update (assign ops, not an optimizer's update op): no kernel "
                                 "rule to recompute it by")
+        if fact.get("also"):
+            raise _NotAuditable("the step also changes it by %s (decoupled weight decay, say): its update op "
+                                "alone does not make its new value" % ", ".join(str(n) for n in fact["also"]))
         rule, sparse = rule_of(update)
         if rule is None:
             raise _NotAuditable("no audit rule for the update op %s" % (update or "(not recorded)"))
