@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import tracekit
@@ -126,6 +126,9 @@ def _record_loss(tf, path, shape, how, inside):
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(shape=SHAPES, how=st.sampled_from(["minimize", "tf.gradients"]), inside=st.booleans())
+# found by the search: Grappler hoists w out of the L2 terms' sum on the update's path, the fetched sum reads w late
+@example(shape=("mean_of_sum", ("scale", 2.0, "l2"), ("add_n", ["vf", "l2"])), how="tf.gradients", inside=False)
+@example(shape=("mean_of_sum", ("scale", 2.0, "l2"), ("add_n", ["vf", "l2"])), how="tf.gradients", inside=True)
 def test_the_loss_recorded_is_the_one_differentiated_whatever_its_shape(tf, tmp_path_factory, shape, how, inside):
     if not inside:
         # Built before recording, the loss is inferred from the gradient graph, which holds nothing of
@@ -140,12 +143,30 @@ def test_the_loss_recorded_is_the_one_differentiated_whatever_its_shape(tf, tmp_
     with tracekit.open(path) as trace:
         recorded = [float(step["loss/loss"]) for step in trace]
         np.testing.assert_allclose(recorded, totals, rtol=1e-6, atol=1e-7, err_msg=repr(shape))
-        checks = trace.meta["self_check"]
-        assert [c["verdict"] for c in checks] in (["verified"], ["replaced"]), checks
-        assert [v["verdict"] for v in trace.meta["audit"]["variables"]] == ["agrees"] * len(
-            trace.meta["audit"]["variables"])  # gradient descent, recomputed from the recorded state
+        check, = trace.meta["self_check"]
+        assert check["verdict"] in ("verified", "replaced", "unverified"), check  # a faithful program never fails
         losses, = trace.meta["losses"].values()  # one kind of step
-        assert losses["loss/loss"]["tensor"] == checks[0]["tensor"]
+        assert losses["loss/loss"]["tensor"] == check["tensor"]
+        # The audit tells the truth: an update it calls faithful is one (var = before - lr * grad), and one
+        # it calls off is off. TF1's Grappler may rewrite the path a gradient takes to its update (hoisting a
+        # factor out of a sum of L2 terms) and keep the fetched node beside it, off that path: read after the
+        # update, the recorded gradient is then not the one applied, and the audit and self-check say so.
+        audited = {v["var"]: v["verdict"] for v in trace.meta["audit"]["variables"]}
+        for var, verdict in audited.items():
+            ulps = max(_update_ulps(trace, k, var) for k in range(min(3, len(trace))))  # the steps audited
+            assert verdict == "disagrees" if ulps > 16 else verdict == "agrees" if ulps < 1 else True, \
+                (var, verdict, ulps, shape)
+        if check["verdict"] == "verified":
+            assert all(v == "agrees" for v in audited.values()), (audited, shape)
+
+
+def _update_ulps(trace, k, var):
+    """How far step k's gradient-descent update of `var` is from before - lr * grad, in float32 ulps
+    of each element's terms (numpy in float64, apart from tracekit's audit)."""
+    before, step = trace.state_before(k)["var/" + var].astype(np.float64), trace.step(k)
+    moved = float(step["lr/learning_rate"]) * step["grad/" + var].astype(np.float64)
+    scale = np.finfo(np.float32).eps * (np.abs(before) + np.abs(moved)) + 1e-45
+    return float(np.max(np.abs(before - moved - step["var/" + var]) / scale))
 
 
 def test_an_addend_taken_for_the_loss_is_replaced_by_the_sum_and_said(tf, graph, tmp_path):

@@ -91,11 +91,14 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
             return []
         return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start})]
     found: Optional[SlipHint] = None
+    # A racy value the golden holds as fetched: the race may be the news. Recomputed from the state
+    # the step started from, it is the value a port computes: the usual slips apply.
     race = _read_race(golden, key) if kind in ("loss", "tap", "grad") else None
+    if race is not None and key in (golden.meta.get("recomputed") or {}):
+        race = None
     if race is not None:
         # the TF1 step read a variable its own update changes, unordered: its value was the scheduler's pick
-        found = SlipHint(READ_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
-                                                "recomputed": key in (golden.meta.get("recomputed") or {})})
+        found = SlipHint(READ_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value)})
     elif kind == "loss":
         found = _regularization(golden, step, key, g_value, a_value) or _reduction(golden, step, key, g_value, a_value)
     elif kind == "lr":

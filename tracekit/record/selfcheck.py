@@ -28,6 +28,11 @@ VERIFIED, REPLACED, UNVERIFIED, FAILED = "verified", "replaced", "unverified", "
 # the step's gradients (a gradient that is round-off, a bias before batch norm, is judged by the
 # model's scale, not its own).
 OWN, MODEL = 1e-4, 1e-6
+# Beyond round-off but under this share of the largest gradient, no loss is named wrong: a missed
+# term changes gradients by its own size, while a TF1 run whose Grappler duplicated a fetched
+# gradient off the update's path (it then reads the variable after its update) is off by about
+# one update's worth (the audit shows which).
+GROSS = 1e-2
 
 
 @dataclass(frozen=True)
@@ -89,9 +94,10 @@ def _check(copy: "GraphCopy", key: str, loss: Any, candidates: List[Any], snapsh
     unracy = "" if not snapshot.racy else " (%d racy gradients left out)" % len(snapshot.racy)
     tried: List[str] = []
     first: Optional[Tuple[float, str]] = None
+    near = False  # the loss's own gradients are off by more than round-off, but far less than a term
     for tensor in [loss] + [c for c in candidates if c.name != loss.name]:
         try:
-            worst, where, count, value = copy.gradient_error(tensor.name, wanted)
+            worst, where, count, value, gross = copy.gradient_error(tensor.name, wanted)
         except Exception as exc:
             if tensor is loss:
                 return LossCheck(key, loss.name, UNVERIFIED, step, "its gradients could not be recomputed (%s: %s)"
@@ -109,10 +115,15 @@ def _check(copy: "GraphCopy", key: str, loss: Any, candidates: List[Any], snapsh
                              count, worst, value, original=loss.name)
         if first is None:
             first = (worst, "%s's gradient is off by %.3g times the round-off allowed" % (where, worst))
+            near = gross < GROSS
         tried.append("%s (%s off by %.3g times the round-off allowed)" % (tensor.name, where, worst))
-    verdict = FAILED if snapshot.exact else UNVERIFIED
+    verdict = FAILED if snapshot.exact and not near else UNVERIFIED
     detail = ("the gradients the step took are not those of %s nor of any candidate tried: %s" % (
         loss.name, "; ".join(tried)))
+    if near:
+        detail += ("; %s's are off by less than %g of the step's largest gradient: no term is missing, but the "
+                   "step's gradients are not its recomputation (a gradient fetched off the update's path, read after "
+                   "the update: the audit says whether the update agrees)" % (loss.name, GROSS))
     if not snapshot.exact:
         detail += ("; the gradients compared are those the updates read, which the program may have transformed "
                    "after differentiating")
@@ -176,9 +187,10 @@ class GraphCopy:
     def close(self) -> None:
         self.session.close()
 
-    def gradient_error(self, loss_name: str, wanted: Mapping[str, np.ndarray]) -> Tuple[float, str, int, float]:
+    def gradient_error(self, loss_name: str,
+                       wanted: Mapping[str, np.ndarray]) -> Tuple[float, str, int, float, float]:
         """(the worst gradient's error over its allowance, its variable, how many compared, the
-        loss's value) of `loss_name` against `wanted`."""
+        loss's value, the largest error over the largest gradient) of `loss_name` against `wanted`."""
         missing = [n for n in wanted if n not in self._variables]
         if missing:
             raise KeyError("variables not in the copy: %s" % ", ".join(missing[:3]))
@@ -190,7 +202,7 @@ class GraphCopy:
         got = self.session.run(fetch, self._feeds)
         value, values = got[0], iter(got[1:])
         scale = max([float(np.max(np.abs(wanted[n]))) if np.size(wanted[n]) else 0.0 for n in names] + [0.0])
-        worst, where = 0.0, ""
+        worst, where, largest = 0.0, "", 0.0
         for name, grad in zip(names, grads):
             expected = np.asarray(wanted[name], np.float64)
             actual = np.zeros_like(expected) if grad is None else _dense(next(values), expected.shape)
@@ -199,7 +211,9 @@ class GraphCopy:
             ratio = error / allowed if allowed > 0 else (0.0 if error == 0 else float("inf"))
             if ratio > worst or not where:
                 worst, where = ratio, name
-        return worst, where, len(names), float(np.asarray(value).reshape(-1)[0]) if np.size(value) else 0.0
+            largest = max(largest, error)
+        gross = largest / scale if scale > 0 else (0.0 if largest == 0 else float("inf"))
+        return worst, where, len(names), float(np.asarray(value).reshape(-1)[0]) if np.size(value) else 0.0, gross
 
 
 def dense(value: Any, shape: Optional[Sequence[int]] = None) -> np.ndarray:

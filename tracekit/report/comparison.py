@@ -200,13 +200,12 @@ def slip(hint: SlipHint) -> str:
                    *("?" if v is None else _full(v) for v in (e["golden"], e["actual"])), hint.key))
     if hint.code == READ_RACE:
         race = e["race"]
-        kept = ("the golden holds the value recomputed from the state the step started from, so a difference is more "
-                "likely the port's" if e.get("recomputed") else "the golden holds the value as fetched, before or "
-                "after the update as TF1's scheduler ran them")
-        return ("hint: a race in the TF1 training step. %s reads %s (op %s) with no ordering against its update (op "
-                "%s) in the same run; %s (tracekit show lists the race). Order the read before the update in the TF1 "
-                "program (a control dependency) and record again, or compare %s with a tolerance rule"
-                % (hint.key, race.get("variable"), race.get("read"), race.get("update"), kept, hint.key))
+        return ("hint: a race in the TF1 training step, not necessarily the port. %s reads %s (op %s) with no "
+                "ordering against its update (op %s) in the same run, so the golden holds the value as fetched, "
+                "before or after the update as TF1's scheduler ran them (tracekit show lists the race). Order the "
+                "read before the update in the TF1 program (a control dependency) and record again, or compare %s "
+                "with a tolerance rule" % (hint.key, race.get("variable"), race.get("read"), race.get("update"),
+                                           hint.key))
     if hint.code == BN_MOMENTUM:
         return ("hint: batch-norm momentum. At %s moved %.3g times as far as in the golden while the forward pass and "
                 "the gradients agree: (1 - momentum) differs by that factor (a golden momentum of 0.9 against 0.99 "
