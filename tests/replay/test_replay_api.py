@@ -231,15 +231,41 @@ def test_tape_values_go_through_the_functions_affine_map(tf2, tmp_path, traced):
 
 
 @pytest.mark.parametrize("traced", [False, True])
-def test_tape_shape_mismatch_is_reported(tf2, tmp_path, traced):
+def test_a_draw_of_another_shape_is_fed_reshaped_and_said(tf2, tmp_path, traced):
+    # TF1 BERT drops out a reshaped 2-D tensor, a Keras port the 3-D one: the same numbers in
+    # another layout. As many, of the same dtype and distribution: fed reshaped, and the report says so.
     tf = tf2.tf
     path = _tape_golden(str(tmp_path / "tape.h5"))
 
     def step(inputs):
-        return {"u": tf.random.uniform([3, 2]), "n": tf.random.normal([3])}
-    with pytest.raises(tracekit.ReplayError, match=r"step 0, random draw 0 \(random_uniform\): the golden "
-                       r"recorded float32 \(2, 3\) from dropout/random_uniform/RandomUniform:0, the TF2 step "
-                       r"asks for float32 \(3, 2\)"):
+        return {"u": tf.random.uniform([3, 2]), "n": tf.random.normal([1, 3])}
+    actual = tf2.replay(path, tf.function(step) if traced else step, variables=[tf.Variable(tf.zeros(3), name="w")])
+    with tracekit.open(path) as g:
+        raw_u = g.step(0)["random/dropout/random_uniform/RandomUniform:0"]
+        raw_n = g.step(0)["random/noise/RandomStandardNormal:0"]
+    got = actual.step(0)
+    assert np.array_equal(got["fetch/u"], raw_u.reshape(3, 2)) and np.array_equal(got["fetch/n"], raw_n.reshape(1, 3))
+    assert actual.meta["replay"]["reshaped_draws"] == {"dropout/random_uniform/RandomUniform:0": [[2, 3], [3, 2]],
+                                                      "noise/RandomStandardNormal:0": [[3], [1, 3]]}
+    result = tracekit.compare(path, actual)
+    assert result.ok
+    assert ("note: random draw dropout/random_uniform/RandomUniform:0 fed reshaped: the golden drew (2, 3), the port "
+            "asks for (3, 2)") in result.report()
+
+
+@pytest.mark.parametrize("traced", [False, True])
+@pytest.mark.parametrize("first, said", [
+    ("tf.random.uniform([3, 3])", r"the golden recorded float32 \(2, 3\) from dropout/random_uniform/RandomUniform:0, "
+                                  r"the TF2 step asks for float32 \(3, 3\)"),  # another count
+    ("tf.random.normal([2, 3])", r"the golden recorded a uniform draw \(dropout/random_uniform/RandomUniform:0\), the "
+                                 r"TF2 step asks for a normal one")])  # another distribution
+def test_a_draw_of_another_count_or_distribution_is_an_error(tf2, tmp_path, traced, first, said):
+    tf = tf2.tf
+    path = _tape_golden(str(tmp_path / "tape.h5"))
+
+    def step(inputs):
+        return {"u": eval(first, {"tf": tf}), "n": tf.random.normal([3])}
+    with pytest.raises(tracekit.ReplayError, match=r"step 0, random draw 0 \(random_\w+\): " + said):
         tf2.replay(path, tf.function(step) if traced else step, variables=[tf.Variable(tf.zeros(3), name="w")])
 
 

@@ -10,6 +10,8 @@ import collections
 import functools
 from typing import Any, Deque, Dict, List, Mapping, Optional, Set, Tuple, Type
 
+import numpy as np
+
 from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
 from ..store import Trace, provenance
 from ..store.digest import Digest
@@ -169,6 +171,8 @@ class Comparer:
         outcomes = []
         for a_key in a_keys:
             a_value = a_step[a_key]
+            if kind == "random":  # a draw is its numbers in order: a port may draw them in another layout
+                a_value = _as_drawn(a_value, g_value)
             outcomes.append((a_key, a_value, compare_values(g_value, a_value, tol)))
         return tol, g_value, outcomes
 
@@ -229,6 +233,9 @@ class Comparer:
         elif len(golden) != actual_steps:
             result.notes.append("the golden has %d steps, the replay %d: %d compared"
                                 % (len(golden), actual_steps, result.steps))
+        for name, (recorded, port) in sorted(replay.reshaped_draws.items()):
+            result.notes.append("random draw %s fed reshaped: the golden drew %s, the port asks for %s (as many numbers, "
+                                "the same distribution)" % (name, tuple(recorded), tuple(port)))
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         # A tensor may be absent from some steps (slots before the first update): missing means never.
@@ -300,3 +307,11 @@ def _replica_copies(step: Any) -> Dict[str, List[str]]:
             if kind in STATE_KINDS:
                 out.setdefault(make_key(kind, replica_base(name)), []).append(key)
     return out
+
+
+def _as_drawn(value: Any, golden: Any) -> Any:
+    """A random draw of the golden's element count in the golden's shape (the tape fed it so)."""
+    shape = getattr(golden, "shape", None)
+    if isinstance(value, np.ndarray) and shape is not None and value.shape != shape and value.size == golden.size:
+        return value.reshape(shape)
+    return value

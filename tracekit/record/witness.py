@@ -98,6 +98,8 @@ class Witness:
         racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in RECOMPUTED_KINDS]
         if racy and state is not None:
             values = self._recompute(model, plan, racy, state, fed, values)
+        elif probes is not None:
+            self.close()  # a second copy of the model's variables: kept only while racy reads need it
         return values
 
     def _shared(self, model: GraphModel) -> bool:

@@ -88,6 +88,8 @@ class RandomTape:
         self._pos: Dict[Optional[int], int] = {}  # replica id (None: no strategy) -> draws taken
         self._step = 0
         self.error: Optional[ReplayError] = None  # raised inside a tf.function's numpy op
+        # golden draw -> [its shape, the port's]: draws fed reshaped (same count, dtype and distribution)
+        self.reshaped: Dict[str, List[List[int]]] = {}
         # (owner, attribute, wrapper) of every name a random function is reached by: made once, installed each step
         self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None
 
@@ -175,9 +177,19 @@ class RandomTape:
         recorded = tuple(value.shape)
         if replica is not None and self.distribution is not None:
             value = self.distribution.slice_draw(value, shape, replica)
+        asked, drawn = _distribution(fname), _distribution(name.rsplit("/", 1)[-1])
+        if value is not None and asked is not None and drawn is not None and asked != drawn:
+            self._failure("%s: the golden recorded a %s draw (%s), the TF2 step asks for a %s one; the random tape "
+                          "injects draws in order, so the port must draw the same distributions in the same order"
+                          % (where, drawn, name, asked))
+        if value is not None and tuple(value.shape) != shape and _same_draw(name, value, fname, shape, dtype):
+            # the same numbers drawn in another layout (TF1 BERT drops out a reshaped 2-D tensor)
+            self.reshaped.setdefault(name, [list(recorded), list(shape)])
+            value = value.reshape(shape)
         if value is None or tuple(value.shape) != shape or value.dtype.kind != np.dtype(dtype.as_numpy_dtype).kind:
             self._failure("%s: the golden recorded %s %s from %s, the TF2 step asks for %s %s; the random tape "
-                          "injects draws in order, so the port must draw the same shapes in the same order%s"
+                          "injects draws in order, so the port must draw as many numbers of the same distribution "
+                          "in the same order (a draw of another shape is fed reshaped)%s"
                           % (where, self._tape[position][1].dtype, recorded, name, dtype.name, shape,
                              "" if replica is None else " (a replica draws its rows of the global batch's draw)"))
         self._pos[replica] = position + 1
@@ -187,3 +199,23 @@ class RandomTape:
         # Kept: raised inside a tf.function, TF re-raises it wrapped in an op error.
         self.error = ReplayError(message)
         raise self.error
+
+
+# Which distribution a draw is of: the random function asked (TF2) or the op that drew it (the golden's name).
+_DISTRIBUTIONS = (("truncated", ("truncated",)), ("normal", ("normal",)), ("uniform", ("uniform",)))
+
+
+def _distribution(name: str) -> Optional[str]:
+    lowered = name.lower()
+    for kind, marks in _DISTRIBUTIONS:  # truncated first: a truncated normal's name holds "normal" too
+        if any(mark in lowered for mark in marks):
+            return kind
+    return None
+
+
+def _same_draw(name: str, value: np.ndarray, fname: str, shape: Tuple[int, ...], dtype: Any) -> bool:
+    """Whether the golden's draw `name` holds the numbers the port asks for in another shape: as
+    many, of the same dtype and distribution (both known)."""
+    kind = _distribution(fname)
+    return (int(np.prod(shape)) == value.size and value.dtype == np.dtype(dtype.as_numpy_dtype)
+            and kind is not None and kind == _distribution(name.rsplit("/", 1)[-1]))

@@ -260,7 +260,8 @@ class TF2Runner:
         slots whose initial state in the trace is the port's own, the golden's being what the
         steps started from."""
         found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial),
-                                 "optimizer_settings": self.optimizer.settings}
+                                 "optimizer_settings": self.optimizer.settings,
+                                 "reshaped_draws": dict(self.tape.reshaped)}
         if self.distribution is None:
             return found
         out = self.distribution.layout.to_meta()

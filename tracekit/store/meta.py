@@ -95,6 +95,8 @@ class ReplayMeta(Section):
     nudge: Optional[int] = None  # a start moved one ulp with this seed (calibrate, the drift envelope)
     jitter: bool = False  # moved again after every step
     restarted_at: List[int] = field(default_factory=list)  # steps forced to the golden's state
+    # golden draw -> [its shape, the port's]: draws the random tape fed reshaped
+    reshaped_draws: Dict[str, List[List[int]]] = field(default_factory=dict)
 
 
 def replay_of(meta: Mapping[str, Any]) -> Optional[ReplayMeta]:
