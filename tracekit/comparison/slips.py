@@ -89,7 +89,9 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         start = _constant(a_value) if kind == "slot" else None  # what the port's optimizer made
         if start is None:
             return []
-        return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start})]
+        slot = (golden.meta.get("slots") or {}).get(name)
+        update = slot.get("update") if isinstance(slot, dict) else None
+        return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start, "update": update})]
     found: Optional[SlipHint] = None
     # A racy value the golden holds as fetched: the race may be the news. Recomputed from the state
     # the step started from, it is the value a port computes: the usual slips apply.

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 import numpy as np
 
 from ..errors import ReplayError
-from ..keys import UNCLIPPED, make_key
+from ..keys import UNCLIPPED, make_key, split_key
 from .capture import Capture, numpy, passed_key, port_grad_key
 from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
@@ -70,6 +70,10 @@ class OptimizerBridge:
         self.own_initial: Dict[str, np.ndarray] = {}
         # golden variable name -> {"optimizer": the port's class, "settings": {TF1 argument: [its name, value]}}
         self.settings: Dict[str, Dict[str, Any]] = {}
+        # golden slots that do nothing for the run (inert_slots) -> why; those the port's optimizer lacks are
+        # not demanded of it: "slot/<name>" -> why, after its first update
+        self._inert = inert_slots(golden, golden_slots)
+        self.not_demanded: Dict[str, str] = {}
 
     def state_variables(self) -> List[Any]:
         """The variables `read` reads: the paired slots and the step counter."""
@@ -337,9 +341,10 @@ class OptimizerBridge:
         """After step `index`: every golden slot of a variable the golden's step updated
         (`updated`, the golden's gradients) found its optimizer."""
         count = len(self._slots) + sum(len(names) for _, names, _, _, _ in self._converted_slots)
-        if count == len(self._golden_slots):  # all paired: every step after the first few
+        if count + len(self.not_demanded) == len(self._golden_slots):  # all paired: every step after the first few
             return
         paired = {name for name, _, _, _ in self._slots}
+        paired.update(split_key(key)[1] for key in self.not_demanded)
         paired.update(name for _, names, _, _, _ in self._converted_slots for name in names)
         wanted = set(updated)
         left = [(s.name, s.var) for s in self._golden_slots if s.name not in paired and s.var in wanted]
@@ -369,7 +374,9 @@ class OptimizerBridge:
                 continue  # another optimizer's
             variable = tf2_of.get(var_name)
             slot = None if variable is None else keras_slot(optimizer, variable, role)
-            if slot is None:
+            if slot is None and name in self._inert:
+                self.not_demanded[make_key("slot", name)] = self._inert[name]
+            elif slot is None:
                 missing.append("  only in the golden: %s (%s of %s)" % (name, role, var_name))
             else:
                 plain.append((name, slot, convention(optimizer, golden_slot)))
@@ -390,3 +397,25 @@ class OptimizerBridge:
                 "MomentumOptimizer -> SGD(momentum=...), RMSPropOptimizer -> RMSprop)"
                 % (type(optimizer).__name__, len(missing), "\n".join(missing)))
         return plain, converted_slots
+
+
+# TF1 update ops that keep a momentum slot (RMSProp's `mom`) even at momentum 0, where it holds
+# each step's update and feeds nothing back: the variable's own change says all it holds.
+_MOMENTUM_KEPT = frozenset(["ApplyRMSProp", "ResourceApplyRMSProp", "SparseApplyRMSProp", "ResourceSparseApplyRMSProp",
+                            "ApplyCenteredRMSProp", "ResourceApplyCenteredRMSProp", "SparseApplyCenteredRMSProp",
+                            "ResourceSparseApplyCenteredRMSProp"])
+
+
+def inert_slots(golden: Any, slots: Sequence[Slot]) -> Dict[str, str]:
+    """Golden slots that change nothing of the run -> why: TF1 RMSProp's momentum slot where the
+    update read momentum 0 (a Keras RMSprop makes none then)."""
+    updates = golden.meta.get("updates") if isinstance(golden.meta.get("updates"), dict) else {}
+    out = {}
+    for slot in slots:
+        fact = updates.get(slot.var) if isinstance(updates.get(slot.var), dict) else {}
+        momentum = (fact.get("hyper") or {}).get("momentum")
+        if slot.update in _MOMENTUM_KEPT and slot.role == "momentum" and momentum == 0.0:
+            out[slot.name] = ("TF1 %s's momentum slot at momentum 0: it holds each step's update and feeds nothing "
+                              "back, so the variable's comparison covers it; the port's optimizer keeps none"
+                              % slot.update)
+    return out

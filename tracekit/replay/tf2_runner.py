@@ -210,6 +210,7 @@ class TF2Runner:
         if index == 0:
             self.not_replayed.update(self.optimizer.counted())
             self.not_replayed.update(self.optimizer.unclipped_reasons())
+            self.not_replayed.update(self.optimizer.not_demanded)
         if self.capture.stale():
             raise ReplayError(self.capture.stale())
         if not first and self._created:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
 from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED, REDUCED_TWICE,
@@ -163,6 +163,17 @@ def convention(hint: ConventionHint) -> str:
     return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
 
 
+def _start_advice(update: Any) -> str:
+    """How to start a slot as the TF1 optimizer whose update op is `update` did."""
+    update = str(update or "")
+    if "RMSProp" in update:
+        return ("TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras RMSprop at 0: set it to 1.0 after "
+                "optimizer.build(variables), or use tf.compat.v1.train.RMSPropOptimizer")
+    if "Adagrad" in update or "Ftrl" in update:
+        return "Adagrad's and Ftrl's initial_accumulator_value; TF1 defaults to 0.1"
+    return "the TF1 optimizer's starting value of that slot"
+
+
 def _full(x: float) -> str:
     return "%.7g" % x
 
@@ -222,8 +233,7 @@ def slip(hint: SlipHint) -> str:
         golden = "%s everywhere" % _full(e["golden"]) if e.get("golden") is not None else "other values"
         return ("hint: the port's optimizer starts %s at %s where the TF1 optimizer started it at %s. The replay "
                 "loaded the golden's state, but the port on its own would not train like TF1: give the optimizer "
-                "TF1's initial value (Adagrad's and Ftrl's initial_accumulator_value; TF1 defaults to 0.1)"
-                % (hint.key, _full(e["actual"]), golden))
+                "TF1's initial value (%s)" % (hint.key, _full(e["actual"]), golden, _start_advice(e.get("update"))))
     if hint.code == OPTIMIZER_SETTING:
         return ("hint: the port's %s sets %s where the TF1 update of %s (%s) used %s: give the TF2 optimizer "
                 "TF1's settings" % (e["optimizer"], ", ".join("%s=%s" % (own, _full(value)) for _, own, _, value

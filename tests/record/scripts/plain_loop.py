@@ -1,6 +1,6 @@
 """A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE] [--train-only]
 (each step runs only the train op: `sess.run(train)` returns None) [--optimizer NAME] (adam,
-adagrad, ftrl, rmsprop, rmsprop-centered, adadelta, proximal-adagrad) [--dropout RATE] (0: none)
+adagrad, ftrl, rmsprop, rmsprop-a2c, rmsprop-centered, adadelta, proximal-adagrad) [--dropout RATE] (0: none)
 [--clip NORM] (the gradients clipped by tf.clip_by_global_norm before the update; 0: not).
 CRASH_AT=k in the environment raises after k steps. Knows nothing about tracekit."""
 import argparse
@@ -20,6 +20,8 @@ OPTIMIZERS = {"adam": lambda: tf.compat.v1.train.AdamOptimizer(0.05),
               "adagrad": lambda: tf.compat.v1.train.AdagradOptimizer(0.05),
               "ftrl": lambda: tf.compat.v1.train.FtrlOptimizer(0.05, l1_regularization_strength=0.001),
               "rmsprop": lambda: tf.compat.v1.train.RMSPropOptimizer(0.05, momentum=0.5),
+              # stable-baselines A2C's: no momentum, whose slot TF1 keeps all the same
+              "rmsprop-a2c": lambda: tf.compat.v1.train.RMSPropOptimizer(0.05, decay=0.99, epsilon=1e-5),
               "rmsprop-centered": lambda: tf.compat.v1.train.RMSPropOptimizer(0.05, momentum=0.5, centered=True),
               "adadelta": lambda: tf.compat.v1.train.AdadeltaOptimizer(1.0, epsilon=1e-7),
               "proximal-adagrad": lambda: tf.compat.v1.train.ProximalAdagradOptimizer(0.05, l2_regularization_strength=0.01)}
