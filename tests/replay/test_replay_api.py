@@ -142,6 +142,19 @@ def test_inputs_as_keywords_and_returned_values(tf2):
         tf2.replay(SEED, step, model=model, steps=1, inputs={"nope:0": "features"})
 
 
+def test_a_returned_key_the_golden_lacks_is_an_error_naming_the_nearest(tf2):
+    # the "kind/name" convention with a typo: not a tensor silently left out of the comparison
+    tf = tf2.tf
+    model, step = seed_example.make()
+
+    def typo(inputs):
+        out = step(inputs)
+        return dict(out, **{"tap/layr1": tf.zeros(1)})
+    with pytest.raises(tracekit.ReplayError, match=r"step 0: the step returned 'tap/layr1', which .*seed_example.h5 "
+                                                   r"does not hold; nearest: tap/layer1"):
+        tf2.replay(SEED, typo, model=model, steps=1)
+
+
 def test_save_show_verify_diff(tf2, tmp_path, capsys):
     model, step = seed_example.make()
     out = str(tmp_path / "actual.h5")
