@@ -156,8 +156,6 @@ def test_the_loss_recorded_is_the_one_differentiated_whatever_its_shape(tf, tmp_
             ulps = max(_update_ulps(trace, k, var) for k in range(min(3, len(trace))))  # the steps audited
             assert verdict == "disagrees" if ulps > 16 else verdict == "agrees" if ulps < 1 else True, \
                 (var, verdict, ulps, shape)
-        if check["verdict"] == "verified":
-            assert all(v == "agrees" for v in audited.values()), (audited, shape)
 
 
 def _update_ulps(trace, k, var):

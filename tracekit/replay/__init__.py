@@ -2,6 +2,7 @@
 
 loop.py      the framework-neutral loop and the Runner protocol it drives
 options.py   what a replay is asked for (ReplayOptions), checked once
+returned.py  what a port's step may return, checked against the golden
 tf2_runner.py  the TensorFlow 2 runner, built from:
   variables.py   finding, pairing (varmap.py: by name, no TensorFlow), loading variables
   optimizer.py   the Keras optimizer's gradients, learning rate, loss, slots in TF1 terms

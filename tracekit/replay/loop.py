@@ -10,7 +10,6 @@ does the bookkeeping around it.
 from __future__ import annotations
 
 import concurrent.futures
-import difflib
 import os
 import queue
 import shutil
@@ -22,10 +21,11 @@ import numpy as np
 
 from .._threads import pool, start_thread
 from ..errors import ReplayError, UsageError
-from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, make_key, replica_base, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 from ..store.meta import ReplayMeta
 from .options import ReplayOptions
+from .returned import check_returned
 
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
 # the port's steps; a replay can be run again, so a crash losing these costs nothing.
@@ -290,7 +290,7 @@ class _Drive:
         with runner.step(index, draws, kind not in self.kinds, full) as capture:
             returned = self.call(index, feeds, info)
         if kind not in self.kinds:  # the first step of its kind: every "kind/name" it returns must be the golden's
-            _check_returned(golden, returned, index)
+            check_returned(golden, returned, index)
         runner.check_step(index, g_step.names("grad"))
         self.kinds.add(kind)
         fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
@@ -312,24 +312,6 @@ class _Drive:
         reasons = _not_replayed(golden, runner)
         for sink in self.sinks:
             sink.step(index, values, reasons, fed)
-
-
-def _check_returned(golden: Trace, returned: Mapping[str, Any], index: int) -> None:
-    """A key a step returns as "kind/name" names a golden tensor (or a form of it: a sparse
-    gradient's parts, a replica's copy): a typo is an error naming the nearest golden keys, not
-    a tensor silently left out."""
-    known = [t.key for t in golden.catalog]
-    bases = set(known) | {key.rsplit("/", 1)[0] for key in known if key.endswith(("/values", "/indices"))}
-    for key in returned:
-        kind = split_key(key)[0]
-        base = replica_base(key.rsplit("/", 1)[0] if key.endswith(("/values", "/indices")) else key)
-        if kind == "fetch" or key in bases or base in bases or key in ("loss/loss", "lr/learning_rate"):
-            continue  # ("loss" and "lr" a step returns: the golden's own names may be others)
-        near = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
-        raise ReplayError("step %d: the step returned %r, which %s does not hold%s. A step returns \"loss\", "
-                          "\"lr\", other names (kept as fetch/<name>) or the golden's own \"kind/name\" keys "
-                          "(docs/REPLAY.md); tracekit show lists them"
-                          % (index, key, golden.path, "; nearest: %s" % ", ".join(near) if near else ""))
 
 
 class _Ahead:

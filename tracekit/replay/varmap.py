@@ -332,3 +332,25 @@ def split_state(names: Sequence[str], recorded: Optional[Dict[str, Any]] = None
         else:
             model.append(name)
     return model, slots, iterations, orphans
+
+
+# TF1 update ops that keep a momentum slot (RMSProp's `mom`) even at momentum 0, where it holds
+# each step's update and feeds nothing back: the variable's own change says all it holds.
+_MOMENTUM_KEPT = frozenset(["ApplyRMSProp", "ResourceApplyRMSProp", "SparseApplyRMSProp", "ResourceSparseApplyRMSProp",
+                            "ApplyCenteredRMSProp", "ResourceApplyCenteredRMSProp", "SparseApplyCenteredRMSProp",
+                            "ResourceSparseApplyCenteredRMSProp"])
+
+
+def inert_slots(golden: Any, slots: Sequence[Slot]) -> Dict[str, str]:
+    """Golden slots that change nothing of the run -> why: TF1 RMSProp's momentum slot where the
+    update read momentum 0 (a Keras RMSprop makes none then)."""
+    updates = golden.meta.get("updates") if isinstance(golden.meta.get("updates"), dict) else {}
+    out = {}
+    for slot in slots:
+        fact = updates.get(slot.var) if isinstance(updates.get(slot.var), dict) else {}
+        momentum = (fact.get("hyper") or {}).get("momentum")
+        if slot.update in _MOMENTUM_KEPT and slot.role == "momentum" and momentum == 0.0:
+            out[slot.name] = ("TF1 %s's momentum slot at momentum 0: it holds each step's update and feeds nothing "
+                              "back, so the variable's comparison covers it; the port's optimizer keeps none"
+                              % slot.update)
+    return out
