@@ -34,8 +34,8 @@ def main() -> int:
     for program in programs:
         with tempfile.TemporaryDirectory(prefix="tracekit-corpus-") as where:
             golden = os.path.join(where, program.name + ".h5")
-            seconds = record(program, args.legacy_python or program.python(ROOT), golden,
-                             os.path.join(where, "work")).seconds
+            recorded = record(program, args.legacy_python or program.python(ROOT), golden, os.path.join(where, "work"))
+            seconds = recorded.seconds
             if program.ported:
                 result = replay(program, golden)
                 verdict = "MATCH" if result.ok else "first divergence: step %s, %s" % (
@@ -43,7 +43,11 @@ def main() -> int:
                     result.first_divergence.key if result.first_divergence else "; ".join(result.missing[:2]))
                 failed += not result.ok
             else:
-                verdict = "(no port: recorded and held to its printed losses)"
+                verdict = "no port"
+            if program.prints_loss:  # the golden's loss against the program's own totals
+                held = _held(golden, recorded.losses())
+                failed += not held
+                verdict += "; loss %s the program's at every step" % ("equal to" if held else "NOT EQUAL TO")
             lines = ("%d lines" % port_lines(program)) if program.ported else "-"
             rows.append((program.name, program.package, "%.1f s" % seconds,
                          "%.1f KiB" % (os.path.getsize(golden) / 1024), lines, verdict))
@@ -56,6 +60,16 @@ def main() -> int:
         for row in rows:
             print("  ".join(row))
     return 1 if failed else 0
+
+
+def _held(golden: str, printed: tuple) -> bool:
+    import numpy as np
+
+    import tracekit
+
+    with tracekit.open(golden) as trace:
+        recorded = [float(step["loss/loss"]) for step in trace]
+    return len(recorded) == len(printed) > 0 and bool(np.allclose(recorded, printed, rtol=1e-6, atol=1e-6))
 
 
 if __name__ == "__main__":
