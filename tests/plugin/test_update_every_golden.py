@@ -1,6 +1,6 @@
 """The update workflow on every shipped golden, as a user's project runs it: the port changes on
-purpose (it halves its first float input, as a new preprocessing would, also where a structure holds it), its replay test fails,
-the golden is rewritten (tracekit accept; then, from the legacy golden again, pytest
+purpose (it halves its first float input, as a new preprocessing would, also where a structure
+holds it), its replay test fails, the golden is rewritten (tracekit accept; then, from the legacy golden again, pytest
 --tracekit-update=all), the changed port passes against it, and `tracekit log` shows the update.
 Goldens with optimizer slots (Adam, Momentum, Adagrad, FTRL: Keras makes slots at the first
 update) keep the initial state the replay started from, and say so."""

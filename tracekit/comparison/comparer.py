@@ -234,8 +234,8 @@ class Comparer:
             result.notes.append("the golden has %d steps, the replay %d: %d compared"
                                 % (len(golden), actual_steps, result.steps))
         for name, (recorded, port) in sorted(replay.reshaped_draws.items()):
-            result.notes.append("random draw %s fed reshaped: the golden drew %s, the port asks for %s (as many numbers, "
-                                "the same distribution)" % (name, tuple(recorded), tuple(port)))
+            result.notes.append("random draw %s fed reshaped: the golden drew %s, the port asks for %s (as many "
+                                "numbers, the same distribution)" % (name, tuple(recorded), tuple(port)))
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         # A tensor may be absent from some steps (slots before the first update): missing means never.

@@ -274,8 +274,8 @@ class GraphModel:
                 self._warn("the gradient of %s, which the run updates by an assign op, was not found, so it is "
                            "not recorded: %s, or declare it: tracekit record --gradient %s=TENSOR" % (
                                update.var, "no gradient the program took (tf.gradients, compute_gradients) is the "
-                               "one its update reads" if seen else "build the graph inside the recorder (tracekit record "
-                               "does), where tf.gradients and compute_gradients are seen", update.var))
+                               "one its update reads" if seen else "build the graph inside the recorder (tracekit "
+                               "record does), where tf.gradients and compute_gradients are seen", update.var))
             if update.var is None or update.grad is None:
                 continue
             if update.indices is None:

@@ -7,8 +7,8 @@ the gradient of each variable, the train op they return and the optimizer's own 
 (slots, Adam's beta powers); `tf.gradients` notes each variable's gradient and the tensor
 it differentiated (the loss: what the program hands over is what was differentiated,
 whatever the gradient graph's shape), and `tf.clip_by_global_norm` what it made of each
-gradient, for hand-written updates (updates.py). graph.py reads these notes; it also finds gradients and learning rates of
-optimizer update ops without them.
+gradient, for hand-written updates (updates.py). graph.py reads these notes; it also finds
+gradients and learning rates of optimizer update ops without them.
 """
 
 from __future__ import annotations
