@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Tuple
+from typing import Optional, Tuple
 
 from .errors import UsageError
 
@@ -95,6 +95,18 @@ LOSSES, SELF_CHECK = "losses", "self_check"
 
 # A value one replica of a tf.distribute replay computed, beside the cross-replica value: "<name>@replica<id>".
 REPLICA = "@replica"
+# A sparse gradient (IndexedSlices: an embedding's rows) is two tensors: "<var>/values", "<var>/indices".
+SPARSE_VALUES, SPARSE_INDICES = "/values", "/indices"
+
+
+def sparse_owner(name: str) -> Optional[str]:
+    """The variable a sparse gradient's part belongs to ("emb:0" for "emb:0/values"), else None."""
+    for part in (SPARSE_VALUES, SPARSE_INDICES):
+        if name.endswith(part):
+            return name[:-len(part)]
+    return None
+
+
 # A gradient before tf.clip_by_global_norm, beside the applied one under the variable's name: "<var>@unclipped".
 UNCLIPPED = "@unclipped"
 # A variable's value when step k started, recorded in step k where a run between steps (a target

@@ -20,9 +20,9 @@ from typing import Any, Collection, Dict, Optional, Tuple
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..keys import make_key, split_key
+from ..keys import SPARSE_INDICES, SPARSE_VALUES, make_key, split_key
 
-VALUES, INDICES = "/values", "/indices"
+VALUES, INDICES = SPARSE_VALUES, SPARSE_INDICES
 BY_ROWS = "rows by index (both sparse, the rows of an index summed)"
 INDEX_SET = "distinct indices (both sparse)"
 DENSIFIED = "densified (golden sparse, replay dense)"

@@ -18,7 +18,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from .declared import Declared, find_tensor
 from .updates import GRADIENTS_SCOPE, Update, is_gradient_seed
-from .walk import pure, unique
+from .walk import pure, unique, unique_ops
 
 # How a loss was found, as the golden's metadata says it.
 DECLARED, DIFFERENTIATED, SEED = "declared", "differentiated", "inferred from the gradient seed"
@@ -114,15 +114,6 @@ def _nearest_common(ops: List[Any], limit: int = 20000) -> Optional[Any]:
         return None
     graph = ops[0].graph
     return min((graph.get_operation_by_name(n) for n in common), key=lambda o: o._id)
-
-
-def unique_ops(ops: Iterable[Any]) -> List[Any]:
-    out, names = [], set()
-    for op in ops:
-        if op.name not in names:
-            names.add(op.name)
-            out.append(op)
-    return out
 
 
 def _forward(op: Any, limit: int) -> Set[str]:

@@ -21,9 +21,10 @@ def is_random_draw(op: Any) -> bool:
     return (op.type in RANDOM_OPS and op.op_def.is_stateful) or bool(STATELESS_RANDOM.match(op.type))
 
 
-def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
+def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str], control: bool = True) -> List[Any]:
     """The ops a run of `fetch_ops` executes: their ancestors through data and control
-    edges, not looking past fed tensors."""
+    edges, not looking past fed tensors (control=False: through data edges only, the ops
+    whose values they need)."""
     seen: Dict[str, Any] = {}
     stack = list(fetch_ops)
     while stack:
@@ -34,9 +35,9 @@ def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str]) -> List[Any]:
         for tensor in op.inputs:
             if tensor.name not in fed and tensor.op.name not in seen:
                 stack.append(tensor.op)
-        for control in op.control_inputs:
-            if control.name not in seen:
-                stack.append(control)
+        for source in op.control_inputs if control else ():
+            if source.name not in seen:
+                stack.append(source)
     return list(seen.values())
 
 
@@ -85,8 +86,8 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
     (a tf.tuple gate's gradient of a constant factor, which reads an L2 term) with them."""
     ops = sorted(executed, key=lambda op: op._id)
     names = {op.name for op in ops}
-    live = _data_ancestors([t.op for t in recorded.values()] + [op for ops_ in updates.values() for op in ops_]
-                           + list(fetched), fed, names)
+    roots = [t.op for t in recorded.values()] + [op for ops_ in updates.values() for op in ops_] + list(fetched)
+    live = {op.name for op in executed_ops([op for op in roots if op.name in names], fed, control=False)}
     bit: Dict[str, int] = {}
     for var, changers in sorted(updates.items()):
         for op in changers:
@@ -132,19 +133,6 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
                         said.add(key)
                         break
     return out
-
-
-def _data_ancestors(roots: List[Any], fed: FrozenSet[str], within: Set[str]) -> Set[str]:
-    """`roots` and the ops their values come from through data edges (not past fed tensors)."""
-    seen: Set[str] = set()
-    stack = [op for op in roots if op.name in within]
-    while stack:
-        op = stack.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
-        stack.extend(t.op for t in op.inputs if t.name not in fed and t.op.name not in seen)
-    return seen
 
 
 def _reads(source_op: Any, names: Set[str], changing: Set[str]) -> List[Any]:

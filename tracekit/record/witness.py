@@ -19,7 +19,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import RecordError
-from ..keys import AUDIT, LOSSES, SELF_CHECK, UNCLIPPED, split_key
+from ..keys import (AUDIT, LOSSES, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED, make_key, sparse_owner,
+                    split_key)
 from ..store.audit import AuditResult, audit_step
 from . import selfcheck
 from .graph import GraphModel, StepPlan
@@ -235,12 +236,12 @@ def recorded_gradients(values: List[Tuple[str, Any]], state: Mapping[str, Any]) 
         kind, name = split_key(key)
         if kind != "grad" or name.endswith(UNCLIPPED):
             continue
-        indices = key[:-len("values")] + "indices"
-        if name.endswith("/values") and indices in recorded:
-            var = name[:-len("/values")]
-            out[var] = selfcheck.dense(selfcheck.Rows(value, recorded[indices]), np.shape(state.get(var)))
-        elif not name.endswith("/indices"):
+        var = sparse_owner(name)
+        if var is None:
             out[name] = np.asarray(recorded.get(key + UNCLIPPED, value), np.float64)
+        elif name.endswith(SPARSE_VALUES) and make_key("grad", var + SPARSE_INDICES) in recorded:
+            rows = selfcheck.Rows(value, recorded[make_key("grad", var + SPARSE_INDICES)])
+            out[var] = selfcheck.dense(rows, np.shape(state.get(var)))
     return out
 
 
@@ -252,4 +253,4 @@ def _kind(plan: StepPlan) -> str:
 def _variable_of(key: str) -> str:
     """The variable a "grad/..." key is the gradient of."""
     name = split_key(key)[1].split(UNCLIPPED)[0]
-    return name.rsplit("/", 1)[0] if name.endswith(("/values", "/indices")) else name
+    return sparse_owner(name) or name

@@ -9,10 +9,9 @@ import difflib
 from typing import Any, Mapping
 
 from ..errors import ReplayError
-from ..keys import replica_base, split_key
+from ..keys import replica_base, sparse_owner, split_key
 from ..store import Trace
 
-SPARSE_PARTS = ("/values", "/indices")  # a sparse gradient's two tensors
 SHORTHANDS = ("loss/loss", "lr/learning_rate")  # what "loss" and "lr" become: the golden's names may be others
 
 
@@ -20,9 +19,9 @@ def check_returned(golden: Trace, returned: Mapping[str, Any], index: int) -> No
     """Each "kind/name" key of `returned` names a golden tensor or a form of it (a sparse
     gradient's parts, a replica's copy); else a ReplayError naming the nearest golden keys."""
     known = [t.key for t in golden.catalog]
-    bases = set(known) | {key.rsplit("/", 1)[0] for key in known if key.endswith(SPARSE_PARTS)}
+    bases = set(known) | {sparse_owner(key) for key in known if sparse_owner(key)}
     for key in returned:
-        base = replica_base(key.rsplit("/", 1)[0] if key.endswith(SPARSE_PARTS) else key)
+        base = replica_base(sparse_owner(key) or key)
         if split_key(key)[0] == "fetch" or key in bases or base in bases or key in SHORTHANDS:
             continue
         near = difflib.get_close_matches(key, known, n=3, cutoff=0.5)

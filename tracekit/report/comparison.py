@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import List, Optional
 
-from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
 from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED, REDUCED_TWICE,
                                        REGULARIZATION_UNSCALED, DistributionHint)
 from ..comparison.result import Comparison, Divergence, RoundoffCause, TensorResult
 from ..comparison.noise import DRIVEN, GRADIENT, Noise
 from ..comparison.select import Selection
-from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED, OPTIMIZER_SETTING,
-                                RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SLOT_INITIAL,
-                                SlipHint)
 from ..comparison.stats import Stats
 from ..keys import step_label
 from .environment import changes, diff_lines, summary
+from .hints import convention, slip
 from .judged import judged_lines
 from .provenance import origin_line
-from .text import table
+from .text import num, table
 
 STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "fetches", "loss": "loss",
           "lr": "learning rate", "grad": "gradients", "var": "updated variables", "slot": "optimizer slots"}
@@ -44,10 +41,6 @@ def digest_lines(result: Comparison) -> List[str]:
                                                            sum(t.steps for t in result.tensors))]
 
 
-def _num(x: float) -> str:
-    return "%.3g" % x
-
-
 def describe(stats: Stats) -> List[str]:
     """Lines saying how a tensor differs."""
     if stats.basis in ("digest", "bits"):
@@ -60,17 +53,17 @@ def describe(stats: Stats) -> List[str]:
                 % (stats.mismatched, stats.total, 100 * stats.fraction,
                    "" if stats.worst_index is None else ", first at %s" % (list(stats.worst_index),))]
     lines = ["%d of %d elements differ (%.1f%%); max abs error %s, max rel error %s%s"
-             % (stats.mismatched, stats.total, 100 * stats.fraction, _num(stats.max_abs), _num(stats.max_rel),
+             % (stats.mismatched, stats.total, 100 * stats.fraction, num(stats.max_abs), num(stats.max_rel),
                 "" if stats.worst_index is None else ", worst at %s" % (list(stats.worst_index),))]
     if stats.nonfinite:
         lines.append("%d elements are NaN or Inf on one side only (always a mismatch)" % stats.nonfinite)
-    allowance = " ulps=%s" % _num(stats.allowed_ulps) if stats.allowed_ulps else ""
+    allowance = " ulps=%s" % num(stats.allowed_ulps) if stats.allowed_ulps else ""
     lines.append("tolerance atol=%s rtol=%s%s; it would pass with atol >= %s (at rtol=%s) or rtol >= %s (at atol=%s)"
-                 % (_num(stats.atol), _num(stats.rtol), allowance, _num(stats.needed_atol), _num(stats.rtol),
-                    _num(stats.needed_rtol), _num(stats.atol)))
+                 % (num(stats.atol), num(stats.rtol), allowance, num(stats.needed_atol), num(stats.rtol),
+                    num(stats.needed_rtol), num(stats.atol)))
     if 0 < stats.ulps < float("inf"):
         lines.append("error = %s ulps of the tensor's scale (eps * max |golden| = %s)"
-                     % (_num(stats.ulps), _num(stats.max_abs / stats.ulps)))
+                     % (num(stats.ulps), num(stats.max_abs / stats.ulps)))
     return lines
 
 
@@ -81,14 +74,14 @@ def _from_digest(stats: Stats) -> List[str]:
     lines = ["judged from digests (the golden keeps a fixed sample and statistics of the %d elements at this "
              "step): %d sampled elements differ; max abs error at least %s%s"
              % (stats.total, stats.mismatched,
-                _num(stats.max_abs), "" if stats.worst_index is None else ", worst sampled at %s"
+                num(stats.max_abs), "" if stats.worst_index is None else ", worst sampled at %s"
                 % (list(stats.worst_index),))]
     if stats.problem:
         lines.append(stats.problem)
     if not stats.discrete:
         lines.append("tolerance atol=%s rtol=%s%s; it would need atol >= %s at least"
-                     % (_num(stats.atol), _num(stats.rtol), " ulps=%s" % _num(stats.allowed_ulps)
-                        if stats.allowed_ulps else "", _num(stats.needed_atol)))
+                     % (num(stats.atol), num(stats.rtol), " ulps=%s" % num(stats.allowed_ulps)
+                        if stats.allowed_ulps else "", num(stats.needed_atol)))
     return lines
 
 
@@ -109,7 +102,7 @@ def divergence(d: Divergence) -> List[str]:
 def noise_line(noise: Noise, stats: Optional[Stats] = None) -> str:
     """What amplified round-off explains, in one line (comparison/noise.py)."""
     if noise.link == GRADIENT:
-        size = "" if stats is None else " (up to %s)" % _num(stats.golden_scale)
+        size = "" if stats is None else " (up to %s)" % num(stats.golden_scale)
         return ("%s is at the noise floor: its golden values%s are round-off, far below the step's other "
                 "gradients" % (noise.key, size))
     if noise.link == DRIVEN:
@@ -124,7 +117,7 @@ def cause(c: RoundoffCause) -> List[str]:
     what = changes(c.changes)
     differ = "may differ" if all(x.unknown for x in c.changes) else "differ"
     closest = "every failing tensor is within the cross-machine round-off bound of its kind (closest: %s, " \
-              "%s ulps of its scale, bound %s)" % (c.key, _num(c.ulps), _num(c.bound))
+              "%s ulps of its scale, bound %s)" % (c.key, num(c.ulps), num(c.bound))
     if c.likely:
         return ["likely cause: the machine, not the code: %s, the same program computed both, and the two runs "
                 "differ in what selects kernels (%s). Compare with the round-off profile (tracekit diff without "
@@ -137,110 +130,6 @@ def cause(c: RoundoffCause) -> List[str]:
     return ["possible cause: machine round-off. %s, and the runs %s in what selects kernels (%s); the traces do "
             "not record enough to be sure (which program made them, or the machine), so a small change of the "
             "code would look the same (docs/NUMERICS.md)" % (closest, differ, what)]
-
-
-def convention(hint: ConventionHint) -> str:
-    if hint.code == MOMENTUM and hint.lr_change is not None:
-        step, before, after = hint.lr_change
-        return ("possible cause: the momentum convention. TF1's MomentumOptimizer accumulates gradients "
-                "(accum = m*accum + g; var -= lr*accum), Keras SGD(momentum=m) accumulates steps (v = m*v - lr*g; "
-                "var += v); they agree only while the learning rate is constant, and the golden's changes at %s "
-                "(%s -> %s). Keep TF1's rule: tf.compat.v1.train.MomentumOptimizer runs in TF2 and tracekit replays it "
-                "(pass it global_step=), or keep the learning rate constant where it must match" % (step_label(step), _num(before), _num(after)))
-    if hint.code == ADAM_EPSILON:
-        fit = "" if hint.fitted_epsilon is None else (
-            "; element by element the two updates differ as one epsilon would make them (an effect that grows as "
-            "sqrt(v) shrinks): they fit epsilon=%.2g in the replay, taking TF1's 1e-8 for the golden"
-            % hint.fitted_epsilon)
-        return ("possible cause: Adam's epsilon. At %s the gradients, the learning rate and Adam's m and v all "
-                "agree, but %s does not: only the update differs%s. TF1's AdamOptimizer uses epsilon=1e-8, "
-                "Keras Adam 1e-7: pass epsilon=1e-8 (and check beta_1, beta_2, amsgrad)"
-                % (step_label(hint.step), hint.key, fit))
-    if hint.code == RMSPROP_EPSILON:
-        return ("possible cause: RMSprop's epsilon. At %s the gradients, the learning rate and the RMSprop slots all "
-                "agree, but %s does not: only the update differs. TF1's RMSPropOptimizer uses epsilon=1e-10 (inside "
-                "the square root), Keras RMSprop 1e-7: pass epsilon=1e-10" % (step_label(hint.step), hint.key))
-    return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
-
-
-def _start_advice(update: Any) -> str:
-    """How to start a slot as the TF1 optimizer whose update op is `update` did."""
-    update = str(update or "")
-    if "RMSProp" in update:
-        return ("TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras RMSprop at 0: set it to 1.0 after "
-                "optimizer.build(variables), or use tf.compat.v1.train.RMSPropOptimizer")
-    if "Adagrad" in update or "Ftrl" in update:
-        return "Adagrad's and Ftrl's initial_accumulator_value; TF1 defaults to 0.1"
-    return "the TF1 optimizer's starting value of that slot"
-
-
-def _full(x: float) -> str:
-    return "%.7g" % x
-
-
-def slip(hint: SlipHint) -> str:
-    """A usual migration slip the first divergence fits, with its evidence and the fix."""
-    e, at = hint.evidence, "%s, %s" % (step_label(hint.step), hint.key)
-    if hint.code in (REGULARIZATION_MISSING, REGULARIZATION_DOUBLED):
-        missing = hint.code == REGULARIZATION_MISSING
-        return ("hint: the regularization loss is %s. At %s is %s in the golden, %s in the replay: %s by %s, the "
-                "golden's regularization loss at that step (the gradients then differ by its gradient, lambda * w). "
-                "%s" % ("left out" if missing else "added twice", at, _full(e["golden"]), _full(e["actual"]),
-                        "lower" if missing else "higher", _full(e["regularization"]),
-                        "Add the model's regularization losses to the loss (tf.add_n(model.losses))" if missing else
-                        "Add it once: Keras' compile()/fit() already add model.losses"))
-    if hint.code in (LOSS_SUMMED, LOSS_AVERAGED):
-        summed = hint.code == LOSS_SUMMED
-        return ("hint: the loss is %s over the batch where the golden %s it. At %s is %s in the golden, %s in the "
-                "replay: a factor of the batch size, %d (the gradients scale with it). Use reduction=%s"
-                % ("summed" if summed else "averaged", "averaged" if summed else "summed", at, _full(e["golden"]),
-                   _full(e["actual"]), e["batch"], "'sum_over_batch_size'" if summed else "'sum'"))
-    if hint.code == LR_SHIFTED:
-        return ("hint: the learning-rate schedule is one step %s. At %s is %s, the golden's rate at %s (the golden's "
-                "here: %s). Evaluate the schedule at the step TF1 did (its global_step before the update, as Keras' "
-                "optimizer.iterations)" % ("ahead" if e["shift"] > 0 else "behind", at, _full(e["actual"]),
-                                           step_label(hint.step + e["shift"]), _full(e["golden"])))
-    if hint.code == LR_RACE:
-        race = e["race"]
-        return ("hint: a race in the TF1 training step, not necessarily the port. The TF1 run read %s for its learning "
-                "rate (op %s) with no ordering against the counter's increment (op %s), so each recorded step holds "
-                "the rate before or after the increment, as TF1's scheduler ran them (tracekit show lists the race). At "
-                "%s the golden's rate is %s, the replay's %s. Make the TF1 step order the increment after the update "
-                "(apply_gradients(..., global_step=...)) and record again, or compare with a tolerance rule for %s"
-                % (race.get("counter"), race.get("read"), race.get("increment"), at,
-                   *("?" if v is None else _full(v) for v in (e["golden"], e["actual"])), hint.key))
-    if hint.code == READ_RACE:
-        race = e["race"]
-        return ("hint: a race in the TF1 training step, not necessarily the port. %s reads %s (op %s) with no "
-                "ordering against its update (op %s) in the same run, so the golden holds the value as fetched, "
-                "before or after the update as TF1's scheduler ran them (tracekit show lists the race). Order the "
-                "read before the update in the TF1 program (a control dependency) and record again, or compare %s "
-                "with a tolerance rule" % (hint.key, race.get("variable"), race.get("read"), race.get("update"),
-                                           hint.key))
-    if hint.code == BN_MOMENTUM:
-        return ("hint: batch-norm momentum. At %s moved %.3g times as far as in the golden while the forward pass and "
-                "the gradients agree: (1 - momentum) differs by that factor (a golden momentum of 0.9 against 0.99 "
-                "gives 0.1). tf.layers.batch_normalization and Keras default to 0.99, slim to 0.999: give "
-                "BatchNormalization the golden code's momentum" % (at, e["ratio"]))
-    if hint.code == RANDOM_DRAWS:
-        if e.get("random") == "none":
-            return ("hint: the random draws differ (%s): the replay ran with random='none', so dropout and the other "
-                    "random ops drew their own numbers. Replay with the random tape (random='tape', the default)" % at)
-        return ("hint: the random draws differ (%s): the port's random op did not take the golden's draws. Check that "
-                "dropout (or the random op) runs inside the replayed step, with the shape and order of the golden's "
-                "(tracekit show lists its random draws)" % at)
-    if hint.code == SLOT_INITIAL:
-        golden = "%s everywhere" % _full(e["golden"]) if e.get("golden") is not None else "other values"
-        return ("hint: the port's optimizer starts %s at %s where the TF1 optimizer started it at %s. The replay "
-                "loaded the golden's state, but the port on its own would not train like TF1: give the optimizer "
-                "TF1's initial value (%s)" % (hint.key, _full(e["actual"]), golden, _start_advice(e.get("update"))))
-    if hint.code == OPTIMIZER_SETTING:
-        return ("hint: the port's %s sets %s where the TF1 update of %s (%s) used %s: give the TF2 optimizer "
-                "TF1's settings" % (e["optimizer"], ", ".join("%s=%s" % (own, _full(value)) for _, own, _, value
-                                                               in e["differ"]),
-                                     e["variable"], e["update"], ", ".join("%s=%s" % (arg, _full(value))
-                                                                           for arg, _, value, _ in e["differ"])))
-    return "hint: %s at %s" % (hint.code, at)
 
 
 SPLIT_BY = {"dataset": "strategy.experimental_distribute_dataset", "function": "strategy.distribute_datasets_from_function"}
@@ -341,8 +230,8 @@ def tensor_rows(result: Comparison, selection: Optional[Selection] = None) -> Li
         if t.first_failed is not None and t.by_step[t.first_failed].basis in ("digest", "bits"):
             first += " (digest)"
         rows.append([t.kind, t.name, _status(t), "%d/%d" % (t.failed_steps, t.steps), first,
-                     "%.1f%%" % (100 * w.fraction), _num(w.max_abs), _num(w.max_rel), _num(w.needed_atol),
-                     _num(w.needed_rtol), _num(max(t.by_step[s].ulps for s in steps))])
+                     "%.1f%%" % (100 * w.fraction), num(w.max_abs), num(w.max_rel), num(w.needed_atol),
+                     num(w.needed_rtol), num(max(t.by_step[s].ulps for s in steps))])
     return rows
 
 
@@ -411,5 +300,5 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
 
 def max_error_rows(result: Comparison) -> List[List[str]]:
     """Comparison.max_errors() as table rows: kind, tensors, max abs, max rel, max ulps."""
-    return [[e.kind, str(e.tensors), _num(e.max_abs), _num(e.max_rel), _num(e.max_ulps)]
+    return [[e.kind, str(e.tensors), num(e.max_abs), num(e.max_rel), num(e.max_ulps)]
             for e in result.max_errors()]

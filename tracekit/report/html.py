@@ -22,9 +22,10 @@ from ..keys import step_label
 from ..store import Trace, open_trace
 from ..store.remote import is_url
 from . import plots
-from .comparison import (STAGES, cause, convention, distribution_hint, divergence, forcing_line, form_lines,
-                         headline, noise_line, slip, tensor_rows, verdict)
+from .comparison import (STAGES, cause, distribution_hint, divergence, forcing_line, form_lines, headline,
+                         noise_line, tensor_rows, verdict)
 from .environment import diff_lines
+from .hints import convention, slip
 from .judged import judged_lines
 
 HEATMAP_ROWS = 40  # the worst tensors; the table lists them all

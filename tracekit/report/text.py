@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence
 
 
+def num(x: float) -> str:
+    """A statistic in three significant digits."""
+    return "%.3g" % x
+
+
 def size(nbytes: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(nbytes) < 1024 or unit == "GiB":
