@@ -120,3 +120,35 @@ def test_a_tap_the_golden_lacks_stops_tap_forcing_with_its_name(tf2):
         return step(inputs)
     with pytest.raises(tracekit.ReplayError, match="taps 'not_in_golden' at step 0, and the golden recorded no"):
         tf2.replay(golden("seed_example"), extra, model=model, steps=1, forcing="taps")
+
+
+class _Stub:
+    """A runner whose state reads back as `held`."""
+
+    def __init__(self, held, not_replayed=None):
+        self.held, self.not_replayed = held, not_replayed or {}
+
+    def read_state(self):
+        return list(self.held.items())
+
+
+def test_forcing_reads_back_what_it_set_and_lists_what_it_could_not():
+    import numpy as np
+
+    from tracekit.errors import ReplayError
+    from tracekit.replay.forcing import forced_record
+
+    golden = type("G", (), {"path": "g.h5"})()
+    state = {"var/w:0": np.float32([1.0, 2.0]), "slot/w/m:0": np.float32([0.5, 0.25]), "var/beta1_power:0": np.float32(.9),
+             "var/global_step:0": np.int64(3)}
+    forced = ["var/w:0", "slot/w/m:0", "var/global_step:0"]
+    # a momentum slot converted by the learning rate and back reads back within ulps: set
+    close = {"var/w:0": np.float32([1.0, 2.0]), "slot/w/m:0": np.float32([0.5, 0.25]) * (1 + 1e-7),
+             "var/global_step:0": np.int64(3)}
+    record = forced_record(golden, _Stub(close, {"var/beta1_power:0": "no Keras counterpart"}), 1, state, forced)
+    assert record == {"step": 1, "set": {"var": 2, "slot": 1},
+                      "not_set": {"var/beta1_power:0": "no Keras counterpart"}}
+    for key, wrong in (("var/w:0", np.float32([1.0, 2.001])), ("var/global_step:0", np.int64(1)),
+                       ("slot/w/m:0", np.float32([0.5]))):
+        with pytest.raises(ReplayError, match=r"step 4: teacher forcing set 3 tensors .* 1 read back otherwise \(%s\)" % key):
+            forced_record(golden, _Stub(dict(close, **{key: wrong})), 4, state, forced)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tracekit.errors import ReplayError
 from tracekit.replay.variables import mismatch_lines
 from tracekit.replay.varmap import Candidate, Slot, match, parse_slot, split_state
 
@@ -173,3 +174,78 @@ def test_a_golden_variable_mapped_to_none_is_left_out():
         assert {g: c for g, (c, _) in pairs.items()} == {"hidden/W:0": "hidden/kernel:0", "out/W:0": "out/kernel:0"}
     result, _ = _match(golden, port)  # without it, they are the golden's and must be ported
     assert not result.ok and [n for n, _ in result.unmatched_golden] == ["Training_step:0", "val_loss:0"]
+
+
+def test_a_keras_layer_named_after_a_tf1_variable():
+    # BERT's get_variable("word_embeddings") ported as Embedding(name="word_embeddings"): Keras
+    # adds its own variable name; a slot named after the port variable carries it too
+    golden = [("bert/embeddings/word_embeddings:0", (64, 32)), ("bert/embeddings/word_embeddings/adam_m:0", (64, 32)),
+              ("bert/embeddings/position_embeddings:0", (16, 32))]
+    tf2 = [("bert/embeddings/position_embeddings:0", (16, 32)),
+           ("bert/embeddings/word_embeddings/embeddings/adam_m:0", (64, 32)),
+           ("bert/embeddings/word_embeddings/embeddings:0", (64, 32))]
+    result, pairs = _match(golden, tf2)
+    assert result.ok and pairs == {
+        "bert/embeddings/word_embeddings:0": ("bert/embeddings/word_embeddings/embeddings:0",
+                                              "Keras variable name dropped"),
+        "bert/embeddings/word_embeddings/adam_m:0": ("bert/embeddings/word_embeddings/embeddings/adam_m:0",
+                                                     "Keras variable name dropped"),
+        "bert/embeddings/position_embeddings:0": ("bert/embeddings/position_embeddings:0", "name")}
+
+
+def test_dropping_a_keras_name_never_guesses_between_two():
+    result, _ = _match([("a/table:0", (4, 2))], [("a/table/embeddings:0", (4, 2)), ("a/table/kernel:0", (4, 2))])
+    assert result.pairs == {} or result.how["a/table:0"] == "order"
+
+
+def _state_map(golden, state, tf2, var_map="auto", owners=None, converted=None):
+    from tracekit.replay.variables import map_variables
+
+    class Var:
+        def __init__(self, name, shape):
+            self.name, self.shape, self.dtype = name, shape, "float32"
+
+        def assign(self, value):
+            pass
+    made = [Var(name, shape) for name, shape in tf2]
+    mapping, held = map_variables(golden, made, var_map, state, owners, converted)
+    return ({g: c.name for g, c in mapping.pairs.items()}, {g: (c.name, held.how[g]) for g, c in held.pairs.items()},
+            held.left_out)
+
+
+MODEL = [("dense/kernel:0", (3, 2)), ("dense/bias:0", (2,))]
+STATE = [("dense/kernel/adam_m:0", (3, 2)), ("dense/bias/adam_m:0", (2,)), ("global_step:0", ())]
+OWNERS = {"dense/kernel/adam_m:0": "dense/kernel:0", "dense/bias/adam_m:0": "dense/bias:0"}
+
+
+def test_optimizer_state_the_port_holds_is_mapped_after_the_model():
+    # a hand-written optimizer's variables, named after the port's own variables ("net/dense/...")
+    tf2 = [("net/dense/kernel:0", (3, 2)), ("net/dense/bias:0", (2,)), ("opt/m0:0", (3, 2)), ("opt/m1:0", (2,)),
+           ("step:0", ())]
+    with pytest.raises(ReplayError, match="only in TF2: opt/m0:0"):
+        _state_map(MODEL, STATE, tf2, owners=OWNERS)
+    model, held, _ = _state_map(MODEL, STATE, tf2, var_map={"dense/kernel/adam_m:0": "opt/m0", "global_step:0": "step",
+                                                             "dense/bias/adam_m:0": "opt/m1:0"}, owners=OWNERS)
+    assert model == {"dense/kernel:0": "net/dense/kernel:0", "dense/bias:0": "net/dense/bias:0"}
+    assert held == {"dense/kernel/adam_m:0": ("opt/m0:0", "explicit"), "dense/bias/adam_m:0": ("opt/m1:0", "explicit"),
+                    "global_step:0": ("step:0", "explicit")}
+    named = [("net/dense/kernel:0", (3, 2)), ("net/dense/bias:0", (2,)), ("net/dense/kernel/adam_m:0", (3, 2)),
+             ("net/dense/bias/adam_m:0", (2,))]
+    _, held, _ = _state_map(MODEL, STATE, named, owners=OWNERS)
+    assert held == {"dense/kernel/adam_m:0": ("net/dense/kernel/adam_m:0", "named after its variable's"),
+                    "dense/bias/adam_m:0": ("net/dense/bias/adam_m:0", "named after its variable's")}
+
+
+def test_state_a_keras_port_leaves_to_its_optimizer_is_not_demanded_of_its_variables():
+    # no port variable holds the slots or the counter: the Keras optimizer's own are paired later;
+    # regex rules and callables written for the model's names do not decide the state's
+    tf2 = [("m/dense/kernel:0", (3, 2)), ("m/dense/bias:0", (2,))]
+    everything = [(r"^(.*)$", r"m/\1")]
+    lookup = {"dense/kernel:0": "m/dense/kernel:0", "dense/bias:0": "m/dense/bias:0"}
+    for var_map in ("auto", everything, lambda name: lookup[name], [(r"adam_m", None)]):
+        model, held, left_out = _state_map(MODEL, STATE, tf2, var_map, OWNERS)
+        assert len(model) == 2 and held == {} and left_out == []
+    _, _, left_out = _state_map(MODEL, STATE, tf2, {"global_step:0": None}, OWNERS)
+    assert left_out == ["global_step:0"]  # a dict says so on purpose
+    with pytest.raises(ReplayError, match="var_map names dense/bias/adam_m:0, which is not among"):
+        _state_map(MODEL, STATE, tf2, {"dense/bias/adam_m:0": "nowhere"}, OWNERS)

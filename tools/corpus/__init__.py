@@ -54,12 +54,15 @@ PROGRAMS = (
     Program("tfp_bayesian", "tensorflow-probability==0.8.0", "tools/corpus/programs/tfp_bayesian.py", ("--steps", "8"),
             "tfp.layers.DenseReparameterization: weights drawn from their posterior every step (random draws), "
             "a KL divergence among the layer's losses"),
+    # The learning rate's decay spread over 1e9 steps, no warmup: BERT reads global_step unordered
+    # with its increment (a race the golden records), and a rate constant in float32 keeps the run
+    # deterministic whichever way it goes.
     Program("bert_classifier", "bert-tensorflow==1.0.4", "tools/corpus/programs/bert_classifier.py",
-            ("--steps", "4"),
-            "google-research/bert's run_classifier model (BertModel, dropout on reshaped 2-D tensors, embeddings "
-            "by tf.gather) fine-tuned by its AdamWeightDecayOptimizer: tf.gradients, clip_by_global_norm, "
-            "hand-written assign updates with decoupled weight decay, an unordered global-step increment",
-            ported=False, prints_loss=True),
+            ("--steps", "4", "--train-steps", "1000000000", "--warmup", "0"),
+            "google-research/bert's run_classifier model (BertModel, dropout on, embeddings by tf.gather) "
+            "fine-tuned by its AdamWeightDecayOptimizer: tf.gradients, clip_by_global_norm, hand-written assign "
+            "updates with decoupled weight decay, an unordered global-step increment; ported with a "
+            "hand-written optimizer", prints_loss=True),
     Program("tfgan_alternating", "tensorflow-gan==2.0.0", "tools/corpus/programs/tfgan_alternating.py",
             ("--steps", "3"),
             "TF-GAN's gan_model, gan_loss and gan_train_ops: two losses, two Adam optimizers, their train ops "

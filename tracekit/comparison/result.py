@@ -165,6 +165,8 @@ class Comparison:
     short: Optional[str] = None  # why the replay has fewer steps than it should
     # "state": a teacher-forced replay (each step from the golden's state): its errors are local.
     forcing: str = "none"
+    # what forcing set, by kind, and what of the golden's state it could not, checked at its first step
+    forced: Optional[Dict[str, Any]] = None
     # Where the golden's data came from: a derived golden (a TF2 run's data) is flagged in reports.
     golden_provenance: Optional[Provenance] = None
     # "local": a long golden judged by each step's own error (teacher-forced), failing steps judged

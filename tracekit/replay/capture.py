@@ -8,7 +8,7 @@ runs them in program order.
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -77,8 +77,9 @@ class Capture:
         self.put_many([(key, tensor)])
 
     @tf.autograph.experimental.do_not_convert  # plain Python that adds side ops, even in a tf.function
-    def put_many(self, named: List[Tuple[str, Any]]) -> None:
-        """Capture ("kind/name", tensor) pairs when they run, in one side op (a step's gradients)."""
+    def put_many(self, named: List[Tuple[str, Any]], wanted: Optional[Callable[[], bool]] = None) -> None:
+        """Capture ("kind/name", tensor) pairs when they run, in one side op (a step's gradients);
+        `wanted()`, asked each time they run, may say they are not needed (then nothing is copied)."""
         if not named:
             return
         keys = [key for key, _ in named]
@@ -86,7 +87,7 @@ class Capture:
         replica = replica_id()  # the replica tracing or running this code, fixed in the traced function
 
         def store(values: List[np.ndarray]) -> None:
-            if not (self.full or light):
+            if not (self.full or light) or (wanted is not None and not wanted()):
                 return
             for key, value in zip(keys, values):
                 if replica is None:

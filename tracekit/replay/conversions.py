@@ -225,6 +225,20 @@ def partition_groups(golden: Sequence[Tuple[str, Tuple[int, ...]]]) -> Dict[str,
     return out
 
 
+def carried_conversions(var_map: Any) -> Tuple[Any, List[Conversion]]:
+    """A var_map dict whose values may be conversions ({"output_weights:0": transpose(...)}) ->
+    (the var_map without them, the conversions); each must convert the variable it is the value of."""
+    if not isinstance(var_map, dict):
+        return var_map, []
+    carried = [(name, conv) for name, conv in var_map.items() if isinstance(conv, Conversion)]
+    for name, conv in carried:
+        if name not in conv.golden:
+            raise UsageError("var_map[%r] is the conversion %s, which converts %s: give it as the value of (one of) "
+                             "the golden variables it converts" % (name, conv.describe, ", ".join(conv.golden)))
+    rest = {name: value for name, value in var_map.items() if not isinstance(value, Conversion)}
+    return rest, list({id(conv): conv for _, conv in carried}.values())
+
+
 def bind(conversions: Sequence[Conversion], golden_shapes: Dict[str, Tuple[int, ...]],
          port_shape: Callable[[Any], Tuple[int, ...]]) -> None:
     """Check each conversion against the golden and the port before anything is loaded: every

@@ -24,6 +24,7 @@ from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 from ..store.meta import ReplayMeta
+from .forcing import forced_record
 from .options import ReplayOptions
 from .returned import check_returned
 
@@ -69,9 +70,10 @@ class Runner(Protocol):
         """After the step: raise if it did not use the draws as it must, or left the golden's
         optimizer state of `updated` (the variables the golden's step has gradients for) unpaired."""
 
-    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> None:
+    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> List[str]:
         """Set the port's variables, optimizer slots and step counter to `state` ("kind/name" ->
-        the golden's value); `rates`: the golden's learning rates of the step that left it."""
+        the golden's value); `rates`: the golden's learning rates of the step that left it.
+        Returns the keys it set."""
 
     def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
         """From the next step on, each tracekit.tap(name, x) hands the rest of the forward pass
@@ -222,7 +224,11 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
     if restart_at:
         about["restarted_at"] = sorted(restart_at)
     def drive(sinks: List[Sink]) -> int:
-        return _Drive(golden, runner, call, options, sinks).run(count, stop, restart_at)
+        driven = _Drive(golden, runner, call, options, sinks)
+        ran = driven.run(count, stop, restart_at)
+        if driven.forced is not None:
+            about["forced"] = driven.forced
+        return ran
     if not write:
         ran = drive([sink] if sink is not None else [])
         return Replayed(dict(meta, **_replay_meta(golden, runner, about, ran, count, steps is not None, every)), ran)
@@ -254,6 +260,7 @@ class _Drive:
         self.kinds: set = set()  # the kinds of steps run so far (the train ops of each)
         self.initial: Dict[str, Any] = {}
         self.ahead: Optional[_Ahead] = None
+        self.forced: Optional[Dict[str, Any]] = None  # what teacher forcing set, checked at its first step
 
     def run(self, count: int, stop: Optional[Callable[[], bool]], restart_at: "frozenset[int]") -> int:
         """Run the steps, handing each one's values to the sinks; returns how many ran."""
@@ -265,7 +272,9 @@ class _Drive:
         try:
             for index in range(count):
                 if index > 0 and (options.forcing in ("state", "taps") or index in restart_at):
-                    _force(golden, runner, index)
+                    state, forced = _force(golden, runner, index)
+                    if self.forced is None:
+                        self.forced = forced_record(golden, runner, index, state, forced)
                 self.step(index, *ahead.take(index))
                 if options.progress is not None:
                     options.progress(index + 1, count)
@@ -355,12 +364,13 @@ def _send_initial(sinks: Sequence[Sink], initial: Dict[str, Any], runner: Runner
         sink.initial(state)
 
 
-def _force(golden: Trace, runner: Runner, index: int) -> None:
-    """Teacher forcing: the golden's state after step index - 1 into the port."""
+def _force(golden: Trace, runner: Runner, index: int) -> Tuple[Dict[str, Any], List[str]]:
+    """Teacher forcing: the golden's state after step index - 1 into the port; returns that
+    state and the keys set."""
     state = golden.state_before(index)  # forcing needs the golden's full state after every step
     before = golden.step(index - 1)
     rates = {name: float(before["lr", name]) for name in before.names("lr")}
-    runner.force_state(state, rates)
+    return state, runner.force_state(state, rates)
 
 
 def _not_replayed(golden: Trace, runner: Runner) -> Dict[str, str]:

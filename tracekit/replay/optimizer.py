@@ -21,10 +21,12 @@ from ..keys import UNCLIPPED, make_key, split_key
 from .capture import Capture, numpy, passed_key, port_grad_key
 from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
+from .gradients import GradientWatch, gradient_keys
 from .keras_optimizers import aggregates, delegates, optimizer_classes
 from .optimizer_terms import (TF1_NAMES, applied, convention, is_v1, keras_slot, learning_rate, one_value, settings,
                               slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
+from .port_state import starts_fresh
 from .varmap import Mapping, Slot, inert_slots
 from .variables import cast_for, initial_value, unwrap
 
@@ -51,11 +53,13 @@ class OptimizerBridge:
         # variables whose gradient the golden holds before clipping too, and what the port clipped:
         # id(a tf.clip_by_global_norm output in this step) -> its input
         self._unclipped = {n[:-len(UNCLIPPED)] for n in golden.names("grad") if n.endswith(UNCLIPPED)}
-        self._before_clip: Dict[int, Any] = {}
         self._unclipped_seen: Set[str] = set()
+        self._watch = GradientWatch(capture, self._name_of, self._sparse)  # gradients a hand-written optimizer applies
         self._conversions = list(conversions)
         for i, conv in enumerate(self._conversions):  # their gradients are converted after the step
             self._by_var.update((id(v), port_grad_key(i, j)) for j, v in enumerate(conv.port))
+            if all(name in self._unclipped for name in conv.golden):  # captured unclipped too, then converted
+                self._unclipped.update(port_grad_key(i, j) for j in range(len(conv.port)))
         # (conversion, golden slot names, the port's slot variables, convention) per converted slot role
         self._converted_slots: List[Tuple[Conversion, List[str], List[Any], str, str]] = []
         self._slots: List[Tuple[str, Any, str, str]] = []  # golden name, TF2 slot variable, convention, lr name
@@ -100,50 +104,57 @@ class OptimizerBridge:
             out.extend((self._keys[name], step) for name in self._iterations)
         return out
 
-    def force(self, state: Dict[str, np.ndarray], rates: Dict[str, float]) -> None:
+    def force(self, state: Dict[str, np.ndarray], rates: Dict[str, float]) -> List[str]:
         """Teacher forcing: the golden's slots and step count (`state`, "kind/name" -> value) into
         the paired slots and counter; `rates`: the learning rates of the step that left them (TF1
         momentum slots convert with them). Slots exist from the first update on: forcing starts
-        after step 0."""
+        after step 0. Returns the keys set."""
         def lr(name: str) -> float:
             return float(rates.get(name, 1.0))
+        forced = []
         for name, var, role, rate in self._slots:
             value = state.get(make_key("slot", name))
             if value is not None:
                 var.assign(cast_for(slot_from_tf1(value, role, lr(rate)), var))
+                forced.append(make_key("slot", name))
         for conv, names, slots, role, rate in self._converted_slots:
             values = [state.get(make_key("slot", name)) for name in names]
             if all(v is not None for v in values):
                 golden = [slot_from_tf1(v, role, lr(rate)) for v in values]
                 for var, value in zip(slots, conv.deltas_to_port(golden)):
                     var.assign(cast_for(value, var))
+                forced.extend(make_key("slot", name) for name in names)
         for name in self._iterations:
             value = state.get(self._keys[name])
             if value is not None and self._iteration_var is not None:
                 self._iteration_var.assign(int(value))
+                forced.append(self._keys[name])
+        return forced
 
     def convert_gradients(self, values: Dict[str, np.ndarray]) -> None:
-        """After a step: the port's gradients of converted variables, as the golden's."""
+        """After a step: the gradients a gradient call took that no optimizer reported (a
+        hand-written optimizer's), then the port's gradients of converted variables, as the golden's."""
+        self._watch.resolve(values, self._unclipped, self._unclipped_seen)
         for i, conv in enumerate(self._conversions):
-            port = [values.pop(make_key("grad", port_grad_key(i, j)), None) for j in range(len(conv.port))]
-            if all(g is not None for g in port):
-                for name, grad in zip(conv.golden, conv.deltas_to_golden(port)):
-                    values[make_key("grad", name)] = grad
+            for suffix in ("", UNCLIPPED):
+                port = [values.pop(make_key("grad", port_grad_key(i, j) + suffix), None) for j in range(len(conv.port))]
+                if all(g is not None for g in port):
+                    for name, grad in zip(conv.golden, conv.deltas_to_golden(port)):
+                        values[make_key("grad", name + suffix)] = grad
+                    if suffix:
+                        self._unclipped_seen.update(conv.golden)
 
     @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        """Keras optimizers report to this replay while the context is open (and
-        tf.clip_by_global_norm says what it clipped, where the golden holds unclipped gradients)."""
+    def installed(self, first: bool = True) -> Iterator[None]:
+        """Keras optimizers report to this replay while the context is open, and the gradient
+        calls and tf.clip_by_global_norm what they returned (gradients.py); `first`: the first
+        step of its kind."""
         if self._wrappers is None:  # made once, installed each step
             self._wrappers = [(cls, name, wrap(cls.__dict__[name]))
                               for name, wrap in (("apply_gradients", self._apply_gradients), ("minimize", self._minimize))
                               for cls in optimizer_classes(name)]
-            if self._unclipped:
-                for module in {id(m): m for m in (tf, tf.compat.v1)}.values():
-                    if "clip_by_global_norm" in vars(module):
-                        self._wrappers.append((module, "clip_by_global_norm",
-                                               self._clip_by_global_norm(vars(module)["clip_by_global_norm"])))
-        self._before_clip.clear()
+            self._wrappers += self._watch.wrappers()
+        self._watch.start(first)
         saved: List[Tuple[Any, str, Any]] = []
         try:
             for cls, name, wrapped in self._wrappers:
@@ -173,23 +184,18 @@ class OptimizerBridge:
             named = []
             given = applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
             for (grad, var), used in zip(pairs, given):
-                name = bridge._by_var.get(id(var)) or bridge._by_var.get(id(unwrap(var)))  # golden or port_grad_key
+                name = bridge._name_of(var)  # golden or port_grad_key
                 if grad is None or name is None:
                     continue
                 # before clipping: what the port's tf.clip_by_global_norm was given, or what its
                 # optimizer clips itself (global_clipnorm, clipnorm, clipvalue); the golden's
                 # gradient is what the update applied
-                before = grad if used is not grad else bridge._before_clip.get(id(grad))
+                before = grad if used is not grad else bridge._watch.before_clip.get(id(grad))
                 grad = used
                 if before is not None and name in bridge._unclipped:
                     bridge._unclipped_seen.add(name)
                     named.append((make_key("grad", name + UNCLIPPED), tf.convert_to_tensor(before)))
-                if isinstance(grad, tf.IndexedSlices) and name in bridge._sparse and replica_id() is None:
-                    # kept as rows, as the golden has it (the comparison sums each index's rows)
-                    named += [(make_key("grad", name + "/values"), grad.values),
-                              (make_key("grad", name + "/indices"), grad.indices)]
-                else:
-                    named.append((make_key("grad", name), tf.convert_to_tensor(grad)))
+                named += gradient_keys(name, grad, name in bridge._sparse and replica_id() is None)
             aggregated = aggregates(optimizer, original, args, kwargs)
             bridge.aggregated.update((key, aggregated) for key, _ in named)
             if named and aggregated and replica_id() is not None:
@@ -204,21 +210,13 @@ class OptimizerBridge:
             return original(optimizer, pairs, *args, **kwargs)
         return apply_gradients
 
-    def _clip_by_global_norm(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        before_clip = self._before_clip
-
-        def clip_by_global_norm(t_list: Any, *args: Any, **kwargs: Any) -> Any:
-            given = list(t_list)
-            clipped, norm = original(given, *args, **kwargs)
-            before_clip.update((id(after), before) for before, after in zip(given, clipped) if after is not None)
-            return clipped, norm
-        return clip_by_global_norm
-
     def unclipped_reasons(self) -> Dict[str, str]:
         """After the first step: the golden's gradients before clipping the port did not clip -> why."""
         return {make_key("grad", name + UNCLIPPED): "the port clipped no gradient of this variable (tf.clip_by_global_"
                 "norm, or the optimizer's global_clipnorm, clipnorm, clipvalue): the gradient before clipping "
-                "is not compared" for name in sorted(self._unclipped - self._unclipped_seen) if self._optimizers}
+                "is not compared" for name in sorted(self._unclipped - self._unclipped_seen)
+                if not name.startswith("#")
+                if self._optimizers or self._watch.seen}
 
     def _minimize(self, original: Callable[..., Any]) -> Callable[..., Any]:
         capture = self.capture
@@ -235,6 +233,10 @@ class OptimizerBridge:
                 capture.put("loss/loss", loss)
             return original(optimizer, loss, *args, **kwargs)
         return minimize
+
+    def _name_of(self, variable: Any) -> Optional[str]:
+        """The golden's name of a mapped variable (or a converted one's capture name), else None."""
+        return self._by_var.get(id(variable)) or self._by_var.get(id(unwrap(variable)))
 
     def _prepare_once(self, optimizer: Any, var_list: List[Any], counter: Any) -> None:
         if any(known is optimizer for known in self._optimizers):
@@ -274,7 +276,7 @@ class OptimizerBridge:
             if self._load_initial:
                 initial = self.golden.initial
                 lr = float(numpy(learning_rate(optimizer)))
-                fresh = self._golden_starts_fresh()
+                fresh = starts_fresh(self.golden)
                 for name, var, role, _ in self._slots[slots:]:
                     golden = initial_value(self.golden, "slot", name)
                     if fresh and one_value(golden):  # what the TF1 optimizer made: where the port's should start
@@ -297,14 +299,6 @@ class OptimizerBridge:
             else:
                 out.append(name)
         return out
-
-    def _golden_starts_fresh(self) -> bool:
-        """Did the golden's recording start at the optimizer's first update (its step counter at 0,
-        or none recorded)? One recorded mid-run holds trained slots: nothing to say where the
-        port's optimizer should start."""
-        initial = self.golden.initial
-        counts = [initial[self._keys[name]] for name in self._iterations if self._keys[name] in initial]
-        return all(int(np.asarray(count)) == 0 for count in counts)
 
     def _lr_name(self, optimizer: Any, updated: Set[Optional[str]], slot_names: List[str]) -> str:
         """The golden's learning rate this optimizer ports: the only one; else the one the TF1 update
@@ -354,6 +348,24 @@ class OptimizerBridge:
                               "optimizer is fine; with a step function per train op, check which one ran)"
                               % (index, len(left), "\n".join("  only in the golden: %s (of %s)" % pair
                                                               for pair in left)))
+        elif left and self._watch.seen:
+            raise ReplayError(self._hand_written(index, left))
+
+    def _hand_written(self, index: int, left: List[Tuple[str, str]]) -> str:
+        """Why a port whose gradients no optimizer applied leaves the golden's optimizer state
+        unpaired, with the var_map to fill in."""
+        counters = [self._keys[name] for name in self._iterations] if self._iteration_var is None else []
+        lines = ['        "%s": <the port variable holding it>,  # %s of %s' % (name, role, var)
+                 for name, var, role in [(n, v, next(s.role for s in self._golden_slots if s.name == n))
+                                         for n, v in left[:8]]]
+        lines += ["        # ... and %d more slots like these" % (len(left) - 8)] if len(left) > 8 else []
+        lines += ['        "%s": <its step counter>,' % key.partition("/")[2] for key in counters]
+        return ("step %d: the port took its gradients (tf.GradientTape.gradient or tf.gradients) and no Keras "
+                "optimizer applied them: a hand-written optimizer. The golden holds %d optimizer slots%s of the "
+                "variables it updated that no port variable holds. Map the optimizer's own variables as the "
+                "model's, in var_map (a dict as below; regex rules or a callable too), or to None where the port "
+                "keeps no such state:\n    var_map = {\n%s\n    }"
+                % (index, len(left), " and a step counter" if counters else "", "\n".join(lines)))
 
     def _map_slots(self, optimizer: Any, updated: Set[Optional[str]]) -> Tuple[list, list]:
         """Pair the golden's slots of the variables this optimizer updates (`updated`: golden

@@ -17,14 +17,16 @@ import numpy as np
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import REGULARIZATION, UNCLIPPED, make_key, replica_name
+from ..keys import REGULARIZATION, UNCLIPPED, make_key, replica_name, split_key
 from . import varmap
 from .capture import Capture, VariableReader, numpy, passed_key
-from .conversions import Conversion, bind, partition_groups, partitioned
+from .conversions import Conversion, bind, carried_conversions, partition_groups, partitioned
 from .options import ReplayOptions
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge
 from .perturb import move
+from .optimizer_terms import one_value
+from .port_state import PortState, expected_shapes, held_state, starts_fresh
 from .random_tape import RandomTape
 from .tf_import import tf
 from .variables import cast_for, initial_value, map_variables, model_variables, name_of, shape_of
@@ -74,22 +76,35 @@ class TF2Runner:
             self.not_replayed[REGULARIZATION] = "pass model= to compare it with the sum of model.losses"
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         tf_vars = list(variables) if variables is not None else model_variables(model)
-        self.conversions = list(options.convert)
+        var_map, carried = carried_conversions(var_map)
+        self.conversions = list(options.convert) + carried
         self.conversions += _partitioned(self.conversions, [(n, shapes.get(n) or ()) for n in model_names],
                                          tf_vars, var_map)
         bind(self.conversions, {n: shapes.get(n) or () for n in model_names}, shape_of)
         converted = {name for conv in self.conversions for name in conv.golden}
         ported = {id(v) for conv in self.conversions for v in conv.port}
-        self.mapping = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
-                                     [v for v in tf_vars if id(v) not in ported], var_map)
+        expected = expected_shapes(slot_names, shapes, self.conversions, shape_of)
+        state = [(s.name, expected[s.name]) for s in slot_names] + [(n, shapes.get(n) or ()) for n in iterations]
+        one_to_one = {name: name_of(conv.port[conv.golden.index(name)] if len(conv.port) == len(conv.golden)
+                                    else conv.port[0]) for conv in self.conversions for name in conv.golden}
+        self.mapping, held = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
+                                           [v for v in tf_vars if id(v) not in ported], var_map, state,
+                                           {s.name: s.var for s in slot_names}, one_to_one)
+        pairs, errors = held_state(held.pairs, slot_names, keys, self.conversions)
+        if errors:
+            raise ReplayError("the optimizer state var_map names cannot be held:\n%s" % "\n".join(errors))
+        self.port_state = PortState(pairs, held)  # a hand-written optimizer's state, mapped like a variable
         left_out = set(self.mapping.left_out)
         for name in sorted(left_out):  # no counterpart in the port, as var_map says: nor its gradient and slots
             self.not_replayed[make_key("var", name)] = _LEFT_OUT
             self.not_replayed.update((make_key("grad", g), _LEFT_OUT) for g in golden.names("grad")
                                      if g == name or g.startswith((name + "/", name + UNCLIPPED)))
+        self.not_replayed.update((keys[name], _LEFT_OUT) for name in held.left_out)
         for slot in [s for s in slot_names if s.var in left_out]:
             self.not_replayed[make_key("slot", slot.name)] = _LEFT_OUT
-        slot_names = [s for s in slot_names if s.var not in left_out]
+        taken = set(held.pairs) | set(held.left_out)  # state the port's own variables hold, or none does
+        slot_names = [s for s in slot_names if s.var not in left_out and s.name not in taken]
+        iterations = [n for n in iterations if n not in taken]
         self.tape = RandomTape(self.capture, inject=options.random == "tape", pass_through=pass_through,
                                distribution=distribution)
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
@@ -102,6 +117,7 @@ class TF2Runner:
         self._tap_error: Optional[ReplayError] = None  # why a forced tap failed (TF wraps it in its own error)
         self._nudged: Optional[int] = None  # the seed of nudge(): a state forced later is nudged again
         self._every_step = False
+        self._own_initial: Dict[str, np.ndarray] = {}  # "slot/<name>" -> the port's own start of a state it holds
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -113,6 +129,14 @@ class TF2Runner:
             values = conv.values_to_port([initial_value(self.golden, "var", n) for n in conv.golden])
             for variable, value in zip(conv.port, values):
                 variable.assign(cast_for(value, variable))
+        held = self.port_state
+        if held.held:
+            own = dict(held.read(numpy))
+            initial = {key: initial_value(self.golden, *split_key(key)) for key in held.keys}
+            held.assign(initial, cast_for)
+            if starts_fresh(self.golden):  # where the port's optimizer would start, beside where TF1's did
+                self._own_initial = {key: value for key, value in own.items()
+                                     if split_key(key)[0] == "slot" and one_value(initial[key])}
 
     def nudge(self, seed: int, every_step: bool = False) -> None:
         """Move the port's variables one ulp at random (`seed`; perturb.move): the perturbed start
@@ -131,21 +155,27 @@ class TF2Runner:
         move([cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port],
              seed, by_scale)
 
-    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> None:
+    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> List[str]:
         """Teacher forcing: the golden's variables, slots and step count (`state`, "kind/name" ->
-        value, after the step before) into the port; `rates`: that step's learning rates."""
+        value, after the step before) into the port; `rates`: that step's learning rates.
+        Returns the keys set."""
+        forced = []
         for name, cand in self.mapping.pairs.items():
             value = state.get(make_key("var", name))
             if value is not None:
                 cand.obj.assign(cast_for(value, cand.obj))
+                forced.append(make_key("var", name))
         for conv in self.conversions:
             values = [state.get(make_key("var", n)) for n in conv.golden]
             if all(v is not None for v in values):
                 for variable, value in zip(conv.port, conv.values_to_port(values)):
                     variable.assign(cast_for(value, variable))
-        self.optimizer.force(dict(state), dict(rates))
+                forced.extend(make_key("var", n) for n in conv.golden)
+        forced += self.port_state.assign(dict(state), cast_for)
+        forced += self.optimizer.force(dict(state), dict(rates))
         if self._nudged is not None:  # a perturbed replay restarted from the golden's state stays perturbed
             self._move(self._nudged)
+        return forced
 
     def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
         if self.distribution is not None:
@@ -154,12 +184,12 @@ class TF2Runner:
         self._forced_taps = dict(taps)
 
     def own_initial(self) -> Dict[str, np.ndarray]:
-        return dict(self.optimizer.own_initial)
+        return dict(self.optimizer.own_initial, **self._own_initial)
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
         variables = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
-        variables += self.optimizer.state_variables()
+        variables += self.optimizer.state_variables() + self.port_state.variables()
         value_of = numpy if self.distribution is not None else self._reader.read(variables)
         out = []
         for name, cand in self.mapping.pairs.items():
@@ -169,7 +199,7 @@ class TF2Runner:
         for conv in self.conversions:
             values = conv.values_to_golden([value_of(v) for v in conv.port])
             out.extend((make_key("var", name), value) for name, value in zip(conv.golden, values))
-        return out + self.optimizer.read(value_of)
+        return out + self.port_state.read(value_of) + self.optimizer.read(value_of)
 
     def regularization(self) -> Optional[np.ndarray]:
         """The sum of the model's weight regularization losses now (TF1's regularization
@@ -192,7 +222,7 @@ class TF2Runner:
         self._created = []
         self.capture.live = True
         try:
-            with self.tape.installed(), self.optimizer.installed(), taps.capturing(self._tap), \
+            with self.tape.installed(), self.optimizer.installed(first), taps.capturing(self._tap), \
                     tf.variable_creator_scope(self._creator):
                 yield self.capture
         except Exception:

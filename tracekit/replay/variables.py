@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -66,22 +66,72 @@ def cast_for(value: Any, variable: Any) -> np.ndarray:
     return arr.astype(numpy_dtype_of(variable), copy=False)
 
 
-def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any], var_map: Any) -> varmap.Mapping:
-    """Pair the golden's model variables (name, shape) with the port's; any mismatch stops the
-    replay before it starts, listing both sides."""
+def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any], var_map: Any,
+                  state: Sequence[Tuple[str, Optional[Tuple[int, ...]]]] = (), owners: Optional[Dict[str, str]] = None,
+                  converted: Optional[Dict[str, str]] = None) -> Tuple[varmap.Mapping, varmap.Mapping]:
+    """Pair the golden's model variables (name, shape) with the port's, and its optimizer state
+    (`state`: name, the shape the port's variable must have or None) with port variables that
+    hold it (a hand-written optimizer's): by var_map, by being named after the port variable of
+    the slot's variable (`owners`: golden slot -> its variable; `converted`: a converted golden
+    variable -> its port variable's name), or by name among the variables the model left. Any
+    mismatch stops the replay before it starts, listing both sides. Returns the model's mapping
+    and the state's (its pairs only: golden state no port variable holds is left to the port's
+    optimizer)."""
     if not tf_vars:
         raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
                           "on a batch, or model.build(input_shape)), or pass variables=[...]")
-    mapping = varmap.match(list(golden), [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars],
-                           var_map)
-    if not mapping.ok:
+    cands = [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars]
+    wanted = [(name, shape) for name, shape in state if shape is not None]
+    # A dict names state on purpose; regex rules and callables written for the model's names may
+    # turn a slot's name into one the port lacks, or refuse it: that state is left to the rules by name.
+    named = var_map if isinstance(var_map, dict) else _lenient(var_map)
+    explicit = varmap.match(wanted, cands, named, rules="explicit")
+    if not isinstance(var_map, dict):
+        shapes = dict(wanted)
+        explicit.undecided += explicit.unmatched_golden + [(name, shapes[name]) for name in explicit.left_out]
+        explicit.unmatched_golden, explicit.left_out = [], []
+    claimed = {id(c) for c in explicit.pairs.values()} | {id(c) for _, _, c in explicit.shape_mismatch}
+    mapping = varmap.match(list(golden), [c for c in cands if id(c) not in claimed], var_map)
+    ported = dict(converted or {}, **{name: cand.name for name, cand in mapping.pairs.items()})
+    named_after = {slot: _strip(ported[var]) + slot[len(_strip(var)):] for slot, var in (owners or {}).items()
+                   if var in ported and slot.startswith(_strip(var) + "/")}
+    found = varmap.match(explicit.undecided, mapping.unmatched_tf2, lambda name: named_after.get(name), rules="names")
+    found.how.update((name, "named after its variable's") for name, how in found.how.items() if how == "explicit")
+    mapping.unmatched_tf2 = found.unmatched_tf2
+    held = varmap.Mapping(pairs=dict(explicit.pairs, **found.pairs), how=dict(explicit.how, **found.how),
+                          unmatched_golden=explicit.unmatched_golden,
+                          shape_mismatch=explicit.shape_mismatch + found.shape_mismatch, left_out=explicit.left_out)
+    if not mapping.ok or held.unmatched_golden or held.shape_mismatch:
         golden_left = mapping.unmatched_golden + [(name, shape) for name, shape, _ in mapping.shape_mismatch]
         port_left = [(c.name, c.shape) for c in mapping.unmatched_tf2 + [c for _, _, c in mapping.shape_mismatch]]
         hints = conversions.suggest(golden_left, port_left)
-        raise ReplayError("the TF2 variables do not match the golden's:\n" + "\n".join(mismatch_lines(mapping)) +
+        state_lines = ["  optimizer state: var_map names %s, which is not among the TF2 variables" % name
+                       for name, _ in held.unmatched_golden]
+        state_lines += ["  optimizer state: shape differs: golden %s %s vs TF2 %s %s" % (name, shape, c.name, c.shape)
+                        for name, shape, c in held.shape_mismatch]
+        raise ReplayError("the TF2 variables do not match the golden's:\n" + "\n".join(mismatch_lines(mapping) +
+                                                                                       state_lines) +
                           "\n" + "\n".join(hints or ["name the port's layers like the TF1 scopes, or pass var_map= "
                                                        "(a dict, regex rules or a callable)"]))
-    return mapping
+    return mapping, held
+
+
+def _strip(name: str) -> str:
+    return name[:-2] if name.endswith(":0") else name
+
+
+def _lenient(var_map: Any) -> Any:
+    """A callable var_map asked about optimizer state, which a callable written before it could
+    be mapped never expected: what it raises is no answer (it is asked again by the rules)."""
+    if not callable(var_map):
+        return var_map
+
+    def ask(name: str) -> Any:
+        try:
+            return var_map(name)
+        except Exception:  # noqa: BLE001 - any failure on a name it was not written for
+            return None
+    return ask
 
 
 def mismatch_lines(mapping: varmap.Mapping) -> List[str]:

@@ -6,7 +6,9 @@ Automatic matching, in order:
 2. a unique match by suffix, on scope paths and on flattened names (`a/b/conv1` and
    `b_conv1`): a Keras model prefixes its own name (`my_model/dense/kernel`), a port
    may flatten slim's scopes into layer names; then the same with a "_<n>" that TF added
-   to the port variable's own name dropped (`w/ExponentialMovingAverage_1`);
+   to the port variable's own name dropped (`w/ExponentialMovingAverage_1`), and with one
+   Keras variable name dropped from the port's (a layer named after a TF1 variable:
+   `word_embeddings/embeddings` for TF1's `word_embeddings`);
 3. the longest common tail of name words (scopes split at `/` and `_`), when it is
    unique both ways and longer than the variable's role: Keras wrapper layers and
    flattened scopes (`block1/unit_1/conv1/weights` vs
@@ -155,13 +157,18 @@ class Mapping:
     unmatched_tf2: List[Candidate] = field(default_factory=list)
     shape_mismatch: List[Tuple[str, Tuple[int, ...], Candidate]] = field(default_factory=list)
     left_out: List[str] = field(default_factory=list)  # golden variables the explicit mapping says are not ported
+    undecided: List[Tuple[str, Tuple[int, ...]]] = field(default_factory=list)  # left by match(rules=...) to others
 
     @property
     def ok(self) -> bool:
         return not (self.unmatched_golden or self.unmatched_tf2 or self.shape_mismatch)
 
 
-def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate], explicit: Any = "auto") -> Mapping:
+def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate], explicit: Any = "auto",
+          rules: str = "all") -> Mapping:
+    """Pair golden (name, shape) with TF2 candidates: the explicit mapping, then the automatic
+    rules (module docstring). rules="explicit" applies the explicit mapping only; "names" also
+    the rules by name (1-3), never pairing by order, which only a model's variables may."""
     result = Mapping()
     left = list(tf2)
     by_name = {c.name: c for c in tf2}
@@ -192,12 +199,17 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             result.unmatched_golden.append((name, tuple(shape)))
         else:
             take(name, shape, cand, "explicit")
+    if rules == "explicit":
+        result.undecided = [(n, tuple(s)) for n, s in todo]
+        result.unmatched_tf2 = left
+        return result
     # Each rule looks its candidates up (a port may have thousands of variables), then tests them.
-    rules = (("name", _Lookup(left, lambda c: _parts(c.name), exact=True), lambda g, c: _parts(g) == _parts(c.name)),
-             ("suffix", _Lookup(left, lambda c: _parts(c.name)), lambda g, c: _suffix(_parts(g), _parts(c.name))),
-             ("suffix, uniquified", _Lookup(left, lambda c: _deduplicated(_parts(c.name))),
-              lambda g, c: _suffix(_parts(g), _deduplicated(_parts(c.name)))))
-    for how, lookup, test in rules:
+    named_rules = (
+        ("name", _Lookup(left, lambda c: _parts(c.name), exact=True), lambda g, c: _parts(g) == _parts(c.name)),
+        ("suffix", _Lookup(left, lambda c: _parts(c.name)), lambda g, c: _suffix(_parts(g), _parts(c.name))),
+        ("suffix, uniquified", _Lookup(left, lambda c: _deduplicated(_parts(c.name))),
+         lambda g, c: _suffix(_parts(g), _deduplicated(_parts(c.name)))))
+    for how, lookup, test in named_rules:
         rest = []
         for name, shape in todo:
             found = [c for c in lookup.near(_parts(name)) if id(c) not in taken and test(name, c)]
@@ -206,7 +218,12 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             else:
                 rest.append((name, shape))
         todo = rest
+    todo = _match_by_role_dropped(todo, left, taken, take)
     todo = _match_by_words(todo, left, take)
+    if rules == "names":
+        result.undecided = [(n, tuple(s)) for n, s in todo]
+        result.unmatched_tf2 = left
+        return result
     groups: collections.OrderedDict = collections.OrderedDict()
     for name, shape in todo:
         groups.setdefault((tuple(_parts(name)[-1:]), tuple(shape)), []).append((name, shape))
@@ -219,6 +236,36 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             result.unmatched_golden.extend((n, tuple(s)) for n, s in names)
     result.unmatched_tf2 = left
     return result
+
+
+# The names Keras gives a layer's variables: a port that names its layer after a TF1 variable
+# (an Embedding "word_embeddings" for TF1's get_variable("word_embeddings")) adds one of them.
+_KERAS_ROLES = frozenset(["kernel", "bias", "embeddings", "gamma", "beta", "moving_mean", "moving_variance",
+                          "recurrent_kernel", "depthwise_kernel", "pointwise_kernel"])
+
+
+def _match_by_role_dropped(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidate], taken: set,
+                           take: Any) -> List[Tuple[str, Tuple[int, ...]]]:
+    """Pair a golden variable with the one port variable whose name, with one Keras variable
+    name dropped from it (`.../word_embeddings/embeddings`, `.../word_embeddings/embeddings/adam_m`),
+    is the golden's or ends like it; returns the golden variables left over."""
+    variants = [Candidate(v, c.shape, c) for c in left for v in _without_role(_parts(c.name))]
+    if not variants:
+        return todo
+    lookup = _Lookup(variants, lambda c: tuple(c.name.split("/")))
+    rest = []
+    for name, shape in todo:
+        found = {id(v.obj): v.obj for v in lookup.near(_parts(name))
+                 if id(v.obj) not in taken and _suffix(_parts(name), tuple(v.name.split("/")))}
+        if len(found) == 1:
+            take(name, shape, next(iter(found.values())), "Keras variable name dropped")
+        else:
+            rest.append((name, shape))
+    return rest
+
+
+def _without_role(parts: Tuple[str, ...]) -> List[str]:
+    return ["/".join(parts[:i] + parts[i + 1:]) for i in range(1, len(parts)) if parts[i] in _KERAS_ROLES]
 
 
 def _match_by_words(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidate],

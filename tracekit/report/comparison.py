@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED, REDUCED_TWICE,
                                        REGULARIZATION_UNSCALED, DistributionHint)
@@ -171,11 +171,23 @@ def distribution_hint(hint: DistributionHint) -> str:
     return "hint (distribution): %s at %s" % (hint.code, at)
 
 
-def forcing_line(forcing: str) -> str:
+def forcing_line(forcing: str, forced: Optional[Dict[str, Any]] = None) -> str:
     if forcing == "state":
-        return ("forcing: state (teacher-forced: every step started from the golden's state after the step before, "
+        line = ("forcing: state (teacher-forced: every step started from the golden's state after the step before, "
                 "so each step's error is its own, the local error, not what earlier steps accumulated)")
-    return "forcing: %s" % forcing
+    else:
+        line = "forcing: %s" % forcing
+    if not forced:
+        return line
+    kinds = {"var": "variables and counters", "slot": "optimizer slots"}
+    what = ", ".join("%d %s" % (n, kinds.get(kind, kind)) for kind, n in sorted(forced.get("set", {}).items()))
+    line += "; set and read back at step %s: %s" % (forced.get("step"), what or "nothing")
+    missing = forced.get("not_set") or {}
+    if missing:
+        shown = ["%s (%s)" % item for item in sorted(missing.items())[:4]]
+        line += "; not set, so not forced: " + "; ".join(shown) + (" and %d more" % (len(missing) - 4)
+                                                                    if len(missing) > 4 else "")
+    return line
 
 
 def _status(t: TensorResult) -> str:
@@ -245,7 +257,7 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     lines += diff_lines(result.environment_diff)
     lines.append("tolerance: %s (%s)" % (result.profile.name, result.profile.reason))
     if result.forcing != "none":
-        lines.append(forcing_line(result.forcing))
+        lines.append(forcing_line(result.forcing, result.forced))
     lines += judged_lines(result)
     if result.distribution is not None:
         lines.append(distribution_line(result.distribution))

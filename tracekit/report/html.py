@@ -182,7 +182,7 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
              '<p class="note">%s vs golden %s: %d steps compared, %d tensors. %s</p>' % (
                  _esc(result.actual), _esc(result.golden), result.steps, len(result.tensors), _esc(verdict(result)))]
     top = diff_lines(result.environment_diff) + ["tolerance: %s (%s)" % (result.profile.name, result.profile.reason)]
-    top += [forcing_line(result.forcing)] if result.forcing != "none" else []
+    top += [forcing_line(result.forcing, result.forced)] if result.forcing != "none" else []
     top += ["note: " + n for n in result.notes]
     if result.short is not None:
         top.append("the replay is short: %s" % result.short)

@@ -160,8 +160,9 @@ def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str],
         runner.nudge(nudge, every_step=jitter)
         about = dict(about, nudge=nudge, jitter=jitter)  # the trace says its start (or every step) was moved
     about = dict(about, init=options.init, random=options.random,
-                 mapping={name: cand.name for name, cand in runner.mapping.pairs.items()},
-                 matched_by=dict(runner.mapping.how),
+                 mapping=dict({name: cand.name for name, cand in runner.mapping.pairs.items()},
+                              **runner.port_state.described()),
+                 matched_by=dict(runner.mapping.how, **runner.port_state.mapping.how),
                  converted={name: conv.describe for conv in runner.conversions for name in conv.golden})
     scope = seeded(trace) if options.random == "seed" else contextlib.suppress()
     structures = trace.meta.get("inputs")  # read once, not every step

@@ -1,7 +1,8 @@
 """TF1 research-code style training: a custom optimizer (a tf.compat.v1.train.Optimizer subclass
 whose apply_gradients updates by assign ops: Adam with decoupled weight decay), gradients from
 tf.gradients clipped by global norm, and the global step advanced by hand in the same train op,
-unordered with the update. argv: --steps N. Knows nothing about tracekit."""
+unordered with the update (--ordered: after it). argv: --steps N [--ordered]. Knows nothing
+about tracekit."""
 import argparse
 import re
 
@@ -35,6 +36,7 @@ class AdamWeightDecay(tf.compat.v1.train.Optimizer):
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
+parser.add_argument("--ordered", action="store_true", help="advance the global step after the update (no race)")
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
 x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
@@ -48,7 +50,11 @@ tvars = tf.compat.v1.trainable_variables()
 grads = tf.gradients(loss, tvars)
 grads, _ = tf.clip_by_global_norm(grads, clip_norm=1.0)
 train = AdamWeightDecay(learning_rate).apply_gradients(zip(grads, tvars), global_step=global_step)
-train = tf.group(train, [global_step.assign(global_step + 1)])
+if args.ordered:
+    with tf.control_dependencies([train]):
+        train = global_step.assign_add(1).op
+else:
+    train = tf.group(train, [global_step.assign(global_step + 1)])
 rng = np.random.RandomState(0)
 with tf.compat.v1.Session() as sess:
     sess.run(tf.compat.v1.global_variables_initializer())

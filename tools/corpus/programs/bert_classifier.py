@@ -3,7 +3,8 @@
 create_optimizer (AdamWeightDecayOptimizer: tf.gradients, clip_by_global_norm, assign-based
 updates with weight decay, the global step advanced in the same group). A 2-layer config of width
 32 on random token ids, trained from its random initialization. Prints, for each training step,
-the total loss. argv: --steps N."""
+the total loss. argv: --steps N [--train-steps T] [--warmup W]: the learning rate warms up over W
+steps and decays to 0 over T (by default T = N, W = 1, as a short fine-tuning run sets them)."""
 import argparse
 
 import numpy as np
@@ -12,6 +13,8 @@ from bert import modeling, optimization, run_classifier
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=4)
+parser.add_argument("--train-steps", type=int)
+parser.add_argument("--warmup", type=int, default=1)
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
 BATCH, SEQ, VOCAB, LABELS = 4, 16, 64, 3
@@ -22,7 +25,7 @@ mask = tf.compat.v1.placeholder(tf.int32, [BATCH, SEQ], name="input_mask")
 segments = tf.compat.v1.placeholder(tf.int32, [BATCH, SEQ], name="segment_ids")
 labels = tf.compat.v1.placeholder(tf.int32, [BATCH], name="label_ids")
 loss, _, _, _ = run_classifier.create_model(config, True, ids, mask, segments, labels, LABELS, False)
-train = optimization.create_optimizer(loss, 1e-3, args.steps, 1, False)
+train = optimization.create_optimizer(loss, 1e-3, args.train_steps or args.steps, args.warmup, False)
 rng = np.random.RandomState(0)
 with tf.compat.v1.Session() as sess:
     sess.run(tf.compat.v1.global_variables_initializer())

@@ -1,0 +1,48 @@
+"""Teacher forcing's own check: what it set reads back as the golden's state, and what of that
+state it could not set, with why (the replay's record, which the report states)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ReplayError
+from ..keys import split_key
+
+
+# A forced value read back may differ from the golden's by the round-off of its conversion to the
+# port's convention (TF1's momentum accumulator, scaled by the learning rate and back): ulps of its scale.
+READ_BACK_ULPS = 4
+
+
+def forced_record(golden: Any, runner: Any, index: int, state: Mapping[str, Any],
+                  forced: Sequence[str]) -> Dict[str, Any]:
+    """Check the first forced step: every key set reads back as the golden's value (else a
+    ReplayError: the forcing did not reach what the step uses). Returns what was forced, by
+    kind, and what of the golden's state was not, with why: the replay's record of it."""
+    read = dict(runner.read_state())
+    wrong = []
+    for key in forced:
+        want, got = np.asarray(state[key]), read.get(key)
+        if got is None or np.shape(got) != want.shape or not _close(np.asarray(got), want):
+            wrong.append(key)
+    if wrong:
+        raise ReplayError("%s, step %d: teacher forcing set %d tensors of the golden's state into the port, and %d "
+                          "read back otherwise (%s): the port variable mapped to it does not keep what is assigned "
+                          "(a dtype that rounds it, a conversion that does not undo itself)"
+                          % (golden.path, index, len(forced), len(wrong), ", ".join(wrong[:5])))
+    kinds: Dict[str, int] = {}
+    for key in forced:
+        kinds[split_key(key)[0]] = kinds.get(split_key(key)[0], 0) + 1
+    missing = {key: runner.not_replayed.get(key, "no port variable holds it") for key in state if key not in set(forced)}
+    return {"step": index, "set": kinds, "not_set": missing}
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> bool:
+    if not np.issubdtype(want.dtype, np.floating):
+        return bool(np.array_equal(got, want))
+    want64 = want.astype(np.float64)
+    scale = float(np.max(np.abs(want64))) if want.size else 0.0
+    allowed = READ_BACK_ULPS * float(np.finfo(want.dtype).eps) * scale
+    return bool(np.all(np.abs(got.astype(np.float64) - want64) <= allowed))

@@ -1,0 +1,152 @@
+"""Gradients where the port takes them, whichever optimizer applies them.
+
+A Keras optimizer's apply_gradients says what it applied (optimizer.py). A hand-written
+optimizer (a tf.Module updating its variables with assign ops) says nothing, so during a step
+`tf.GradientTape.gradient` and `tf.gradients` report the gradients they return of the mapped
+variables, and `tf.clip_by_global_norm` what it made of them. After the step, a variable whose
+gradient no optimizer reported gets the one its gradient call returned: clipped where the port
+clipped it, with the unclipped one beside it where the golden holds both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from ..keys import UNCLIPPED, make_key, split_key
+from .capture import Capture
+from .distribute import replica_id
+from .tf_import import tf
+
+_TAKEN = "#taken:"  # capture names until the step ends: "grad/#taken:<name>", "grad/#clipped:<name>"
+_CLIPPED = "#clipped:"
+
+
+def gradient_keys(name: str, grad: Any, sparse: bool) -> List[Tuple[str, Any]]:
+    """("grad/<name>", tensor) pairs of one gradient: kept as rows and indices where the golden
+    holds it so (an IndexedSlices; the comparison sums each index's rows), else dense."""
+    if isinstance(grad, tf.IndexedSlices) and sparse:
+        return [(make_key("grad", name + "/values"), grad.values), (make_key("grad", name + "/indices"), grad.indices)]
+    return [(make_key("grad", name), tf.convert_to_tensor(grad))]
+
+
+class GradientWatch:
+    """The gradient calls and clipping of one replay's steps. `name_of(variable)`: the golden's
+    name for a mapped variable (or a converted one's capture name), else None."""
+
+    def __init__(self, capture: Capture, name_of: Callable[[Any], Optional[str]], sparse: Set[str]) -> None:
+        self.capture = capture
+        self._name_of = name_of
+        self._sparse = sparse
+        self.before_clip: Dict[int, Any] = {}  # id(a clip_by_global_norm output) -> its input, this step
+        self._taken: Dict[int, Tuple[Any, str]] = {}  # id(a gradient returned this step) -> (it, its variable)
+        self.seen = False  # a gradient call returned a mapped variable's gradient (in some step)
+        # Whether what gradient calls return must be kept: True once an optimizer did not report a
+        # gradient they took (a hand-written one), False after a step whose optimizers reported all
+        # (a Keras port: not copied twice), None until the first step of each kind has told.
+        self.needed: Optional[bool] = None
+
+    def start(self, first: bool) -> None:
+        """A step begins; `first`: the first of its kind (its function may be traced now)."""
+        self.before_clip.clear()
+        self._taken.clear()
+        if first and self.needed is False:
+            self.needed = None
+
+    def _wanted(self) -> bool:
+        return self.needed is not False
+
+    def wrappers(self) -> List[Tuple[Any, str, Any]]:
+        """(owner, attribute, replacement) for the step's length."""
+        out: List[Tuple[Any, str, Any]] = [(tf.GradientTape, "gradient", self._tape(vars(tf.GradientTape)["gradient"]))]
+        for module in {id(m): m for m in (tf, tf.compat.v1)}.values():
+            for name, wrap in (("gradients", self._gradients), ("clip_by_global_norm", self._clip)):
+                if name in vars(module):
+                    out.append((module, name, wrap(vars(module)[name])))
+        return out
+
+    def _tape(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        watch = self
+
+        def gradient(tape: Any, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(tape, target, sources, *args, **kwargs)
+            watch._took(tf.nest.flatten(sources), tf.nest.flatten(result, expand_composites=False))
+            return result
+        return gradient
+
+    def _gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        watch = self
+
+        def gradients(ys: Any, xs: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(ys, xs, *args, **kwargs)
+            watch._took(tf.nest.flatten(xs), list(result))
+            return result
+        return gradients
+
+    def _clip(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        watch = self
+
+        def clip_by_global_norm(t_list: Any, *args: Any, **kwargs: Any) -> Any:
+            given = list(t_list)
+            clipped, norm = original(given, *args, **kwargs)
+            watch.before_clip.update((id(after), before) for before, after in zip(given, clipped) if after is not None)
+            named = []
+            for before, after in zip(given, clipped):
+                taken = watch._taken.get(id(before))
+                if taken is not None and after is not None:
+                    named += gradient_keys(_CLIPPED + taken[1], after, taken[1] in watch._sparse)
+            watch.capture.put_many(named, wanted=watch._wanted)
+            return clipped, norm
+        return clip_by_global_norm
+
+    @tf.autograph.experimental.do_not_convert
+    def _took(self, sources: List[Any], grads: List[Any]) -> None:
+        if replica_id() is not None:  # under a strategy the optimizer's all-reduced gradients are the ones
+            return
+        named = []
+        for source, grad in zip(sources, grads):
+            name = self._name_of(source) if grad is not None else None
+            if name is None:
+                continue
+            self._taken[id(grad)] = (grad, name)
+            named += gradient_keys(_TAKEN + name, grad, name in self._sparse)
+        if named:
+            self.seen = True
+            self.capture.put_many(named, wanted=self._wanted)
+
+    def resolve(self, values: Dict[str, np.ndarray], unclipped: Set[str], seen: Set[str]) -> None:
+        """After a step: each gradient a gradient call took, where no optimizer reported that
+        variable's, under its golden key (the clipped one where the port clipped it, the one
+        before clipping as "<name>@unclipped" where the golden holds that: `unclipped`; those
+        are added to `seen`)."""
+        taken: Dict[str, Dict[str, np.ndarray]] = {}
+        for key in [k for k in values if split_key(k)[1].startswith((_TAKEN, _CLIPPED))]:
+            name = split_key(key)[1]
+            marker = _TAKEN if name.startswith(_TAKEN) else _CLIPPED
+            taken.setdefault(marker, {})[name[len(marker):]] = values.pop(key)
+        raw, clipped = taken.get(_TAKEN, {}), taken.get(_CLIPPED, {})
+        reported = {_owner(split_key(k)[1]) for k in values if split_key(k)[0] == "grad"}
+        own = [name for name in raw if _owner(name) not in reported]
+        if own:
+            self.needed = True
+        elif self.needed is None and raw:
+            self.needed = False
+        for name in own:
+            owner = _owner(name)
+            if name in clipped:
+                values[make_key("grad", name)] = clipped[name]
+                if owner in unclipped and owner in raw:  # a dense gradient: the golden holds those unclipped
+                    values[make_key("grad", owner + UNCLIPPED)] = raw[owner]
+                    seen.add(owner)
+            else:
+                values[make_key("grad", name)] = raw[name]
+
+
+def _owner(name: str) -> str:
+    """The variable a captured gradient name belongs to ("<var>/values" of a sparse one)."""
+    for suffix in ("/values", "/indices", UNCLIPPED):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
