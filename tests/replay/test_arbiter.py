@@ -212,7 +212,13 @@ def test_the_check_and_diff_commands(tf2, goldens, tmp_path, capsys):
     model, step = make()
     tf2.replay(long, step, model=model).save(str(tmp_path / "actual.h5"))
     assert main(["diff", long, str(tmp_path / "actual.h5")]) == 1
-    assert "judge it with tracekit check GOLDEN MODULE:FUNCTION" in capsys.readouterr().out
+    assert "or run tracekit check GOLDEN MODULE:FUNCTION" in capsys.readouterr().out
+    # the API's plain check says it first: the report's line after the verdict
+    model, step = make()
+    plain = tf2.check(long, step, model=model)
+    second = plain.report().splitlines()[1]
+    assert not plain.ok and second.startswith("advice: a golden of %d steps, judged plain" % (LONG_GOLDEN + 1))
+    assert "pass make_port=" in second and plain.to_dict()["advice"] == second[len("advice: "):]
 
 
 def test_the_html_report_shows_both_views(tf2, goldens, tmp_path):

@@ -199,7 +199,7 @@ class FailingSink:
 
 
 def test_a_sink_behind_the_replay_hands_its_error_to_the_replay(tmp_path):
-    from tracekit.replay.loop import Behind
+    from tracekit.replay.behind import Behind
 
     path = _golden(str(tmp_path / "g.h5"), steps=7)
     with tracekit.open(path) as golden:

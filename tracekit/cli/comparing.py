@@ -6,6 +6,7 @@ import argparse
 import json
 
 from ..comparison.arbiter import LONG_GOLDEN
+from ..report.judged import long_golden_advice
 from ..report.terminal import GREEN, RED, Progress, colour
 from ..store.meta import replay_of
 from .common import EXIT_FAIL, EXIT_OK, Command, meta, read_tolerance, terminal_width, tolerance_options
@@ -58,9 +59,7 @@ def _diff(args: argparse.Namespace) -> int:
         result = compare(args.golden, args.actual, read_tolerance(args), progress=progress)
     replay = result.golden_steps > LONG_GOLDEN and not result.ok and result.forcing == "none"
     if replay and replay_of(meta(args.actual)) is not None:
-        result.notes.append("a golden of %d steps: a correct port's own trajectory leaves it at the first "
-                            "discontinuity round-off crosses; judge it with tracekit check GOLDEN MODULE:FUNCTION "
-                            "(each step's own error, the float64 arbiter, a drift envelope)" % result.golden_steps)
+        result.advice = long_golden_advice(result.golden_steps)
     if args.json:
         print(json.dumps(result.to_dict(by_step=not args.no_steps, selection=selection), indent=1, allow_nan=False))
     else:

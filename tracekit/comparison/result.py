@@ -174,6 +174,8 @@ class Comparison:
     # against the spread of perturbed replays (`drift`, None where not measured); "plain": the
     # replay compared as it ran (tf2/verdict.py).
     judged: str = "plain"
+    # said first in the report where the verdict may not be the one wanted (a long golden judged plain)
+    advice: Optional[str] = None
     arbitration: Optional[Arbitrated] = None
     drift: Optional["Comparison"] = None
 

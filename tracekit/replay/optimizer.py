@@ -26,7 +26,7 @@ from .keras_optimizers import aggregates, delegates, optimizer_classes
 from .optimizer_terms import (TF1_NAMES, applied, convention, is_v1, keras_slot, learning_rate, one_value, settings,
                               slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
-from .port_state import starts_fresh
+from .port_state import starts_fresh, unmapped_state
 from .varmap import Mapping, Slot, inert_slots
 from .variables import cast_for, initial_value, unwrap
 
@@ -348,24 +348,10 @@ class OptimizerBridge:
                               "optimizer is fine; with a step function per train op, check which one ran)"
                               % (index, len(left), "\n".join("  only in the golden: %s (of %s)" % pair
                                                               for pair in left)))
-        elif left and self._watch.seen:
-            raise ReplayError(self._hand_written(index, left))
-
-    def _hand_written(self, index: int, left: List[Tuple[str, str]]) -> str:
-        """Why a port whose gradients no optimizer applied leaves the golden's optimizer state
-        unpaired, with the var_map to fill in."""
-        counters = [self._keys[name] for name in self._iterations] if self._iteration_var is None else []
-        lines = ['        "%s": <the port variable holding it>,  # %s of %s' % (name, role, var)
-                 for name, var, role in [(n, v, next(s.role for s in self._golden_slots if s.name == n))
-                                         for n, v in left[:8]]]
-        lines += ["        # ... and %d more slots like these" % (len(left) - 8)] if len(left) > 8 else []
-        lines += ['        "%s": <its step counter>,' % key.partition("/")[2] for key in counters]
-        return ("step %d: the port took its gradients (tf.GradientTape.gradient or tf.gradients) and no Keras "
-                "optimizer applied them: a hand-written optimizer. The golden holds %d optimizer slots%s of the "
-                "variables it updated that no port variable holds. Map the optimizer's own variables as the "
-                "model's, in var_map (a dict as below; regex rules or a callable too), or to None where the port "
-                "keeps no such state:\n    var_map = {\n%s\n    }"
-                % (index, len(left), " and a step counter" if counters else "", "\n".join(lines)))
+        elif left and self._watch.seen:  # a hand-written optimizer: its state is not mapped
+            roles = {s.name: s.role for s in self._golden_slots}
+            counters = [self._keys[name] for name in self._iterations] if self._iteration_var is None else []
+            raise ReplayError(unmapped_state(index, [(name, var, roles[name]) for name, var in left], counters))
 
     def _map_slots(self, optimizer: Any, updated: Set[Optional[str]]) -> Tuple[list, list]:
         """Pair the golden's slots of the variables this optimizer updates (`updated`: golden

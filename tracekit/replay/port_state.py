@@ -132,3 +132,23 @@ def starts_fresh(golden: Any) -> bool:
     _, _, counters, _ = split_state([name for name in golden.names("var")])
     counts = [initial[make_key("var", name)] for name in counters if make_key("var", name) in initial]
     return all(int(np.asarray(count)) == 0 for count in counts)
+
+
+SHOWN_SLOTS = 8  # slots written out in the var_map to fill in
+
+
+def unmapped_state(index: int, slots: Sequence[Tuple[str, str, str]], counters: Sequence[str]) -> str:
+    """Why a port whose gradients no optimizer applied (a hand-written one) leaves the golden's
+    optimizer state unpaired, with the var_map to fill in: `slots` (name, its variable, role),
+    `counters` ("var/<name>") no port variable holds."""
+    lines = ['        "%s": <the port variable holding it>,  # %s of %s' % (name, role, var)
+             for name, var, role in slots[:SHOWN_SLOTS]]
+    if len(slots) > SHOWN_SLOTS:
+        lines.append("        # ... and %d more slots like these" % (len(slots) - SHOWN_SLOTS))
+    lines += ['        "%s": <its step counter>,' % key.partition("/")[2] for key in counters]
+    return ("step %d: the port took its gradients (tf.GradientTape.gradient or tf.gradients) and no Keras optimizer "
+            "applied them: a hand-written optimizer. The golden holds %d optimizer slots%s of the variables it updated "
+            "that no port variable holds. Map the optimizer's own variables as the model's, in var_map (a dict as "
+            "below; regex rules or a callable too), or to None where the port keeps no such state:\n"
+            "    var_map = {\n%s\n    }" % (index, len(slots), " and a step counter" if counters else "",
+                                           "\n".join(lines)))

@@ -20,7 +20,7 @@ from ..errors import ReplayError, UsageError
 from ..keys import REGULARIZATION, UNCLIPPED, make_key, replica_name, split_key
 from . import varmap
 from .capture import Capture, VariableReader, numpy, passed_key
-from .conversions import Conversion, bind, carried_conversions, partition_groups, partitioned
+from .conversions import bind, carried_conversions
 from .options import ReplayOptions
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge
@@ -29,28 +29,13 @@ from .optimizer_terms import one_value
 from .port_state import PortState, expected_shapes, held_state, starts_fresh
 from .random_tape import RandomTape
 from .tf_import import tf
-from .variables import cast_for, initial_value, map_variables, model_variables, name_of, shape_of
+from .variables import (cast_for, initial_value, map_variables, model_variables, name_of, partitioned_conversions,
+                        shape_of)
 
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
 _OTHER_WORKERS = "per replica only (other workers hold the rest of the global batch): see <name>@replica<id>"
 _LEFT_OUT = "left out by var_map (mapped to None: the port has no counterpart)"
-
-
-def _partitioned(given: Sequence[Conversion], golden: List[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any],
-                 var_map: Any) -> List[Conversion]:
-    """Conversions for the golden's variables held in several partitions, each paired (by the
-    whole variable's name and shape, as any variable) with a port variable no conversion takes."""
-    taken = {name for conv in given for name in conv.golden}
-    ported = {id(v) for conv in given for v in conv.port}
-    groups = {whole: parts for whole, parts in partition_groups(golden).items()
-              if not any(name in taken for name, _ in parts)}
-    if not groups:
-        return []
-    wholes = [(whole, (sum(shape[0] for _, shape in parts),) + parts[0][1][1:]) for whole, parts in groups.items()]
-    offered = [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars if id(v) not in ported]
-    found = varmap.match(wholes, offered, var_map)
-    return [partitioned([name for name, _ in groups[whole]], cand.obj) for whole, cand in found.pairs.items()]
 
 
 class TF2Runner:
@@ -78,7 +63,7 @@ class TF2Runner:
         tf_vars = list(variables) if variables is not None else model_variables(model)
         var_map, carried = carried_conversions(var_map)
         self.conversions = list(options.convert) + carried
-        self.conversions += _partitioned(self.conversions, [(n, shapes.get(n) or ()) for n in model_names],
+        self.conversions += partitioned_conversions(self.conversions, [(n, shapes.get(n) or ()) for n in model_names],
                                          tf_vars, var_map)
         bind(self.conversions, {n: shapes.get(n) or () for n in model_names}, shape_of)
         converted = {name for conv in self.conversions for name in conv.golden}

@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import ReplayError
 from ..keys import make_key
 from . import conversions, varmap
+from .conversions import Conversion, partition_groups, partitioned
 
 
 # Keras 3 keeps each SeedGenerator's random-number state in a variable of this name (dropout
@@ -162,3 +163,19 @@ def initial_value(golden: Any, kind: str, name: str) -> np.ndarray:
             "to start from the port's own values"
             % (golden.path, kind, name, "'s optimizer at its first update" if kind == "slot" else ""))
     return initial[kind, name]
+
+
+def partitioned_conversions(given: Sequence[Conversion], golden: List[Tuple[str, Tuple[int, ...]]], tf_vars: Sequence[Any],
+                 var_map: Any) -> List[Conversion]:
+    """Conversions for the golden's variables held in several partitions, each paired (by the
+    whole variable's name and shape, as any variable) with a port variable no conversion takes."""
+    taken = {name for conv in given for name in conv.golden}
+    ported = {id(v) for conv in given for v in conv.port}
+    groups = {whole: parts for whole, parts in partition_groups(golden).items()
+              if not any(name in taken for name, _ in parts)}
+    if not groups:
+        return []
+    wholes = [(whole, (sum(shape[0] for _, shape in parts),) + parts[0][1][1:]) for whole, parts in groups.items()]
+    offered = [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars if id(v) not in ported]
+    found = varmap.match(wholes, offered, var_map)
+    return [partitioned([name for name, _ in groups[whole]], cand.obj) for whole, cand in found.pairs.items()]

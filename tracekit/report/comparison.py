@@ -252,6 +252,8 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     elides long names so the table fits that many columns."""
     lines = ["%s  %s vs golden %s: %d steps compared, %d tensors" % (
         verdict(result), result.actual, result.golden, result.steps, len(result.tensors))]
+    if result.advice is not None:
+        lines.append("advice: " + result.advice)
     if result.golden_provenance is not None and result.golden_provenance.derived:
         lines.append("golden is " + origin_line(result.golden_provenance, result.golden))
     lines += diff_lines(result.environment_diff)

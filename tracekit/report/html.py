@@ -181,7 +181,8 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
              '<h1><span class="verdict %s">%s</span> %s</h1>' % (word, word, _esc(headline(result))),
              '<p class="note">%s vs golden %s: %d steps compared, %d tensors. %s</p>' % (
                  _esc(result.actual), _esc(result.golden), result.steps, len(result.tensors), _esc(verdict(result)))]
-    top = diff_lines(result.environment_diff) + ["tolerance: %s (%s)" % (result.profile.name, result.profile.reason)]
+    top = ["advice: " + result.advice] if result.advice is not None else []
+    top += diff_lines(result.environment_diff) + ["tolerance: %s (%s)" % (result.profile.name, result.profile.reason)]
     top += [forcing_line(result.forcing, result.forced)] if result.forcing != "none" else []
     top += ["note: " + n for n in result.notes]
     if result.short is not None:

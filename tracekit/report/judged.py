@@ -13,6 +13,14 @@ SHOWN_STEPS = 8  # arbitrated steps listed in full
 SHOWN_FLIPS = 3  # flipped layers listed per step
 
 
+def long_golden_advice(steps: int) -> str:
+    """What a long golden judged plain should say first: a correct port's trajectory leaves it."""
+    return ("a golden of %d steps, judged plain (the port from its own state): a correct port's trajectory leaves a "
+            "long golden where round-off crosses a discontinuity (a ReLU, a max). For the judged verdict (each "
+            "step's own error, the float64 arbiter, a drift envelope) pass make_port= (a fresh (model, step) per "
+            "call) to tracekit.tf2.check, or run tracekit check GOLDEN MODULE:FUNCTION" % steps)
+
+
 def decided_by(result: Comparison) -> str:
     """Which view decided a local verdict: "local", "drift", or "both" (they agree it matches)."""
     if result.first_divergence is not None or result.missing or result.short is not None:

@@ -13,9 +13,10 @@ from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..replay.factory import made as made_port
-from ..replay.loop import Behind
+from ..replay.behind import Behind
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
+from ..report.judged import long_golden_advice
 from ..keys import RECORDING, REPLAY
 from ..store import Trace, open_trace
 from ..store.meta import RecordingMeta, ReplayMeta
@@ -89,6 +90,9 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
         if ReplayMeta.of(replayed.meta[REPLAY]).stopped and first is not None:
             result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
                                 % (replayed.steps - 1, first.step))
+        if make_port is None and judge == "auto" and len(trace) > LONG_GOLDEN and not result.ok and \
+                not partial and result.forcing == "none":
+            result.advice = long_golden_advice(len(trace))
         if judge == "auto" and make_port is not None and partial and len(trace) > LONG_GOLDEN:
             result.notes.append("judged plain: the golden keeps the training state whole only at keyframes (%s), "
                                 "and a local verdict replays every step from it" % partial)
