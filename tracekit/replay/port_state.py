@@ -1,8 +1,9 @@
 """Optimizer state the port keeps in variables of its own: a hand-written optimizer's slots
 (BERT's `adam_m` and `adam_v`) and its step counter.
 
-They are mapped as the model's variables are (var_map names them, or their names match the
-golden's: never by order, which would be a guess), then loaded, read and forced as they are,
+They are mapped as the model's variables are (var_map names them, or each is named after its
+variable's port variable, or their names match the golden's; never by order, which would be a
+guess: variables.map_variables), then loaded, read and forced as they are,
 in the golden's names: no optimizer convention stands between them. A slot of a variable held
 through a weight conversion is converted as its variable is (a transposed kernel's m is
 transposed too). No TensorFlow here: the port's variables are taken as given.
