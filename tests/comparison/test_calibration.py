@@ -8,7 +8,7 @@ import pytest
 
 import tracekit
 from tracekit.comparison.calibration import CAP_ULPS, DEFAULT_MARGIN, Spread, bands, derive
-from tracekit.comparison.tolerance import TRAINING_ULPS, literal
+from tracekit.comparison.tolerance import REDUCTION_ULPS, TRAINING_ULPS, literal
 
 from ..support.lifecycle import replayed
 
@@ -29,7 +29,7 @@ def test_within_the_floor_nothing_is_written():
     assert derived.bounds == [] and derived.unbounded == [] and not derived.tolerance.accept_noise
     # the floor itself is in the tolerance: the training profile's allowance from step 1
     assert derived.tolerance.resolve("grad", "w:0", 5, "float32").ulps == TRAINING_ULPS["grad"]
-    assert derived.tolerance.resolve("grad", "w:0", 0, "float32").ulps == 0
+    assert derived.tolerance.resolve("grad", "w:0", 0, "float32").ulps == REDUCTION_ULPS["grad"]  # the default's
 
 
 def test_the_margin_over_the_floor_rounds_up_to_a_power_of_two_per_band():

@@ -99,7 +99,22 @@ def test_the_training_preset_is_the_default_at_step_0_and_allows_port_noise_afte
     for kind in ("tap", "loss", "grad", "var", "slot"):
         first, later = preset.resolve(kind, "x", 0, "float32"), preset.resolve(kind, "x", 7, "float32")
         default = Tolerance().resolve(kind, "x", 7, "float32")
-        assert (first.atol, first.rtol, first.ulps) == (default.atol, default.rtol, 0.0)
+        assert (first.atol, first.rtol, first.ulps) == (default.atol, default.rtol, default.ulps)
         assert (later.atol, later.rtol, later.ulps) == (default.atol, default.rtol, TRAINING_ULPS[kind])
     assert preset.resolve("input", "x:0", 7, "float32").ulps == 0  # inputs and draws stay exact
     assert TRAINING_ULPS["grad"] > TRAINING_ULPS["tap"] > 0
+
+
+def test_the_default_allows_a_sum_its_order_and_nothing_else():
+    from tracekit.comparison.tolerance import REDUCTION_ULPS
+
+    default = Tolerance()
+    for kind in ("tap", "loss", "fetch", "grad"):  # sums: another kernel's order
+        assert default.resolve(kind, "x", 0, "float32").ulps == REDUCTION_ULPS[kind] == 16
+    for kind in ("var", "slot", "input", "random", "lr"):  # an update's slips show in a few ulps of these
+        assert default.resolve(kind, "x", 0, "float32").ulps == 0
+    assert default.resolve("grad", "x", 0, "int64").ulps == 0  # integers compare exactly
+    # any atol, rtol or ulps set for a tensor is the whole of what is allowed
+    for given in (Tolerance(atol=1e-3), Tolerance(rtol=1e-3), Tolerance(ulps=2), Tolerance().rule(kind="grad", atol=0),
+                  Tolerance.exact()):
+        assert given.resolve("grad", "x", 0, "float32").ulps in (0, 2)

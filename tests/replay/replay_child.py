@@ -10,9 +10,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import tracekit.tf2  # noqa: E402
+from tools.corpus.ports import estimator_wide_deep  # noqa: E402
 from tools.ports import estimator_model, seed_example  # noqa: E402
 
-PORTS = {"seed_example": seed_example.make, "estimator_model": estimator_model.make}
+PORTS = {"seed_example": seed_example.make, "estimator_model": estimator_model.make,
+         # the canned Wide & Deep recorded with --hidden 32 (test_wide_deep.py's big batch)
+         "wide_deep_32": lambda: estimator_wide_deep.port(tracekit.tf2.tf, hidden=32)[:2]}
 
 if __name__ == "__main__":
     name, golden, out, steps = sys.argv[1:5]

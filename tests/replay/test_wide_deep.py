@@ -105,3 +105,55 @@ def test_a_crossed_feature_hashed_otherwise_fails_at_step_0(tf2, golden):
     first = result.first_divergence
     assert not result.ok and first.step == 0, result.report()
     assert first.key == "grad/linear/linear_model/color_X_shape/weights/part_0:0", result.report()
+
+
+# Kernels another machine would run, pinned on this one (TensorFlow reads them at start-up: each
+# replay runs in a process of its own): oneDNN on and off, its instruction set capped, one thread.
+KERNELS = {
+    "onednn": {"TF_ENABLE_ONEDNN_OPTS": "1"},
+    "eigen": {"TF_ENABLE_ONEDNN_OPTS": "0"},
+    "sse41": {"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    "avx2-one-thread": {"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "AVX2", "TF_NUM_INTRAOP_THREADS": "1",
+                        "TF_NUM_INTEROP_THREADS": "1"},
+}
+
+
+@pytest.fixture(scope="module")
+def big_golden(legacy_python, tmp_path_factory):
+    """512 rows a batch, features 10x larger, 32 hidden units: the head's summed loss gives
+    gradients near 1e2 and Adagrad accumulators past 1e5 at step 0."""
+    where = tmp_path_factory.mktemp("wide_deep_big")
+    path = str(where / "wide_deep_big.h5")
+    run_python(legacy_python, ["-m", "tracekit", "record", "-o", path, "--",
+                               os.path.join(ROOT, "tools", "corpus", "programs", "estimator_wide_deep.py"),
+                               "--steps", "2", "--batch", "512", "--hidden", "32", "--scale", "10",
+                               str(where / "model")], cwd=ROOT)
+    return path
+
+
+@pytest.mark.parametrize("kernels", sorted(KERNELS))
+def test_large_sums_pass_on_every_kernel(big_golden, tmp_path, kernels):
+    import sys
+
+    with tracekit.open(big_golden) as trace:
+        biggest = max(float(abs(trace.step(0)[key]).max()) for key in trace.step(0) if key.startswith("slot/"))
+    assert biggest > 1e4  # what the test is about: accumulators that large at the first step
+    out = str(tmp_path / "actual.h5")
+    run_python(sys.executable, [os.path.join(ROOT, "tests", "replay", "replay_child.py"), "wide_deep_32",
+                                big_golden, out, "2"], env=dict(KERNELS[kernels], CUDA_VISIBLE_DEVICES=""),
+               unset=[v for v in ("TF_ENABLE_ONEDNN_OPTS", "ONEDNN_MAX_CPU_ISA") if v not in KERNELS[kernels]])
+    result = tracekit.compare(big_golden, out, tracekit.Tolerance.training())
+    assert result.ok, result.report()
+
+
+@pytest.mark.parametrize("slip, where", [
+    ({"initial_accumulator_value": 0.0}, (INITIAL_STEP, "slot")),  # Keras' Adagrad start where TF1's is 0.1
+    ({"ftrl_lr": 0.001, "adagrad_lr": 0.005}, (0, "lr")),
+    ({"reduce": "mean"}, (0, "loss")),  # the head sums the batch's losses
+])
+def test_wrong_ports_still_fail_on_large_sums(tf2, big_golden, slip, where):
+    if slip.get("reduce") == "mean":
+        slip = dict(slip, reduce=tf2.tf.reduce_mean)
+    result = _compare(tf2, big_golden, hidden=32, **slip)
+    first = result.first_divergence
+    assert not result.ok and (first.step, first.kind) == where, result.report()

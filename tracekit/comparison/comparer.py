@@ -20,7 +20,8 @@ from . import sparse
 from .diagnosis import diagnose, with_values
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
-from .noise import NoiseTracker
+from .carried import carried
+from .noise import Noise, NoiseTracker
 from .pipeline import Pipeline
 from .result import Comparison, Divergence, TensorResult
 from .stats import Stats, compare_values, dtype_name
@@ -66,6 +67,7 @@ class Comparer:
         self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
         self._forms: Dict[str, str] = {}  # key -> how a gradient sparse on some side is compared
         self._var_shapes = {t.name: t.shape for t in golden.catalog if t.kind == "var"}
+        self._first_step: Optional[Mapping[str, Any]] = None  # the replay's step 0, until judged (carried.py)
 
     def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
         """Compare the initial states, when the golden has one."""
@@ -124,6 +126,8 @@ class Comparer:
                 # A fed value is not read again: too little work left to hand to a worker thread.
                 self._work.put(functools.partial(self._pair, index, source, a_step, key, a_keys),
                                read and key in self._big)
+        if index == 0:
+            self._first_step = a_step
         self._queued.append((index, keys))
         while len(self._queued) > 1:
             self._judge_next()
@@ -152,12 +156,25 @@ class Comparer:
                     result.tensors.append(tensor)
                 failed = None if stats.ok else (g_value, a_value, tol) if keep else (None, None, tol)
                 compared.append((tensor, stats, failed))
+        accepted = self._carried(index, compared)
         before = self._first, self._explained_first
-        self._first, self._explained_first = _judge(result, index, compared, self._noise, before)
+        self._first, self._explained_first = _judge(result, index, compared, self._noise, before, accepted)
         for found, was in zip((self._first, self._explained_first), before):
             if found is not None and found is not was:  # kept for the hints, which look at both values there
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
                                     if failed is not None and t.key == found.key)
+
+    def _carried(self, index: int, compared: "Compared") -> Dict[str, Noise]:
+        """Step 0's failing variables and slots that their update carried past their tolerance
+        (carried.py), from the golden's initial state, which the replay started from."""
+        if index != 0 or self._first_step is None:
+            return {}
+        actual, self._first_step = self._first_step, None
+        failing = [t.key for t, s, _ in compared if not s.ok and t.kind in ("var", "slot")]
+        if not failing or not self.golden.has_initial:
+            return {}
+        start = {key: value for key, value in self.golden.state_before(0).items()}
+        return carried(self.golden, index, failing, {t.key for t, s, _ in compared if s.ok}, actual, start)
 
     def _pair(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any], key: str,
               a_keys: List[str]) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
@@ -263,11 +280,12 @@ class Comparer:
 
 
 def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTracker,
-           firsts: Tuple[Optional[Divergence], Optional[Divergence]]) -> Tuple[Optional[Divergence],
-                                                                                Optional[Divergence]]:
+           firsts: Tuple[Optional[Divergence], Optional[Divergence]],
+           carried_over: Optional[Mapping[str, Noise]] = None) -> Tuple[Optional[Divergence], Optional[Divergence]]:
     """Record a step's statistics, in data-flow order, and which failures amplified round-off
     explains; `firsts`: the first divergence so far, and the first only explained failures make,
-    both as they are after this step."""
+    both as they are after this step; `carried_over`: failures verified to be round-off an update
+    carried (carried.py), accepted whatever the tolerance says of noise."""
     tolerance = result.tolerance
     first, explained_first = firsts
     noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
@@ -277,15 +295,16 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
         # a digest only the statistics are known: the noise tracker gets no values.
         if failed is not None and isinstance(failed[0], Digest):
             failed = (None, None, failed[2])
-        explained = None if failed is None or stats.discrete else noise.explain(index, tensor.kind, tensor.name,
-                                                                                 *failed)
-        tensor.add(index, stats, explained, tolerance.accept_noise)
+        verified = (carried_over or {}).get(tensor.key) if failed is not None else None
+        explained = verified or (None if failed is None or stats.discrete else
+                                 noise.explain(index, tensor.kind, tensor.name, *failed))
+        tensor.add(index, stats, explained, tolerance.accept_noise or verified is not None)
         if failed is None:
             continue
         if explained is not None:
             if len(tensor.noise) == 1:
                 result.noise.append(explained)
-            if explained_first is None and not tolerance.accept_noise:
+            if explained_first is None and not tolerance.accept_noise and verified is None:
                 explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
         elif first is None:
             first = Divergence(index, tensor.kind, tensor.name, stats)

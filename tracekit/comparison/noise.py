@@ -37,6 +37,9 @@ from .tolerance import Resolved
 NOISE_FLOOR = 1e-5
 
 GRADIENT, DRIVEN, FOLLOWS = "gradient", "driven", "follows"
+# An update carried its accepted inputs' round-off past its own tolerance (comparison/carried.py): accepted
+# at every tolerance, being verified.
+UPDATE = "update"
 
 
 @dataclass(frozen=True)

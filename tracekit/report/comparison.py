@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 from ..comparison.distribution import (BATCH_NORM, LOSS_PER_REPLICA, NOT_REDUCED, REDUCED_TWICE,
                                        REGULARIZATION_UNSCALED, DistributionHint)
 from ..comparison.result import Comparison, Divergence, RoundoffCause, TensorResult
-from ..comparison.noise import DRIVEN, GRADIENT, Noise
+from ..comparison.noise import DRIVEN, GRADIENT, UPDATE, Noise
 from ..comparison.select import Selection
 from ..comparison.stats import Stats
 from ..keys import step_label
@@ -105,6 +105,10 @@ def noise_line(noise: Noise, stats: Optional[Stats] = None) -> str:
         size = "" if stats is None else " (up to %s)" % num(stats.golden_scale)
         return ("%s is at the noise floor: its golden values%s are round-off, far below the step's other "
                 "gradients" % (noise.key, size))
+    if noise.link == UPDATE:
+        return ("%s carries round-off of its update's inputs: its gradient %s and the learning rate passed, and the "
+                "port's new value is what the golden's own update rule makes of them, recomputed in float64 "
+                "(accepted: verified)" % (noise.key, noise.source))
     if noise.link == DRIVEN:
         return ("%s is driven by round-off: its gradient %s has been at the noise floor at every step, and an "
                 "optimizer that divides by sqrt(v) (Adam, RMSprop, Adagrad) turns noise into full-size updates"
@@ -203,6 +207,9 @@ def verdict(result: Comparison) -> str:
     """MATCH / MISMATCH, and for a match what it means."""
     if not result.ok:
         return "MISMATCH"
+    carried = sum(n.link == UPDATE for n in result.noise)
+    if carried and carried == len(result.noise):
+        return "MATCH (round-off an update carried, verified, in %d tensor(s))" % carried
     if result.noise:
         return "MATCH (explained noise accepted in %d tensor(s))" % len(result.noise)
     env = result.environment_diff
@@ -275,7 +282,12 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     lines += [convention(hint) for hint in result.conventions]
     lines += [slip(hint) for hint in result.slips]
     lines += [distribution_hint(hint) for hint in result.distribution_hints]
-    shown = [n for n in result.noise if first is None or n.key != first.key]
+    shown = [n for n in result.noise if (first is None or n.key != first.key) and n.link != UPDATE]
+    carried = [n for n in result.noise if n.link == UPDATE]
+    if carried:
+        lines.append("accepted as round-off an update carried (verified at its step): %d tensor(s):" % len(carried))
+        lines += ["  from %s: %s" % (step_label(n.step), noise_line(n)) for n in carried[:8]]
+        lines += ["  ... and %d more" % (len(carried) - 8)] if len(carried) > 8 else []
     if shown:
         lines.append("accepted as explained noise (accept_noise): %d tensor(s) fail the tolerance only where "
                      "amplified round-off explains it:" % len(shown) if result.tolerance.accept_noise else

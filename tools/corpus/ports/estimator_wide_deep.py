@@ -21,7 +21,7 @@ def _optimizers(tf, family, ftrl_lr, adagrad_lr, initial_accumulator_value, l2):
 
 
 def port(tf, ftrl_first=True, ftrl_lr=0.005, adagrad_lr=0.001, initial_accumulator_value=0.1, l2=0.0,
-         reduce=None, cross_order=(0, 1), family="keras"):
+         reduce=None, cross_order=(0, 1), family="keras", hidden=4):
     """The port; its options are the slips tests/replay/test_wide_deep.py makes on purpose."""
     reduce = reduce or tf.reduce_sum  # the TF1 canned estimators' head sums the batch's losses
 
@@ -33,7 +33,7 @@ def port(tf, ftrl_first=True, ftrl_lr=0.005, adagrad_lr=0.001, initial_accumulat
             self.cross = tf.keras.layers.HashedCrossing(num_bins=16)
             self.linear = tf.keras.experimental.LinearModel(units=1, name="linear_model")
             self.shape_embedding = tf.keras.layers.Embedding(len(SHAPES), 3, name="shape_embedding")
-            self.hidden = tf.keras.layers.Dense(4, activation="relu", name="hiddenlayer_0")
+            self.hidden = tf.keras.layers.Dense(hidden, activation="relu", name="hiddenlayer_0")
             self.logits = tf.keras.layers.Dense(1, name="logits")
 
         def call(self, features):

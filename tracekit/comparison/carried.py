@@ -1,0 +1,66 @@
+"""Round-off an update carries past the tolerance of its own size.
+
+Another machine's kernels sum a batch in another order: a gradient differs in its last bits and
+passes. An update can make that difference larger than its result's own tolerance: Adagrad adds
+g squared (a SUM loss's gradients reach 1e2, its accumulators 1e5), so one ulp of g becomes
+hundreds of ulps of the accumulator's smaller elements. Such a failure is accepted, at a step
+whose start the comparison knows (step 0: the golden's initial state, which the replay loaded),
+when it is verified to be only that:
+- the variable's gradient and the step's learning rates passed;
+- the port's new variable and slots are what the golden's own update rule (its recorded TF1
+  update op and settings) makes of that start and the port's gradient and learning rate,
+  recomputed in float64 within the audit's round-off bound (store/audit.py).
+So the port updated as TF1 did, and its inputs differ by what the tolerance accepts: the
+difference is theirs, carried. A port with another update (an epsilon, a bias correction, a
+momentum convention) disagrees with the rule and still fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Mapping, Set
+
+from ..keys import make_key, split_key
+from ..store.audit import audit_step
+from ..store.audit_result import AGREES
+from .noise import UPDATE, Noise
+
+
+def carried(golden: Any, index: int, failing: Iterable[str], passed: Set[str], actual: Mapping[str, Any],
+            start: Mapping[str, Any]) -> Dict[str, Noise]:
+    """The failing "var/.." and "slot/.." keys of step `index` that the update carried, with why.
+    `passed`: the keys of this step that passed; `actual`: the replay's values of the step;
+    `start`: the state ("var/..", "slot/..") the step started from."""
+    meta = golden.meta
+    facts = meta.get("updates") if isinstance(meta.get("updates"), Mapping) else None
+    if not facts:
+        return {}
+    slots = meta.get("slots") if isinstance(meta.get("slots"), Mapping) else {}
+    owners = {name: str(entry.get("var")) for name, entry in slots.items() if isinstance(entry, Mapping)}
+    wanted: Dict[str, Set[str]] = {}  # variable -> its failing keys
+    for key in failing:
+        kind, name = split_key(key)
+        owner = name if kind == "var" else owners.get(name) if kind == "slot" else None
+        if owner is not None and owner in facts:
+            wanted.setdefault(owner, set()).add(key)
+    rates = [key for key in actual if split_key(key)[0] == "lr"]
+    if not wanted or any(key not in passed for key in rates):
+        return {}
+    gradients = {var: [k for k in actual if split_key(k)[0] == "grad" and _of(split_key(k)[1], var)]
+                 for var in wanted}
+    ready = {var for var in wanted if gradients[var] and all(k in passed for k in gradients[var])}
+    if not ready:
+        return {}
+    state = {key: value for key, value in actual.items() if split_key(key)[0] in ("var", "slot")}
+    values = {key: actual[key] for key in rates}
+    values.update((k, actual[k]) for var in ready for k in gradients[var])
+    audit = audit_step({var: facts[var] for var in ready}, slots, start, state, values, step=index)
+    out = {}
+    for found in audit.variables:
+        if found.verdict == AGREES:
+            out.update((key, Noise(index, key, UPDATE, make_key("grad", found.var))) for key in wanted[found.var])
+    return out
+
+
+def _of(name: str, var: str) -> bool:
+    """Is a gradient's name the variable's (dense, or a sparse one's /values and /indices)?"""
+    return name == var or name.startswith(var + "/")
