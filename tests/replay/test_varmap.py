@@ -6,7 +6,8 @@ import pytest
 
 from tracekit.errors import ReplayError
 from tracekit.replay.variables import mismatch_lines
-from tracekit.replay.varmap import Candidate, Slot, match, parse_slot, split_state
+from tracekit.replay.slots import Slot, parse_slot, split_state
+from tracekit.replay.varmap import Candidate, match
 
 
 def _match(golden, tf2, explicit="auto"):
@@ -249,3 +250,49 @@ def test_state_a_keras_port_leaves_to_its_optimizer_is_not_demanded_of_its_varia
     assert left_out == ["global_step:0"]  # a dict says so on purpose
     with pytest.raises(ReplayError, match="var_map names dense/bias/adam_m:0, which is not among"):
         _state_map(MODEL, STATE, tf2, {"dense/bias/adam_m:0": "nowhere"}, OWNERS)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 9), st.integers(1, 9)), min_size=1, max_size=6, unique=True),
+       st.randoms(use_true_random=False), st.lists(st.booleans(), min_size=6, max_size=6))
+def test_a_proposal_pairs_what_stands_out_and_never_guesses(shapes, rng, flip):
+    from tracekit.replay.proposal import propose, proposed
+
+    shapes = [s for s in shapes if s[::-1] not in shapes or s[0] == s[1]]  # a transposed twin would be ambiguous
+    golden = [("scope/v%d/weights:0" % i, s) for i, s in enumerate(shapes)]
+    port = [("m/layer_%d/kernel:0" % (100 + i), s[::-1] if flip[i] else s) for i, s in enumerate(shapes)]
+    rng.shuffle(port)
+    lines = propose(golden, port)
+    assert [line.golden for line in lines] == [name for name, _ in golden] or \
+        sorted(line.golden for line in lines) == sorted(name for name, _ in golden)
+    used = [line.port for line in lines if line.port is not None]
+    assert len(used) == len(set(used)) == len(golden)  # every one paired, none twice
+    by_port = dict(port)
+    for line in lines:
+        want = dict(golden)[line.golden]
+        assert by_port[line.port] == (want[::-1] if line.transposed else want)
+        assert line.transposed == (by_port[line.port] != want)
+    text = "\n".join(proposed(golden, port))
+    pasted = {}
+    exec(text[text.index("var_map = {"):], {"tracekit": _FakeTracekit}, pasted)
+    assert set(pasted["var_map"]) == {name for name, _ in golden}
+
+
+class _FakeTracekit:
+    class tf2:
+        @staticmethod
+        def transpose(golden, port):
+            return ("transpose", golden, port)
+
+
+def test_a_proposal_leaves_undecided_what_two_port_variables_could_be():
+    from tracekit.replay.proposal import proposed
+
+    text = "\n".join(proposed([("a/x:0", (4, 4)), ("a/y:0", (4, 4)), ("gone:0", (7,))],
+                              [("m/p:0", (4, 4)), ("m/q:0", (4, 4))]))
+    assert '# "a/x:0": one of "m/p:0", "m/q:0",  # undecided: 2 port variables have its shape (4, 4) or its transpose' in text
+    assert '"gone:0": None,  # no port variable of shape (7,) is left: the port lacks it?' in text

@@ -157,3 +157,49 @@ def test_wrong_ports_still_fail_on_large_sums(tf2, big_golden, slip, where):
     result = _compare(tf2, big_golden, hidden=32, **slip)
     first = result.first_divergence
     assert not result.ok and (first.step, first.kind) == where, result.report()
+
+
+def test_a_wide_part_of_embeddings_pairs_by_shared_words(tf2, golden, capsys):
+    # linear_color/embeddings (4, 1) for TF1's linear/linear_model/color/weights/part_0 (4, 1): no name
+    # rule sees it, the words they share do
+    from tracekit.cli import main
+
+    result = _compare(tf2, golden, linear="embeddings")
+    assert result.ok and not result.missing, result.report()
+    model, step, _ = port(tf2.tf, linear="embeddings")
+    with tf2.replay(golden, step, model=model, steps=1) as actual:
+        how = actual.meta["replay"]["matched_by"]
+    assert {name: how[name] for name in how if name.startswith("linear/")} == {
+        "linear/linear_model/color/weights/part_0:0": "shared words",
+        "linear/linear_model/color_X_shape/weights/part_0:0": "shared words",
+        "linear/linear_model/bias_weights/part_0:0": "shared words",
+        "linear/linear_model/size/weights/part_0:0": "words"}
+    assert main(["map", golden, "tools.corpus.ports.estimator_wide_deep:port_with_embeddings"]) == 0
+    out = capsys.readouterr().out
+    assert "every variable pairs" in out and "/wide/linear_color/embeddings:0  (shared words)" in out
+
+
+def test_the_proposed_var_map_is_pasted_and_replays(tf2, golden, capsys):
+    # names that share nothing with the golden's: the replay stops, printing a var_map to paste
+    import functools
+
+    from tracekit.cli import main
+
+    anonymous = functools.partial(port, tf2.tf, linear="embeddings", wide_names=("a", "b", "c", "d"))
+    model, step, _ = anonymous()
+    with pytest.raises(tracekit.ReplayError) as err:
+        tf2.replay(golden, step, model=model)
+    text = str(err.value)
+    assert "pass var_map= (a dict, regex rules or a callable; None for a golden variable" in text
+    start = text.index("    var_map = {")
+    pasted = {}
+    exec(text[start:].strip(), {"tracekit": tracekit}, pasted)  # what a person pastes into the test
+    # the Keras model's own name carries a number in a process that built one before: "wide_deep_3/..."
+    assert {golden: port_name.split("/", 1)[1] for golden, port_name in pasted["var_map"].items()} == {
+        "linear/linear_model/color/weights/part_0:0": "wide/a/embeddings:0",
+        "linear/linear_model/color_X_shape/weights/part_0:0": "wide/b/embeddings:0",
+        "linear/linear_model/bias_weights/part_0:0": "wide/d:0"}  # size's kernel is the only (1, 1) one: paired
+    assert "the only one left on both sides" in text
+    with tf2.replay(golden, step, model=model, var_map=pasted["var_map"]) as actual:
+        result = tracekit.compare(golden, actual, tracekit.Tolerance.training())
+    assert result.ok, result.report()

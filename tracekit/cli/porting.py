@@ -1,4 +1,4 @@
-"""tracekit check, localize and calibrate: a TF2 port (MODULE:FUNCTION) replayed against its golden."""
+"""tracekit check, map, localize and calibrate: a TF2 port (MODULE:FUNCTION) replayed against its golden."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ def add(command: Command) -> None:
     p.add_argument("--html", metavar="FILE", help="also write the HTML report (needs matplotlib)")
     tolerance_options(p)
 
+    p = command("map", _map, "Pair a TF2 port's variables (and its hand-written optimizer's state) with its golden's "
+                             "as a replay would, without replaying: print each pairing and the rule that made it; "
+                             "where some do not pair, print both sides and a var_map to start from (a dict to "
+                             "check and paste: transposes and None where needed, a comment per line saying why). "
+                             "Exit 0 when every variable pairs, 1 when not. Needs TensorFlow 2.")
+    porting(p)
+
     p = command("localize", _localize, "Find where a TF2 port first computes differently from its golden: replay it, "
                                        "then with each step started from the golden's state (forcing='state') and "
                                        "with each tap handed the golden's value (forcing='taps'); print the first "
@@ -73,6 +80,15 @@ def _check(args: argparse.Namespace) -> int:
     result = tracekit.tf2.check(args.golden, make_port=make_port, tolerance=read_tolerance(args), judge=args.judge,
                                 **options)
     return _shown(result, args, result.to_dict(by_step=False))
+
+
+def _map(args: argparse.Namespace) -> int:
+    make_port = port(args.port)
+    from ..tf2.mapping import map_port  # TensorFlow: only this command needs it
+
+    found = map_port(args.golden, make_port)
+    print(found.text)
+    return EXIT_OK if found.ok else EXIT_FAIL
 
 
 def _localize(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ names and shapes. No TensorFlow here: port variables are taken as given.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -148,7 +148,8 @@ def gru(golden_scope: str, port_layer: Any) -> Conversion:
 
 def transpose(golden_name: str, port_variable: Any, axes: Optional[Sequence[int]] = None,
               shape: Optional[Sequence[int]] = None) -> Conversion:
-    """One golden variable <-> one port variable holding the golden's elements transposed by
+    """One golden variable <-> one port variable (or its name, found among the replay's
+    variables) holding the golden's elements transposed by
     `axes` (numpy's order; None reverses them), then reshaped to `shape` (None: as they are).
     A dense kernel (in, out) held as a 1x1 convolution: axes=(0, 1), shape=(1, 1, in, out)."""
     order = None if axes is None else tuple(axes)
@@ -166,8 +167,9 @@ def transpose(golden_name: str, port_variable: Any, axes: Optional[Sequence[int]
 
     what = "transposed" + ("" if order is None else " %s" % (order,)) + ("" if shape is None else
                                                                           ", reshaped to %s" % (tuple(shape),))
-    return Conversion("%s -> %s %s" % (golden_name, what, getattr(port_variable, "name", "?")),
-                      (golden_name,), (port_variable,), to_port, to_golden)
+    port_name = port_variable if isinstance(port_variable, str) else getattr(port_variable, "name", "?")
+    return Conversion("%s -> %s %s" % (golden_name, what, port_name), (golden_name,), (port_variable,), to_port,
+                      to_golden)
 
 
 PARTITION_STRATEGIES = ("div", "mod")
@@ -237,6 +239,24 @@ def carried_conversions(var_map: Any) -> Tuple[Any, List[Conversion]]:
                              "the golden variables it converts" % (name, conv.describe, ", ".join(conv.golden)))
     rest = {name: value for name, value in var_map.items() if not isinstance(value, Conversion)}
     return rest, list({id(conv): conv for _, conv in carried}.values())
+
+
+def by_names(conversions: Sequence[Conversion], variables: Dict[str, Any]) -> List[Conversion]:
+    """The conversions with each port variable given by its name (a proposed var_map's
+    transpose("w:0", "dense/kernel:0")) replaced by that variable of `variables` (name -> it)."""
+    out = []
+    for conv in conversions:
+        named = [p for p in conv.port if isinstance(p, str)]
+        if not named:
+            out.append(conv)
+            continue
+        missing = [p for p in named if p not in variables and p + ":0" not in variables]
+        if missing:
+            raise UsageError("conversion %s names the port variable %s, which is not among the TF2 variables (%s)"
+                             % (conv.describe, ", ".join(missing), ", ".join(sorted(variables)[:8])))
+        port = tuple(variables.get(p, variables.get(p + ":0")) if isinstance(p, str) else p for p in conv.port)
+        out.append(replace(conv, port=port))
+    return out
 
 
 def bind(conversions: Sequence[Conversion], golden_shapes: Dict[str, Tuple[int, ...]],

@@ -27,7 +27,8 @@ from .optimizer_terms import (TF1_NAMES, applied, convention, is_v1, keras_slot,
                               slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
 from .port_state import starts_fresh, unmapped_state
-from .varmap import Mapping, Slot, inert_slots
+from .slots import Slot, inert_slots
+from .varmap import Mapping
 from .variables import cast_for, initial_value, unwrap
 
 

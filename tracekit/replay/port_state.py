@@ -18,7 +18,8 @@ import numpy as np
 
 from ..keys import make_key
 from .conversions import Conversion
-from .varmap import Candidate, Mapping, Slot, split_state
+from .slots import Slot, split_state
+from .varmap import Candidate, Mapping
 
 
 @dataclass(frozen=True, eq=False)

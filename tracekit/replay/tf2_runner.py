@@ -18,9 +18,9 @@ import numpy as np
 from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import REGULARIZATION, UNCLIPPED, make_key, replica_name, split_key
-from . import varmap
+from .slots import split_state
 from .capture import Capture, VariableReader, numpy, passed_key
-from .conversions import bind, carried_conversions
+from .conversions import bind, by_names, carried_conversions
 from .options import ReplayOptions
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge
@@ -53,7 +53,7 @@ class TF2Runner:
         keys = {n: make_key("var", n) for n in golden.names("var")}
         keys.update((n, make_key("slot", n)) for n in golden.names("slot"))  # golden state name -> key
         recorded = golden.meta.get("slots")
-        model_names, slot_names, iterations, orphans = varmap.split_state(
+        model_names, slot_names, iterations, orphans = split_state(
             list(keys), recorded if isinstance(recorded, dict) else None)
         for name in orphans:
             self.not_replayed[keys[name]] = "TF1 optimizer state with no Keras counterpart"
@@ -62,7 +62,7 @@ class TF2Runner:
         shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         tf_vars = list(variables) if variables is not None else model_variables(model)
         var_map, carried = carried_conversions(var_map)
-        self.conversions = list(options.convert) + carried
+        self.conversions = by_names(list(options.convert) + carried, {name_of(v): v for v in tf_vars})
         self.conversions += partitioned_conversions(self.conversions, [(n, shapes.get(n) or ()) for n in model_names],
                                          tf_vars, var_map)
         bind(self.conversions, {n: shapes.get(n) or () for n in model_names}, shape_of)

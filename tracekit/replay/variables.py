@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ReplayError
 from ..keys import make_key
-from . import conversions, varmap
+from . import conversions, proposal, varmap
 from .conversions import Conversion, partition_groups, partitioned
 
 
@@ -105,15 +105,15 @@ def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequen
     if not mapping.ok or held.unmatched_golden or held.shape_mismatch:
         golden_left = mapping.unmatched_golden + [(name, shape) for name, shape, _ in mapping.shape_mismatch]
         port_left = [(c.name, c.shape) for c in mapping.unmatched_tf2 + [c for _, _, c in mapping.shape_mismatch]]
-        hints = conversions.suggest(golden_left, port_left)
         state_lines = ["  optimizer state: var_map names %s, which is not among the TF2 variables" % name
                        for name, _ in held.unmatched_golden]
         state_lines += ["  optimizer state: shape differs: golden %s %s vs TF2 %s %s" % (name, shape, c.name, c.shape)
                         for name, shape, c in held.shape_mismatch]
-        raise ReplayError("the TF2 variables do not match the golden's:\n" + "\n".join(mismatch_lines(mapping) +
-                                                                                       state_lines) +
-                          "\n" + "\n".join(hints or ["name the port's layers like the TF1 scopes, or pass var_map= "
-                                                       "(a dict, regex rules or a callable)"]))
+        advice = conversions.suggest(golden_left, port_left) + [
+            "name the port's layers like the TF1 scopes, or pass var_map= (a dict, regex rules or a callable; "
+            "None for a golden variable the port has no counterpart of)"]
+        raise ReplayError("\n".join(["the TF2 variables do not match the golden's:"] + mismatch_lines(mapping) +
+                                     state_lines + advice + proposal.proposed(golden_left, port_left)))
     return mapping, held
 
 

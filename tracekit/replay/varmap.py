@@ -20,10 +20,7 @@ or a rule whose target is None says the port has no counterpart: the golden vari
 framework's bookkeeping: step counters, validation results, summaries' moving averages) is
 left out of the replay and the comparison, and listed as such.
 
-Optimizer state is matched by (variable, role): TF1 `v/Adam` and `v/Adam_1` are Adam's
-m and v, `v/Momentum` is the momentum accumulator, TF1 Keras names `training/Adam/v/m`;
-`global_step` is the optimizer's `iterations`. TF1 Adam's beta powers have no Keras
-counterpart (Keras derives them from `iterations`).
+The golden's optimizer state in Keras terms (slots by role, the step counter) is slots.py's.
 """
 
 from __future__ import annotations
@@ -33,34 +30,6 @@ import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
-
-_TF1_SLOTS = [
-    (re.compile(r"^(?P<var>.+)/Adam_1:0$"), "v"),
-    (re.compile(r"^(?P<var>.+)/Adam:0$"), "m"),
-    (re.compile(r"^(?P<var>.+)/Momentum:0$"), "momentum"),
-    (re.compile(r"^(?P<var>.+)/RMSProp_1:0$"), "momentum"),
-    (re.compile(r"^(?P<var>.+)/RMSProp:0$"), "rms"),
-    (re.compile(r"^(?P<var>.+)/(Proximal)?Adagrad:0$"), "accumulator"),
-    (re.compile(r"^(?P<var>.+)/Ftrl_1:0$"), "linear"),
-    (re.compile(r"^(?P<var>.+)/Ftrl:0$"), "accumulator"),
-    (re.compile(r"^(?P<var>.+)/Adadelta_1:0$"), "accum_var"),
-    (re.compile(r"^(?P<var>.+)/Adadelta:0$"), "accum_grad"),
-    (re.compile(r"^training/[^/]+/(?P<var>.+)/(?P<role>m|v|vhat|momentum|rms|mg|accumulator|linear|accum_grad|"
-                r"accum_var):0$"), None),
-]
-ITERATIONS = ("global_step:0",)
-NO_COUNTERPART = re.compile(r"^(.*/)?(beta1_power|beta2_power)(_\d+)?:0$|^training/[^/]+/"
-                            r"(beta_1|beta_2|decay|learning_rate|epsilon|momentum|rho|iter|iterations):0$")
-
-
-def parse_slot(name: str) -> Optional[Tuple[str, str]]:
-    """(variable name, role) of a TF1 optimizer slot name, or None."""
-    for pattern, role in _TF1_SLOTS:
-        found = pattern.match(name)
-        if found:
-            return found.group("var") + ":0", role or found.group("role")
-    return None
-
 
 # TF1 names of a variable's role -> Keras': slim's weights and biases, feature columns' linear
 # weights, bias and embedding tables, and the short names of other libraries.
@@ -220,6 +189,7 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
         todo = rest
     todo = _match_by_role_dropped(todo, left, taken, take)
     todo = _match_by_words(todo, left, take)
+    todo = _match_by_tokens(todo, left, take)
     if rules == "names":
         result.undecided = [(n, tuple(s)) for n, s in todo]
         result.unmatched_tf2 = left
@@ -301,6 +271,51 @@ def _match_by_words(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidat
     return [(name, shape) for name, shape in todo if name not in taken]
 
 
+# Words of a variable's name that say nothing of which variable it is.
+_GENERIC = frozenset(["part", "weights", "kernel", "bias", "biases", "embeddings", "embedding", "w", "b", "var",
+                      "variable", "model", "layer", "dense", "0", "1"])
+
+
+def words(name: str) -> frozenset:
+    """A name's distinctive words: split at "/", "_" and digits' edges, lower case, the generic ones dropped."""
+    name = name[:-2] if name.endswith(":0") else name
+    found = {w.lower() for w in re.split(r"[/_:.\-]+", name) if w}
+    return frozenset(w for w in found if w not in _GENERIC and not w.isdigit() and not re.fullmatch(r"part\d+", w))
+
+
+
+
+def _match_by_tokens(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidate],
+                     take: Any) -> List[Tuple[str, Tuple[int, ...]]]:
+    """Pair a golden variable and a port variable of the same shape that share more distinctive
+    name words (words: `city` in `linear/linear_model/city/weights` and
+    `wide_deep/linear_city/embeddings`) than any other pairing of either; returns the rest."""
+    mine = {name: words(name) for name, _ in todo}
+    theirs = {id(c): words(c.name) for c in left}
+    score: Dict[Tuple[str, int], int] = {}
+    for name, shape in todo:
+        for c in left:
+            if c.shape == tuple(shape):
+                shared = len(mine[name] & theirs[id(c)])
+                if shared:
+                    score[name, id(c)] = shared
+
+    def unique_best(pairs: List[Tuple[Any, int]]) -> Optional[Any]:
+        top = max((n for _, n in pairs), default=0)
+        winners = [key for key, n in pairs if n == top]
+        return winners[0] if top and len(winners) == 1 else None
+    by_id = {id(c): c for c in left}
+    chosen = []
+    for name, shape in todo:
+        cand = unique_best([(cid, n) for (g, cid), n in score.items() if g == name])
+        if cand is not None and unique_best([(g, n) for (g, cid), n in score.items() if cid == cand]) == name:
+            chosen.append((name, shape, by_id[cand]))
+    for name, shape, cand in chosen:
+        take(name, shape, cand, "shared words")
+    done = {name for name, _, _ in chosen}
+    return [(name, shape) for name, shape in todo if name not in done]
+
+
 NOT_PORTED = object()  # what _explicit returns for a golden variable mapped to None
 
 
@@ -319,85 +334,3 @@ def _explicit(explicit: Any, name: str) -> Any:
         if re.search(pattern, name):
             return NOT_PORTED if replacement is None else re.sub(pattern, replacement, name)
     return None
-
-
-@dataclass(frozen=True)
-class Slot:
-    """A golden optimizer slot: its variable, its role in the terms of Keras' legacy optimizers'
-    slot names ("m", "v", "momentum", "rms", "mg", "accumulator", "linear", "accum_grad",
-    "accum_var", ...), whether it holds TF1 MomentumOptimizer's accumulator (the sum of
-    gradients, where Keras SGD keeps the sum of steps), and the TF1 update op that used it."""
-
-    name: str
-    var: str
-    role: str
-    tf1_momentum: bool = False
-    update: str = ""
-
-
-# TF1 update ops' slot arguments -> Keras roles. "accum" is a momentum in Momentum updates and
-# Adadelta's squared-gradient average; "accum_update" is Adadelta's squared-step average.
-_ARG_ROLES = {"m": "m", "v": "v", "vhat": "vhat", "ms": "rms", "mom": "momentum", "mg": "mg", "linear": "linear",
-              "accum_update": "accum_var"}
-_TF1_MOMENTUM_UPDATES = re.compile(r"^(Resource)?(Sparse)?ApplyMomentum$")
-
-
-def _recorded_slot(name: str, recorded: Dict[str, Any]) -> Optional[Slot]:
-    """A slot as the recorder saw it: the update op that used it, and as which argument."""
-    var, update, arg = recorded.get("var"), str(recorded.get("update", "")), recorded.get("arg")
-    if not isinstance(var, str) or not isinstance(arg, str):
-        return None
-    if arg == "accum":
-        role = "momentum" if "Momentum" in update else "accum_grad" if "Adadelta" in update else "accumulator"
-    else:
-        role = _ARG_ROLES.get(arg, arg)
-    return Slot(name, var, role, role == "momentum" and bool(_TF1_MOMENTUM_UPDATES.match(update)), update)
-
-
-def split_state(names: Sequence[str], recorded: Optional[Dict[str, Any]] = None
-                ) -> Tuple[List[str], List[Slot], List[str], List[str]]:
-    """Golden var/slot names -> (model variables, slots, the iterations counter, optimizer
-    state without a TF2 counterpart). `recorded`: the golden's meta["slots"], what each slot
-    was to its update op; goldens without it are read by slot names (v/Adam, v/Momentum, ...)."""
-    model: List[str] = []
-    slots: List[Slot] = []
-    iterations: List[str] = []
-    orphans: List[str] = []
-    for name in names:
-        entry = (recorded or {}).get(name)
-        found = _recorded_slot(name, entry) if isinstance(entry, dict) else None
-        if found is None:
-            parsed = parse_slot(name)
-            found = None if parsed is None else Slot(name, parsed[0], parsed[1],
-                                                     parsed[1] == "momentum" and name.endswith("/Momentum:0"))
-        if name in ITERATIONS or re.match(r"^training/[^/]+/iter(ations)?:0$", name):
-            iterations.append(name)
-        elif found is not None:
-            slots.append(found)
-        elif NO_COUNTERPART.match(name):
-            orphans.append(name)
-        else:
-            model.append(name)
-    return model, slots, iterations, orphans
-
-
-# TF1 update ops that keep a momentum slot (RMSProp's `mom`) even at momentum 0, where it holds
-# each step's update and feeds nothing back: the variable's own change says all it holds.
-_MOMENTUM_KEPT = frozenset(["ApplyRMSProp", "ResourceApplyRMSProp", "SparseApplyRMSProp", "ResourceSparseApplyRMSProp",
-                            "ApplyCenteredRMSProp", "ResourceApplyCenteredRMSProp", "SparseApplyCenteredRMSProp",
-                            "ResourceSparseApplyCenteredRMSProp"])
-
-
-def inert_slots(golden: Any, slots: Sequence[Slot]) -> Dict[str, str]:
-    """Golden slots that change nothing of the run -> why: TF1 RMSProp's momentum slot where the
-    update read momentum 0 (a Keras RMSprop makes none then)."""
-    updates = golden.meta.get("updates") if isinstance(golden.meta.get("updates"), dict) else {}
-    out = {}
-    for slot in slots:
-        fact = updates.get(slot.var) if isinstance(updates.get(slot.var), dict) else {}
-        momentum = (fact.get("hyper") or {}).get("momentum")
-        if slot.update in _MOMENTUM_KEPT and slot.role == "momentum" and momentum == 0.0:
-            out[slot.name] = ("TF1 %s's momentum slot at momentum 0: it holds each step's update and feeds nothing "
-                              "back, so the variable's comparison covers it; the port's optimizer keeps none"
-                              % slot.update)
-    return out

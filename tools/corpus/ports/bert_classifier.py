@@ -1,7 +1,7 @@
 """bert_classifier in Keras, as a team ports google-research/bert's fine-tuning: Keras layers
 named like BERT's scopes (Embedding, Dense, LayerNormalization at BERT's epsilon 1e-12, Dropout
-on), the classifier a Keras Dense (its kernel is TF1's output_weights transposed: a conversion
-carried in the var_map), and BERT's AdamWeightDecayOptimizer written out by hand, as no Keras
+on), the classifier a Keras Dense (its kernel is TF1's output_weights transposed: the var_map the
+replay proposed, pasted), and BERT's AdamWeightDecayOptimizer written out by hand, as no Keras
 optimizer reproduces it (it neither bias-corrects nor decays LayerNorm and bias weights): its m
 and v are variables of its own, named after their parameters, and its step counter is
 `global_step`. The learning rate is BERT's polynomial decay to 0 over the run's train steps."""
@@ -163,6 +163,9 @@ def port(tf):
         grads, _ = tf.clip_by_global_norm(tape.gradient(loss, params), 1.0)
         return {"loss": loss, "lr": optimizer.apply(grads)}
 
-    var_map = {"output_weights:0": tracekit.tf2.transpose("output_weights:0", model.classifier.kernel),
-               "output_bias:0": model.classifier.bias}
+    # as the replay proposed it (docs/PORTS.md), pasted: the classifier's kernel is TF1's output_weights transposed
+    var_map = {
+        "output_bias:0": "bert/classifier/bias:0",  # same shape (3,): the only one left on both sides
+        "output_weights:0": tracekit.tf2.transpose("output_weights:0", "bert/classifier/kernel:0"),  # transposed
+    }
     return params + optimizer.m + optimizer.v + [optimizer.global_step], step, {"var_map": var_map}

@@ -1,0 +1,123 @@
+"""The golden's optimizer state in the terms of Keras' optimizers. No TensorFlow here.
+
+Optimizer state is matched by (variable, role): TF1 `v/Adam` and `v/Adam_1` are Adam's
+m and v, `v/Momentum` is the momentum accumulator, TF1 Keras names `training/Adam/v/m`;
+`global_step` is the optimizer's `iterations`. TF1 Adam's beta powers have no Keras
+counterpart (Keras derives them from `iterations`). Where the golden records what each slot
+was to its update op (meta["slots"]), that decides; older goldens are read by slot names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+_TF1_SLOTS = [
+    (re.compile(r"^(?P<var>.+)/Adam_1:0$"), "v"),
+    (re.compile(r"^(?P<var>.+)/Adam:0$"), "m"),
+    (re.compile(r"^(?P<var>.+)/Momentum:0$"), "momentum"),
+    (re.compile(r"^(?P<var>.+)/RMSProp_1:0$"), "momentum"),
+    (re.compile(r"^(?P<var>.+)/RMSProp:0$"), "rms"),
+    (re.compile(r"^(?P<var>.+)/(Proximal)?Adagrad:0$"), "accumulator"),
+    (re.compile(r"^(?P<var>.+)/Ftrl_1:0$"), "linear"),
+    (re.compile(r"^(?P<var>.+)/Ftrl:0$"), "accumulator"),
+    (re.compile(r"^(?P<var>.+)/Adadelta_1:0$"), "accum_var"),
+    (re.compile(r"^(?P<var>.+)/Adadelta:0$"), "accum_grad"),
+    (re.compile(r"^training/[^/]+/(?P<var>.+)/(?P<role>m|v|vhat|momentum|rms|mg|accumulator|linear|accum_grad|"
+                r"accum_var):0$"), None),
+]
+ITERATIONS = ("global_step:0",)
+NO_COUNTERPART = re.compile(r"^(.*/)?(beta1_power|beta2_power)(_\d+)?:0$|^training/[^/]+/"
+                            r"(beta_1|beta_2|decay|learning_rate|epsilon|momentum|rho|iter|iterations):0$")
+
+
+def parse_slot(name: str) -> Optional[Tuple[str, str]]:
+    """(variable name, role) of a TF1 optimizer slot name, or None."""
+    for pattern, role in _TF1_SLOTS:
+        found = pattern.match(name)
+        if found:
+            return found.group("var") + ":0", role or found.group("role")
+    return None
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A golden optimizer slot: its variable, its role in the terms of Keras' legacy optimizers'
+    slot names ("m", "v", "momentum", "rms", "mg", "accumulator", "linear", "accum_grad",
+    "accum_var", ...), whether it holds TF1 MomentumOptimizer's accumulator (the sum of
+    gradients, where Keras SGD keeps the sum of steps), and the TF1 update op that used it."""
+
+    name: str
+    var: str
+    role: str
+    tf1_momentum: bool = False
+    update: str = ""
+
+
+# TF1 update ops' slot arguments -> Keras roles. "accum" is a momentum in Momentum updates and
+# Adadelta's squared-gradient average; "accum_update" is Adadelta's squared-step average.
+_ARG_ROLES = {"m": "m", "v": "v", "vhat": "vhat", "ms": "rms", "mom": "momentum", "mg": "mg", "linear": "linear",
+              "accum_update": "accum_var"}
+_TF1_MOMENTUM_UPDATES = re.compile(r"^(Resource)?(Sparse)?ApplyMomentum$")
+
+
+def _recorded_slot(name: str, recorded: Dict[str, Any]) -> Optional[Slot]:
+    """A slot as the recorder saw it: the update op that used it, and as which argument."""
+    var, update, arg = recorded.get("var"), str(recorded.get("update", "")), recorded.get("arg")
+    if not isinstance(var, str) or not isinstance(arg, str):
+        return None
+    if arg == "accum":
+        role = "momentum" if "Momentum" in update else "accum_grad" if "Adadelta" in update else "accumulator"
+    else:
+        role = _ARG_ROLES.get(arg, arg)
+    return Slot(name, var, role, role == "momentum" and bool(_TF1_MOMENTUM_UPDATES.match(update)), update)
+
+
+def split_state(names: Sequence[str], recorded: Optional[Dict[str, Any]] = None
+                ) -> Tuple[List[str], List[Slot], List[str], List[str]]:
+    """Golden var/slot names -> (model variables, slots, the iterations counter, optimizer
+    state without a TF2 counterpart). `recorded`: the golden's meta["slots"], what each slot
+    was to its update op; goldens without it are read by slot names (v/Adam, v/Momentum, ...)."""
+    model: List[str] = []
+    slots: List[Slot] = []
+    iterations: List[str] = []
+    orphans: List[str] = []
+    for name in names:
+        entry = (recorded or {}).get(name)
+        found = _recorded_slot(name, entry) if isinstance(entry, dict) else None
+        if found is None:
+            parsed = parse_slot(name)
+            found = None if parsed is None else Slot(name, parsed[0], parsed[1],
+                                                     parsed[1] == "momentum" and name.endswith("/Momentum:0"))
+        if name in ITERATIONS or re.match(r"^training/[^/]+/iter(ations)?:0$", name):
+            iterations.append(name)
+        elif found is not None:
+            slots.append(found)
+        elif NO_COUNTERPART.match(name):
+            orphans.append(name)
+        else:
+            model.append(name)
+    return model, slots, iterations, orphans
+
+
+# TF1 update ops that keep a momentum slot (RMSProp's `mom`) even at momentum 0, where it holds
+# each step's update and feeds nothing back: the variable's own change says all it holds.
+_MOMENTUM_KEPT = frozenset(["ApplyRMSProp", "ResourceApplyRMSProp", "SparseApplyRMSProp", "ResourceSparseApplyRMSProp",
+                            "ApplyCenteredRMSProp", "ResourceApplyCenteredRMSProp", "SparseApplyCenteredRMSProp",
+                            "ResourceSparseApplyCenteredRMSProp"])
+
+
+def inert_slots(golden: Any, slots: Sequence[Slot]) -> Dict[str, str]:
+    """Golden slots that change nothing of the run -> why: TF1 RMSProp's momentum slot where the
+    update read momentum 0 (a Keras RMSprop makes none then)."""
+    updates = golden.meta.get("updates") if isinstance(golden.meta.get("updates"), dict) else {}
+    out = {}
+    for slot in slots:
+        fact = updates.get(slot.var) if isinstance(updates.get(slot.var), dict) else {}
+        momentum = (fact.get("hyper") or {}).get("momentum")
+        if slot.update in _MOMENTUM_KEPT and slot.role == "momentum" and momentum == 0.0:
+            out[slot.name] = ("TF1 %s's momentum slot at momentum 0: it holds each step's update and feeds nothing "
+                              "back, so the variable's comparison covers it; the port's optimizer keeps none"
+                              % slot.update)
+    return out
