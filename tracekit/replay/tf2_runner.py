@@ -17,25 +17,22 @@ import numpy as np
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import REGULARIZATION, UNCLIPPED, make_key, replica_name, split_key
-from .slots import split_state
+from ..keys import REGULARIZATION, make_key, replica_name, split_key
 from .capture import Capture, VariableReader, numpy, passed_key
-from .conversions import bind, by_names, carried_conversions
-from .options import ReplayOptions
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge
-from .perturb import move
 from .optimizer_terms import one_value
-from .port_state import PortState, expected_shapes, held_state, starts_fresh
+from .options import ReplayOptions
+from .perturb import move
+from .port_state import starts_fresh
 from .random_tape import RandomTape
+from .slots import split_state
 from .tf_import import tf
-from .variables import (cast_for, initial_value, map_variables, model_variables, name_of, partitioned_conversions,
-                        shape_of)
+from .variables import cast_for, initial_value, model_variables, pair_port
 
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
 _OTHER_WORKERS = "per replica only (other workers hold the rest of the global batch): see <name>@replica<id>"
-_LEFT_OUT = "left out by var_map (mapped to None: the port has no counterpart)"
 
 
 class TF2Runner:
@@ -59,37 +56,11 @@ class TF2Runner:
             self.not_replayed[keys[name]] = "TF1 optimizer state with no Keras counterpart"
         if model is None and REGULARIZATION in [make_key("loss", n) for n in golden.names("loss")]:
             self.not_replayed[REGULARIZATION] = "pass model= to compare it with the sum of model.losses"
-        shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
         tf_vars = list(variables) if variables is not None else model_variables(model)
-        var_map, carried = carried_conversions(var_map)
-        self.conversions = by_names(list(options.convert) + carried, {name_of(v): v for v in tf_vars})
-        self.conversions += partitioned_conversions(self.conversions, [(n, shapes.get(n) or ()) for n in model_names],
-                                         tf_vars, var_map)
-        bind(self.conversions, {n: shapes.get(n) or () for n in model_names}, shape_of)
-        converted = {name for conv in self.conversions for name in conv.golden}
-        ported = {id(v) for conv in self.conversions for v in conv.port}
-        expected = expected_shapes(slot_names, shapes, self.conversions, shape_of)
-        state = [(s.name, expected[s.name]) for s in slot_names] + [(n, shapes.get(n) or ()) for n in iterations]
-        one_to_one = {name: name_of(conv.port[conv.golden.index(name)] if len(conv.port) == len(conv.golden)
-                                    else conv.port[0]) for conv in self.conversions for name in conv.golden}
-        self.mapping, held = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
-                                           [v for v in tf_vars if id(v) not in ported], var_map, state,
-                                           {s.name: s.var for s in slot_names}, one_to_one)
-        pairs, errors = held_state(held.pairs, slot_names, keys, self.conversions)
-        if errors:
-            raise ReplayError("the optimizer state var_map names cannot be held:\n%s" % "\n".join(errors))
-        self.port_state = PortState(pairs, held)  # a hand-written optimizer's state, mapped like a variable
-        left_out = set(self.mapping.left_out)
-        for name in sorted(left_out):  # no counterpart in the port, as var_map says: nor its gradient and slots
-            self.not_replayed[make_key("var", name)] = _LEFT_OUT
-            self.not_replayed.update((make_key("grad", g), _LEFT_OUT) for g in golden.names("grad")
-                                     if g == name or g.startswith((name + "/", name + UNCLIPPED)))
-        self.not_replayed.update((keys[name], _LEFT_OUT) for name in held.left_out)
-        for slot in [s for s in slot_names if s.var in left_out]:
-            self.not_replayed[make_key("slot", slot.name)] = _LEFT_OUT
-        taken = set(held.pairs) | set(held.left_out)  # state the port's own variables hold, or none does
-        slot_names = [s for s in slot_names if s.var not in left_out and s.name not in taken]
-        iterations = [n for n in iterations if n not in taken]
+        paired = pair_port(golden, tf_vars, var_map, list(options.convert), model_names, slot_names, iterations, keys)
+        self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
+        self.not_replayed.update(paired.not_replayed)
+        slot_names, iterations = paired.slots, paired.iterations  # left to the port's optimizers
         self.tape = RandomTape(self.capture, inject=options.random == "tape", pass_through=pass_through,
                                distribution=distribution)
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..errors import ReplayError
-from ..keys import make_key
+from ..keys import UNCLIPPED, make_key
 from . import conversions, proposal, varmap
-from .conversions import Conversion, partition_groups, partitioned
+from .conversions import Conversion, bind, by_names, carried_conversions, partition_groups, partitioned
+from .port_state import PortState, expected_shapes, held_state
+from .slots import Slot
 
 
 # Keras 3 keeps each SeedGenerator's random-number state in a variable of this name (dropout
@@ -179,3 +182,55 @@ def partitioned_conversions(given: Sequence[Conversion], golden: List[Tuple[str,
     offered = [varmap.Candidate(name_of(v), shape_of(v), v) for v in tf_vars if id(v) not in ported]
     found = varmap.match(wholes, offered, var_map)
     return [partitioned([name for name, _ in groups[whole]], cand.obj) for whole, cand in found.pairs.items()]
+
+
+LEFT_OUT = "left out by var_map (mapped to None: the port has no counterpart)"
+
+
+@dataclass
+class Paired:
+    """What a replay pairs before its first step."""
+
+    conversions: List[Conversion]  # given, carried in the var_map, or made for partitioned variables
+    mapping: varmap.Mapping  # the golden's model variables -> the port's
+    state: PortState  # golden optimizer state the port's own variables hold (a hand-written optimizer's)
+    slots: List[Slot]  # golden slots left to the port's optimizers
+    iterations: List[str]  # golden step counters left to them
+    not_replayed: Dict[str, str]  # "kind/name" var_map leaves out -> why
+
+
+def pair_port(golden: Any, tf_vars: Sequence[Any], var_map: Any, convert: List[Conversion], model_names: List[str],
+              slots: List[Slot], iterations: List[str], keys: Dict[str, str]) -> Paired:
+    """Pair the golden's variables, slots and counters (`keys`: golden state name -> key) with
+    the port's variables: conversions first (and their port variables named in the var_map
+    resolved), then the model's variables and the state the port holds itself (map_variables).
+    Stops the replay, listing both sides, where they do not pair."""
+    shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
+    var_map, carried = carried_conversions(var_map)
+    converts = by_names(convert + carried, {name_of(v): v for v in tf_vars})
+    converts += partitioned_conversions(converts, [(n, shapes.get(n) or ()) for n in model_names], tf_vars, var_map)
+    bind(converts, {n: shapes.get(n) or () for n in model_names}, shape_of)
+    converted = {name for conv in converts for name in conv.golden}
+    ported = {id(v) for conv in converts for v in conv.port}
+    expected = expected_shapes(slots, shapes, converts, shape_of)
+    state = [(s.name, expected[s.name]) for s in slots] + [(n, shapes.get(n) or ()) for n in iterations]
+    one_to_one = {name: name_of(conv.port[conv.golden.index(name)] if len(conv.port) == len(conv.golden)
+                                else conv.port[0]) for conv in converts for name in conv.golden}
+    mapping, held = map_variables([(n, shapes.get(n) or ()) for n in model_names if n not in converted],
+                                  [v for v in tf_vars if id(v) not in ported], var_map, state,
+                                  {s.name: s.var for s in slots}, one_to_one)
+    pairs, errors = held_state(held.pairs, slots, keys, converts)
+    if errors:
+        raise ReplayError("the optimizer state var_map names cannot be held:\n%s" % "\n".join(errors))
+    left_out = set(mapping.left_out)
+    not_replayed = {}
+    for name in sorted(left_out):  # no counterpart in the port, as var_map says: nor its gradient and slots
+        not_replayed[make_key("var", name)] = LEFT_OUT
+        not_replayed.update((make_key("grad", g), LEFT_OUT) for g in golden.names("grad")
+                            if g == name or g.startswith((name + "/", name + UNCLIPPED)))
+    not_replayed.update((keys[name], LEFT_OUT) for name in held.left_out)
+    not_replayed.update((make_key("slot", s.name), LEFT_OUT) for s in slots if s.var in left_out)
+    taken = set(held.pairs) | set(held.left_out)  # state the port's own variables hold, or none does
+    return Paired(converts, mapping, PortState(pairs, held),
+                  [s for s in slots if s.var not in left_out and s.name not in taken],
+                  [n for n in iterations if n not in taken], not_replayed)
