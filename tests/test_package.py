@@ -47,7 +47,7 @@ INTERNAL_EXCEPTIONS = {
     "BadIndex": "store-internal: a step index that decodes but says what no golden says, re-raised as CorruptTrace",
     "HDF5Failure": "store-internal: HDF5 could not read an attribute, re-raised as CorruptTrace (damage HDF5 found)",
     "ChildCrashed": "a forked reader died of a signal: the CLI reports it as CorruptTrace naming the file",
-    "_NotAuditable": "store-internal: why the update audit cannot judge a variable, caught as its verdict",
+    "NotAuditable": "store-internal: why the update audit cannot judge a variable, caught as its verdict",
 }
 
 

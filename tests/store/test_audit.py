@@ -592,9 +592,9 @@ def test_verify_audit_on_a_shipped_golden():
 
 
 def test_big_variables_are_audited_part_after_part(monkeypatch):
-    from tracekit.store import audit
+    from tracekit.store import update_check
 
-    monkeypatch.setattr(audit, "CHUNK", 4)  # 15 elements: 4 parts; 6 rows of 2: 3 at a time
+    monkeypatch.setattr(update_check, "CHUNK", 4)  # 15 elements: 4 parts; 6 rows of 2: 3 at a time
     c = case("ApplyAdam")
     assert audited(c).verdict == AGREES
     c["after"]["var/w:0"] = c["after"]["var/w:0"].copy()

@@ -17,9 +17,9 @@ momentum convention) disagrees with the rule and still fails.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Mapping, Set
+from typing import Any, Dict, Iterable, List, Mapping, Set
 
-from ..keys import make_key, split_key
+from ..keys import make_key, sparse_owner, split_key
 from ..store.audit import audit_step
 from ..store.audit_result import AGREES
 from .noise import UPDATE, Noise
@@ -45,8 +45,12 @@ def carried(golden: Any, index: int, failing: Iterable[str], passed: Set[str], a
     rates = [key for key in actual if split_key(key)[0] == "lr"]
     if not wanted or any(key not in passed for key in rates):
         return {}
-    gradients = {var: [k for k in actual if split_key(k)[0] == "grad" and _of(split_key(k)[1], var)]
-                 for var in wanted}
+    gradients: Dict[str, List[str]] = {var: [] for var in wanted}  # a dense gradient, or a sparse one's parts
+    for key in actual:
+        kind, name = split_key(key)
+        owner = sparse_owner(name) or name if kind == "grad" else None
+        if owner in gradients:
+            gradients[owner].append(key)
     ready = {var for var in wanted if gradients[var] and all(k in passed for k in gradients[var])}
     if not ready:
         return {}
@@ -60,7 +64,3 @@ def carried(golden: Any, index: int, failing: Iterable[str], passed: Set[str], a
             out.update((key, Noise(index, key, UPDATE, make_key("grad", found.var))) for key in wanted[found.var])
     return out
 
-
-def _of(name: str, var: str) -> bool:
-    """Is a gradient's name the variable's (dense, or a sparse one's /values and /indices)?"""
-    return name == var or name.startswith(var + "/")

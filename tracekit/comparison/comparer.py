@@ -173,8 +173,8 @@ class Comparer:
         failing = [t.key for t, s, _ in compared if not s.ok and t.kind in ("var", "slot")]
         if not failing or not self.golden.has_initial:
             return {}
-        start = {key: value for key, value in self.golden.state_before(0).items()}
-        return carried(self.golden, index, failing, {t.key for t, s, _ in compared if s.ok}, actual, start)
+        passed = {t.key for t, s, _ in compared if s.ok}
+        return carried(self.golden, index, failing, passed, actual, self.golden.state_before(0))
 
     def _pair(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any], key: str,
               a_keys: List[str]) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:

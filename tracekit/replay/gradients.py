@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from ..keys import UNCLIPPED, make_key, split_key
+from ..keys import SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED, make_key, sparse_owner, split_key
 from .capture import Capture
 from .distribute import replica_id
 from .tf_import import tf
@@ -27,7 +27,8 @@ def gradient_keys(name: str, grad: Any, sparse: bool) -> List[Tuple[str, Any]]:
     """("grad/<name>", tensor) pairs of one gradient: kept as rows and indices where the golden
     holds it so (an IndexedSlices; the comparison sums each index's rows), else dense."""
     if isinstance(grad, tf.IndexedSlices) and sparse:
-        return [(make_key("grad", name + "/values"), grad.values), (make_key("grad", name + "/indices"), grad.indices)]
+        return [(make_key("grad", name + SPARSE_VALUES), grad.values),
+                (make_key("grad", name + SPARSE_INDICES), grad.indices)]
     return [(make_key("grad", name), tf.convert_to_tensor(grad))]
 
 
@@ -144,9 +145,6 @@ class GradientWatch:
 
 
 def _owner(name: str) -> str:
-    """The variable a captured gradient name belongs to ("<var>/values" of a sparse one)."""
-    for suffix in ("/values", "/indices", UNCLIPPED):
-        if name.endswith(suffix):
-            return name[:-len(suffix)]
-    return name
-
+    """The variable a captured gradient name belongs to (a sparse one's parts, an unclipped one)."""
+    name = name[:-len(UNCLIPPED)] if name.endswith(UNCLIPPED) else name
+    return sparse_owner(name) or name

@@ -29,7 +29,7 @@ import collections
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 # TF1 names of a variable's role -> Keras': slim's weights and biases, feature columns' linear
 # weights, bias and embedding tables, and the short names of other libraries.
@@ -242,33 +242,13 @@ def _match_by_words(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidat
                     take: Any) -> List[Tuple[str, Tuple[int, ...]]]:
     """Pair golden and TF2 variables (same shape) whose name words share the longest tail,
     where each is the other's only best match; returns the golden variables left over."""
-    by_golden: Dict[str, List[Tuple[int, int]]] = collections.defaultdict(list)
-    by_cand: Dict[int, List[Tuple[str, int]]] = collections.defaultdict(list)
     cand_words = {id(c): _words(_parts(c.name)) for c in left}
-    for name, shape in todo:
-        words, role = _words(_parts(name)), len(_words(_parts(name)[-1:]))
-        for c in left:
-            if c.shape == tuple(shape):
-                n = _common_tail(words, cand_words[id(c)])
-                if n > role:
-                    by_golden[name].append((id(c), n))
-                    by_cand[id(c)].append((name, n))
 
-    def best(pairs: List[Tuple[Any, int]]) -> Optional[Any]:
-        top = max((n for _, n in pairs), default=0)
-        winners = [key for key, n in pairs if n == top]
-        return winners[0] if top and len(winners) == 1 else None
-
-    chosen = []
-    for name, shape in todo:
-        cand_id = best(by_golden[name])
-        if cand_id is not None and best(by_cand[cand_id]) == name:
-            chosen.append((name, shape, cand_id))
-    by_id = {id(c): c for c in left}
-    for name, shape, cand_id in chosen:
-        take(name, shape, by_id[cand_id], "words")
-    taken = {name for name, _, _ in chosen}
-    return [(name, shape) for name, shape in todo if name not in taken]
+    def tail(name: str, cand: Candidate) -> int:
+        mine, role = _words(_parts(name)), len(_words(_parts(name)[-1:]))
+        n = _common_tail(mine, cand_words[id(cand)])
+        return n if n > role else 0
+    return _match_mutual(todo, left, take, tail, "words")
 
 
 # Words of a variable's name that say nothing of which variable it is.
@@ -276,6 +256,7 @@ _GENERIC = frozenset(["part", "weights", "kernel", "bias", "biases", "embeddings
                       "variable", "model", "layer", "dense", "0", "1"])
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def words(name: str) -> frozenset:
     """A name's distinctive words: split at "/", "_" and digits' edges, lower case, the generic ones dropped."""
     name = name[:-2] if name.endswith(":0") else name
@@ -283,37 +264,46 @@ def words(name: str) -> frozenset:
     return frozenset(w for w in found if w not in _GENERIC and not w.isdigit() and not re.fullmatch(r"part\d+", w))
 
 
-
-
 def _match_by_tokens(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidate],
                      take: Any) -> List[Tuple[str, Tuple[int, ...]]]:
     """Pair a golden variable and a port variable of the same shape that share more distinctive
     name words (words: `city` in `linear/linear_model/city/weights` and
     `wide_deep/linear_city/embeddings`) than any other pairing of either; returns the rest."""
-    mine = {name: words(name) for name, _ in todo}
-    theirs = {id(c): words(c.name) for c in left}
-    score: Dict[Tuple[str, int], int] = {}
-    for name, shape in todo:
-        for c in left:
-            if c.shape == tuple(shape):
-                shared = len(mine[name] & theirs[id(c)])
-                if shared:
-                    score[name, id(c)] = shared
+    return _match_mutual(todo, left, take, lambda name, cand: len(words(name) & words(cand.name)), "shared words")
 
-    def unique_best(pairs: List[Tuple[Any, int]]) -> Optional[Any]:
-        top = max((n for _, n in pairs), default=0)
-        winners = [key for key, n in pairs if n == top]
-        return winners[0] if top and len(winners) == 1 else None
+
+def _match_mutual(todo: List[Tuple[str, Tuple[int, ...]]], left: List[Candidate], take: Any,
+                  score: Callable[[str, Candidate], int], how: str) -> List[Tuple[str, Tuple[int, ...]]]:
+    """Pair each golden variable with the TF2 variable of its shape that scores highest with it,
+    where each is the other's only best (a score of 0 pairs nothing); returns the rest."""
+    by_shape: Dict[Tuple[int, ...], List[Candidate]] = collections.defaultdict(list)
+    for c in left:
+        by_shape[c.shape].append(c)
+    by_golden: Dict[str, List[Tuple[int, int]]] = collections.defaultdict(list)
+    by_cand: Dict[int, List[Tuple[str, int]]] = collections.defaultdict(list)
+    for name, shape in todo:
+        for c in by_shape.get(tuple(shape), ()):
+            n = score(name, c)
+            if n:
+                by_golden[name].append((id(c), n))
+                by_cand[id(c)].append((name, n))
     by_id = {id(c): c for c in left}
     chosen = []
     for name, shape in todo:
-        cand = unique_best([(cid, n) for (g, cid), n in score.items() if g == name])
-        if cand is not None and unique_best([(g, n) for (g, cid), n in score.items() if cid == cand]) == name:
-            chosen.append((name, shape, by_id[cand]))
+        cand_id = _unique_best(by_golden[name])
+        if cand_id is not None and _unique_best(by_cand[cand_id]) == name:
+            chosen.append((name, shape, by_id[cand_id]))
     for name, shape, cand in chosen:
-        take(name, shape, cand, "shared words")
+        take(name, shape, cand, how)
     done = {name for name, _, _ in chosen}
     return [(name, shape) for name, shape in todo if name not in done]
+
+
+def _unique_best(pairs: List[Tuple[Any, int]]) -> Optional[Any]:
+    """The key of the highest score, if no other has it."""
+    top = max((n for _, n in pairs), default=0)
+    winners = [key for key, n in pairs if n == top]
+    return winners[0] if top and len(winners) == 1 else None
 
 
 NOT_PORTED = object()  # what _explicit returns for a golden variable mapped to None
