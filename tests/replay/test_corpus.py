@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.keys import UNCLIPPED
+from tracekit.comparison.slips import SLOT_INITIAL
+from tracekit.keys import INITIAL_STEP, UNCLIPPED
 from tools.corpus import PROGRAMS, by_name, record, replay
 
 
@@ -61,6 +62,24 @@ def test_bert_fine_tuning_has_every_gradient_and_slot(legacy_python, tmp_path):
         assert not [w for w in trace.meta["warnings"] if "gradient of" in w]  # no false warning
         check, = trace.meta["self_check"]
         assert check["verdict"] == "verified" and check["variables"] == 41
+
+
+def test_a2c_on_keras_rmsprop_started_at_zero_is_caught_at_the_initial_state(legacy_python, tmp_path):
+    # The A2C port as first written on Keras RMSprop(rho=0.99, epsilon=1e-5): accepted as a port of
+    # TF1's RMSProp (whose momentum slot at momentum 0 does nothing), and its mean square's start of
+    # 0 (TF1's is 1.0) named at the initial state; from the golden's state, every step matches.
+    program = by_name("sb_a2c")
+    golden = str(tmp_path / "a2c.h5")
+    record(program, _interpreter(legacy_python, program), golden, str(tmp_path / "work"))
+    result = replay(program, golden, tf1_start=False)
+    inert = [key for key in result.not_compared if key.endswith("/RMSProp_1:0")]
+    assert len(inert) == 12 and all("momentum slot at momentum 0" in result.not_compared[k] for k in inert)
+    first = result.first_divergence
+    assert first.step == INITIAL_STEP and first.key.endswith("/RMSProp:0"), result.report()
+    assert [h.code for h in result.slips] == [SLOT_INITIAL]
+    assert "TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras RMSprop at 0" in result.report()
+    failed = {t.key for t in result.tensors if not t.ok}
+    assert failed and all(key.endswith("/RMSProp:0") for key in failed), failed
 
 
 def _interpreter(legacy_python, program):

@@ -121,16 +121,17 @@ def record(program: Program, python: str, out: str, workdir: str, timeout: float
     return Recorded(time.perf_counter() - start, done.stdout.decode(errors="replace"))
 
 
-def replay(program: Program, golden: str) -> Any:
-    """Replay the golden through the program's port (tools/corpus/ports/<name>.py) and compare
-    at its tolerance (the training preset, or the default one); returns the comparison."""
+def replay(program: Program, golden: str, **port_args: Any) -> Any:
+    """Replay the golden through the program's port (tools/corpus/ports/<name>.py, made with
+    `port_args`) and compare at its tolerance (the training preset, or the default one); returns
+    the comparison."""
     import importlib
 
     import tracekit
     import tracekit.tf2
 
     module = importlib.import_module("tools.corpus.ports." + program.name)
-    model, step, options = module.port(tracekit.tf2.tf)
+    model, step, options = module.port(tracekit.tf2.tf, **port_args)
     where = {"variables": model} if isinstance(model, (list, tuple)) else {"model": model}
     with tracekit.tf2.replay(golden, step, **where, **options) as actual:
         tolerance = tracekit.Tolerance() if program.tolerance == "default" else tracekit.Tolerance.training()

@@ -3,13 +3,16 @@ vf_fc0/vf_fc1, weights w and b), a policy head pi and a value head vf; its q hea
 in A2C's loss and is left out. The loss as A2C writes it: the policy gradient (the actions'
 negative log-likelihood, by softmax cross-entropy, times the advantages) minus 0.01 times the
 categorical entropy (stable-baselines' max-shifted form) plus 0.25 times the value loss; the
-gradients clipped to a global norm of 0.5; TF1's RMSProp (decay 0.99, epsilon 1e-5) at A2C's
-constant learning rate, which the program feeds each step."""
+gradients clipped to a global norm of 0.5; Keras RMSprop with A2C's settings (rho 0.99, epsilon
+1e-5, its constant learning rate). TF1's RMSProp starts its mean square at 1.0 where Keras starts
+at 0, which makes the first updates far larger: the replay names that at the initial state, and
+`TF1StartRMSprop` is the fix a team writes (`tf1_start=False` is the port before the fix)."""
 
 HEADS = r"^model/q/.*"
+LEARNING_RATE = 7e-4
 
 
-def port(tf):
+def port(tf, tf1_start=True):
     dense = tf.keras.layers.Dense
     towers = {name: dense(64, activation="tanh", name=name) for name in ("pi_fc0", "pi_fc1", "vf_fc0", "vf_fc1")}
     pi, vf = dense(2, name="pi"), dense(1, name="vf")
@@ -17,7 +20,17 @@ def port(tf):
     logits = pi(towers["pi_fc1"](towers["pi_fc0"](obs)))
     value = vf(towers["vf_fc1"](towers["vf_fc0"](obs)))
     model = tf.keras.Model(obs, [logits, value])
-    optimizer = tf.compat.v1.train.RMSPropOptimizer(7e-4, decay=0.99, epsilon=1e-5)
+
+    class TF1StartRMSprop(tf.keras.optimizers.RMSprop):
+        """Keras RMSprop whose mean square starts at 1.0, as TF1's RMSPropOptimizer's does."""
+
+        def build(self, var_list):
+            super().build(var_list)
+            for rms in self.variables[1:]:  # after the iteration counter: one mean square per variable
+                rms.assign(tf.ones_like(rms))
+
+    make = TF1StartRMSprop if tf1_start else tf.keras.optimizers.RMSprop
+    optimizer = make(LEARNING_RATE, rho=0.99, epsilon=1e-5)
 
     @tf.function
     def step(inputs):
