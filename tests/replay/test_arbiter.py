@@ -227,3 +227,20 @@ def test_the_html_report_shows_both_views(tf2, goldens, tmp_path):
     page = open(result.write_html(str(tmp_path / "judged.html")), encoding="utf-8").read()
     assert "Verdict on a long golden: the local and the drift view" in page
     assert "layer kink: 1 of 2 elements zero in one precision only" in page and "decided by: both views" in page
+
+
+def test_steps_accepted_by_two_judgments_stay_accepted(tmp_path):
+    # The drift view accepts the explained discontinuities' steps, then (after a crossing of the
+    # port's own) every step from the crossing on: the first judgment's steps stay accepted.
+    from tracekit.tf2.verdict import accept
+    from ..support.lifecycle import bump, legacy_golden, replayed
+
+    golden = legacy_golden(str(tmp_path / "g.h5"), steps=6)
+    moved = lambda k, key, value: bump(1, "var/w:0")(k, key, value) if k in (1, 4) else value  # noqa: E731
+    result = tracekit.compare(golden, replayed(str(tmp_path / "a.h5"), steps=6, change=moved), tracekit.Tolerance())
+    assert (result.first_divergence.step, result.first_divergence.key) == (1, "var/w:0")
+    accept(result, {1})
+    assert result.first_divergence.step == 4 and not result.ok
+    accept(result, set(range(4, 6)))
+    tensor, = [t for t in result.tensors if t.key == "var/w:0"]
+    assert result.ok and (tensor.failed_steps, tensor.accepted_steps, tensor.first_failed) == (0, 2, None)

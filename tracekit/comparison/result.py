@@ -5,7 +5,7 @@ Rendering is report/'s; comparer.py fills these in as the steps come."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..keys import make_key, step_label
 from ..store.provenance import Provenance
@@ -42,6 +42,7 @@ class TensorResult:
     driven_by_noise: bool = False  # round-off alone moved it (noise.NoiseTracker.driven), or it follows
     form: str = ""  # how it was compared where the sides hold it in other forms (sparse.py), else ""
     digest_steps: int = 0  # steps judged from digests (a sample and statistics, or equal bytes), not values
+    judged_steps: Set[int] = field(default_factory=set)  # failing steps a later judgment accepted (tf2/verdict.py)
 
     @property
     def key(self) -> str:

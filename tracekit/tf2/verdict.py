@@ -116,19 +116,20 @@ def failing_steps(result: Comparison) -> List[Tuple[int, Dict[str, Stats]]]:
 
 
 def accept(result: Comparison, explained: AbstractSet[int]) -> None:
-    """Count the failures of the `explained` steps as accepted; the first divergence becomes the
-    first failure at another step."""
+    """Count the failures of the `explained` steps as accepted, beside those an earlier call
+    accepted; the first divergence becomes the first failure at another step."""
     if not explained:
         return
     first: Optional[Tuple[Tuple[int, Tuple[int, int]], Divergence]] = None
     for order, tensor in enumerate(result.tensors):
         still = []
         for step, stats in tensor.by_step.items():
-            if not failing(stats.ok, step, tensor.noise, result.tolerance.accept_noise):
+            if step in tensor.judged_steps or not failing(stats.ok, step, tensor.noise, result.tolerance.accept_noise):
                 continue
             if step in explained:
                 tensor.failed_steps -= 1
                 tensor.accepted_steps += 1
+                tensor.judged_steps.add(step)
             else:
                 still.append(step)
         tensor.first_failed = still[0] if still else None
