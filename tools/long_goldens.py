@@ -6,7 +6,8 @@ legacy environment), each checked with its correct port and with slips that only
 For each golden and port it prints: the plain verdict (the port from its own state at the default
 tolerance, today's check without make_port), the judged verdict (check(make_port=...), no
 tolerance given), where it failed, which view decided, the steps the float64 arbiter judged and
-what each cost. Wall-clock seconds are this machine's; rerun:
+what each cost, and the seconds each check took (each on a fresh port, tracing included).
+Wall-clock seconds are this machine's; rerun:
 
     .venv/bin/python tools/long_goldens.py [--steps 200] [--out build/long] [--only mlp,conv,lstm] [--markdown]
 """
@@ -44,7 +45,9 @@ def row(golden: str, model: str, slip: "str | None") -> list:
 
     make = functools.partial(long_models.MAKERS[model], slip)
     made = make()
+    start = time.perf_counter()
     plain = tracekit.tf2.check(golden, made[1], model=made[0], **(made[2] if len(made) > 2 else {}))
+    plain_seconds = time.perf_counter() - start
     start = time.perf_counter()
     judged = tracekit.tf2.check(golden, make_port=make)
     seconds = time.perf_counter() - start
@@ -56,7 +59,8 @@ def row(golden: str, model: str, slip: "str | None") -> list:
         if drift is not None and drift.first_divergence is not None else "-")
     costs = ", ".join("%d: %s %.1f s" % (a.step, a.side or a.verdict, a.seconds) for a in arbitrated) or "-"
     return [model, slip or "correct", "MATCH" if plain.ok else "step %d" % plain.first_divergence.step,
-            "MATCH" if judged.ok else "MISMATCH", where, _decided(judged), costs, "%.0f" % seconds]
+            "MATCH" if judged.ok else "MISMATCH", where, _decided(judged), costs, "%.1f" % plain_seconds,
+            "%.1f" % seconds, "%.1fx" % (seconds / plain_seconds)]
 
 
 def _decided(result) -> str:
@@ -74,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     head = ["model", "port", "plain (default tolerance)", "judged", "first failure", "decided by",
-            "arbitrated steps (step: side, cost)", "judged in (s)"]
+            "arbitrated steps (step: side, cost)", "plain in (s)", "judged in (s)", "judged / plain"]
     rows = []
     for model in args.only.split(","):
         golden = record(model, args.steps, args.out)

@@ -244,3 +244,47 @@ def test_steps_accepted_by_two_judgments_stay_accepted(tmp_path):
     accept(result, set(range(4, 6)))
     tensor, = [t for t in result.tensors if t.key == "var/w:0"]
     assert result.ok and (tensor.failed_steps, tensor.accepted_steps, tensor.first_failed) == (0, 2, None)
+
+
+def test_drift_outside_between_samples_is_found_at_its_first_step(tmp_path, monkeypatch):
+    # The drift view's runs keep every tensor on the first DRIFT_EVERY steps and every DRIFT_EVERY-th
+    # after; drift that leaves the envelope at step 14 is seen at the sample of step 20, and the run
+    # again in full over steps 10-20 finds step 14, where the crossing check then starts.
+    import numpy as np
+
+    from tracekit.comparison.arbiter import PORT, Arbitrated, Arbitration
+    from tracekit.comparison.result import Comparison
+    from tracekit.tf2 import verdict
+    from ..support import build_golden
+    from ..support.lifecycle import LEGACY_META
+
+    steps, departs = 30, 14
+    rng = np.random.RandomState(0)
+    truth = [rng.randn(64).astype(np.float32) for _ in range(steps)]
+
+    def values(k, shift, noise, full):
+        out = {"loss/loss": np.float32(1.0 / (k + 1))}
+        if full:
+            out["var/w:0"] = (truth[k] + shift + noise.randn(64) * 1e-7 * np.abs(truth[k]).max()).astype(np.float32)
+        return out
+
+    golden = build_golden(str(tmp_path / "g.h5"), (values(k, 0, np.random.RandomState(0), True) for k in range(steps)),
+                          {"var/w:0": np.zeros(64, np.float32)}, meta=dict(LEGACY_META))
+    runs = []
+
+    def replay(seed, path, restarts, full_at, count):
+        runs.append([k for k in range(count or steps) if full_at(k)])
+        noise = np.random.RandomState(1 if seed is None else seed + 2)
+        return tracekit.open(build_golden(path, (values(k, 1e-3 * max(k - departs + 1, 0), noise, full_at(k))
+                                                 for k in range(count or steps)), {"var/w:0": np.zeros(64, np.float32)},
+                                          meta={"replay": {"golden": golden, "steps": count or steps}}))
+    crossings = []
+    monkeypatch.setattr(verdict, "crossed", lambda golden, own, step, *a: crossings.append(step) or Arbitration(step, PORT))
+    port = verdict.PortRuns(check=None, replay=replay, replay_one=None, make_port=None)
+    with tracekit.open(golden) as trace:
+        drift = verdict.envelope(trace, port, Arbitrated(), Comparison)
+    sampled = list(range(10)) + [10, 20]
+    assert runs[:3] == [sampled] * 3 and runs[3] == list(range(10, 21))  # own, two nudged, then the window
+    assert not drift.ok and (drift.first_divergence.step, drift.first_divergence.key) == (departs, "var/w:0")
+    assert crossings == [departs, departs - 1, departs - 2]
+    assert any("first outside the envelope at step %d" % departs in note for note in drift.notes)

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._threads import pool
 from ..errors import ReplayError, UsageError
-from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, make_key, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, Kind, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 from ..store.meta import ReplayMeta
 from .forcing import forced_record
@@ -30,6 +30,7 @@ from .returned import check_returned
 # Steps a replay's writer may lag behind it (TraceWriter(steps_in_flight=)): encoding runs beside
 # the port's steps; a replay can be run again, so a crash losing these costs nothing.
 STEPS_IN_FLIGHT = 8
+SAMPLED_LIGHT_KINDS = frozenset({Kind.LOSS.value, Kind.LR.value})  # replay_steps(full_at=...)
 
 # (step index, feeds, the golden step's info) -> what the port's step returned
 StepCall = Callable[[int, Dict[str, Any], Dict[str, Any]], Dict[str, Any]]
@@ -143,7 +144,8 @@ class Replayed:
 def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayOptions = ReplayOptions(),
                  out: Optional[str] = None, about: Optional[Dict[str, Any]] = None,
                  meta: Optional[Dict[str, Any]] = None, write: bool = True, sink: Optional[Sink] = None,
-                 stop: Optional[Callable[[], bool]] = None, restart_at: "frozenset[int]" = frozenset()) -> Replayed:
+                 stop: Optional[Callable[[], bool]] = None, restart_at: "frozenset[int]" = frozenset(),
+                 full_at: Optional[Callable[[int], bool]] = None) -> Replayed:
     """Replay the golden's steps (options.steps of them, all by default). `about` describes the
     replay; it goes into the actual trace's metadata under "replay"; `meta` is more metadata (the
     framework's environment, under its own key). With options.every=K only every K-th step (0,
@@ -155,8 +157,10 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
     the end of the step before (teacher forcing: each step's error is then its own); "taps"
     also hands the rest of each step the golden's value at every tap (each tap's error is then
     its layers' own); `restart_at` forces the golden's state at those steps only (the drift
-    view's restarts after a discontinuity, tf2/verdict.py). options.progress(done, total) after
-    each step."""
+    view's restarts after a discontinuity, tf2/verdict.py); `full_at(index)`, where given, says
+    which steps are captured in full instead of options.every, the others keeping only their loss
+    and learning rate (the drift view's sampled runs).
+    options.progress(done, total) after each step."""
     steps, every = options.steps, options.every
     count = len(golden) if steps is None else min(int(steps), len(golden))
     meta = dict(meta or {})
@@ -164,7 +168,7 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
     if restart_at:
         about["restarted_at"] = sorted(restart_at)
     def drive(sinks: List[Sink]) -> int:
-        driven = _Drive(golden, runner, call, options, sinks)
+        driven = _Drive(golden, runner, call, options, sinks, full_at)
         ran = driven.run(count, stop, restart_at)
         if driven.forced is not None:
             about["forced"] = driven.forced
@@ -195,8 +199,12 @@ class _Drive:
     before the first step, the kinds of steps run so far, the read-ahead)."""
 
     def __init__(self, golden: Trace, runner: Runner, call: StepCall, options: ReplayOptions,
-                 sinks: Sequence[Sink]) -> None:
+                 sinks: Sequence[Sink], full_at: Optional[Callable[[int], bool]] = None) -> None:
         self.golden, self.runner, self.call, self.options, self.sinks = golden, runner, call, options, sinks
+        self.full_at = full_at if full_at is not None else (lambda index: index % options.every == 0)
+        # a sampled replay's other steps keep the loss and learning rate only: their inputs and draws
+        # are the golden's, as fed
+        self.light = SAMPLED_LIGHT_KINDS if full_at is not None else LIGHT_KINDS
         self.kinds: set = set()  # the kinds of steps run so far (the train ops of each)
         self.initial: Dict[str, Any] = {}
         self.ahead: Optional[_Ahead] = None
@@ -208,14 +216,18 @@ class _Drive:
         self.initial = dict(runner.read_state())
         if not count:
             _send_initial(self.sinks, self.initial, runner)
-        self.ahead = ahead = _Ahead(golden, count)
+        forcing = options.forcing in ("state", "taps")
+        self.ahead = ahead = _Ahead(golden, count, lambda index: index > 0 and (forcing or index in restart_at))
         try:
             for index in range(count):
-                if index > 0 and (options.forcing in ("state", "taps") or index in restart_at):
-                    state, forced = _force(golden, runner, index)
+                g_step, feeds, draws, info, before = ahead.take(index)
+                if before is not None:  # teacher forcing: the golden's state after the step before
+                    state, rates = before
+                    forced = runner.force_state(state, rates)
                     if self.forced is None:
+                        ahead.wait()  # forced_record reads the golden
                         self.forced = forced_record(golden, runner, index, state, forced)
-                self.step(index, *ahead.take(index))
+                self.step(index, g_step, feeds, draws, info)
                 if options.progress is not None:
                     options.progress(index + 1, count)
                 runner.after_step(index)
@@ -235,7 +247,7 @@ class _Drive:
         # before the update, as TF1 computed it
         regularization = runner.regularization() if REGULARIZATION in g_step else None
         kind = "+".join(info.get("train_ops") or [])
-        full = index % options.every == 0
+        full = self.full_at(index)
         with runner.step(index, draws, kind not in self.kinds, full) as capture:
             returned = self.call(index, feeds, info)
         if kind not in self.kinds:  # the first step of its kind: every "kind/name" it returns must be the golden's
@@ -243,9 +255,9 @@ class _Drive:
         runner.check_step(index, g_step.names("grad"))
         self.kinds.add(kind)
         fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
-        values = dict(fed)
+        values = dict(fed) if full or Kind.INPUT.value in self.light else {}
         names = [name for name, _ in draws]
-        for i, value in enumerate(capture.draws):
+        for i, value in enumerate(capture.draws if full or Kind.RANDOM.value in self.light else ()):
             values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
         produced = dict(capture.values)
         produced.update(returned)  # what the step returns wins over what was intercepted
@@ -253,7 +265,7 @@ class _Drive:
             produced.setdefault(REGULARIZATION, regularization)
         if full:
             produced.update(runner.read_state())
-        values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in LIGHT_KINDS)
+        values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in self.light)
         assert self.ahead is not None
         self.ahead.wait()
         if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
@@ -264,23 +276,31 @@ class _Drive:
 
 
 class _Ahead:
-    """Reads a step's inputs, random draws and info from the golden on a thread of its own while
+    """Reads a step's inputs, random draws, info and (where `forced(index)`) the state it starts
+    from with the learning rates of the step before, from the golden on a thread of its own while
     the port runs the step before (a small model's step is as short as reading them). `wait`
-    before anything that must not overlap a read: the golden's refresh, a forced state's read."""
+    before anything that must not overlap a read: the golden's refresh, forced_record."""
 
-    def __init__(self, golden: Trace, count: int) -> None:
-        self._golden, self._count = golden, count
+    def __init__(self, golden: Trace, count: int, forced: Callable[[int], bool]) -> None:
+        self._golden, self._count, self._forced = golden, count, forced
         self._pool = pool("read-ahead", 1)
         self._next: Optional[Tuple[int, "concurrent.futures.Future[tuple]"]] = None
 
     def _read(self, index: int) -> tuple:
-        g_step = self._golden.step(index)
+        golden = self._golden
+        g_step = golden.step(index)
         feeds = {name: g_step["input", name] for name in g_step.names("input")}
         draws = [(name, g_step["random", name]) for name in g_step.names("random")]
-        return g_step, feeds, draws, g_step.info
+        before = None
+        if self._forced(index):
+            state = golden.state_before(index)  # forcing needs the golden's full state after every step
+            last = golden.step(index - 1)
+            before = state, {name: float(last["lr", name]) for name in last.names("lr")}
+        return g_step, feeds, draws, g_step.info, before
 
     def take(self, index: int) -> tuple:
-        """Step `index`'s (golden step, feeds, draws, info); starts reading the next one's."""
+        """Step `index`'s (golden step, feeds, draws, info, (state, rates) or None); starts reading
+        the next one's."""
         found = self._next[1].result() if self._next is not None and self._next[0] == index else self._read(index)
         self._next = None
         if index + 1 < self._count:
@@ -302,15 +322,6 @@ def _send_initial(sinks: Sequence[Sink], initial: Dict[str, Any], runner: Runner
     state.update(runner.own_initial())
     for sink in sinks:
         sink.initial(state)
-
-
-def _force(golden: Trace, runner: Runner, index: int) -> Tuple[Dict[str, Any], List[str]]:
-    """Teacher forcing: the golden's state after step index - 1 into the port; returns that
-    state and the keys set."""
-    state = golden.state_before(index)  # forcing needs the golden's full state after every step
-    before = golden.step(index - 1)
-    rates = {name: float(before["lr", name]) for name in before.names("lr")}
-    return state, runner.force_state(state, rates)
 
 
 def _not_replayed(golden: Trace, runner: Runner) -> Dict[str, str]:

@@ -5,7 +5,7 @@ subnormal would be an infinite change relative to its scale; bfloat16 stays (no 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -28,3 +28,30 @@ def move(variables: Sequence[Any], seed: int, by_scale: bool = False) -> None:
             direction = np.where(rng.random(value.shape) < 0.5, -np.inf, np.inf).astype(value.dtype)
             moved = np.nextafter(value, direction)
         variable.assign(np.where(value == 0, value, moved))
+
+
+class Jitter:
+    """move(variables, seed, by_scale=True) after every step of a drift replay, as one
+    TensorFlow function over the float variables (its own draws, stateless from the seed): read
+    out to numpy and back, the move cost as much as the step it follows."""
+
+    def __init__(self, variables: Sequence[Any]) -> None:
+        import tensorflow as tf
+
+        floats = [v for v in variables if v.dtype in (tf.float16, tf.float32, tf.float64)]
+
+        @tf.function
+        def jitter(seed: Any) -> None:
+            for i, variable in enumerate(floats):
+                value = variable.read_value()
+                scale = tf.reduce_max(tf.abs(value)) * float(np.finfo(variable.dtype.as_numpy_dtype).eps)
+                draw = tf.random.stateless_uniform(value.shape, tf.stack([seed, tf.constant(i, tf.int64)]),
+                                                   minval=-1.0, maxval=1.0, dtype=value.dtype)
+                variable.assign(tf.where(tf.equal(value, 0), value, value + draw * scale))
+
+        self._jitter: Optional[Callable[[Any], None]] = jitter if floats else None
+        self._tf = tf
+
+    def __call__(self, seed: int) -> None:
+        if self._jitter is not None:
+            self._jitter(self._tf.constant(seed, self._tf.int64))

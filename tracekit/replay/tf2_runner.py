@@ -23,7 +23,7 @@ from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchroni
 from .optimizer import OptimizerBridge
 from .optimizer_terms import one_value
 from .options import ReplayOptions
-from .perturb import move
+from .perturb import Jitter, move
 from .port_state import starts_fresh
 from .random_tape import RandomTape
 from .slots import split_state
@@ -72,7 +72,7 @@ class TF2Runner:
         self._step_index = -1
         self._tap_error: Optional[ReplayError] = None  # why a forced tap failed (TF wraps it in its own error)
         self._nudged: Optional[int] = None  # the seed of nudge(): a state forced later is nudged again
-        self._every_step = False
+        self._jitter: Optional[Jitter] = None  # nudge(every_step=True): moves the variables after every step
         self._own_initial: Dict[str, np.ndarray] = {}  # "slot/<name>" -> the port's own start of a state it holds
 
     # ---- state --------------------------------------------------------------------------------
@@ -100,16 +100,17 @@ class TF2Runner:
         are loaded at the first update, after this, and stay as the golden has them. every_step:
         after every step too, by up to one eps of each tensor's scale (another program's
         round-off differs at every step): the drift envelope's replays (tf2/verdict.py)."""
-        self._nudged, self._every_step = seed, every_step
-        self._move(seed)
+        self._nudged = seed
+        self._jitter = Jitter(self._moved()) if every_step else None
+        move(self._moved(), seed)
 
     def after_step(self, index: int) -> None:
-        if self._nudged is not None and self._every_step:
-            self._move(self._nudged * 1_000_003 + index + 1, by_scale=True)
+        if self._nudged is not None and self._jitter is not None:
+            self._jitter(self._nudged * 1_000_003 + index + 1)
 
-    def _move(self, seed: int, by_scale: bool = False) -> None:
-        move([cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port],
-             seed, by_scale)
+    def _moved(self) -> List[Any]:
+        """The variables a nudge moves: the port's mapped and converted ones."""
+        return [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
 
     def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> List[str]:
         """Teacher forcing: the golden's variables, slots and step count (`state`, "kind/name" ->
@@ -130,7 +131,7 @@ class TF2Runner:
         forced += self.port_state.assign(dict(state), cast_for)
         forced += self.optimizer.force(dict(state), dict(rates))
         if self._nudged is not None:  # a perturbed replay restarted from the golden's state stays perturbed
-            self._move(self._nudged)
+            move(self._moved(), self._nudged)
         return forced
 
     def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:

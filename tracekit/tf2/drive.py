@@ -93,11 +93,12 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
 def _replay(golden: "str | Trace", step_fn: Any, options: ReplayOptions, out: Optional[str] = None, *,
             write: bool = True, watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
             stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None,
-            restart_at: "frozenset[int]" = frozenset(), jitter: bool = False) -> Replayed:
+            restart_at: "frozenset[int]" = frozenset(), jitter: bool = False,
+            full_at: Optional[Callable[[int], bool]] = None) -> Replayed:
     """replay()'s work; write=False writes nothing, watch(meta) makes a sink fed every step,
     stop() ends the replay early, nudge=seed moves the port's starting state by one ulp
     (TF2Runner.nudge; jitter: after every step too), restart_at forces the golden's state at
-    those steps (replay_steps)."""
+    those steps, full_at(index) says which steps are captured in full (replay_steps)."""
     refuse_url(out, "write a replay's trace")  # before the golden is opened: the usage error comes first
     check_steps(step_fn)
     with numeric_switches(options.determinism, options.tf32, options.grappler), \
@@ -110,7 +111,7 @@ def _replay(golden: "str | Trace", step_fn: Any, options: ReplayOptions, out: Op
             size = options.global_batch_size or batch_size({n: first["input", n] for n in first.names("input")})
             distribution = Distribution(options.strategy, options.input_api, size)
         return _run(trace, step_fn, options, out, {"golden": trace.path}, distribution=distribution, write=write,
-                    watch=watch, stop=stop, nudge=nudge, restart_at=restart_at, jitter=jitter)
+                    watch=watch, stop=stop, nudge=nudge, restart_at=restart_at, jitter=jitter, full_at=full_at)
 
 
 def derive(step_fn: Callable[..., Any], data: Sequence[Mapping[str, Any]], *, model: Any = None,
@@ -152,7 +153,8 @@ def record(*args: Any, **kwargs: Any) -> Trace:
 def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str], about: Dict[str, Any],
          pass_through: bool = False, distribution: Optional[Distribution] = None, write: bool = True,
          watch: Optional[Callable[[Dict[str, Any]], Sink]] = None, stop: Optional[Callable[[], bool]] = None,
-         nudge: Optional[int] = None, restart_at: "frozenset[int]" = frozenset(), jitter: bool = False) -> Replayed:
+         nudge: Optional[int] = None, restart_at: "frozenset[int]" = frozenset(), jitter: bool = False,
+         full_at: Optional[Callable[[int], bool]] = None) -> Replayed:
     runner = TF2Runner(trace, options, pass_through, distribution)
     if options.init == "golden":
         runner.load_initial()
@@ -176,7 +178,8 @@ def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str],
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
                 "program": _program(step_fn, options.model)}
         return replay_steps(trace, runner, call, options, out, about, meta=meta, write=write,
-                            sink=watch(meta) if watch is not None else None, stop=stop, restart_at=restart_at)
+                            sink=watch(meta) if watch is not None else None, stop=stop, restart_at=restart_at,
+                            full_at=full_at)
 
 
 def _program(step_fn: Any, model: Any) -> Dict[str, Any]:

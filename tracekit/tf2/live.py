@@ -40,7 +40,7 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     per call; step_fn and model may then be left out). With it, a golden longer than
     LONG_GOLDEN steps is judged by each step's own error, the steps that fail judged by the
     float64 arbiter, and the drift from the port's own state against the spread of perturbed
-    replays (tf2/verdict.py; `out` then keeps that replay). judge: "auto" (that for long
+    replays (tf2/verdict.py; `out` then keeps that replay, every tensor at its sampled steps). judge: "auto" (that for long
     goldens given make_port, else "plain"), "plain" (the replay as it runs against the
     tolerance) or "local"."""
     return _check(golden, step_fn, ReplayOptions.of(options, "tracekit.tf2.check"), tolerance=tolerance,
@@ -136,9 +136,12 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
         _, step, own = made()
         return _check(trace, step, own.but(forcing="state"), tolerance=tolerance, judge="plain")
 
-    def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]") -> Trace:
+    def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]", full_at: Callable[[int], bool],
+                   steps: Optional[int] = None) -> Trace:
         _, step, own = made()
-        written = _replay(trace, step, own, path, nudge=seed, restart_at=restart_at, jitter=True).trace
+        own = own if steps is None else own.but(steps=steps)
+        written = _replay(trace, step, own, path, nudge=seed, restart_at=restart_at, jitter=True,
+                          full_at=full_at).trace
         assert written is not None  # written: out is given
         return written
 

@@ -17,7 +17,10 @@ tells a port's mistake from that. So a long golden is judged in two views:
   golden's round-off differs from the port's at every step, not only at the start; replays
   moved only at the start, as tracekit.tf2.calibrate's, stay together far longer), times
   ENVELOPE_MARGIN, over the training profile's floor, with no cap (the arbiter explained every
-  local error, so growth is round-off's). Inside is shown beside the local view.
+  local error, so growth is round-off's). Inside is shown beside the local view. These runs
+  capture every tensor on the first DRIFT_EVERY steps and every DRIFT_EVERY-th after (the loss,
+  learning rate and draws at every step): drift grows smoothly, and the first step outside is
+  then found by the port's own run again, in full over the steps up to that sample.
   A discontinuity the arbiter explained sends the two trajectories apart at once, which no
   perturbed replay need repeat: at each such step and the one after, the port's replay and the
   perturbed ones restart from the golden's state (the explained step is then the local view's,
@@ -53,6 +56,9 @@ from .arbiter import MakePort, ReplayOne, arbitrate, crossed
 ARBITRATED_STEPS = 16
 ENVELOPE_RUNS = 2
 ENVELOPE_MARGIN = 4.0
+# The drift view's runs keep the whole state on the first DRIFT_EVERY steps and every DRIFT_EVERY-th after:
+# drift grows smoothly, and a full capture costs as much as the step itself (docs/BENCHMARKS.md).
+DRIFT_EVERY = 10
 CROSSING_LOOKBACK = 2  # steps before the first outside the envelope where the port's own crossing is sought
 # A kink between the trajectories explains drift outside the envelope only where the error jumped
 # there by this factor over the step before: drift that grew smoothly out of it is the port's.
@@ -65,8 +71,9 @@ class PortRuns:
     """How the verdict runs the port, each time a fresh one from its factory."""
 
     check: Callable[[], Comparison]  # the teacher-forced replay, compared as it runs
-    # (nudge seed or None, out, steps restarting from the golden's state) -> a written replay from its own state
-    replay: Callable[[Optional[int], str, "frozenset[int]"], Trace]
+    # (nudge seed or None, out, steps restarting from the golden's state, steps captured in full, steps to run
+    # or None for all) -> a written replay from its own state
+    replay: Callable[[Optional[int], str, "frozenset[int]", Callable[[int], bool], Optional[int]], Trace]
     replay_one: ReplayOne
     make_port: MakePort
 
@@ -142,34 +149,68 @@ def accept(result: Comparison, explained: AbstractSet[int]) -> None:
         result.first_divergence = None if first is None else first[1]
 
 
+def sampled(index: int) -> bool:
+    """The steps the drift view's runs capture in full: the first DRIFT_EVERY and every
+    DRIFT_EVERY-th after (each band of calibration.bands holds one)."""
+    return index < DRIFT_EVERY or index % DRIFT_EVERY == 0
+
+
 def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type: type,
              out: Optional[str] = None) -> Comparison:
     """The port from its own state against the envelope of ENVELOPE_RUNS perturbed replays,
-    restarted from the golden's state at each explained discontinuity and the step after."""
+    restarted from the golden's state at each explained discontinuity and the step after, in
+    full at the `sampled` steps (the light kinds at every step)."""
     explained = sorted(a.step for a in arbitrated.explained)
     restarts = frozenset(explained) | frozenset(step + 1 for step in explained)
     with tempfile.TemporaryDirectory(prefix="tracekit-envelope-") as folder:
         spread = Spread()
-        with port.replay(None, out or os.path.join(folder, "own.h5"), restarts) as own:
+        with port.replay(None, out or os.path.join(folder, "own.h5"), restarts, sampled, None) as own:
             for seed in range(ENVELOPE_RUNS):
-                with port.replay(seed, os.path.join(folder, "nudged-%d.h5" % seed), restarts) as nudged:
+                with port.replay(seed, os.path.join(folder, "nudged-%d.h5" % seed), restarts, sampled, None) as nudged:
                     spread.add(compare(own, nudged, Tolerance.exact()))
-            derived = derive(spread, ENVELOPE_MARGIN, cap=math.inf)
-            drift = compare(golden, own, derived.tolerance, result_type=result_type)
+            tolerance = derive(spread, ENVELOPE_MARGIN, cap=math.inf).tolerance
+            drift = compare(golden, own, tolerance, result_type=result_type)
             accept(drift, set(explained))
             if not drift.ok and drift.first_divergence is not None:
-                _own_crossing(golden, own, drift, port, restarts)
+                _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder)
     drift.notes.append("drift envelope: %d replays moved at every step, their largest deviation x %g over the "
-                       "training floor%s" % (ENVELOPE_RUNS, ENVELOPE_MARGIN, "; restarted from the golden's state "
-                                             "at steps %s (explained discontinuities and the steps after)"
-                                             % ", ".join(map(str, sorted(restarts))) if restarts else ""))
+                       "training floor; every tensor compared at steps 0-%d and every %dth step after, the loss, "
+                       "learning rate and draws at every step%s"
+                       % (ENVELOPE_RUNS, ENVELOPE_MARGIN, DRIFT_EVERY - 1, DRIFT_EVERY,
+                          "; restarted from the golden's state at steps %s (explained discontinuities and the steps "
+                          "after)" % ", ".join(map(str, sorted(restarts))) if restarts else ""))
     return drift
 
 
-def _own_crossing(golden: Trace, own: Trace, drift: Comparison, port: PortRuns, restarts: "frozenset[int]") -> None:
+def _outside(golden: Trace, own: Trace, drift: Comparison, tolerance: Tolerance, explained: AbstractSet[int],
+             port: PortRuns, restarts: "frozenset[int]", folder: str) -> None:
+    """Drift outside the envelope at a sampled step: the port's own run again, in full over the
+    DRIFT_EVERY steps up to it (the same run: a replay is deterministic), finds the first step
+    outside; then whether a discontinuity sent the run away there (_own_crossing)."""
+    assert drift.first_divergence is not None
+    outside = drift.first_divergence.step
+    if all(sampled(step) for step in range(max(outside - CROSSING_LOOKBACK - 1, 0), outside)):
+        _own_crossing(golden, own, drift, drift, port, restarts)
+        return
+    window = port.replay(None, os.path.join(folder, "window.h5"), restarts,
+                         lambda index: index >= outside - DRIFT_EVERY, outside + 1)
+    with window:
+        near = compare(golden, window, tolerance, result_type=type(drift))
+        accept(near, explained)
+        first = near.first_divergence
+        if first is not None and first.step < outside:
+            drift.notes.append("first outside the envelope at step %d (%s), found by the port's own run again in "
+                               "full over steps %d-%d" % (first.step, first.key, outside - DRIFT_EVERY, outside))
+            drift.first_divergence = first
+        _own_crossing(golden, window, drift, near, port, restarts)
+
+
+def _own_crossing(golden: Trace, own: Trace, drift: Comparison, near: Comparison, port: PortRuns,
+                  restarts: "frozenset[int]") -> None:
     """Drift outside the envelope at step t: if a discontinuity sent the port's own run away there
     or in the CROSSING_LOOKBACK steps before (arbiter.crossed), the two trajectories are no
-    longer comparable element by element from that step: drift from it is not judged."""
+    longer comparable element by element from that step: drift from it is not judged. `own`
+    holds the run's state in full at those steps, `near` its comparison there."""
     assert drift.first_divergence is not None
     outside = drift.first_divergence.step
     checked = drift.arbitration = Arbitrated()
@@ -177,7 +218,7 @@ def _own_crossing(golden: Trace, own: Trace, drift: Comparison, port: PortRuns, 
         if step in restarts:
             break  # the run restarted from the golden's state there: nothing of its own before
         crossing = crossed(golden, own, step, port.make_port, port.replay_one)
-        if crossing.side == "between" and _worst_ulps(drift, step) < CROSSING_JUMP * _worst_ulps(drift, step - 1):
+        if crossing.side == "between" and _worst_ulps(near, step) < CROSSING_JUMP * _worst_ulps(near, step - 1):
             # a kink between trajectories that drifted apart smoothly: the drift came first
             crossing = replace(crossing, verdict=PORT, side="")
         checked.steps.append(crossing)
