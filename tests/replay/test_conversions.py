@@ -118,6 +118,16 @@ def test_a_keras_rnn_replays_a_tf1_cell_golden(tracekit_replay, cell):
     assert actual.meta["replay"]["converted"][kernel + ":0"].startswith("TF1 %sCell %s" % (cell.upper(), scope))
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_a_keras_rnn_is_teacher_forced_through_its_conversion(tf2, cell):
+    # Forcing sets TF1's cell weights converted (the LSTM bias with the forget bias added) and
+    # reads them back: a round trip through the offset is within its round-off.
+    model, step = rnn_model.make(cell)
+    result = tf2.check(golden("%s_model" % cell), step, model=model, convert=rnn_model.conversions(model, cell),
+                       forcing="state")
+    assert result.ok and result.forced["set"]["var"] >= 2, result.report()
+
+
 @pytest.mark.parametrize("cell, options, conversion, expected", [
     ("lstm", {"epsilon": 1e-7}, {}, (0, "var/rnn/lstm_cell/kernel:0")),  # Keras Adam's default epsilon
     ("lstm", {"go_backwards": True}, {}, (0, "tap/last_output")),  # the sequence read backwards

@@ -123,13 +123,16 @@ def test_a_tap_the_golden_lacks_stops_tap_forcing_with_its_name(tf2):
 
 
 class _Stub:
-    """A runner whose state reads back as `held`."""
+    """A runner whose state reads back as `held`; `scales`: the port's scale of converted values."""
 
-    def __init__(self, held, not_replayed=None):
-        self.held, self.not_replayed = held, not_replayed or {}
+    def __init__(self, held, not_replayed=None, scales=None):
+        self.held, self.not_replayed, self.scales = held, not_replayed or {}, scales or {}
 
     def read_state(self):
         return list(self.held.items())
+
+    def port_scales(self, state):
+        return dict(self.scales)
 
 
 def test_forcing_reads_back_what_it_set_and_lists_what_it_could_not():
@@ -152,3 +155,23 @@ def test_forcing_reads_back_what_it_set_and_lists_what_it_could_not():
                        ("slot/w/m:0", np.float32([0.5]))):
         with pytest.raises(ReplayError, match=r"step 4: teacher forcing set 3 tensors .* 1 read back otherwise \(%s\)" % key):
             forced_record(golden, _Stub(dict(close, **{key: wrong})), 4, state, forced)
+
+
+def test_a_value_converted_through_an_offset_reads_back_within_the_offsets_round_off():
+    # TF1's LSTM bias of about 0.01 is held in Keras with the forget bias of 1.0 added: taken away
+    # again, it reads back an eps of 1.0 off, 12 ulps of its own scale and well within the port's
+    import numpy as np
+
+    from tracekit.errors import ReplayError
+    from tracekit.replay.forcing import forced_record
+
+    golden = type("G", (), {"path": "g.h5"})()
+    bias = np.float32([0.0123, -0.0071])
+    state = {"var/rnn/lstm_cell/bias:0": bias}
+    back = (bias + np.float32(1.0)) - np.float32(1.0)
+    assert not np.array_equal(back, bias)
+    forced = list(state)
+    record = forced_record(golden, _Stub({"var/rnn/lstm_cell/bias:0": back}, scales={forced[0]: 1.0}), 1, state, forced)
+    assert record["set"] == {"var": 1}
+    with pytest.raises(ReplayError, match="1 read back otherwise"):
+        forced_record(golden, _Stub({"var/rnn/lstm_cell/bias:0": back}), 1, state, forced)

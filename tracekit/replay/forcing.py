@@ -12,7 +12,8 @@ from ..keys import split_key
 
 
 # A forced value read back may differ from the golden's by the round-off of its conversion to the
-# port's convention (TF1's momentum accumulator, scaled by the learning rate and back): ulps of its scale.
+# port's convention (TF1's momentum accumulator, scaled by the learning rate and back; TF1's LSTM
+# bias, its forget gate's offset added and taken away): ulps of the larger scale it had on the way.
 READ_BACK_ULPS = 4
 
 
@@ -22,10 +23,11 @@ def forced_record(golden: Any, runner: Any, index: int, state: Mapping[str, Any]
     ReplayError: the forcing did not reach what the step uses). Returns what was forced, by
     kind, and what of the golden's state was not, with why: the replay's record of it."""
     read = dict(runner.read_state())
+    scales = runner.port_scales(state)
     wrong = []
     for key in forced:
         want, got = np.asarray(state[key]), read.get(key)
-        if got is None or np.shape(got) != want.shape or not _close(np.asarray(got), want):
+        if got is None or np.shape(got) != want.shape or not _close(np.asarray(got), want, scales.get(key, 0.0)):
             wrong.append(key)
     if wrong:
         raise ReplayError("%s, step %d: teacher forcing set %d tensors of the golden's state into the port, and %d "
@@ -39,10 +41,10 @@ def forced_record(golden: Any, runner: Any, index: int, state: Mapping[str, Any]
     return {"step": index, "set": kinds, "not_set": missing}
 
 
-def _close(got: np.ndarray, want: np.ndarray) -> bool:
+def _close(got: np.ndarray, want: np.ndarray, port_scale: float) -> bool:
     if not np.issubdtype(want.dtype, np.floating):
         return bool(np.array_equal(got, want))
     want64 = want.astype(np.float64)
-    scale = float(np.max(np.abs(want64))) if want.size else 0.0
+    scale = max(float(np.max(np.abs(want64))) if want.size else 0.0, port_scale)
     allowed = READ_BACK_ULPS * float(np.finfo(want.dtype).eps) * scale
     return bool(np.all(np.abs(got.astype(np.float64) - want64) <= allowed))

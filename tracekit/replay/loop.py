@@ -75,6 +75,11 @@ class Runner(Protocol):
         the golden's value); `rates`: the golden's learning rates of the step that left it.
         Returns the keys it set."""
 
+    def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        """The largest magnitude each key of `state` takes as the port holds it, where larger than
+        the golden's (a conversion's offset: what a forced value's read-back round-off is
+        relative to); asked at the first forced step."""
+
     def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
         """From the next step on, each tracekit.tap(name, x) hands the rest of the forward pass
         `taps[name]` (the golden's value in this step) instead of x; gradients still flow to x."""

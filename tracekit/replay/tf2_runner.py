@@ -134,6 +134,15 @@ class TF2Runner:
             move(self._moved(), self._nudged)
         return forced
 
+    def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        out: Dict[str, float] = {}
+        for conv in self.conversions:
+            keys = [make_key("var", n) for n in conv.golden]
+            if all(key in state for key in keys):
+                scale = max(float(np.max(np.abs(v), initial=0.0)) for v in conv.values_to_port([state[k] for k in keys]))
+                out.update((key, scale) for key in keys)
+        return out
+
     def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
         if self.distribution is not None:
             raise UsageError("forcing='taps' under a tf.distribute strategy is not supported (a replica's tap holds "
