@@ -29,8 +29,10 @@ def golden(legacy_python, tmp_path_factory):
     return path
 
 
-def _port(tf, named=True, bias_correction=False, clip=True, count=True):
-    """The model as Keras layers, and assign_optimizer.py's optimizer written out in TF2."""
+def _port(tf, named=True, bias_correction=False, clip=True, count=True, take="tape"):
+    """The model as Keras layers, and assign_optimizer.py's optimizer written out in TF2; `take`:
+    where its gradients come from (GradientTape.gradient, tf.gradients, the compute_gradients of
+    a tf.compat.v1.train or a Keras optimizer)."""
     model = tf.keras.Sequential([tf.keras.layers.Dense(5, activation="relu", name="hidden"),
                                  tf.keras.layers.Dense(1, name="out")])
     model.build((None, 3))
@@ -40,12 +42,20 @@ def _port(tf, named=True, bias_correction=False, clip=True, count=True):
         return tf.Variable(tf.zeros_like(p), trainable=False, **({"name": p.name[:-2] + "/" + role} if named else {}))
     m, v = [slot(p, "adam_m") for p in params], [slot(p, "adam_v") for p in params]
     counter = tf.Variable(0, dtype=tf.int64, trainable=False, **({"name": "global_step"} if named else {}))
+    taker = {"v1": tf.compat.v1.train.GradientDescentOptimizer(1.0), "keras": tf.keras.optimizers.SGD(1.0)}.get(take)
 
     @tf.function
     def step(inputs):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(inputs["x:0"]) - 1.0))
-        grads = tape.gradient(loss, params)
+        if take == "tape":
+            grads = tape.gradient(loss, params)
+        elif take == "tf.gradients":
+            grads = tf.gradients(loss, params)
+        elif take == "v1":
+            grads = [g for g, _ in taker.compute_gradients(loss, params)]
+        else:
+            grads = [g for g, _ in taker.compute_gradients(loss, params, tape=tape)]
         if clip:
             grads, _ = tf.clip_by_global_norm(grads, 1.0)
         lr = 0.01 * (1.0 - tf.cast(counter, tf.float32) / 100.0)
@@ -81,6 +91,14 @@ def test_a_hand_written_optimizer_is_seen_by_what_it_does(tf2, golden):
     assert wanted | {"var/global_step:0"} <= compared, sorted(wanted - compared)
     assert replay["mapping"]["hidden/kernel/adam_m:0"] == "hidden/kernel/adam_m:0"
     assert replay["matched_by"]["global_step:0"] == "name"
+
+
+@pytest.mark.parametrize("take", ["tf.gradients", "v1", "keras"])
+def test_gradients_are_seen_wherever_the_port_takes_them(tf2, golden, take):
+    result, _ = _replay(tf2, golden, _port(tf2.tf, take=take))
+    assert result.ok and not result.missing, result.report()
+    with tracekit.open(golden) as trace:
+        assert {"grad/" + n for n in trace.names("grad")} <= {t.key for t in result.tensors}
 
 
 def test_optimizer_state_named_otherwise_is_mapped_by_var_map(tf2, golden):

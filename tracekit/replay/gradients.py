@@ -2,8 +2,9 @@
 
 A Keras optimizer's apply_gradients says what it applied (optimizer.py). A hand-written
 optimizer (a tf.Module updating its variables with assign ops) says nothing, so during a step
-`tf.GradientTape.gradient` and `tf.gradients` report the gradients they return of the mapped
-variables, and `tf.clip_by_global_norm` what it made of them. After the step, a variable whose
+`tf.GradientTape.gradient` (which Keras optimizers' compute_gradients call too), `tf.gradients`
+and a `tf.compat.v1.train` optimizer's compute_gradients report the gradients they return of the
+mapped variables, and `tf.clip_by_global_norm` what it made of them. After the step, a variable whose
 gradient no optimizer reported gets the one its gradient call returned: clipped where the port
 clipped it, with the unclipped one beside it where the golden holds both.
 """
@@ -60,7 +61,9 @@ class GradientWatch:
 
     def wrappers(self) -> List[Tuple[Any, str, Any]]:
         """(owner, attribute, replacement) for the step's length."""
-        out: List[Tuple[Any, str, Any]] = [(tf.GradientTape, "gradient", self._tape(vars(tf.GradientTape)["gradient"]))]
+        v1 = tf.compat.v1.train.Optimizer
+        out: List[Tuple[Any, str, Any]] = [(tf.GradientTape, "gradient", self._tape(vars(tf.GradientTape)["gradient"])),
+                                           (v1, "compute_gradients", self._compute(vars(v1)["compute_gradients"]))]
         for module in {id(m): m for m in (tf, tf.compat.v1)}.values():
             for name, wrap in (("gradients", self._gradients), ("clip_by_global_norm", self._clip)):
                 if name in vars(module):
@@ -84,6 +87,15 @@ class GradientWatch:
             watch._took(tf.nest.flatten(xs), list(result))
             return result
         return gradients
+
+    def _compute(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        watch = self
+
+        def compute_gradients(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            pairs = original(optimizer, *args, **kwargs)
+            watch._took([v for _, v in pairs], [g for g, _ in pairs])
+            return pairs
+        return compute_gradients
 
     def _clip(self, original: Callable[..., Any]) -> Callable[..., Any]:
         watch = self
