@@ -278,9 +278,12 @@ def test_drift_outside_between_samples_is_found_at_its_first_step(tmp_path, monk
         return tracekit.open(build_golden(path, (values(k, 1e-3 * max(k - departs + 1, 0), noise, full_at(k))
                                                  for k in range(count or steps)), {"var/w:0": np.zeros(64, np.float32)},
                                           meta={"replay": {"golden": golden, "steps": count or steps}}))
+    def against(seed, own, restarts, full_at):
+        with replay(seed, str(tmp_path / ("nudged-%d.h5" % seed)), restarts, full_at, None) as nudged:
+            return tracekit.compare(own, nudged, tracekit.Tolerance.exact())
     crossings = []
     monkeypatch.setattr(verdict, "crossed", lambda golden, own, step, *a: crossings.append(step) or Arbitration(step, PORT))
-    port = verdict.PortRuns(check=None, replay=replay, replay_one=None, make_port=None)
+    port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
     with tracekit.open(golden) as trace:
         drift = verdict.envelope(trace, port, Arbitrated(), Comparison)
     sampled = list(range(10)) + [10, 20]

@@ -14,6 +14,7 @@ from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..replay.factory import made as made_port
 from ..replay.behind import Behind
+from ..replay.loop import Replayed
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
 from ..report.judged import long_golden_advice
@@ -74,18 +75,7 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
         if step_fn is None:
             assert make_port is not None
             _, step_fn, options = _made(make_port, options, _LOCALIZE_SETS)
-        live = _Live(trace, out, tolerance)
-        try:
-            replayed = _replay(trace, step_fn, options, out, write=out is not None, watch=live,
-                               stop=(lambda: live.diverged) if fail_fast else None)
-        except BaseException:
-            live.close(quiet=True)  # the replay's error is the news
-            raise
-        if replayed.trace is not None:
-            replayed.trace.close()
-        live.close()
-        assert live.comparer is not None  # made when the replay started
-        result = live.comparer.finish(replayed.meta, replayed.steps)
+        result, replayed = _compared(trace, step_fn, options, trace, tolerance, out=out, fail_fast=fail_fast)
         first = result.first_divergence
         if ReplayMeta.of(replayed.meta[REPLAY]).stopped and first is not None:
             result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
@@ -97,6 +87,24 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
             result.notes.append("judged plain: the golden keeps the training state whole only at keyframes (%s), "
                                 "and a local verdict replays every step from it" % partial)
         return result  # type: ignore[return-value]
+
+
+def _compared(trace: Trace, step_fn: Any, options: ReplayOptions, against: Trace, tolerance: "Tolerance | str | None",
+              out: Optional[str] = None, fail_fast: bool = False, **run: Any) -> Tuple[Reported, Replayed]:
+    """Replay `trace`'s steps, each compared as it runs with `against`'s (the golden itself, or
+    the drift view's own run): the result, and the replay (`run`: _replay's perturbations)."""
+    live = _Live(against, out, tolerance)
+    try:
+        replayed = _replay(trace, step_fn, options, out, write=out is not None, watch=live,
+                           stop=(lambda: live.diverged) if fail_fast else None, **run)
+    except BaseException:
+        live.close(quiet=True)  # the replay's error is the news
+        raise
+    if replayed.trace is not None:
+        replayed.trace.close()
+    live.close()
+    assert live.comparer is not None  # made when the replay started
+    return live.comparer.finish(replayed.meta, replayed.steps), replayed  # type: ignore[return-value]
 
 
 def _keyframed(trace: Trace) -> Optional[str]:
@@ -145,12 +153,17 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
         assert written is not None  # written: out is given
         return written
 
+    def against(seed: int, reference: Trace, restart_at: "frozenset[int]", full_at: Callable[[int], bool]) -> Comparison:
+        _, step, own = made()
+        return _compared(trace, step, own, reference, Tolerance.exact(), nudge=seed, restart_at=restart_at,
+                         jitter=True, full_at=full_at)[0]
+
     def replay_one(excerpt: str, model: Any, step: Any, own: ReplayOptions, path: str) -> Trace:
         written = _replay(excerpt, step, own.but(model=model, progress=None), path).trace
         assert written is not None
         return written
 
-    return PortRuns(forced, replay_own, replay_one, made)
+    return PortRuns(forced, replay_own, against, replay_one, made)
 
 
 class _Live:

@@ -74,6 +74,9 @@ class PortRuns:
     # (nudge seed or None, out, steps restarting from the golden's state, steps captured in full, steps to run
     # or None for all) -> a written replay from its own state
     replay: Callable[[Optional[int], str, "frozenset[int]", Callable[[int], bool], Optional[int]], Trace]
+    # (nudge seed, a replay written from the port's own state, steps restarting, steps captured in full) -> a
+    # replay from its own state nudged, compared exactly with that one as it runs
+    against: Callable[[int, Trace, "frozenset[int]", Callable[[int], bool]], Comparison]
     replay_one: ReplayOne
     make_port: MakePort
 
@@ -166,8 +169,7 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
         spread = Spread()
         with port.replay(None, out or os.path.join(folder, "own.h5"), restarts, sampled, None) as own:
             for seed in range(ENVELOPE_RUNS):
-                with port.replay(seed, os.path.join(folder, "nudged-%d.h5" % seed), restarts, sampled, None) as nudged:
-                    spread.add(compare(own, nudged, Tolerance.exact()))
+                spread.add(port.against(seed, own, restarts, sampled))
             tolerance = derive(spread, ENVELOPE_MARGIN, cap=math.inf).tolerance
             drift = compare(golden, own, tolerance, result_type=result_type)
             accept(drift, set(explained))
