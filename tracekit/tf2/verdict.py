@@ -18,8 +18,8 @@ tells a port's mistake from that. So a long golden is judged in two views:
   moved only at the start, as tracekit.tf2.calibrate's, stay together far longer), times
   ENVELOPE_MARGIN, over the training profile's floor, with no cap (the arbiter explained every
   local error, so growth is round-off's). Inside is shown beside the local view. These runs
-  capture every tensor on the first DRIFT_EVERY steps and every DRIFT_EVERY-th after (the loss,
-  learning rate and draws at every step): drift grows smoothly, and the first step outside is
+  capture every tensor on the first DRIFT_EVERY steps and every DRIFT_EVERY-th after (the loss
+  and learning rate at every step): drift grows smoothly, and the first step outside is
   then found by the port's own run again, in full over the steps up to that sample.
   A discontinuity the arbiter explained sends the two trajectories apart at once, which no
   perturbed replay need repeat: at each such step and the one after, the port's replay and the
@@ -162,7 +162,7 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
              out: Optional[str] = None) -> Comparison:
     """The port from its own state against the envelope of ENVELOPE_RUNS perturbed replays,
     restarted from the golden's state at each explained discontinuity and the step after, in
-    full at the `sampled` steps (the light kinds at every step)."""
+    full at the `sampled` steps (the loss and learning rate at every step)."""
     explained = sorted(a.step for a in arbitrated.explained)
     restarts = frozenset(explained) | frozenset(step + 1 for step in explained)
     with tempfile.TemporaryDirectory(prefix="tracekit-envelope-") as folder:
@@ -176,8 +176,8 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
             if not drift.ok and drift.first_divergence is not None:
                 _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder)
     drift.notes.append("drift envelope: %d replays moved at every step, their largest deviation x %g over the "
-                       "training floor; every tensor compared at steps 0-%d and every %dth step after, the loss, "
-                       "learning rate and draws at every step%s"
+                       "training floor; every tensor compared at steps 0-%d and every %dth step after, the loss "
+                       "and learning rate at every step%s"
                        % (ENVELOPE_RUNS, ENVELOPE_MARGIN, DRIFT_EVERY - 1, DRIFT_EVERY,
                           "; restarted from the golden's state at steps %s (explained discontinuities and the steps "
                           "after)" % ", ".join(map(str, sorted(restarts))) if restarts else ""))
