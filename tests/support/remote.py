@@ -24,7 +24,8 @@ class RangedServer:
     """Serves the files of `root` (its top level) at http(s)://127.0.0.1:PORT/NAME, with Range
     requests (one range: a-b, a-, -n), ETag and Last-Modified, on threads. `ranges=False`:
     answers every GET with the whole file, as a server without range support does; `validators=False`:
-    no ETag or Last-Modified. `sent` counts the body bytes written; `requests` lists (method, path, range)."""
+    no ETag or Last-Modified. `sent` counts the body bytes written (before each write, so a client
+    that got them finds them counted); `requests` lists (method, path, range)."""
 
     def __init__(self, root: str, ranges: bool = True, validators: bool = True,
                  tls: Optional[Tuple[str, str]] = None) -> None:
@@ -135,8 +136,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 left = end - start + 1
                 while left > 0:
                     piece = fh.read(min(PIECE, left))
+                    owner.counted("", name, None, len(piece))  # before the client can have it: no race
                     self.wfile.write(piece)
-                    owner.counted("", name, None, len(piece))
                     left -= len(piece)
 
     def _empty(self, status: int, headers: Optional[Dict[str, str]] = None) -> None:
