@@ -27,7 +27,8 @@ def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode 
     step and at the last (when `steps` says which), as digests in between (inputs, random draws,
     loss and learning rate whole at every step; digests=False keeps nothing of the rest in
     between); steps: stop recording after this many steps; budget: a size ("500MB") the golden
-    stays under, keyframes and what they keep chosen for it (needs steps; record/keyframes.py);
+    stays under, keyframes and what they keep chosen for it (without steps, as the run goes:
+    record/keyframes.py);
     meta: your own metadata, stored under "user".
     loss / learning_rate / train_op / gradients: what the recorder cannot find on its own
     (a step whose gradient is written out by hand, a learning rate it misses), as graph

@@ -6,7 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from tracekit.errors import RecordError, UsageError
 from tracekit.record import keyframes
-from tracekit.record.keyframes import FULL_KINDS, Keyframes, StepSizes, estimate, parse_size, plan, room
+from tracekit.record.keyframes import (FULL_KINDS, Keyframes, Schedule, StepSizes, estimate, parse_size, plan,
+                                       plan_online, room)
 
 
 @pytest.mark.parametrize("text, size", [("500MB", 500 * 10 ** 6), ("1.5GiB", int(1.5 * 2 ** 30)), ("2e9", 2 * 10 ** 9),
@@ -76,3 +77,62 @@ def test_room_says_when_a_keyframe_would_overrun():
     planned = plan(10 ** 6, 10, 0, sizes)
     assert room(planned, 0, 0, sizes)
     assert not room(planned, 5, 10 ** 6, sizes)  # already at the budget: digests from here
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(10 ** 5, 10 ** 10), st.integers(0, 10 ** 9), st.integers(0, 10 ** 6), kinds, st.integers(1, 2000),
+       st.integers(1, 3000), st.lists(st.floats(0.8, 1.15), min_size=1, max_size=50))
+def test_an_online_plan_stays_under_its_budget_wherever_the_run_ends(budget, initial, light, whole, values, steps,
+                                                                      ratios):
+    # A budget without a step count: every step is either a keyframe, digests, or (the budget full)
+    # the end of the recording; what was written stays under the budget after every step, though
+    # each step stores up to 15% more than estimated.
+    digest = {k: min(v, 4 * 1000 + keyframes.BYTES_PER_DIGEST) for k, v in whole.items()}
+    sizes = StepSizes(light, whole, digest, values)
+    target = budget * keyframes.TARGET
+    schedule = Schedule(1, None, True, budget)
+    try:
+        schedule.frames = plan_online(budget, initial, sizes)
+    except RecordError as exc:
+        assert "larger --budget" in str(exc) and initial + sizes.between() > target
+        return
+    schedule.sizes = sizes
+    written, kept = initial, []
+    for step in range(steps):
+        if schedule.exhausted(step, written):
+            assert written + sizes.between() > target and schedule.frames.ended == step
+            assert schedule.warnings() and "held %d steps" % step in schedule.warnings()[0]
+            break
+        keyframe = schedule.keyframe(step, written)
+        kept += [step] if keyframe else []
+        written += (sizes.step(schedule.frames.whole) if keyframe else sizes.between()) * ratios[step % len(ratios)]
+        assert written <= budget, (step, written, budget)
+    gaps = [b - a for a, b in zip(kept, kept[1:])]
+    assert gaps == sorted(gaps)  # keyframes only thin out
+    if schedule.frames.every is not None and written + sizes.step(schedule.frames.whole) * 4 <= target // 2:
+        assert kept and kept[0] == 0
+
+
+def test_an_online_plan_thins_its_keyframes_as_the_run_grows():
+    # Room for the initial state and about 40 keyframes of 1 MB: every step whole at first, then
+    # every 2nd, 4th, ... so that the budget always holds the run doubling its length.
+    sizes = StepSizes(1000, {"var": 10 ** 6}, {"var": 10 ** 4}, 10)
+    budget = int((10 ** 6 + 40 * 10 ** 6) / keyframes.TARGET)
+    schedule = Schedule(1, None, True, budget)
+    schedule.frames, schedule.sizes = plan_online(budget, 10 ** 6, sizes), sizes
+    written, kept = 10 ** 6, []
+    for step in range(400):
+        assert not schedule.exhausted(step, written)
+        if schedule.keyframe(step, written):
+            kept.append(step)
+            written += sizes.step(schedule.frames.whole)
+        else:
+            written += sizes.between()
+    assert kept[:4] == [0, 1, 2, 3] and schedule.frames.thinned and 10 < len(kept) < 40
+    assert schedule.frames.meta()["online"] and schedule.frames.meta()["thinned"] == schedule.frames.thinned
+
+
+def test_a_budget_refuses_only_what_it_cannot_choose():
+    with pytest.raises(UsageError, match="neither every=K nor digests=False"):
+        Schedule(10, None, True, 10 ** 9)
+    Schedule(1, None, True, 10 ** 9)  # no step count: planned online

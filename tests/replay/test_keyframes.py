@@ -11,6 +11,7 @@ import pytest
 
 import tracekit
 from tools.ports import long_models
+from tracekit.report.trace import keyframe_lines
 
 from ..support import ROOT, run_python
 
@@ -100,6 +101,36 @@ def test_a_budget_golden_still_locates_a_wrong_port(tf2, budgeted):
     wrong = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **WIDE)
     first = tf2.check(path, make_port=wrong).first_divergence
     assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")
+
+
+@pytest.fixture(scope="module")
+def unknown_length(legacy_python, tmp_path_factory, budgeted):
+    """The wide MLP under budgets, its recorder not told how many steps the run has: the
+    budget the fixed plan had (keyframes thin out as the run goes), and a fortieth of the full
+    recording (the budget fills before the run ends)."""
+    _, budget = budgeted
+    folder = tmp_path_factory.mktemp("unknown_length")
+    return [(_record(legacy_python, str(folder / ("%d.h5" % size)), WIDE, "--batch=32", "--budget", str(size),
+                     "--unknown-length"), size) for size in (budget, budget // 4)]
+
+
+def test_a_budget_without_a_step_count_keeps_the_golden_under_it_wherever_the_run_ends(unknown_length):
+    (roomy, budget), (tight, small) = unknown_length
+    for path, size in unknown_length:
+        assert os.path.getsize(path) <= size
+        assert tracekit.verify(path).ok
+    with tracekit.open(roomy) as golden:
+        plan = golden.meta["recording"]["keyframes"]
+        assert plan["online"] and plan["ended"] is None and len(golden) == STEPS
+        assert plan["thinned"] and plan["thinned"] == sorted(plan["thinned"])
+        whole = [step.index for step in golden if "var/dense_0/kernel:0" in step]
+        assert whole and whole[0] == 0
+        assert "the spacing doubled at steps %s" % ", ".join(map(str, plan["thinned"])) in keyframe_lines(golden)[0]
+    with tracekit.open(tight) as golden:
+        plan = golden.meta["recording"]["keyframes"]
+        assert 0 < len(golden) == plan["ended"] < STEPS  # the budget full: the rest of the run unrecorded
+        assert any("held %d steps" % len(golden) in w for w in golden.meta["warnings"])
+        assert keyframe_lines(golden)[-1].endswith("full at step %d, where the recording ended" % len(golden))
 
 
 def test_a_golden_at_a_url_is_checked_by_ranges(tf2, keyframed, tmp_path, monkeypatch):

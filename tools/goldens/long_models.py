@@ -104,13 +104,15 @@ def main():
                         help="mlp: the hidden layers' (tanh: no kink, a plain replay of its port stays close)")
     parser.add_argument("--every", type=int, default=1, help="keyframes every K steps, digests between")
     parser.add_argument("--budget", default=None, help="a size the golden stays under (500MB): keyframes planned")
+    parser.add_argument("--unknown-length", action="store_true",
+                        help="do not tell the recorder how many steps the run has (a budget then plans online)")
     args = parser.parse_args()
     args.batch = args.batch or (64 if args.model == "lstm" else 128)
     rng = np.random.RandomState(0)
     with tf.Graph().as_default():
         tf.compat.v1.set_random_seed(1)
         with tracekit.tf1.record(args.out, seed=1, meta={"example": "long_" + args.model}, every=args.every,
-                                 steps=args.steps, budget=args.budget) as rec:
+                                 steps=None if args.unknown_length else args.steps, budget=args.budget) as rec:
             loss, rate, step, feed = MODELS[args.model](args)
             train = tf.compat.v1.train.AdamOptimizer(rate).minimize(loss, global_step=step)
             with tf.compat.v1.Session() as sess:

@@ -7,7 +7,6 @@ import json
 import os
 import sys
 
-from ..errors import UsageError
 from ..report.terminal import Progress
 from .common import EXIT_OK, Command
 
@@ -28,7 +27,9 @@ def add(command: Command) -> None:
                    help="with --every K: keep nothing of gradients, taps and variables between keyframes")
     p.add_argument("--budget", metavar="SIZE",
                    help="keep the golden under SIZE (500MB, 2GiB): keyframe spacing and what keyframes keep "
-                        "are chosen for it at the first step and stored in the golden (needs --steps)")
+                        "are chosen for it at the first step and stored in the golden; without --steps, as the "
+                        "run goes (keyframes thin out as it grows, and the recording ends where the budget holds "
+                        "no more steps)")
     p.add_argument("--steps", type=int, metavar="N", help="stop the script after N recorded steps")
     p.add_argument("--loss", action="append", metavar="NAME",
                    help="the loss tensor, where the recorder picks another (graph name, e.g. total_loss:0)")
@@ -62,8 +63,6 @@ def _record(args: argparse.Namespace) -> int:
         from ..record.keyframes import parse_size
 
         parse_size(args.budget)
-        if args.steps is None:
-            raise UsageError("--budget plans the keyframes of a recording of known length: give --steps N too")
     from ..record.declared import Declared
     from ..record.launch import run_script  # imports TensorFlow: only this command needs it
 

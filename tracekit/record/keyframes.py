@@ -12,6 +12,13 @@ keyframes, if that K is at most PREFERRED_EVERY; else kinds go to digests at key
 from it) and K is the smallest that fits; at the very least only digests between the
 initial state and the end. Before each keyframe it checks the bytes written so far against
 what the rest needs, and keeps digests instead where the estimate was short.
+
+A budget without a step count plans online: the run may end at any step, so a keyframe is kept
+only where, after it, the budget still holds as many more steps as have run, at the spacing
+then (the run doubling its length); where it does not, the spacing doubles (keyframes thin out
+as the run grows) and the step is kept as digests. When not even one more step of digests
+fits, the recording ends there, said in the golden's warnings: the golden stays under the
+budget whenever the run ends.
 Python 3.7 syntax: the recorder runs in the legacy environment.
 """
 
@@ -68,6 +75,11 @@ class Keyframes:
     whole: FrozenSet[str] = FULL_KINDS
     budget: Optional[Dict[str, Any]] = None  # the plan's figures, for the golden's metadata
     skipped: List[int] = field(default_factory=list)  # planned keyframes kept as digests to stay in budget
+    # A budget without a step count: keyframes chosen as the run goes (Schedule), the spacing
+    # doubled at the steps in `thinned`, and the step the budget ended the recording at (None: it did not).
+    online: bool = False
+    thinned: List[int] = field(default_factory=list)
+    ended: Optional[int] = None
 
     def keyframe(self, step: int) -> bool:
         if step in self.skipped:
@@ -84,8 +96,11 @@ class Keyframes:
         return "digest" if self.digests else None
 
     def meta(self) -> Dict[str, Any]:
-        return {"every": self.every, "last": self.every is not None and self.steps is not None, "digests": self.digests,
-                "whole": sorted(self.whole), "budget": self.budget, "skipped": list(self.skipped)}
+        out = {"every": self.every, "last": self.every is not None and self.steps is not None, "digests": self.digests,
+               "whole": sorted(self.whole), "budget": self.budget, "skipped": list(self.skipped)}
+        if self.online:
+            out.update(online=True, thinned=list(self.thinned), ended=self.ended)
+        return out
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,47 @@ def plan(budget: int, steps: int, initial: int, sizes: StepSizes) -> Keyframes:
     return Keyframes(every, steps, True, whole, figures)
 
 
+ONLINE_KEYFRAMES = 4  # a budget without a step count keeps every kind whole if this many keyframes fit
+
+
+def plan_online(budget: int, initial: int, sizes: StepSizes) -> Keyframes:
+    """The start of an online plan (a budget without a step count): keyframes every step while
+    they fit (Schedule thins them), keeping the kinds whole of the first demotion at which
+    ONLINE_KEYFRAMES keyframes fit in half of what the initial state leaves; RecordError if not
+    one step of digests fits."""
+    target = int(budget * TARGET)
+    left = target - initial
+    if left < sizes.between():
+        raise RecordError("a budget of %s cannot hold this recording: the initial state takes %s and one step of "
+                          "digests %s more; give a larger --budget" % (_size(budget), _size(initial),
+                                                                      _size(sizes.between())))
+    whole: Optional[FrozenSet[str]] = None
+    for demoted in DEMOTIONS:
+        if ONLINE_KEYFRAMES * sizes.step(FULL_KINDS - demoted) <= left // 2:
+            whole = FULL_KINDS - demoted
+            break
+    every = 1 if whole is not None or sizes.step(FULL_KINDS - DEMOTIONS[-1]) <= left // 2 else None
+    whole = whole if whole is not None else FULL_KINDS - DEMOTIONS[-1]
+    figures = {"bytes": budget, "initial": initial, "keyframe": sizes.step(whole), "between": sizes.between()}
+    return Keyframes(every, None, True, whole, figures, online=True)
+
+
+def online_keyframe(frames: Keyframes, step: int, written: int, sizes: StepSizes) -> bool:
+    """Whether step `step` of an online plan is kept whole: at its spacing, and with the budget
+    still holding as many more steps as have run at that spacing; else the spacing doubles (the
+    step is kept whole if it still falls on it and fits)."""
+    assert frames.budget is not None
+    target = frames.budget["bytes"] * TARGET
+    while frames.every is not None and step % frames.every == 0:
+        every = frames.every
+        later = (step + 1) * (sizes.between() + (sizes.step(frames.whole) - sizes.between()) / every)
+        if written + sizes.step(frames.whole) + later <= target:
+            return True
+        frames.every = every * 2
+        frames.thinned.append(step)
+    return False
+
+
 def estimate(steps: int, initial: int, sizes: StepSizes, every: Optional[int], whole: FrozenSet[str]) -> int:
     """The stored bytes of a recording: the initial state, its keyframes keeping `whole` whole,
     and digests at the other steps."""
@@ -175,9 +231,9 @@ class Schedule:
     from what it stores (`measure`), each planned keyframe checked against what was written."""
 
     def __init__(self, every: int, steps: Optional[int], digests: bool, budget: Optional[int]) -> None:
-        if budget is not None and (steps is None or every != 1 or not digests):
-            raise UsageError("a size budget plans the keyframes of a recording of known length: give steps=N "
-                             "(--steps N), and neither every=K nor digests=False (the budget chooses)")
+        if budget is not None and (every != 1 or not digests):
+            raise UsageError("a size budget chooses the keyframes itself: give neither every=K nor digests=False "
+                             "with it")
         self.frames = Keyframes(every, steps, digests)
         self.budget = budget
         self.sizes: Optional[StepSizes] = None
@@ -194,13 +250,37 @@ class Schedule:
 
     def measure(self, values: Mapping[str, Any], estimate: Any, written: int) -> None:
         """Plan the budget from one step's values ("kind/name" -> array) and the bytes written."""
-        assert self.budget is not None and self.frames.steps is not None
+        assert self.budget is not None
         self.sizes = measured(values, estimate)
-        self.frames = plan(self.budget, self.frames.steps, written, self.sizes)
+        if self.frames.steps is None:
+            self.frames = plan_online(self.budget, written, self.sizes)
+        else:
+            self.frames = plan(self.budget, self.frames.steps, written, self.sizes)
+
+    def exhausted(self, step: int, written: int) -> bool:
+        """Whether an online plan's budget holds no more steps: the recording ends before `step`
+        (noted in the plan)."""
+        frames, sizes = self.frames, self.sizes
+        if not frames.online or sizes is None or frames.budget is None:
+            return False
+        if written + sizes.between() <= frames.budget["bytes"] * TARGET:
+            return False
+        frames.ended = step
+        return True
+
+    def warnings(self) -> List[str]:
+        if self.frames.ended is None:
+            return []
+        return ["the budget of %s held %d steps: the recording ended there and the program ran on unrecorded (give a "
+                "larger --budget, or --steps)" % (_size(self.frames.budget["bytes"]) if self.frames.budget else "?",
+                                                  self.frames.ended)]
 
     def keyframe(self, step: int, written: int) -> bool:
         """Whether step `step` is kept whole; a planned keyframe that would no longer leave room
         for the rest of the recording is kept as digests (and listed as skipped)."""
+        if self.frames.online:
+            assert self.sizes is not None
+            return online_keyframe(self.frames, step, written, self.sizes)
         if not self.frames.keyframe(step):
             return False
         if self.sizes is not None and not room(self.frames, step, written, self.sizes):

@@ -174,6 +174,7 @@ class Recorder:
             if graph is None or (find_tensor(graph, name) is None and find_op(graph, name) is None):
                 warnings.append("declared %r is not in the recorded graph: check the name (tracekit show lists "
                                 "what was recorded; graph names look like 'dense/kernel:0')" % name)
+        warnings.extend(self._schedule.warnings())
         meta = {"seeds": seeds, "warnings": warnings, "recording": self._recording_meta()}
         meta.update(self._witness.meta())
         self._writer.update_meta(meta)
@@ -352,6 +353,10 @@ class Recorder:
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]], changed: List[Tuple[str, Any]]) -> None:
+        if self._schedule.exhausted(self.steps, self._written()):  # a budget without --steps is full
+            self.done = True
+            self._writer.update_meta({"recording": self._recording_meta()})
+            return
         state = run(sess, [v for _, v in self._variables]) if self.full() else None
         after = None if state is None else {v.name: value for (_, v), value in zip(self._variables, state)}
         self._witness.audit(self.steps, extra, after, plan.races)

@@ -64,11 +64,19 @@ def show(trace: Trace) -> str:
 def keyframe_lines(trace: Trace) -> List[str]:
     """Where a golden keeps its tensors whole, from its recording's keyframe plan."""
     frames = RecordingMeta.of(trace.meta.get(RECORDING)).keyframes
-    if not isinstance(frames, dict) or frames.get("every") == 1:
+    if not isinstance(frames, dict) or frames.get("every") == 1 and not frames.get("online"):
         return []
     every = frames.get("every")
     rest = "digests (statistics and a fixed sample) of the rest" if frames.get("digests") else "nothing of the rest"
-    if every:
+    if frames.get("online"):  # a budget without a step count: chosen as the run went
+        thinned = frames.get("thinned") or []
+        lines = ["keyframes chosen as the run went (no step count given) keep %s whole: %s; the steps between keep "
+                 "inputs, random draws, losses and learning rates whole, %s"
+                 % (", ".join(frames.get("whole") or []),
+                    "none after the initial state" if every is None and not thinned else
+                    "every step at first, the spacing doubled at steps %s" % ", ".join(map(str, thinned)) if thinned
+                    else "every step", rest)]
+    elif every:
         lines = ["keyframes every %s steps%s keep %s whole; the steps between keep inputs, random draws, losses "
                  "and learning rates whole, %s" % (every, " and the last" if frames.get("last") else "",
                                                    ", ".join(frames.get("whole") or []), rest)]
@@ -77,9 +85,14 @@ def keyframe_lines(trace: Trace) -> List[str]:
                  "learning rates whole, %s" % rest]
     budget = frames.get("budget")
     if isinstance(budget, dict) and budget.get("bytes"):
-        lines.append("budget    %s: planned %s%s" % (size(budget["bytes"]), size(budget.get("estimate", 0)),
-                                                     "; keyframes kept as digests to stay in it: %s"
-                                                     % frames["skipped"] if frames.get("skipped") else ""))
+        if frames.get("online"):
+            ended = frames.get("ended")
+            lines.append("budget    %s%s" % (size(budget["bytes"]), "" if ended is None else
+                                             ": full at step %d, where the recording ended" % ended))
+        else:
+            lines.append("budget    %s: planned %s%s" % (size(budget["bytes"]), size(budget.get("estimate", 0)),
+                                                         "; keyframes kept as digests to stay in it: %s"
+                                                         % frames["skipped"] if frames.get("skipped") else ""))
     return lines
 
 
