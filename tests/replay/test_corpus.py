@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.comparison.slips import SLOT_INITIAL
-from tracekit.keys import INITIAL_STEP, UNCLIPPED
+from tracekit.keys import UNCLIPPED
 from tools.corpus import PROGRAMS, by_name, record, replay
+
+from .test_optimizer_conventions import assert_keras_rmsprop_from_zero
 
 
 def _param(program):
@@ -71,15 +72,7 @@ def test_a2c_on_keras_rmsprop_started_at_zero_is_caught_at_the_initial_state(leg
     program = by_name("sb_a2c")
     golden = str(tmp_path / "a2c.h5")
     record(program, _interpreter(legacy_python, program), golden, str(tmp_path / "work"))
-    result = replay(program, golden, tf1_start=False)
-    inert = [key for key in result.not_compared if key.endswith("/RMSProp_1:0")]
-    assert len(inert) == 12 and all("momentum slot at momentum 0" in result.not_compared[k] for k in inert)
-    first = result.first_divergence
-    assert first.step == INITIAL_STEP and first.key.endswith("/RMSProp:0"), result.report()
-    assert [h.code for h in result.slips] == [SLOT_INITIAL]
-    assert "TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras RMSprop at 0" in result.report()
-    failed = {t.key for t in result.tensors if not t.ok}
-    assert failed and all(key.endswith("/RMSProp:0") for key in failed), failed
+    assert_keras_rmsprop_from_zero(replay(program, golden, tf1_start=False), 12)
 
 
 def _interpreter(legacy_python, program):
