@@ -56,18 +56,32 @@ def test_the_recording_keeps_keyframes_and_digests_between(keyframed):
 
 
 def test_the_correct_port_passes_judged_from_digests(tf2, keyframed):
+    # Judged by the envelope: the port from its own state, restarted from the golden's after each
+    # keyframe, digest against digest between them.
     result = tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, **SIZE))
-    assert result.ok, result.report()
+    assert result.ok and result.judged == "envelope", result.report()
     grads = result.tensor("grad", "dense_0/kernel:0")
     assert grads.steps == STEPS and grads.digest_steps == STEPS - 4
-    assert any("keyframes (every 10 steps)" in note for note in result.notes)  # long, but judged plain
+    assert any("restarted from the golden's state at steps 1, 11, 21 (the steps after the golden's keyframes)"
+               in note for note in result.notes), result.notes
+    assert "judged: by the envelope" in result.report()
     with pytest.raises(tracekit.UsageError, match="keyframes"):
         tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, **SIZE), judge="local")
 
 
+@pytest.mark.parametrize("slip, step, key", [("decay", 20, "loss/loss")])
+def test_a_slip_that_recurs_is_caught_at_its_step_by_the_envelope(tf2, keyframed, slip, step, key):
+    # The weight decay left out from step 20: each step's loss lacks its term, outside any spread.
+    result = tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, slip, **SIZE))
+    assert result.judged == "envelope" and not result.ok
+    assert (result.first_divergence.step, result.first_divergence.key) == (step, key), result.report()
+
+
 def test_a_port_made_wrong_between_keyframes_is_caught_at_its_step(tf2, keyframed, tmp_path):
+    # A weight moved once by 1e-3 is within what Adam makes of round-off over steps (the envelope
+    # holds it); judged plain, from the digests, it is seen at its step.
     port = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **SIZE)
-    result = tf2.check(keyframed, make_port=port)
+    result = tf2.check(keyframed, make_port=port, judge="plain")
     first = result.first_divergence
     assert (first.step, first.key, first.stats.basis) == (SLIP_AT, "var/dense_0/kernel:0", "digest")
     assert "step 23 (digest)" in result.report()
@@ -99,7 +113,7 @@ def test_a_budget_golden_still_locates_a_wrong_port(tf2, budgeted):
     result = tf2.check(path, make_port=right)
     assert result.ok, result.report()
     wrong = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **WIDE)
-    first = tf2.check(path, make_port=wrong).first_divergence
+    first = tf2.check(path, make_port=wrong, judge="plain").first_divergence
     assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")
 
 
@@ -149,7 +163,7 @@ def test_a_golden_at_a_url_is_checked_by_ranges(tf2, keyframed, tmp_path, monkey
         url = server.url("mlp.h5")
         assert tf2.check(url, make_port=functools.partial(long_models.make_mlp, **SIZE)).ok
         port = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **SIZE)
-        first = tf2.check(url, make_port=port).first_divergence
+        first = tf2.check(url, make_port=port, judge="plain").first_divergence
         assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")
         with pytest.raises(tracekit.UsageError, match="URL"):
             model, step = port()

@@ -44,6 +44,8 @@ class GradientWatch:
         self.before_clip: Dict[int, Any] = {}  # id(a clip_by_global_norm output) -> its input, this step
         self._taken: Dict[int, Tuple[Any, str]] = {}  # id(a gradient returned this step) -> (it, its variable)
         self.seen = False  # a gradient call returned a mapped variable's gradient (in some step)
+        # A drift replay's move of every gradient taken (perturb.GradientJitter), else None.
+        self.jitter: Optional[Callable[[List[Any]], List[Any]]] = None
         # Whether what gradient calls return must be kept: True once an optimizer did not report a
         # gradient they took (a hand-written one), False after a step whose optimizers reported all
         # (a Keras port: not copied twice), None until the first step of each kind has told.
@@ -74,7 +76,7 @@ class GradientWatch:
         watch = self
 
         def gradient(tape: Any, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(tape, target, sources, *args, **kwargs)
+            result = watch._moved(original(tape, target, sources, *args, **kwargs))
             watch._took(tf.nest.flatten(sources), tf.nest.flatten(result, expand_composites=False))
             return result
         return gradient
@@ -83,7 +85,7 @@ class GradientWatch:
         watch = self
 
         def gradients(ys: Any, xs: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(ys, xs, *args, **kwargs)
+            result = watch._moved(original(ys, xs, *args, **kwargs))
             watch._took(tf.nest.flatten(xs), list(result))
             return result
         return gradients
@@ -93,6 +95,7 @@ class GradientWatch:
 
         def compute_gradients(optimizer: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = original(optimizer, *args, **kwargs)
+            pairs = list(zip(watch._moved([g for g, _ in pairs]), [v for _, v in pairs]))
             watch._took([v for _, v in pairs], [g for g, _ in pairs])
             return pairs
         return compute_gradients
@@ -112,6 +115,14 @@ class GradientWatch:
             watch.capture.put_many(named, wanted=watch._wanted)
             return clipped, norm
         return clip_by_global_norm
+
+    @tf.autograph.experimental.do_not_convert
+    def _moved(self, result: Any) -> Any:
+        """The gradients a call returned, moved by the drift replay's jitter where there is one."""
+        if self.jitter is None:
+            return result
+        flat = tf.nest.flatten(result, expand_composites=False)
+        return tf.nest.pack_sequence_as(result, self.jitter(flat), expand_composites=False)
 
     @tf.autograph.experimental.do_not_convert
     def _took(self, sources: List[Any], grads: List[Any]) -> None:

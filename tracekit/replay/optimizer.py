@@ -145,6 +145,10 @@ class OptimizerBridge:
                     if suffix:
                         self._unclipped_seen.update(conv.golden)
 
+    def move_gradients(self, jitter: Callable[[List[Any]], List[Any]]) -> None:
+        """A drift replay: every gradient the port takes is moved by `jitter` (perturb.GradientJitter)."""
+        self._watch.jitter = jitter
+
     @contextlib.contextmanager
     def installed(self, first: bool = True) -> Iterator[None]:
         """Keras optimizers report to this replay while the context is open, and the gradient

@@ -5,7 +5,7 @@ subnormal would be an infinite change relative to its scale; bfloat16 stays (no 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -55,3 +55,37 @@ class Jitter:
     def __call__(self, seed: int) -> None:
         if self._jitter is not None:
             self._jitter(self._tf.constant(seed, self._tf.int64))
+
+
+class GradientJitter:
+    """Each gradient a step takes (GradientWatch) moved by up to one eps of its tensor's scale,
+    uniformly, at random, for a drift replay: TF 1.15's and TF 2's kernels round every
+    activation and gradient otherwise, not only the state, and replays moved in their variables
+    alone spread less than the two frameworks do (an Adam update flips on a gradient at the noise
+    floor). Its draws come from the raw stateless op, which the random tape does not feed, seeded
+    by `seed` and a counter the runner advances after each step."""
+
+    def __init__(self, seed: int) -> None:
+        import tensorflow as tf
+
+        self._tf, self._seed = tf, seed
+        self._counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="tracekit_jitter_step")
+
+    def __call__(self, grads: Sequence[Any]) -> List[Any]:
+        tf = self._tf
+        out = []
+        for i, grad in enumerate(grads):
+            values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+            if values is None or values.dtype not in (tf.float16, tf.float32, tf.float64):
+                out.append(grad)
+                continue
+            seed = tf.stack([self._counter.read_value() * 1_000_003 + self._seed, tf.constant(i, tf.int64)])
+            draw = tf.raw_ops.StatelessRandomUniform(shape=tf.shape(values), seed=seed, dtype=values.dtype)
+            scale = tf.reduce_max(tf.abs(values)) * float(np.finfo(values.dtype.as_numpy_dtype).eps)
+            moved = values + (draw * 2.0 - 1.0) * scale
+            out.append(tf.IndexedSlices(moved, grad.indices, grad.dense_shape)
+                       if isinstance(grad, tf.IndexedSlices) else moved)
+        return out
+
+    def step(self) -> None:
+        self._counter.assign_add(1)

@@ -23,7 +23,7 @@ from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchroni
 from .optimizer import OptimizerBridge
 from .optimizer_terms import one_value
 from .options import ReplayOptions
-from .perturb import Jitter, move
+from .perturb import GradientJitter, Jitter, move
 from .port_state import starts_fresh
 from .random_tape import RandomTape
 from .slots import split_state
@@ -73,6 +73,7 @@ class TF2Runner:
         self._tap_error: Optional[ReplayError] = None  # why a forced tap failed (TF wraps it in its own error)
         self._nudged: Optional[int] = None  # the seed of nudge(): a state forced later is nudged again
         self._jitter: Optional[Jitter] = None  # nudge(every_step=True): moves the variables after every step
+        self._gradient_jitter: Optional[GradientJitter] = None  # and every gradient the steps take
         self._own_initial: Dict[str, np.ndarray] = {}  # "slot/<name>" -> the port's own start of a state it holds
 
     # ---- state --------------------------------------------------------------------------------
@@ -98,15 +99,21 @@ class TF2Runner:
         """Move the port's variables one ulp at random (`seed`; perturb.move): the perturbed start
         tracekit.tf2.calibrate measures the model's sensitivity to round-off from. Optimizer slots
         are loaded at the first update, after this, and stay as the golden has them. every_step:
-        after every step too, by up to one eps of each tensor's scale (another program's
-        round-off differs at every step): the drift envelope's replays (tf2/verdict.py)."""
+        after every step too, by up to one eps of each tensor's scale, and every gradient the
+        steps take likewise (another program's round-off differs at every step, in every
+        activation and gradient): the drift envelope's replays (tf2/verdict.py)."""
         self._nudged = seed
         self._jitter = Jitter(self._moved()) if every_step else None
+        if every_step:
+            self._gradient_jitter = GradientJitter(seed)
+            self.optimizer.move_gradients(self._gradient_jitter)
         move(self._moved(), seed)
 
     def after_step(self, index: int) -> None:
         if self._nudged is not None and self._jitter is not None:
             self._jitter(self._nudged * 1_000_003 + index + 1)
+        if self._gradient_jitter is not None:
+            self._gradient_jitter.step()
 
     def _moved(self) -> List[Any]:
         """The variables a nudge moves: the port's mapped and converted ones."""

@@ -22,7 +22,10 @@ def long_golden_advice(steps: int) -> str:
 
 
 def decided_by(result: Comparison) -> str:
-    """Which view decided a local verdict: "local", "drift", or "both" (they agree it matches)."""
+    """Which view decided a local verdict: "local", "drift", or "both" (they agree it matches);
+    "drift" for an envelope verdict, which has that view alone."""
+    if result.judged == "envelope":
+        return "drift"
     if result.first_divergence is not None or result.missing or result.short is not None:
         return "local"
     if result.drift is not None and not result.drift.ok:
@@ -42,7 +45,11 @@ def arbitration_lines(arbitration: Arbitration) -> List[str]:
 
 
 def judged_lines(result: Comparison) -> List[str]:
-    """The lines a local verdict adds to the report; none for a plain one."""
+    """The lines a local or envelope verdict adds to the report; none for a plain one."""
+    if result.judged == "envelope":
+        return ["judged: by the envelope (the golden keeps its training state whole only at keyframes: the port from "
+                "its own state, restarted from the golden's after each keyframe, against the spread of replays moved "
+                "at every step; between keyframes, digest against digest)"]
     if result.judged != "local":
         return []
     lines = ["judged: local (a golden of %d steps: each step's own error, teacher-forced; the float64 arbiter on "

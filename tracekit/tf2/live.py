@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..comparison.arbiter import LONG_GOLDEN
 from ..comparison.comparer import Comparer
@@ -18,11 +18,11 @@ from ..replay.loop import Replayed
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
 from ..report.judged import long_golden_advice
-from ..keys import RECORDING, REPLAY
+from ..keys import RECORDING, REPLAY, split_key
 from ..store import Trace, open_trace
 from ..store.meta import RecordingMeta, ReplayMeta
 from .drive import _LOCALIZE_SETS, _made, _replay
-from .verdict import JUDGES, PortRuns, judge_long
+from .verdict import JUDGES, PortRuns, judge_keyframed, judge_long
 
 
 def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]] | None" = None, *,
@@ -41,9 +41,11 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     per call; step_fn and model may then be left out). With it, a golden longer than
     LONG_GOLDEN steps is judged by each step's own error, the steps that fail judged by the
     float64 arbiter, and the drift from the port's own state against the spread of perturbed
-    replays (tf2/verdict.py; `out` then keeps that replay, every tensor at its sampled steps). judge: "auto" (that for long
-    goldens given make_port, else "plain"), "plain" (the replay as it runs against the
-    tolerance) or "local"."""
+    replays (tf2/verdict.py; `out` then keeps that replay, every tensor at its sampled steps);
+    a golden that keeps its state whole only at keyframes (every=K, a size budget), unless a
+    tolerance is given, by the drift view alone, restarted from the golden's state after each
+    keyframe (verdict.judge_keyframed). judge: "auto" (those given make_port, else "plain"),
+    "plain" (the replay as it runs against the tolerance) or "local"."""
     return _check(golden, step_fn, ReplayOptions.of(options, "tracekit.tf2.check"), tolerance=tolerance,
                   fail_fast=fail_fast, out=out, make_port=make_port, judge=judge)
 
@@ -72,6 +74,10 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
         if make_port is not None and (judge == "local" or long and "forcing" not in options.named
                                       and options.strategy is None):
             return _judged(trace, step_fn, make_port, tolerance, out, options)  # type: ignore[return-value]
+        if make_port is not None and partial and judge == "auto" and tolerance is None and \
+                "forcing" not in options.named and options.strategy is None:
+            runs = _port_runs(trace, step_fn, make_port, tolerance, options)
+            return judge_keyframed(trace, runs, _whole_steps(trace), Reported, out)  # type: ignore[return-value]
         if step_fn is None:
             assert make_port is not None
             _, step_fn, options = _made(make_port, options, _LOCALIZE_SETS)
@@ -83,10 +89,12 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
         if make_port is None and judge == "auto" and len(trace) > LONG_GOLDEN and not result.ok and \
                 not partial and result.forcing == "none":
             result.advice = long_golden_advice(len(trace))
-        if judge == "auto" and make_port is not None and partial and len(trace) > LONG_GOLDEN:
-            result.notes.append("judged plain: the golden keeps the training state whole only at keyframes (%s), "
-                                "and a local verdict replays every step from it" % partial)
         return result  # type: ignore[return-value]
+
+
+def _whole_steps(trace: Trace) -> List[int]:
+    """The steps after which a golden keeps the training state whole (its keyframes)."""
+    return [step.index for step in trace if any(split_key(key)[0] == "var" for key in step)]
 
 
 def _compared(trace: Trace, step_fn: Any, options: ReplayOptions, against: Trace, tolerance: "Tolerance | str | None",
@@ -144,8 +152,8 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
         _, step, own = made()
         return _check(trace, step, own.but(forcing="state"), tolerance=tolerance, judge="plain")
 
-    def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]", full_at: Callable[[int], bool],
-                   steps: Optional[int] = None) -> Trace:
+    def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]",
+                   full_at: Optional[Callable[[int], bool]], steps: Optional[int] = None) -> Trace:
         _, step, own = made()
         own = own if steps is None else own.but(steps=steps)
         written = _replay(trace, step, own, path, nudge=seed, restart_at=restart_at, jitter=True,
@@ -153,7 +161,8 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
         assert written is not None  # written: out is given
         return written
 
-    def against(seed: int, reference: Trace, restart_at: "frozenset[int]", full_at: Callable[[int], bool]) -> Comparison:
+    def against(seed: int, reference: Trace, restart_at: "frozenset[int]",
+                full_at: Optional[Callable[[int], bool]]) -> Comparison:
         _, step, own = made()
         return _compared(trace, step, own, reference, Tolerance.exact(), nudge=seed, restart_at=restart_at,
                          jitter=True, full_at=full_at)[0]

@@ -41,7 +41,7 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass, replace
-from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
+from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..comparison.arbiter import PORT, Arbitrated
 from ..comparison.calibration import Spread, derive
@@ -73,10 +73,10 @@ class PortRuns:
     check: Callable[[], Comparison]  # the teacher-forced replay, compared as it runs
     # (nudge seed or None, out, steps restarting from the golden's state, steps captured in full, steps to run
     # or None for all) -> a written replay from its own state
-    replay: Callable[[Optional[int], str, "frozenset[int]", Callable[[int], bool], Optional[int]], Trace]
+    replay: Callable[[Optional[int], str, "frozenset[int]", Optional[Callable[[int], bool]], Optional[int]], Trace]
     # (nudge seed, a replay written from the port's own state, steps restarting, steps captured in full) -> a
     # replay from its own state nudged, compared exactly with that one as it runs
-    against: Callable[[int, Trace, "frozenset[int]", Callable[[int], bool]], Comparison]
+    against: Callable[[int, Trace, "frozenset[int]", Optional[Callable[[int], bool]]], Comparison]
     replay_one: ReplayOne
     make_port: MakePort
 
@@ -90,6 +90,23 @@ def judge_long(golden: Trace, port: PortRuns, drift_out: Optional[str] = None) -
     if local.first_divergence is None and not local.missing and local.short is None:
         local.drift = envelope(golden, port, arbitrated, type(local), drift_out)
     return local
+
+
+def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], result_type: type,
+                    out: Optional[str] = None) -> Comparison:
+    """A golden that keeps the training state whole only at `keyframes` (the steps after which it
+    does) and its initial state, digests between (a real-size model's, under a budget): no step
+    can be teacher-forced but those right after them, so it is judged by the drift view alone.
+    The port from its own state, restarted from the golden's after each keyframe, is compared
+    (digest against digest between keyframes) with the envelope of replays restarted there too
+    and moved at every step in their variables and gradients: the round-off training amplifies
+    (an Adam update flipping on a gradient at the noise floor, a ReLU crossing) moves them as
+    far. A slip the envelope holds is not seen; one that recurs (a learning rate, a decay, a
+    loss term) shows at its step (docs/NUMERICS.md)."""
+    restarts = frozenset(k + 1 for k in keyframes if 0 <= k and k + 1 < len(golden))
+    result = envelope(golden, port, Arbitrated(), result_type, out, restarts=restarts, full_at=None)
+    result.judged = "envelope"
+    return result
 
 
 def arbitrate_local(golden: Trace, local: Comparison, make_port: MakePort, replay_one: ReplayOne) -> Arbitrated:
@@ -158,29 +175,31 @@ def sampled(index: int) -> bool:
     return index < DRIFT_EVERY or index % DRIFT_EVERY == 0
 
 
-def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type: type,
-             out: Optional[str] = None) -> Comparison:
+def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type: type, out: Optional[str] = None,
+             restarts: "frozenset[int]" = frozenset(), full_at: Optional[Callable[[int], bool]] = sampled) -> Comparison:
     """The port from its own state against the envelope of ENVELOPE_RUNS perturbed replays,
-    restarted from the golden's state at each explained discontinuity and the step after, in
-    full at the `sampled` steps (the loss and learning rate at every step)."""
+    restarted from the golden's state at `restarts` and at each explained discontinuity and the
+    step after, in full at the `full_at` steps (the loss and learning rate at every step; None:
+    every step, as digests where the golden keeps digests)."""
     explained = sorted(a.step for a in arbitrated.explained)
-    restarts = frozenset(explained) | frozenset(step + 1 for step in explained)
+    restarts = restarts | frozenset(explained) | frozenset(step + 1 for step in explained)
     with tempfile.TemporaryDirectory(prefix="tracekit-envelope-") as folder:
         spread = Spread()
-        with port.replay(None, out or os.path.join(folder, "own.h5"), restarts, sampled, None) as own:
+        with port.replay(None, out or os.path.join(folder, "own.h5"), restarts, full_at, None) as own:
             for seed in range(ENVELOPE_RUNS):
-                spread.add(port.against(seed, own, restarts, sampled))
+                spread.add(port.against(seed, own, restarts, full_at))
             tolerance = derive(spread, ENVELOPE_MARGIN, cap=math.inf).tolerance
             drift = compare(golden, own, tolerance, result_type=result_type)
             accept(drift, set(explained))
-            if not drift.ok and drift.first_divergence is not None:
+            if not drift.ok and drift.first_divergence is not None and full_at is not None:
                 _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder)
-    drift.notes.append("drift envelope: %d replays moved at every step, their largest deviation x %g over the "
-                       "training floor; every tensor compared at steps 0-%d and every %dth step after, the loss "
-                       "and learning rate at every step%s"
-                       % (ENVELOPE_RUNS, ENVELOPE_MARGIN, DRIFT_EVERY - 1, DRIFT_EVERY,
-                          "; restarted from the golden's state at steps %s (explained discontinuities and the steps "
-                          "after)" % ", ".join(map(str, sorted(restarts))) if restarts else ""))
+    kept = "every tensor compared at every step (as digests where the golden keeps them)" if full_at is None else \
+        "every tensor compared at steps 0-%d and every %dth step after" % (DRIFT_EVERY - 1, DRIFT_EVERY)
+    why = "explained discontinuities and the steps after" if explained else "the steps after the golden's keyframes"
+    drift.notes.append("drift envelope: %d replays moved in their variables and gradients at every step, their "
+                       "largest deviation x %g over the training floor; %s, the loss and learning rate at every "
+                       "step%s" % (ENVELOPE_RUNS, ENVELOPE_MARGIN, kept, "; restarted from the golden's state at "
+                                   "steps %s (%s)" % (", ".join(map(str, sorted(restarts))), why) if restarts else ""))
     return drift
 
 
