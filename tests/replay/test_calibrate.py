@@ -169,3 +169,37 @@ def test_the_command_line_writes_the_tolerance(tf2, tmp_path, monkeypatch, capsy
     assert data["steps"] == 2 and data["runs"] == 1 and data["unbounded"] == []
     assert main(["calibrate", golden("seed_example"), "tools.ports.seed_example:make", "--runs", "0"]) == 2
     assert main(["calibrate", golden("seed_example"), "no_such_module:make"]) == 2
+
+
+def test_a_drift_replay_moves_its_state_and_gradients_by_an_eps_of_their_scale(tf2):
+    # The drift envelope's replays: after every step each variable, and in every step each
+    # gradient taken, moved by up to one eps of its tensor's scale (and the rounding of the sum:
+    # half an ulp of the element), zeros kept, other draws at each step.
+    from tracekit.replay.perturb import GradientJitter, Jitter
+
+    tf = tf2.tf
+    rng = np.random.RandomState(0)
+    start = rng.randn(64, 8).astype(np.float32)
+    start[0] = 0.0
+    variable = tf.Variable(start)
+    eps_scale = float(np.finfo(np.float32).eps) * float(np.abs(start).max())
+    moves = []
+    jitter = Jitter([variable])
+    for seed in (1, 2):
+        before = variable.numpy()
+        jitter(seed)
+        moved = variable.numpy() - before
+        assert np.all(moved[0] == 0) and np.all(np.abs(moved) <= eps_scale * 1.5) and np.any(moved != 0)
+        moves.append(moved)
+    assert not np.array_equal(moves[0], moves[1])
+    grads = GradientJitter(seed=5)
+    grad = tf.constant(rng.randn(16, 4).astype(np.float32))
+    sparse = tf.IndexedSlices(tf.constant(rng.randn(3, 4).astype(np.float32)), tf.constant([0, 2, 5]), [8, 4])
+    first = grads([grad, sparse, None])
+    assert first[2] is None and isinstance(first[1], tf.IndexedSlices)
+    bound = float(np.finfo(np.float32).eps) * float(np.abs(grad.numpy()).max()) * 1.5
+    assert 0 < np.abs(first[0].numpy() - grad.numpy()).max() <= bound
+    assert np.array_equal(first[1].indices.numpy(), [0, 2, 5])
+    assert np.array_equal(grads([grad])[0].numpy(), first[0].numpy())  # the same step: the same draw
+    grads.step()
+    assert not np.array_equal(grads([grad])[0].numpy(), first[0].numpy())
