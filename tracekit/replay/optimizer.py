@@ -23,7 +23,7 @@ from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
 from .gradients import GradientWatch, gradient_keys
 from .keras_optimizers import aggregates, delegates, optimizer_classes
-from .optimizer_terms import (TF1_NAMES, applied, convention, is_v1, keras_slot, learning_rate, one_value, settings,
+from .optimizer_terms import (applied, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate, settings,
                               slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
 from .port_state import starts_fresh, unmapped_state
@@ -272,9 +272,9 @@ class OptimizerBridge:
                 self._iteration_var = counter
             slots, converted = len(self._slots), len(self._converted_slots)
             plain, converted_slots = self._map_slots(optimizer, updated)
-            rate = self._lr_names[id(optimizer)] = self._lr_name(
-                optimizer, updated, [name for name, _, _ in plain] + [n for _, names, _, _ in converted_slots
-                                                                      for n in names])
+            paired = [name for name, _, _ in plain] + [n for _, names, _, _ in converted_slots for n in names]
+            rate = self._lr_names[id(optimizer)] = ported_rate(self.golden, optimizer, updated, paired,
+                                                               set(self._lr_names.values()))
             self._slots += [(name, slot, role, rate) for name, slot, role in plain]
             self._converted_slots += [(conv, names, port_slots, role, rate)
                                       for conv, names, port_slots, role in converted_slots]
@@ -304,29 +304,6 @@ class OptimizerBridge:
             else:
                 out.append(name)
         return out
-
-    def _lr_name(self, optimizer: Any, updated: Set[Optional[str]], slot_names: List[str]) -> str:
-        """The golden's learning rate this optimizer ports: the only one; else the one the TF1 update
-        ops of the variables it updates (`updated`) read, as recorded; for goldens without that
-        record, the one whose TF1 optimizer owns the slots just paired (their names end in its
-        name), else the first unclaimed one of a TF1 optimizer this Keras class ports, else the
-        first unclaimed one."""
-        rates = self.golden.names("lr")
-        if len(rates) <= 1:
-            return rates[0] if rates else "learning_rate"
-        recorded = self.golden.meta.get("updates")
-        if isinstance(recorded, dict):
-            read = [fact.get("lr") for var, fact in recorded.items() if var in updated and isinstance(fact, dict)]
-            by_update = [r for r in rates if r in read]
-            if len(by_update) == 1:
-                return by_update[0]
-        claimed = set(self._lr_names.values())
-        free = [r for r in rates if r not in claimed]
-        owners = {name.rpartition("/")[2][:-2].split("_")[0] for name in slot_names}  # v/Adam_1:0 -> Adam
-        kinds = TF1_NAMES.get(type(optimizer).__name__, ())
-        by_owner = [r for r in free if owners.intersection(r.split("/")[:-1] or r.split("/"))]
-        by_kind = [r for r in free if kinds and any(part.startswith(kinds) for part in r.split("/"))]
-        return (by_owner or by_kind or free or rates)[0]
 
     def counted(self) -> Dict[str, str]:
         """After the first step: the golden's step counters no optimizer counts -> why (a TF1

@@ -5,7 +5,7 @@ tf-keras, Keras 3) and tf.compat.v1.train's, which keep TF1's names and rules. T
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import AbstractSet, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -148,3 +148,27 @@ TF1_NAMES = {"SGD": ("GradientDescent", "Momentum"), "Adam": ("Adam",), "RMSprop
              "AdamOptimizer": ("Adam",), "RMSPropOptimizer": ("RMSProp",), "AdagradOptimizer": ("Adagrad",),
              "FtrlOptimizer": ("Ftrl",), "AdadeltaOptimizer": ("Adadelta",),
              "ProximalAdagradOptimizer": ("ProximalAdagrad",)}
+
+
+def ported_rate(golden: Any, optimizer: Any, updated: AbstractSet[Optional[str]], slot_names: List[str],
+                claimed: AbstractSet[str]) -> str:
+    """The golden's learning rate a port's optimizer ports: the only one; else the one the TF1
+    update ops of the variables it updates (`updated`) read, as recorded; for goldens without
+    that record, the one whose TF1 optimizer owns the slots just paired (`slot_names`: their
+    names end in its name), else the first not `claimed` (by another optimizer) of a TF1
+    optimizer this Keras class ports, else the first unclaimed one."""
+    rates = golden.names("lr")
+    if len(rates) <= 1:
+        return rates[0] if rates else "learning_rate"
+    recorded = golden.meta.get("updates")
+    if isinstance(recorded, dict):
+        read = [fact.get("lr") for var, fact in recorded.items() if var in updated and isinstance(fact, dict)]
+        by_update = [r for r in rates if r in read]
+        if len(by_update) == 1:
+            return by_update[0]
+    free = [r for r in rates if r not in claimed]
+    owners = {name.rpartition("/")[2][:-2].split("_")[0] for name in slot_names}  # v/Adam_1:0 -> Adam
+    kinds = TF1_NAMES.get(type(optimizer).__name__, ())
+    by_owner = [r for r in free if owners.intersection(r.split("/")[:-1] or r.split("/"))]
+    by_kind = [r for r in free if kinds and any(part.startswith(kinds) for part in r.split("/"))]
+    return (by_owner or by_kind or free or rates)[0]

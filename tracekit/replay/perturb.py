@@ -30,24 +30,35 @@ def move(variables: Sequence[Any], seed: int, by_scale: bool = False) -> None:
         variable.assign(np.where(value == 0, value, moved))
 
 
+def _by_scale(tf: Any, value: Any, seed: Any) -> Any:
+    """`value` moved by up to one eps of its largest magnitude, uniformly, either way, drawn from
+    `seed` (two int64) by the raw stateless op: the random tape, which feeds a step's own draws,
+    does not see it."""
+    draw = tf.raw_ops.StatelessRandomUniform(shape=tf.shape(value), seed=seed, dtype=value.dtype)
+    scale = tf.reduce_max(tf.abs(value)) * float(np.finfo(value.dtype.as_numpy_dtype).eps)
+    return value + (draw * 2.0 - 1.0) * scale
+
+
+def _floating(tf: Any, dtype: Any) -> bool:
+    return dtype in (tf.float16, tf.float32, tf.float64)  # not bfloat16: numpy has no eps for it
+
+
 class Jitter:
     """move(variables, seed, by_scale=True) after every step of a drift replay, as one
-    TensorFlow function over the float variables (its own draws, stateless from the seed): read
-    out to numpy and back, the move cost as much as the step it follows."""
+    TensorFlow function over the float variables (its own draws, stateless from the seed; zeros
+    stay): read out to numpy and back, the move cost as much as the step it follows."""
 
     def __init__(self, variables: Sequence[Any]) -> None:
         import tensorflow as tf
 
-        floats = [v for v in variables if v.dtype in (tf.float16, tf.float32, tf.float64)]
+        floats = [v for v in variables if _floating(tf, v.dtype)]
 
         @tf.function
         def jitter(seed: Any) -> None:
             for i, variable in enumerate(floats):
                 value = variable.read_value()
-                scale = tf.reduce_max(tf.abs(value)) * float(np.finfo(variable.dtype.as_numpy_dtype).eps)
-                draw = tf.random.stateless_uniform(value.shape, tf.stack([seed, tf.constant(i, tf.int64)]),
-                                                   minval=-1.0, maxval=1.0, dtype=value.dtype)
-                variable.assign(tf.where(tf.equal(value, 0), value, value + draw * scale))
+                moved = _by_scale(tf, value, tf.stack([seed, tf.constant(i, tf.int64)]))
+                variable.assign(tf.where(tf.equal(value, 0), value, moved))
 
         self._jitter: Optional[Callable[[Any], None]] = jitter if floats else None
         self._tf = tf
@@ -62,8 +73,7 @@ class GradientJitter:
     uniformly, at random, for a drift replay: TF 1.15's and TF 2's kernels round every
     activation and gradient otherwise, not only the state, and replays moved in their variables
     alone spread less than the two frameworks do (an Adam update flips on a gradient at the noise
-    floor). Its draws come from the raw stateless op, which the random tape does not feed, seeded
-    by `seed` and a counter the runner advances after each step."""
+    floor). Seeded by `seed` and a counter the runner advances after each step."""
 
     def __init__(self, seed: int) -> None:
         import tensorflow as tf
@@ -76,13 +86,11 @@ class GradientJitter:
         out = []
         for i, grad in enumerate(grads):
             values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
-            if values is None or values.dtype not in (tf.float16, tf.float32, tf.float64):
+            if values is None or not _floating(tf, values.dtype):
                 out.append(grad)
                 continue
-            seed = tf.stack([self._counter.read_value() * 1_000_003 + self._seed, tf.constant(i, tf.int64)])
-            draw = tf.raw_ops.StatelessRandomUniform(shape=tf.shape(values), seed=seed, dtype=values.dtype)
-            scale = tf.reduce_max(tf.abs(values)) * float(np.finfo(values.dtype.as_numpy_dtype).eps)
-            moved = values + (draw * 2.0 - 1.0) * scale
+            moved = _by_scale(tf, values, tf.stack([self._counter.read_value() * 1_000_003 + self._seed,
+                                                    tf.constant(i, tf.int64)]))
             out.append(tf.IndexedSlices(moved, grad.indices, grad.dense_shape)
                        if isinstance(grad, tf.IndexedSlices) else moved)
         return out

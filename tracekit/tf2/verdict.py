@@ -103,7 +103,7 @@ def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], res
     (an Adam update flipping on a gradient at the noise floor, a ReLU crossing) moves them as
     far. A slip the envelope holds is not seen; one that recurs (a learning rate, a decay, a
     loss term) shows at its step (docs/NUMERICS.md)."""
-    restarts = frozenset(k + 1 for k in keyframes if 0 <= k and k + 1 < len(golden))
+    restarts = frozenset(k + 1 for k in keyframes if k + 1 < len(golden))
     result = envelope(golden, port, Arbitrated(), result_type, out, restarts=restarts, full_at=None)
     result.judged = "envelope"
     return result
@@ -176,7 +176,8 @@ def sampled(index: int) -> bool:
 
 
 def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type: type, out: Optional[str] = None,
-             restarts: "frozenset[int]" = frozenset(), full_at: Optional[Callable[[int], bool]] = sampled) -> Comparison:
+             restarts: "frozenset[int]" = frozenset(),
+             full_at: Optional[Callable[[int], bool]] = sampled) -> Comparison:
     """The port from its own state against the envelope of ENVELOPE_RUNS perturbed replays,
     restarted from the golden's state at `restarts` and at each explained discontinuity and the
     step after, in full at the `full_at` steps (the loss and learning rate at every step; None:
