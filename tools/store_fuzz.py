@@ -36,6 +36,7 @@ class Base:
     groups: List[str] = field(default_factory=list)  # "initial", "steps/00000000", ...
     leaves: List[str] = field(default_factory=list)  # leaf datasets
     structs: List[str] = field(default_factory=list)  # groups holding a structure
+    blocks: List[str] = field(default_factory=list)  # format 2: the blocks of steps, "blocks/00000000", ...
 
 
 def inventory(path: str) -> Base:
@@ -43,7 +44,8 @@ def inventory(path: str) -> Base:
 
     base = Base(path)
     with h5py.File(path, "r") as f:
-        base.groups = (["initial"] if "initial" in f else []) + ["steps/" + s for s in f["steps"]]
+        base.groups = (["initial"] if "initial" in f else []) + ["steps/" + s for s in f.get("steps", {})]
+        base.blocks = ["blocks/" + s for s in f.get("blocks", {})]
         base.indexed = any("index" in f[g].attrs for g in base.groups)
         for group in base.groups:
             def visit(name: str, obj: Any, group: str = group) -> None:
@@ -236,6 +238,66 @@ def fz_index(f: Any, rng: random.Random, base: Base) -> str:
     return "%s:%s" % (how, group)
 
 
+def _block_entries(f: Any, path: str) -> List[Any]:
+    """A block of steps' [[step, info, index], ...], decoded by tracekit's codec."""
+    import msgpack
+
+    from tracekit.store import _codec
+
+    ds = f[path]
+    parts = [_codec.decode_chunk(*reversed(ds.id.read_direct_chunk(tuple(offset))), ds.chunks, np.dtype(np.uint8))
+             for offset in _codec.chunk_offsets(ds.shape, ds.chunks)]
+    return msgpack.unpackb(np.concatenate(parts).tobytes()[:ds.shape[0]], raw=False, strict_map_key=False)
+
+
+def fz_block(f: Any, rng: random.Random, base: Base) -> str:
+    """A block of steps (format 2) that lists other steps or a hostile step index or info, is not
+    msgpack, or declares what it does not hold; its checksum made to match."""
+    path = rng.choice(base.blocks)
+    entries, held = _block_entries(f, path), int(f[path].attrs["steps"])
+    how = rng.choice(["index"] * 4 + ["info", "shifted", "dropped", "twice", "held", "junk", "1e9-entries", "deep",
+                                      "not-bytes", "1e12-declared"])
+    entry = rng.choice(entries)
+    if how == "index":
+        index = msgpack_unpack(entry[2])
+        edit = dict(rng.choice(INDEX_LEAVES))
+        if edit.get("b") == "SELF":
+            edit["b"] = entry[0]
+        target = rng.choice([e for e in index if e[3]] or index)
+        if target[3]:
+            target[3][rng.randrange(len(target[3]))].update(edit)
+        entry[2] = _pack(index)
+        how = "index%s" % json.dumps(edit, default=repr)[:60]
+    elif how == "info":
+        entry[1] = rng.choice([b"\xc1", b"\x91" * 10000 + b"\xc0", _pack([1, 2]), _msgpack_count(0xdf, 10 ** 9)])
+    elif how == "shifted":
+        entry[0] += rng.choice([-1, 1, 10 ** 9])
+    elif how == "dropped" and len(entries) > 1:
+        entries.remove(entry)
+    elif how == "twice":
+        entries.append(entry)
+    elif how == "held":
+        held = rng.choice([0, -1, held + 1, 10 ** 9])
+    elif how == "not-bytes":
+        entry[rng.choice([1, 2])] = rng.choice(["text", 5, None, {"a": 1}])
+    raw = {"junk": lambda: rng.randbytes(rng.randint(1, 200)), "deep": lambda: b"\x91" * 10000 + b"\xc0",
+           "1e9-entries": lambda: _msgpack_count(0xdd, 10 ** 9) + _pack(entry) * 3}.get(how, lambda: _pack(entries))()
+    del f[path]
+    if how == "1e12-declared":
+        ds = f.create_dataset(path, shape=(10 ** 12,), chunks=(1 << 20,), dtype="u1")
+    else:
+        ds = f.create_dataset(path, data=np.frombuffer(raw, dtype=np.uint8))
+    ds.attrs["crc32"] = np.array(zlib.crc32(raw) & 0xFFFFFFFF, dtype="<u4")
+    ds.attrs["steps"] = held
+    return "%s:%s" % (how, path)
+
+
+def msgpack_unpack(raw: bytes) -> Any:
+    import msgpack
+
+    return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
 def fz_root(f: Any, rng: random.Random, base: Base) -> str:
     """Root attributes that say absurd things: 1e9 steps, format 999, megabyte strings."""
     name, value = rng.choice([
@@ -386,6 +448,7 @@ FUZZERS: Dict[str, Tuple[Callable[..., str], int, bool, bool]] = {
     "leaf-attr": (fz_leaf_attr, 3, False, False), "struct": (fz_struct, 2, False, False),
     "index": (fz_index, 4, True, False), "root": (fz_root, 2, False, False), "meta": (fz_meta, 3, False, False),
     "links": (fz_links, 3, False, False), "mutate": (fz_mutate, 5, False, False), "bytes": (fz_bytes, 2, False, True),
+    "block": (fz_block, 4, True, False),
 }
 
 

@@ -17,6 +17,7 @@ from tracekit.cli import main
 from ..support import ROOT, run_python
 from ..support import payloads
 from ..support import write_steps
+from ..support.layout import get_blob, set_blob
 
 
 @pytest.fixture
@@ -42,8 +43,10 @@ def test_verify_ok_damaged_unreadable(golden, tmp_path, capsys):
     with open(golden, "rb") as src, open(damaged, "wb") as dst:
         dst.write(src.read())
     import h5py
-    with h5py.File(damaged, "r+") as f:
-        f["steps/00000002/loss/loss"].attrs["crc32"] = np.uint32(7)
+    with h5py.File(damaged, "r+") as f:  # the loss's checksum in its step index, the index's own made to match
+        entries = get_blob(f, 2, "index")
+        next(e for e in entries if e[:2] == ["loss", "loss"])[3][0]["crc"] = 7
+        set_blob(f, 2, "index", entries)
     assert main(["verify", golden, damaged]) == 1
     out = capsys.readouterr().out
     assert "DAMAGED  %s: 1 problem" % damaged in out and "step 2, loss/loss: checksum mismatch" in out

@@ -25,6 +25,7 @@ from tracekit.store._format import step_path, value_path
 from ..support import ROOT
 from ..support import payloads
 from ..support import write_steps
+from ..support.layout import as_format1, get_blob, set_blob, to_format1
 
 CASES = int(os.environ.get("TRACEKIT_DAMAGE_CASES", "150"))
 
@@ -155,7 +156,7 @@ def _edit(path, fn):
 
 
 @pytest.mark.parametrize("edit, error, message", [
-    (lambda f: f.attrs.__setitem__("tracekit_format", 2), tracekit.NewerFormat, "format 2 .* upgrade tracekit"),
+    (lambda f: f.attrs.__setitem__("tracekit_format", 3), tracekit.NewerFormat, "format 3 .* upgrade tracekit"),
     (lambda f: f.attrs.__delitem__("tracekit_format"), tracekit.NotATrace, "not a tracekit golden"),
     (lambda f: f.attrs.__setitem__("tracekit_format", "abc"), tracekit.CorruptTrace, "bad root attributes"),
     (lambda f: f.attrs.__setitem__("tracekit_format", 0), tracekit.CorruptTrace, "bad format version"),
@@ -180,25 +181,20 @@ def test_bad_root(tmp_path, edit, error, message, capsys):
 
 def _edit_leaf(f, step, key, where, attr, value, wire=None):
     """Edit what describes a leaf: the attribute `attr` of its dataset in a golden without the
-    step index (an older golden: reads take the attributes), or the index's field `wire`."""
+    step index (an older golden: reads take the attributes), or the index's field `wire` (in its
+    block of steps, or with `index1` in format 1's step attributes, beside the leaf's dataset)."""
     kind, name = key.split("/", 1)
-    group = f[step_path(step)]
+    if where in ("dataset", "index1"):  # format 1's layout, read by its datasets or by its index
+        to_format1(f)
     if where == "dataset":
-        del group.attrs["index"]
+        del f[step_path(step)].attrs["index"]
         f[value_path(step, kind, name)].attrs[attr] = value
         return
-    entries = metadata.unpack(group.attrs["index"].tobytes())
+    entries = get_blob(f, step, "index")
     for entry in entries:
         if entry[:2] == [kind, name]:
             entry[3][0][wire] = value.decode() if isinstance(value, bytes) else value
-    _set_blob(group, "index", entries)
-
-
-def _set_blob(group, name, value):
-    """Rewrite a step's blob attribute with its checksum: an edit the checksum cannot see."""
-    data = metadata.pack(value)
-    group.attrs[name] = np.void(data)
-    group.attrs[name + "_crc32"] = np.uint32(zlib.crc32(data))
+    set_blob(f, step, "index", entries)
 
 
 @pytest.mark.parametrize("where", ["dataset", "index"])
@@ -311,7 +307,7 @@ def _leaf_trace(path):
 WIRE = {"logical_shape": "ls", "logical_dtype": "lg", "form": "f"}
 
 
-@pytest.mark.parametrize("where", ["dataset", "index"])
+@pytest.mark.parametrize("where", ["dataset", "index", "index1"])
 @pytest.mark.parametrize("key, attr, value, message", [
     ("fetch/names", "logical_shape", np.array([99], dtype=np.int64), "string blob shorter"),
     ("fetch/names", "logical_dtype", np.bytes_(b"<U9x"), "cannot be read"),
@@ -323,7 +319,7 @@ WIRE = {"logical_shape": "ls", "logical_dtype": "lg", "form": "f"}
 ])
 def test_edited_leaf_attributes(tmp_path, key, attr, value, message, where):
     # The checksum covers a tensor's bytes; what the descriptor says about them is checked too,
-    # in the step index (which reads use) and in a dataset's attributes (older goldens).
+    # in the step index (which reads use) and in a dataset's attributes (format 1's goldens).
     path = _leaf_trace(str(tmp_path / "g.h5"))
     wire = [int(d) for d in value] if attr == "logical_shape" else value
     _edit(path, lambda f: _edit_leaf(f, 0, key, where, attr, value if where == "dataset" else wire, WIRE[attr]))
@@ -331,8 +327,9 @@ def test_edited_leaf_attributes(tmp_path, key, attr, value, message, where):
     with tracekit.open(path) as trace:
         if message is None:
             assert trace.step(0)[key].dtype == np.dtype("<M8[ms]")
-            # with an index, verify sees the dataset's attributes say otherwise
-            assert result.ok == (where == "dataset") and len(result.problems) == (where == "index")
+            # verify sees it only where a second description says otherwise: format 1's dataset
+            # beside its index (format 2 keeps a plain leaf in its block of steps alone)
+            assert result.ok == (where != "index1") and len(result.problems) == (where == "index1")
             return
         assert not result.ok and any(message in problem for problem in result.problems)
         with pytest.raises(tracekit.CorruptTrace, match="step 0, %s: .*%s" % (key, re.escape(message))) as err:
@@ -341,7 +338,7 @@ def test_edited_leaf_attributes(tmp_path, key, attr, value, message, where):
 
 
 def test_damaged_step_info_is_reported(tmp_path):
-    path = _leaf_trace(str(tmp_path / "g.h5"))
+    path = as_format1(_leaf_trace(str(tmp_path / "g.h5")))
     _edit(path, lambda f: f[step_path(0)].attrs.__setitem__("info", np.void(b"\xc1")))
     result = tracekit.verify(path)
     assert not result.ok and "step 0, step info: cannot be read" in result.problems[0]
@@ -397,22 +394,30 @@ def test_verify_says_when_a_golden_predates_the_metadata_checksums(tmp_path, cap
 
 
 @pytest.mark.parametrize("name", ["info", "index"])
-def test_a_step_blob_that_disagrees_with_its_checksum_is_caught(tmp_path, name):
-    # A blob over 64 KiB lives in HDF5's dense attribute storage, which HDF5 does not checksum.
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_step_blob_that_disagrees_with_its_checksum_is_caught(tmp_path, name, version):
+    # Format 1: a blob over 64 KiB lives in HDF5's dense attribute storage, which HDF5 does not
+    # checksum. Format 2: a block of steps is raw dataset bytes, which HDF5 does not checksum either.
     path = write_steps(str(tmp_path / "g.h5"), 2)
+    if version == 1:
+        as_format1(path)
 
     def edit(f):
-        group = f[step_path(1)]
-        crc = group.attrs[name + "_crc32"]
-        value = metadata.unpack(group.attrs[name].tobytes())
+        value = get_blob(f, 1, name)
         value = dict(value, global_step=99) if name == "info" else value[1:]
-        _set_blob(group, name, value)
-        group.attrs[name + "_crc32"] = crc  # the blob changed, its checksum did not
+        if version == 1:
+            set_blob(f, 1, name, value, checksum=False)  # the blob changed, its checksum did not
+            return
+        set_blob(f, 1, name, value)
+        f["blocks/00000000"].attrs["crc32"] ^= np.uint32(1)
     _edit(path, edit)
+    message = ("'%s' attribute does not match its checksum" % name if version == 1 else
+               "the block of steps at step 0 does not match its checksum")
     with tracekit.open(path) as trace:
-        with pytest.raises(tracekit.CorruptTrace, match="step 1, .*'%s' attribute does not match its checksum" % name):
+        with pytest.raises(tracekit.CorruptTrace, match="step 1, .*%s" % message):
             trace.step(1).info if name == "info" else list(trace.step(1))
-        assert trace.step(0).info == {"global_step": 1}  # the other steps read
+        if version == 1:
+            assert trace.step(0).info == {"global_step": 1}  # the other steps read
     assert not tracekit.verify(path).ok
 
 
@@ -426,6 +431,7 @@ def test_an_attribute_hdf5_cannot_read_is_damage_not_absence(tmp_path, monkeypat
             with w.step({"global_step": step + 1}):
                 for i in range(1000):
                     w.add("var", "layer%04d/kernel:0" % i, np.full(3, i, np.float32))
+    as_format1(path)  # format 2 keeps a step's info in its block of steps, checked by its checksum
     with h5py.File(path, "r") as f:
         assert len(f[step_path(1)].attrs["index"].tobytes()) > 64 << 10
         raw = f[step_path(1)].attrs["info"].tobytes()
@@ -452,6 +458,7 @@ def test_hdf5_types_tracekit_never_writes_are_reported(tmp_path, dtype, capsys):
     path = write_steps(str(tmp_path / "g.h5"), 2)
 
     def edit(f):
+        to_format1(f)
         group = f[step_path(1) + "/grad"]
         name = sorted(group)[0]
         attrs = dict(group[name].attrs)
@@ -471,8 +478,8 @@ def _replace_dataset(f, step, key, **create):
     """Put a hostile dataset in place of a leaf, its attributes kept, in a golden read through
     the datasets (the step index removed, as in goldens written before it)."""
     kind, name = key.split("/", 1)
-    group = f[step_path(step)]
-    del group.attrs["index"]
+    to_format1(f)
+    del f[step_path(step)].attrs["index"]
     path = value_path(step, kind, name)
     attrs = dict(f[path].attrs)
     del f[path]
@@ -519,13 +526,12 @@ def test_a_namedtuple_of_too_many_fields_is_refused(tmp_path):
     path = write_steps(str(tmp_path / "g.h5"), 2)
 
     def edit(f):
-        group = f[step_path(1)]
-        entries = metadata.unpack(group.attrs["index"].tobytes())
+        entries = get_blob(f, 1, "index")
         for entry in entries:
             if entry[:2] == ["fetch", "train"]:  # [None, leaf] -> a namedtuple of 200,000 fields
                 fields = ["f%d" % i for i in range(200000)]
                 entry[2] = ["namedtuple", "Big", fields, [["none"]] * (len(fields) - 1) + [["leaf"]]]
-        _set_blob(group, "index", entries)
+        set_blob(f, 1, "index", entries)
     _edit(path, edit)
     with tracekit.open(path) as trace:
         with pytest.raises(tracekit.CorruptTrace, match="a namedtuple of 200000 fields"):
@@ -567,6 +573,7 @@ def test_verify_reports_what_no_reader_foresaw_as_damage(tmp_path, capsys):
     path = write_steps(str(tmp_path / "g.h5"), 3)
 
     def edit(f):
+        to_format1(f)
         f[value_path(1, "grad", "dense/kernel:0")].attrs["crc32"] = np.array([1, 2], dtype="u4")
         del f[step_path(2) + "/lr"]
         f[step_path(2) + "/lr"] = np.zeros(3)

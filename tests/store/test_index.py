@@ -1,18 +1,22 @@
-"""The step index: one attribute per step describing its values, small ones inline, so a step
-of thousands of scalars is listed and read without opening a dataset each. Goldens written
-before it (no index) read the same; verify checks the index against the datasets."""
+"""The step index: one blob per step describing its values, small ones inline, so a step of
+thousands of scalars is listed and read without opening a dataset each (format 2 keeps it in
+the step's block of steps, format 1 in an attribute of its group). Goldens of format 1, and those
+written before the index, read the same; verify checks the index against the datasets."""
 
 from __future__ import annotations
+
+import shutil
 
 import h5py
 import numpy as np
 import pytest
 
 import tracekit
-from tracekit.store._format import ATTR_INDEX, BLOB_CRC_SUFFIX, blob_crc, step_path, value_path
+from tracekit.store._format import ATTR_INDEX, step_path, value_path
 
 from ..support import payloads
 from ..support import write_steps
+from ..support.layout import as_format1, set_blob
 
 
 def _strip_index(path):
@@ -21,20 +25,25 @@ def _strip_index(path):
             del f[name].attrs[ATTR_INDEX]
 
 
-def test_goldens_with_and_without_an_index_read_alike(tmp_path):
+def test_goldens_of_both_formats_with_and_without_an_index_read_alike(tmp_path):
     path = write_steps(str(tmp_path / "g.h5"), 3)
-    old = str(tmp_path / "old.h5")
-    with open(path, "rb") as src, open(old, "wb") as dst:
-        dst.write(src.read())
+    format1, old = str(tmp_path / "format1.h5"), str(tmp_path / "old.h5")
+    shutil.copyfile(path, format1)
+    as_format1(format1)
+    shutil.copyfile(format1, old)
     _strip_index(old)  # as goldens written before the index
-    with h5py.File(path, "r") as f:
+    with h5py.File(format1, "r") as f:
         assert ATTR_INDEX in f[step_path(0)].attrs and ATTR_INDEX in f["initial"].attrs
-    with tracekit.open(path) as new, tracekit.open(old) as before:
-        for a, b in zip([new.initial] + list(new), [before.initial] + list(before)):
-            assert list(a) == list(b)
-            for key in a:
-                assert payloads.same(a[key], b[key]), key
-    assert tracekit.verify(path).ok and tracekit.verify(old).ok
+    with tracekit.open(path) as new:
+        assert new.format_version == 2
+        for other in (format1, old):
+            with tracekit.open(other) as before:
+                assert before.format_version == 1
+                for a, b in zip([new.initial] + list(new), [before.initial] + list(before)):
+                    assert list(a) == list(b) and a.info == b.info
+                    for key in a:
+                        assert payloads.same(a[key], b[key]), key
+    assert all(tracekit.verify(p).ok for p in (path, format1, old))
 
 
 def test_many_scalars_are_read_from_the_index(tmp_path):
@@ -52,11 +61,13 @@ def test_many_scalars_are_read_from_the_index(tmp_path):
         assert step["fetch/run"] == {"a": (None, np.int64(3)), "b": []}
 
 
-def test_index_damage_is_reported(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_index_damage_is_reported(tmp_path, version):
     path = write_steps(str(tmp_path / "g.h5"), 3)
+    if version == 1:
+        as_format1(path)
     with h5py.File(path, "r+") as f:
-        f[step_path(1)].attrs[ATTR_INDEX] = np.void(b"\xc1")  # not msgpack, with a checksum to match
-        f[step_path(1)].attrs[ATTR_INDEX + BLOB_CRC_SUFFIX] = np.uint32(blob_crc(b"\xc1"))
+        set_blob(f, 1, "index", b"\xc1")  # not msgpack, with a checksum to match
     with tracekit.open(path) as trace:
         with pytest.raises(tracekit.CorruptTrace, match="step 1, list of tensors: cannot be read"):
             list(trace.step(1))
@@ -66,7 +77,7 @@ def test_index_damage_is_reported(tmp_path):
 
 
 def test_verify_finds_a_dataset_the_index_disagrees_with(tmp_path):
-    path = write_steps(str(tmp_path / "g.h5"), 2)
+    path = as_format1(write_steps(str(tmp_path / "g.h5"), 2))  # format 2 keeps a plain leaf in its index alone
     with h5py.File(path, "r+") as f:
         dataset = f["steps/00000001/loss/loss"]
         crc = dataset.attrs["crc32"]
@@ -101,9 +112,9 @@ def test_small_arrays_are_plain_and_read_from_the_index(tmp_path, monkeypatch):
                     for key, value in items.items():
                         w.add(*key.split("/", 1), value=value + k if value.dtype.kind == "f" else value)
         monkeypatch.undo()
-    with h5py.File(paths["now"], "r") as f:
-        chunked = sorted(key for key in items if f[value_path(0, *key.split("/", 1))].chunks is not None)
-    assert chunked == ["var/kernel:0"]
+    with h5py.File(paths["now"], "r") as f:  # a plain leaf has no dataset of its own
+        stored = [key for key in items if value_path(0, *key.split("/", 1)) in f]
+        assert stored == ["var/kernel:0"] and f[value_path(0, "var", "kernel:0")].chunks is not None
     for path in paths.values():
         assert tracekit.verify(path).ok
         with tracekit.open(path) as trace:

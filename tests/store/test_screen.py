@@ -87,6 +87,7 @@ def test_a_walk_killed_by_another_signal_says_so_and_is_not_kept(tmp_path, monke
         assert len(trace) == 2
 
 
+@pytest.mark.usefixtures("all_chunked")  # a dataset for every value: HDF5 metadata throughout the file
 def test_damage_hdf5_reports_keeps_the_golden_out_and_verify_lists_it(tmp_path):
     # A zeroed block in the middle of a golden's HDF5 metadata: HDF5 raises reading it.
     source = write_steps(str(tmp_path / "g.h5"), 8)

@@ -149,6 +149,7 @@ def test_delta_encoding_roundtrips_with_keyframes(tmp_path):
         assert longest < KEYFRAME_INTERVAL
 
 
+@pytest.mark.usefixtures("all_chunked")
 def test_delta_can_be_disabled(tmp_path):
     path = write_steps(str(tmp_path / "nd.h5"), 3, delta=False)
     with h5py.File(path, "r") as f:

@@ -298,12 +298,12 @@ def _size(n: float) -> str:
 
 
 def measured(values: Mapping[str, Any], estimate: Any) -> StepSizes:
-    """StepSizes from one step's values ("kind/name" -> array), `estimate(value)` giving a
-    value's stored bytes whole."""
+    """StepSizes from one step's values ("kind/name" -> array), `estimate(value, light)` giving a
+    value's stored bytes whole, `light`: of one of LIGHT_KINDS)."""
     light, whole, digest = 0, {}, {}  # type: int, Dict[str, int], Dict[str, int]
     for key, value in values.items():
         kind = split_key(key)[0]
-        stored = estimate(value)
+        stored = estimate(value, light=kind in LIGHT_KINDS)
         if kind in LIGHT_KINDS:
             light += stored
             continue

@@ -1,4 +1,5 @@
-"""Constants and names of the golden trace format (version 1); docs/FORMAT.md explains them.
+"""Constants and names of the golden trace format (version 2; version 1 is still read);
+docs/FORMAT.md explains them.
 The tensor vocabulary (kinds, "kind/name" keys, step labels) is tracekit.keys."""
 
 from __future__ import annotations
@@ -9,7 +10,11 @@ import zlib
 
 from ..keys import INITIAL_STEP, KIND_ORDER, STATE_KINDS
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Version 2 keeps each step's info and index in blocks of steps (BLOCKS_GROUP), with every plain
+# leaf's bytes inside and no dataset of its own; version 1 kept them as attributes of each step's
+# group, beside a dataset for every leaf.
+BLOCKS_VERSION = 2
 
 # Root attributes of a finished golden.
 ATTR_FORMAT = "tracekit_format"
@@ -40,6 +45,14 @@ STORED_ORDER = dict(KIND_ORDER, **{DIGESTS_KIND: len(KIND_ORDER)})  # what a ste
 META_DATASET = "meta"
 STEPS_GROUP = "steps"
 INITIAL_GROUP = "initial"
+BLOCKS_GROUP = "blocks"
+ATTR_BLOCK_STEPS = "steps"  # a block's attribute: how many steps it holds
+
+# A block of steps (format 2) ends after this many steps, or once its steps' indexes hold this many
+# bytes: a replay reads one block where it read each step's attributes, and decodes at most this much
+# to read one step.
+BLOCK_STEPS = 64
+BLOCK_BYTES = 4 << 20
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 JOURNAL_MAGIC = b"\x89TKJ\r\n\x1a\n"
@@ -92,6 +105,11 @@ def step_path(step: int) -> str:
     if step == INITIAL_STEP:
         return INITIAL_GROUP
     return "%s/%08d" % (STEPS_GROUP, step)
+
+
+def block_path(first: int) -> str:
+    """HDF5 path of the block of steps starting at step `first`."""
+    return "%s/%08d" % (BLOCKS_GROUP, first)
 
 
 def value_path(step: int, kind: str, name: str) -> str:

@@ -16,18 +16,20 @@ import functools
 import gc
 import os
 from dataclasses import replace
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import h5py
 import numpy as np
 from h5py import h5a, h5d, h5p, h5s, h5t, h5z
 
 from ..errors import TracekitError
-from . import _metadata, values
-from ._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
-                     ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
-                     BLOB_CRC_SUFFIX, FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE,
-                     blob_crc, escape_name, step_path, userblock, value_path)
+from ..keys import INITIAL_STEP
+from . import _codec, _metadata, values
+from ._format import (ATTR_BLOCK_STEPS, ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX,
+                      ATTR_INFO, ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS,
+                      ATTR_STRUCTURE, BLOB_CRC_SUFFIX, BLOCK_BYTES, BLOCK_STEPS, BLOCKS_GROUP, FILTER_SHUFFLE,
+                      FILTER_ZSTD, FORMAT_VERSION, META_DATASET, USERBLOCK_SIZE, blob_crc, block_path, escape_name,
+                      step_path, userblock, value_path)
 from ._h5compat import phil
 from ._ordered_io import OrderedIO
 from ._wire import Chunk, LeafDescriptor
@@ -170,7 +172,10 @@ class GoldenFile:
         self._lcpl.set_char_encoding(h5t.CSET_UTF8)
         self._scalar = h5s.create(h5s.SCALAR)
         self._groups: Dict[Tuple[int, str], h5py.Group] = {}
-        self._index: List[list] = []  # the open step's values, for its index attribute
+        self._index: List[list] = []  # the open step's values, for its index
+        self._block: List[list] = []  # the committed steps not yet in a block: [step, info, index]
+        self._block_bytes = 0
+        self._io = io
         self._file.attrs[ATTR_FORMAT] = FORMAT_VERSION
         self._file.attrs[ATTR_PRODUCER] = fixed(producer)
         self._file.attrs[ATTR_CREATED] = fixed(created)
@@ -180,15 +185,18 @@ class GoldenFile:
     @_hdf5_call
     def write_value(self, step: int, kind: str, name: str, spec: Optional[list],
                     leaves: Sequence[LeafData]) -> List[LeafDescriptor]:
-        """Create the value's datasets; returns the leaf descriptors with chunk addresses."""
-        parent = self._kind_group(step, kind)
+        """Create the value's datasets (a chunked leaf's: a plain leaf lies in the step's index
+        alone); returns the leaf descriptors with chunk addresses."""
+        chunked = [desc.layout == values.CHUNKED for desc, _ in leaves]
         link = escape_name(name)
         if spec is None:
-            descs = [self._leaf(parent, link, leaves[0], lambda base: "/" + value_path(base, kind, name))]
+            descs = [self._leaf(lambda: self._kind_group(step, kind), link, leaves[0],
+                                lambda base: "/" + value_path(base, kind, name))]
         else:
-            sub = parent.create_group(link)
-            sub.attrs[ATTR_STRUCTURE] = np.void(_metadata.pack(spec))
-            descs = [self._leaf(sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
+            sub = self._kind_group(step, kind).create_group(link) if any(chunked) else None
+            if sub is not None:
+                sub.attrs[ATTR_STRUCTURE] = np.void(_metadata.pack(spec))
+            descs = [self._leaf(lambda: sub, str(i), leaf, lambda base, i=i: "/%s/%d" % (value_path(base, kind, name), i))
                      for i, leaf in enumerate(leaves)]
         self._index.append(index_entry(kind, name, spec, descs, [data for _, data in leaves]))
         return descs
@@ -200,24 +208,25 @@ class GoldenFile:
             group = self._groups[(step, kind)] = self._file.require_group(step_path(step) + "/" + kind)
         return group
 
-    def _leaf(self, parent: h5py.Group, link: str, leaf: LeafData, base_path: Any) -> LeafDescriptor:
+    def _leaf(self, parent: Callable[[], Any], link: str, leaf: LeafData, base_path: Any) -> LeafDescriptor:
+        """A chunked leaf's dataset in the group `parent()` gives; a plain leaf has none (its
+        bytes are in the step's index)."""
         desc, data = leaf
-        dtype = desc.numpy_dtype
-        if desc.layout == values.CHUNKED:
-            assert desc.chunk is not None  # LeafDescriptor checks it for chunked leaves
-            dset = self._chunked(parent, link, desc.shape, dtype, desc.chunk, 1 if desc.level is None else desc.level)
-            chunks = []
-            for offset, mask, payload in data:
-                self._spy.expect(payload)
-                with phil:  # h5py does not take its lock here, and our file object releases the GIL
-                    dset.id.write_direct_chunk(tuple(offset), payload, mask)
-                if self._spy.found is None:
-                    raise TracekitError("%s: HDF5 did not write chunk %s of %s as one piece; please report this"
-                                        % (self.path, offset, dset.name))
-                chunks.append(Chunk(tuple(offset), mask, len(payload), self._spy.found))
-            desc = replace(desc, chunks=tuple(chunks))
-        else:
-            dset = parent.create_dataset(link, data=np.frombuffer(data, dtype=dtype).reshape(desc.shape))
+        if desc.layout != values.CHUNKED:
+            return desc
+        assert desc.chunk is not None  # LeafDescriptor checks it for chunked leaves
+        dset = self._chunked(parent(), link, desc.shape, desc.numpy_dtype, desc.chunk,
+                             1 if desc.level is None else desc.level)
+        chunks = []
+        for offset, mask, payload in data:
+            self._spy.expect(payload)
+            with phil:  # h5py does not take its lock here, and our file object releases the GIL
+                dset.id.write_direct_chunk(tuple(offset), payload, mask)
+            if self._spy.found is None:
+                raise TracekitError("%s: HDF5 did not write chunk %s of %s as one piece; please report this"
+                                    % (self.path, offset, dset.name))
+            chunks.append(Chunk(tuple(offset), mask, len(payload), self._spy.found))
+        desc = replace(desc, chunks=tuple(chunks))
         self._attribute(dset, ATTR_CRC, np.array(desc.crc, dtype="<u4"))
         if desc.logical is not None:
             dset.attrs[ATTR_LOGICAL] = fixed(desc.logical)
@@ -256,13 +265,34 @@ class GoldenFile:
 
     @_hdf5_call
     def set_info(self, step: int, info: Dict[str, Any]) -> None:
-        """The step is complete: its info, and the index of its values."""
-        group = self._file.require_group(step_path(step))
-        for name, blob in ((ATTR_INFO, info), (ATTR_INDEX, self._index)):
-            data = _metadata.pack(blob)
-            group.attrs[name] = np.void(data)
-            group.attrs[name + BLOB_CRC_SUFFIX] = np.array(blob_crc(data), dtype="<u4")
+        """The step is complete: its info, and the index of its values, go into its block of
+        steps (the initial state's into attributes of its group)."""
+        blobs = [_metadata.pack(info), _metadata.pack(self._index)]
         self._groups, self._index = {}, []
+        if step == INITIAL_STEP:
+            group = self._file.require_group(step_path(step))
+            for name, data in zip((ATTR_INFO, ATTR_INDEX), blobs):
+                group.attrs[name] = np.void(data)
+                group.attrs[name + BLOB_CRC_SUFFIX] = np.array(blob_crc(data), dtype="<u4")
+            return
+        self._block.append([step] + blobs)
+        self._block_bytes += sum(len(data) for data in blobs)
+        if len(self._block) >= BLOCK_STEPS or self._block_bytes >= BLOCK_BYTES:
+            self._write_block()
+
+    def _write_block(self) -> None:
+        """The steps since the last block, as one compressed dataset (docs/FORMAT.md, "Blocks")."""
+        if not self._block:
+            return
+        data = np.frombuffer(_metadata.pack(self._block), dtype=np.uint8)
+        chunk = _codec.chunk_shape(data.shape, 1)
+        desc = LeafDescriptor(layout=values.CHUNKED, shape=tuple(data.shape), dtype=data.dtype.str, logical=None,
+                              form=values.ARRAY, crc=values.checksum(data), chunk=tuple(chunk))
+        first = self._block[0][0]
+        self._leaf(lambda: self._file.require_group(BLOCKS_GROUP), block_path(first).split("/")[-1],
+                   (desc, _codec.encode_array(data, chunk, None)), None)
+        self._file[block_path(first)].attrs[ATTR_BLOCK_STEPS] = len(self._block)
+        self._block, self._block_bytes = [], 0
 
     @_hdf5_call
     def drop_step(self, step: int) -> None:
@@ -276,6 +306,9 @@ class GoldenFile:
     @_hdf5_call
     def finish(self, meta: Dict[str, Any], steps: int, recovered: bool) -> None:
         """Write the metadata, close, and sync: the file is a golden once this returns."""
+        self._write_block()
+        if self._io is not None:
+            self._io.drain()  # the block's chunks are in the file before it closes
         self._file.attrs[ATTR_STEPS] = steps
         self._file.attrs[ATTR_RECOVERED] = recovered
         data = _metadata.pack(meta)

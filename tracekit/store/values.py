@@ -34,6 +34,9 @@ PLAIN = "plain"  # a scalar or a small array: stored uncompressed, inline in the
 # An array of at most this many bytes (a bias, a batch-norm scale) is stored plain: compressing it
 # saves less than HDF5's own bytes per dataset, and reading it chunked costs ~10x (measured).
 PLAIN_MAX_BYTES = 4096
+# What a replay reads at every step (inputs, draws, losses, learning rates) is plain up to this size
+# a leaf: it then lies in its block of steps (docs/FORMAT.md), read with its neighbours' at once.
+LIGHT_PLAIN_MAX_BYTES = 1 << 20
 
 # Leaf forms: what the caller gets back.
 ARRAY = "array"  # np.ndarray
@@ -64,10 +67,12 @@ class Leaf:
     shape: Tuple[int, ...]
     logical: Optional[str]
     form: str
+    plain_max: Optional[int] = None  # the most bytes it is stored plain with; None: PLAIN_MAX_BYTES
 
     @property
     def layout(self) -> str:
-        return CHUNKED if self.array.ndim >= 1 and self.array.nbytes > PLAIN_MAX_BYTES else PLAIN
+        limit = PLAIN_MAX_BYTES if self.plain_max is None else self.plain_max
+        return CHUNKED if self.array.ndim >= 1 and self.array.nbytes > limit else PLAIN
 
     @property
     def dtype(self) -> str:
@@ -382,11 +387,13 @@ def _unflatten(spec: list, it: Any, depth: int) -> Any:
 ESTIMATE_BYTES = 1 << 20
 
 
-def estimate_stored(value: Any, level: Optional[int] = None) -> int:
+def estimate_stored(value: Any, level: Optional[int] = None, light: bool = False) -> int:
     """About how many bytes a golden takes to store `value` whole: its first ESTIMATE_BYTES
-    compressed as the writer would (at its default level, unless `level` is given), scaled to its size (a size budget plans with it)."""
+    compressed as the writer would (at its default level, unless `level` is given), scaled to its
+    size (a size budget plans with it). `light`: a value of LIGHT_KINDS, counted whole up to
+    LIGHT_PLAIN_MAX_BYTES as the writer counts it (its block compresses it later)."""
     array = np.asarray(value)
-    if array.dtype.kind not in "biufc" or array.nbytes <= PLAIN_MAX_BYTES:
+    if array.dtype.kind not in "biufc" or array.nbytes <= (LIGHT_PLAIN_MAX_BYTES if light else PLAIN_MAX_BYTES):
         return int(array.nbytes) if array.dtype.kind != "O" else 1024
     flat = np.ascontiguousarray(array).reshape(-1)
     head = flat[:max(1, ESTIMATE_BYTES // flat.itemsize)]

@@ -28,7 +28,7 @@ import numpy as np
 
 from .._threads import pool
 from ..errors import TraceWriteError, UsageError
-from ..keys import INITIAL_STEP, Kind, check_name, make_key, step_label
+from ..keys import INITIAL_STEP, LIGHT_KINDS, Kind, check_name, make_key, step_label
 from . import digest as digests, values
 from ._encode import DeltaBases, PendingDigest, encode_digests, encode_leaves
 from . import _format
@@ -40,6 +40,9 @@ from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
 
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (_codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
+# A step's light values kept whole in its index (values.LIGHT_PLAIN_MAX_BYTES each) are at most this
+# many bytes together, so that a block of steps stays within what a reader decodes; more are chunked.
+STEP_INLINE_BYTES = 16 << 20
 
 # Strong references: a writer its caller dropped without closing still has files open and a
 # sink thread running; it is finished at exit (its golden kept), never left to the garbage
@@ -118,6 +121,7 @@ class TraceWriter:
         self._step: Optional[int] = None  # index of the open step
         self._info: Dict[str, Any] = {}
         self._step_keys: set = set()
+        self._inline_bytes = 0  # the open step's light values kept in its index, whole
         # The open step's digests, written at its end: (kind, name, shape, dtype) for the catalog, and
         # the digest being computed on the pool.
         self._digests: "list[PendingDigest]" = []
@@ -178,6 +182,7 @@ class TraceWriter:
         self._attempt += 1
         self._info = dict(info or {})
         self._step_keys = set()
+        self._inline_bytes = 0
         self._digests = []
         self._bases.begin_step(self._step)
         return self._step
@@ -211,6 +216,11 @@ class TraceWriter:
             return
         spec, raw_leaves = values.flatten(value, where)
         leaves = [values.make_leaf(v, where) for v in raw_leaves]
+        if kind in LIGHT_KINDS and self._step != INITIAL_STEP:  # read at every step: kept in its block of steps
+            for leaf in leaves:
+                if self._inline_bytes + leaf.nbytes <= STEP_INLINE_BYTES:
+                    leaf.plain_max = values.LIGHT_PLAIN_MAX_BYTES
+                    self._inline_bytes += leaf.nbytes if leaf.layout == values.PLAIN else 0
         if copy:
             for leaf in leaves:
                 if isinstance(leaf.array, np.ndarray):

@@ -226,7 +226,10 @@ class Backend(abc.ABC):
             whole = None
         if whole is None:
             if problem is not None:
-                raise problem
+                try:
+                    raise problem
+                finally:  # no cycle (this frame -> problem -> its traceback -> this frame) keeps the file's
+                    problem = None  # HDF5 objects alive until a garbage collection at some later HDF5 call
             return out, crc  # a checksum mismatch, which the caller reports
         if base is not None:
             whole = np.bitwise_xor(_codec.bits(whole), _codec.bits(base)).view(dtype)

@@ -4,6 +4,7 @@ the metadata; a value's chunks are read only when the value is asked for."""
 from __future__ import annotations
 
 import atexit
+import bisect
 import collections
 import os
 import weakref
@@ -17,15 +18,16 @@ from ...errors import CorruptTrace, NewerFormat, NotATrace
 from ...keys import INITIAL_STEP, make_key
 from .. import _metadata, values
 from .._codec import chunk_offsets
-from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT, ATTR_INDEX, ATTR_INFO,
-                       ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED, ATTR_STEPS, ATTR_STRUCTURE,
-                       FILTER_SHUFFLE, FILTER_ZSTD, FORMAT_VERSION, INITIAL_GROUP, META_DATASET,
-                       STEPS_GROUP, STORED_ORDER, blob_crc, escape_name, step_path, unescape_name, value_path)
+from .._format import (ATTR_BLOCK_STEPS, ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT,
+                       ATTR_INDEX, ATTR_INFO, ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED,
+                       ATTR_STEPS, ATTR_STRUCTURE, BLOCKS_GROUP, BLOCKS_VERSION, FILTER_SHUFFLE, FILTER_ZSTD,
+                       FORMAT_VERSION, INITIAL_GROUP, META_DATASET, STEPS_GROUP, STORED_ORDER, blob_crc, block_path,
+                       escape_name, step_path, unescape_name, value_path)
 from .._h5compat import phil
 from .._screen import screen
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
-from .base import Backend, LeafRef, short
+from .base import FRAMES_CHECKED, Backend, LeafRef, short
 from .hdf5_index import Index, Quietly, attr, blob, chunked_leaf, parse_index, plain_leaf, step_of_path, text
 
 MAX_LEAVES = 1 << 20
@@ -34,6 +36,13 @@ MAX_LEAVES = 1 << 20
 # or hostile, and refused before it is decoded into Python objects.
 BYTES_PER_VALUE = 128
 INDEXES_KEPT = 8  # steps whose index stays parsed: a step and the delta bases before it
+# A catalog entry as the writer makes it takes this many bytes at least (its keys alone take 60): in
+# format 2 a small tensor has no dataset, and its catalog entry is what bounds how many a file lists.
+CATALOG_ENTRY_BYTES = 80
+BLOCKS_KEPT = 2  # blocks of steps kept decoded: the one a replay reads ahead in, and the one it compares
+# A leaf's descriptor in a block's step index takes this many bytes at least (its layout, shape,
+# dtype, form and checksum): an index declaring more leaves than its bytes can hold is refused.
+LEAF_WIRE_BYTES = 32
 
 # Files HDF5 reads through a Python file object (a golden at a URL): one still open when the
 # interpreter tears down crashes it (h5py 3.14, measured), so they are closed at exit.
@@ -46,10 +55,10 @@ def _close_at_exit() -> None:
         opened.close()
 
 
-def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any) -> None:
-    """Remember a step's value, forgetting the oldest beyond INDEXES_KEPT (safe across threads)."""
+def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any, kept: int = INDEXES_KEPT) -> None:
+    """Remember a step's value, forgetting the oldest beyond `kept` (safe across threads)."""
     cache[step] = value
-    while len(cache) > INDEXES_KEPT:
+    while len(cache) > kept:
         try:
             cache.popitem(last=False)
         except KeyError:  # another thread emptied it meanwhile
@@ -98,6 +107,8 @@ class HDF5Backend(Backend):
         # evicts in one call, where iterating a dict another thread grows would raise.
         self._indexes: "collections.OrderedDict[int, Optional[Index]]" = collections.OrderedDict()
         self._groups: "collections.OrderedDict[int, h5py.Group]" = collections.OrderedDict()
+        self._blocks: Optional[List[int]] = None  # format 2: each block's first step
+        self._decoded: "collections.OrderedDict[int, Dict[int, Tuple[bytes, bytes]]]" = collections.OrderedDict()
         try:
             self._size = os.path.getsize(path) if source is None else source.size
             self._max_values = max(4096, self._size // BYTES_PER_VALUE)  # in a step's index, or the catalog
@@ -109,7 +120,10 @@ class HDF5Backend(Backend):
         try:
             self._read_root()
         except Exception:
-            self._file.close()
+            try:
+                self._file.close()
+            except Exception:  # noqa: BLE001  # h5py 2.10 may fail to close a damaged file: the first error is the news
+                pass
             self._failed()
             raise
 
@@ -168,13 +182,16 @@ class HDF5Backend(Backend):
                 raise ValueError("metadata is not a map")
             catalog = meta.pop("catalog", [])
             # Every tensor listed has a dataset in the file, each a few hundred bytes of HDF5 at least.
-            if not isinstance(catalog, list) or len(catalog) > self._max_values:
+            if not isinstance(catalog, list) or len(catalog) > max(self._max_values, len(data) // CATALOG_ENTRY_BYTES):
                 raise ValueError("a catalog of %s entries in a file of %d bytes" % (
                     len(catalog) if isinstance(catalog, list) else "no", self._size))
             header.catalog = [TensorInfo.from_dict(d) for d in catalog]
             header.meta = meta
-            steps = self._file.get(STEPS_GROUP)
-            count = 0 if steps is None else len(steps)
+            if version >= BLOCKS_VERSION:
+                count = self._list_blocks()
+            else:
+                steps = self._file.get(STEPS_GROUP)
+                count = 0 if steps is None else len(steps)
             header.has_initial = INITIAL_GROUP in self._file
         except Exception as exc:
             raise CorruptTrace("%s: metadata unreadable (%s); the file is damaged"
@@ -182,6 +199,51 @@ class HDF5Backend(Backend):
         if count != header.nsteps:
             raise CorruptTrace("%s: says %d steps but holds %d; the file is damaged"
                                % (self.path, header.nsteps, count))
+
+    def _list_blocks(self) -> int:
+        """Format 2: the blocks of steps (first step -> how many), which must cover the steps in
+        order; returns how many steps they hold."""
+        group = self._file.get(BLOCKS_GROUP)
+        firsts = sorted(int(name) for name in group.keys()) if group is not None else []
+        count = 0
+        for first in firsts:
+            if first != count:
+                raise ValueError("the blocks of steps leave out steps %d to %d" % (count, first - 1) if first > count
+                                 else "two blocks of steps hold step %d" % first)
+            held = int(self._file[block_path(first)].attrs[ATTR_BLOCK_STEPS])
+            if held < 1:
+                raise ValueError("the block of steps at step %d holds %d steps" % (first, held))
+            count += held
+        self._blocks = firsts
+        return count
+
+    def _block(self, step: int) -> Dict[int, Tuple[bytes, bytes]]:
+        """Format 2: the block of steps holding `step`, decoded: step -> (its info, its index)."""
+        first = self._blocks[bisect.bisect_right(self._blocks, step) - 1]
+        found = self._decoded.get(first)
+        if found is not None:
+            return found
+        dataset = self._file[block_path(first)]
+        ref = self._ref(dataset)
+        if ref.desc.dtype != "|u1" or len(ref.desc.shape) != 1 or ref.desc.delta_base is not None \
+                or ref.desc.shape[0] > _metadata.MAX_META_BYTES:
+            raise ValueError("the block of steps at step %d is no blob of at most %d bytes"
+                             % (first, _metadata.MAX_META_BYTES))
+        data, crc = self._decode(first, BLOCKS_GROUP, str(first), 0, ref)  # other tools' filters too
+        if crc is None:
+            crc = values.checksum(data)
+        if crc != ref.desc.crc and crc != FRAMES_CHECKED:
+            raise ValueError("the block of steps at step %d does not match its checksum" % first)
+        entries = _metadata.unpack(data.tobytes())
+        held = int(dataset.attrs[ATTR_BLOCK_STEPS])
+        if not isinstance(entries, list) or [e[0] if isinstance(e, list) and len(e) == 3 else None
+                                             for e in entries] != list(range(first, first + held)) \
+                or not all(isinstance(e[1], bytes) and isinstance(e[2], bytes) for e in entries):
+            raise ValueError("the block of steps at step %d does not list steps %d to %d, each [step, info, index]"
+                             % (first, first, first + held - 1))
+        found = {e[0]: (e[1], e[2]) for e in entries}
+        _keep(self._decoded, first, found, BLOCKS_KEPT)
+        return found
 
     def _group(self, step: int) -> h5py.Group:
         # Kept for the step being read: finding it walks the link index of /steps each time.
@@ -196,21 +258,33 @@ class HDF5Backend(Backend):
         found = self._indexes.get(step)
         if found is not None or step in self._indexes:
             return found
-        raw = blob(self._group(step).attrs, ATTR_INDEX)
-        index = None if raw is None else parse_index(raw, self._max_values, self._size)
+        if self._blocks is not None and step != INITIAL_STEP:
+            raw = self._block(step)[step][1]
+            index = parse_index(raw, max(self._max_values, len(raw) // LEAF_WIRE_BYTES), self._size)
+        else:
+            raw = blob(self._group(step).attrs, ATTR_INDEX)
+            index = None if raw is None else parse_index(raw, self._max_values, self._size)
         _keep(self._indexes, step, index)
         return index
 
     def _info(self, step: int) -> Dict[str, Any]:
-        raw = blob(self._group(step).attrs, ATTR_INFO)
-        return {} if raw is None else _metadata.unpack(raw)
+        if self._blocks is not None and step != INITIAL_STEP:
+            raw: Optional[bytes] = self._block(step)[step][0]
+        else:
+            raw = blob(self._group(step).attrs, ATTR_INFO)
+        info = {} if raw is None else _metadata.unpack(raw)
+        if not isinstance(info, dict):
+            raise ValueError("the step's info is no map")
+        return info
 
     def _keys(self, step: int) -> List[Tuple[str, str]]:
         index = self._index(step)
         return list(index) if index is not None else self._listed(step)
 
     def _listed(self, step: int) -> List[Tuple[str, str]]:
-        """The step's values as its groups and datasets list them."""
+        """The step's values as its groups and datasets list them (format 2: those with a chunked leaf)."""
+        if self._blocks is not None and step_path(step) not in self._file:
+            return []
         group = self._group(step)
         out = []
         for kind in group.keys():
@@ -259,17 +333,25 @@ class HDF5Backend(Backend):
             return []
         label = "%s: %s" % (self.path, "initial state" if step == INITIAL_STEP else "step %d" % step)
         listed = set(self._listed(step))  # a set: a step may hold thousands of values
+        # format 2: a value whose leaves are all plain lies in the index alone
+        stored = {key for key, (_, leaves) in index.items()
+                  if self._blocks is None or any(wire.get("l") != values.PLAIN for wire in leaves)}
         problems = []
-        if listed != set(index):
+        if listed != stored:
             problems.append("%s: the step index lists other tensors than the file holds (%s)"
-                            % (label, ", ".join(sorted(make_key(*k) for k in listed ^ set(index)))[:500]))
+                            % (label, ", ".join(sorted(make_key(*k) for k in listed ^ stored))[:500]))
         for (kind, name), (spec, leaves) in index.items():
             if (kind, name) not in listed:
                 continue
             obj = self._group(step)["%s/%s" % (kind, escape_name(name))]
-            datasets = [obj] if spec is None else [obj[str(i)] for i in range(len(leaves))]
+            datasets = [obj] if spec is None else [obj.get(str(i)) for i in range(len(leaves))]
             for wire, dataset in zip(leaves, datasets):
                 where = "%s, %s" % (label, make_key(kind, name))
+                if dataset is None:  # format 2: a plain leaf of a structure
+                    if wire.get("l") != values.PLAIN:
+                        problems.append("%s: a chunked leaf the step index lists is missing; the file is damaged"
+                                        % where)
+                    continue
                 ref = self._ref(dataset)
                 if wire.get("l") != values.PLAIN:  # read as the index says: the dataset must say the same
                     if chunked_leaf(wire) != ref.desc:
