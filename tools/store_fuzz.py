@@ -238,23 +238,13 @@ def fz_index(f: Any, rng: random.Random, base: Base) -> str:
     return "%s:%s" % (how, group)
 
 
-def _block_entries(f: Any, path: str) -> List[Any]:
-    """A block of steps' [[step, info, index], ...], decoded by tracekit's codec."""
-    import msgpack
-
-    from tracekit.store import _codec
-
-    ds = f[path]
-    parts = [_codec.decode_chunk(*reversed(ds.id.read_direct_chunk(tuple(offset))), ds.chunks, np.dtype(np.uint8))
-             for offset in _codec.chunk_offsets(ds.shape, ds.chunks)]
-    return msgpack.unpackb(np.concatenate(parts).tobytes()[:ds.shape[0]], raw=False, strict_map_key=False)
-
-
 def fz_block(f: Any, rng: random.Random, base: Base) -> str:
     """A block of steps (format 2) that lists other steps or a hostile step index or info, is not
     msgpack, or declares what it does not hold; its checksum made to match."""
     path = rng.choice(base.blocks)
-    entries, held = _block_entries(f, path), int(f[path].attrs["steps"])
+    from tools.format1 import block_entries
+
+    entries, held = block_entries(f, int(path.split("/")[1]))[1], int(f[path].attrs["steps"])
     how = rng.choice(["index"] * 4 + ["info", "shifted", "dropped", "twice", "held", "junk", "1e9-entries", "deep",
                                       "not-bytes", "1e12-declared"])
     entry = rng.choice(entries)
