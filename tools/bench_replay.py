@@ -31,7 +31,10 @@ Prints seconds per step (the last steps, after tracing and warm-up), the ratios 
 plain loop and to the floor, and the fixed cost per step on the small MLP (replay minus
 plain), best of --repeat with the spread; then the same from outside the loop: every step,
 the model's building and tf.function tracing included (what a user's CI pays; the golden is
-opened, and the plain loop's inputs read, before). A benchmark, not a timed test.
+opened, and the plain loop's inputs read, before); and, with the small MLP, what reading a step's
+inputs, draws and info costs with no model running, the golden as written (format 2: blocks of
+steps) against a copy in format 1's layout (a step's attributes and datasets each), interleaved
+in one run. A benchmark, not a timed test.
 """
 
 from __future__ import annotations
@@ -180,6 +183,44 @@ def main() -> None:
           "inputs10 %.2fx plain (check10 %.2fx it)"
           % tuple(around["small " + a] / around["small " + b] for a, b in
                   (("inputs", "plain"), ("light", "inputs"), ("inputs10", "plain"), ("check10", "inputs10"))))
+    if "small" in models:
+        read = reading(args.data, args.repeat)
+        two, one = read["format 2"].best(higher=False), read["format 1"].best(higher=False)
+        print("reading a step's inputs, draws and info, no model running (small MLP, best of %d): format 2 %.3f ms "
+              "(spread %.0f%%), format 1 %.3f ms (spread %.0f%%): %.2fx; the plain step itself %.3f ms"
+              % (args.repeat, 1e3 * two, 100 * read["format 2"].spread(), 1e3 * one, 100 * read["format 1"].spread(),
+                 two / one, 1e3 * best["small plain"]))
+
+
+def reading(data: str, repeat: int) -> Dict[str, Runs]:
+    """Seconds a step to read what a replay reads at every step (its inputs, draws and info, as
+    tracekit.replay.loop._Ahead does), no model running: the small golden as written (format 2)
+    and a copy in format 1's layout (tools/format1.py), interleaved in one process."""
+    import shutil
+    import tempfile
+
+    import tracekit
+    from tools.format1 import as_format1
+
+    count = STEPS["small"]
+    work = tempfile.mkdtemp()
+    try:
+        paths = {"format 2": os.path.join(data, "small.h5"), "format 1": os.path.join(work, "small-format1.h5")}
+        shutil.copyfile(paths["format 2"], paths["format 1"])
+        as_format1(paths["format 1"])
+        out: Dict[str, Runs] = {}
+        for _ in range(repeat):
+            for label, path in paths.items():
+                with tracekit.open(path) as golden:
+                    start = time.perf_counter()
+                    for k in range(count):
+                        step = golden.step(k)
+                        _ = ({n: step["input", n] for n in step.names("input")},
+                             [step["random", n] for n in step.names("random")], step.info)
+                    out.setdefault(label, Runs()).add((time.perf_counter() - start) / count)
+        return out
+    finally:
+        shutil.rmtree(work)
 
 
 def _table(models: List[str], runs: Dict[str, Runs], repeat: int) -> None:
