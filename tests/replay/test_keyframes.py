@@ -16,7 +16,7 @@ from tracekit.report.trace import keyframe_lines
 from ..support import ROOT, run_python
 
 STEPS, EVERY, SLIP_AT = 30, 10, 23
-SIZE = dict(features=64, hidden=64)
+SIZE = dict(features=64, hidden=64, decay_from=20)  # the learning rate decays from step 20
 # Wide tanh layers: the state outweighs inputs and digests (a 1,000-element sample is a quarter of
 # a 64 x 64 kernel), and a plain replay of the port stays close (no ReLU kink to cross).
 WIDE = dict(features=8, hidden=512, layers=2, activation="tanh")
@@ -24,7 +24,8 @@ WIDE = dict(features=8, hidden=512, layers=2, activation="tanh")
 
 def _record(legacy_python, path, size=SIZE, *options):
     run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "long_models.py"), path, "--model", "mlp",
-                               "--steps", str(STEPS)] + ["--%s=%s" % kv for kv in size.items()] + list(options),
+                               "--steps", str(STEPS)] + ["--%s=%s" % (k.replace("_", "-"), v) for k, v in size.items()]
+               + list(options),
                cwd=ROOT)
     return path
 
@@ -69,12 +70,16 @@ def test_the_correct_port_passes_judged_from_digests(tf2, keyframed):
         tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, **SIZE), judge="local")
 
 
-@pytest.mark.parametrize("slip, step, key", [("decay", 20, "loss/loss")])
-def test_a_slip_that_recurs_is_caught_at_its_step_by_the_envelope(tf2, keyframed, slip, step, key):
+@pytest.mark.parametrize("slip, step, key, hint", [
+    ("decay", 20, "loss/loss", None),
+    ("late", 21, "lr/learning_rate", "the learning-rate schedule is one step behind")])
+def test_a_slip_that_recurs_is_caught_at_its_step_by_the_envelope(tf2, keyframed, slip, step, key, hint):
     # The weight decay left out from step 20: each step's loss lacks its term, outside any spread.
+    # The learning rate's decay started a step late (from 21, not 20): the rate differs from step 21.
     result = tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, slip, **SIZE))
     assert result.judged == "envelope" and not result.ok
     assert (result.first_divergence.step, result.first_divergence.key) == (step, key), result.report()
+    assert hint is None or hint in result.report()
 
 
 def test_a_port_made_wrong_between_keyframes_is_caught_at_its_step(tf2, keyframed, tmp_path):

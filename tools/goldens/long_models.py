@@ -2,7 +2,7 @@
 ReLU, max-pooling, dropout and LSTM gates, recorded by tracekit on TF 1.15 (legacy environment).
 
     mlp   784 -> 128 -> 128 -> 128 -> 10 ReLU, softmax cross-entropy on one-hot labels, Adam 1e-3
-          (its learning rate decays linearly from step 100), an L2 weight decay from step 20
+          (its learning rate decays linearly from step 100, or --decay-from), an L2 weight decay from step 20
     conv  8x8x3 images: conv 3x3x8 + ReLU + 2x2 max-pool, conv 3x3x16 + ReLU + max-pool, dropout
           0.25, dense 10; Adam 1e-3
     lstm  sequences of 12 x 8: an LSTMCell of 32 units (dynamic_rnn), dense 10 on its last output;
@@ -50,7 +50,7 @@ def mlp(args):
     kernels = [v for v in tf.compat.v1.trainable_variables() if "kernel" in v.name]
     decay = WEIGHT_DECAY * tf.cast(step >= WARMUP, tf.float32) * tf.add_n([tf.nn.l2_loss(k) for k in kernels])
     loss = tf.compat.v1.losses.softmax_cross_entropy(y, logits) + decay
-    rate = tf.compat.v1.train.polynomial_decay(1e-3, tf.maximum(step - DECAY_FROM, 0), DECAY_STEPS, 0.0)
+    rate = tf.compat.v1.train.polynomial_decay(1e-3, tf.maximum(step - args.decay_from, 0), DECAY_STEPS, 0.0)
 
     def feed(rng):
         return {x: rng.rand(args.batch, args.features).astype(np.float32), y: _one_hot(rng, args.batch)}
@@ -100,6 +100,8 @@ def main():
     parser.add_argument("--features", type=int, default=784, help="mlp: inputs per example")
     parser.add_argument("--hidden", type=int, default=128, help="mlp: units per hidden layer")
     parser.add_argument("--layers", type=int, default=3, help="mlp: hidden layers")
+    parser.add_argument("--decay-from", type=int, default=DECAY_FROM,
+                        help="mlp: the step the learning rate starts to decay at (default %(default)s)")
     parser.add_argument("--activation", default="relu", choices=["relu", "tanh"],
                         help="mlp: the hidden layers' (tanh: no kink, a plain replay of its port stays close)")
     parser.add_argument("--every", type=int, default=1, help="keyframes every K steps, digests between")

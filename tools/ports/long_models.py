@@ -3,8 +3,9 @@ them; each `make_*` returns (model, step) and takes `slip=`, a mistake that only
 for the wrong ports the tests must catch (None: the right port).
 
 Slips: "nudge" moves one weight by 1e-3 at step NUDGE_AT (or nudge_at=); "schedule" (mlp) decays the learning
-rate from step 100 over 500 steps instead of 1000; "decay" (mlp) leaves out the weight decay the
-golden adds from its warm-up's end.
+rate from step 100 over 500 steps instead of 1000; "late" (mlp) starts the decay one step late (its
+schedule off by one, a step counted from 1); "decay" (mlp) leaves out the weight decay the golden
+adds from its warm-up's end.
 """
 
 import tensorflow as tf
@@ -13,21 +14,21 @@ import tracekit
 
 CLASSES = 10
 NUDGE_AT = 150
-SLIPS = ("nudge", "schedule", "decay")
+SLIPS = ("nudge", "schedule", "late", "decay")
 
 
 class _Rate(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """TF1's polynomial_decay(1e-3, max(step - 100, 0), decay_steps, 0.0)."""
+    """TF1's polynomial_decay(1e-3, max(step - decay_from, 0), decay_steps, 0.0)."""
 
-    def __init__(self, decay_steps=1000):
-        self.decay_steps = decay_steps
+    def __init__(self, decay_steps=1000, decay_from=100):
+        self.decay_steps, self.decay_from = decay_steps, decay_from
 
     def __call__(self, step):
-        done = tf.minimum(tf.maximum(tf.cast(step, tf.float32) - 100.0, 0.0), float(self.decay_steps))
+        done = tf.minimum(tf.maximum(tf.cast(step, tf.float32) - float(self.decay_from), 0.0), float(self.decay_steps))
         return 1e-3 * (1.0 - done / self.decay_steps)
 
     def get_config(self):
-        return {"decay_steps": self.decay_steps}
+        return {"decay_steps": self.decay_steps, "decay_from": self.decay_from}
 
 
 def _nudged(variable, step, slip, at):
@@ -56,13 +57,14 @@ class MLP(tf.keras.Model):
         return tracekit.tap("logits", self.logits(x))
 
 
-def make_mlp(slip=None, features=784, hidden=128, layers=3, nudge_at=NUDGE_AT, activation="relu"):
+def make_mlp(slip=None, features=784, hidden=128, layers=3, nudge_at=NUDGE_AT, activation="relu", decay_from=100):
     _check(slip, SLIPS)
     model = MLP(hidden, layers, activation)
     model(tf.zeros((1, features)))
     dense = model.dense
     logits = model.logits
-    optimizer = tf.keras.optimizers.Adam(_Rate(500 if slip == "schedule" else 1000), epsilon=1e-8)
+    rate = _Rate(500 if slip == "schedule" else 1000, decay_from + (slip == "late"))
+    optimizer = tf.keras.optimizers.Adam(rate, epsilon=1e-8)
     cross_entropy = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
     kernels = [layer.kernel for layer in dense + [logits]]
 
