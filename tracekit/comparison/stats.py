@@ -172,7 +172,8 @@ def _same_bits(g: np.ndarray, a: np.ndarray, eps: float) -> Optional[Summary]:
         return None
     gb = g.reshape(-1).view("u%d" % g.dtype.itemsize)
     ab = a.reshape(-1).view(gb.dtype)
-    if not np.array_equal(gb[:_PROBE], ab[:_PROBE]) or not np.array_equal(gb, ab):
+    # one array on both sides (a replay's inputs are the golden's, as it fed them) needs no look
+    if g is not a and (not np.array_equal(gb[:_PROBE], ab[:_PROBE]) or not np.array_equal(gb, ab)):
         return None
     g32 = g.reshape(-1).astype(np.float32) if g.dtype != np.float32 else g.reshape(-1)
     scale = max(float(g32.max()), -float(g32.min()))

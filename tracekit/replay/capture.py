@@ -2,7 +2,9 @@
 
 Inside a tf.function a value exists only when the traced function runs, so it is
 captured by a `tf.numpy_function` side op; side ops are stateful, and tf.function
-runs them in program order.
+runs them in program order. A step captured light (a replay with every=K) needs only the
+light kinds: the other side ops sit in a `tf.cond` on a variable the capture sets before each
+step, so they cost no copy to the host and no Python call then, in the one trace.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ def numpy(value: Any) -> np.ndarray:
     return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
-def when_run(tensors: List[Any], callback: Callable[[List[np.ndarray]], None]) -> None:
+def when_run(tensors: List[Any], callback: Callable[[List[np.ndarray]], None], only_if: Any = None) -> None:
     """callback(values of tensors) now when eager, else each time the traced function runs: one
-    tf.numpy_function side op for them all (stateful, so tf.function runs it in program order).
-    The values may share TensorFlow's buffers: a callback that keeps one copies it."""
+    tf.numpy_function side op for them all (stateful, so tf.function runs it in program order),
+    and with `only_if` (a boolean variable) only in the runs where it holds. The values may
+    share TensorFlow's buffers: a callback that keeps one copies it."""
     if tf.executing_eagerly():
         callback([numpy(t) for t in tensors])
         return
@@ -50,7 +53,13 @@ def when_run(tensors: List[Any], callback: Callable[[List[np.ndarray]], None]) -
     def call(*values: np.ndarray) -> np.ndarray:
         callback(list(values))
         return np.zeros((), np.int32)
-    tf.numpy_function(call, list(tensors), tf.int32, name="tracekit_capture")
+
+    def run() -> Any:
+        return tf.numpy_function(call, list(tensors), tf.int32, name="tracekit_capture")
+    if only_if is None:
+        run()
+    else:
+        tf.cond(only_if, run, lambda: tf.constant(0, tf.int32))
 
 
 class Capture:
@@ -64,7 +73,21 @@ class Capture:
         self.replicas: "collections.OrderedDict[str, Dict[int, np.ndarray]]" = collections.OrderedDict()
         self.replica_draws: Dict[int, List[np.ndarray]] = {}
         self.live = False  # during a step of this capture's own replay
-        self.full = True  # else a step captured light (replay every=K): only LIGHT_KINDS are kept
+        self._full = True
+        # What the traced side ops of other kinds than LIGHT_KINDS ask before they copy anything out.
+        self._full_flag = tf.Variable(True, trainable=False, name="tracekit_capture_full") \
+            if tf.executing_eagerly() else None
+
+    @property
+    def full(self) -> bool:
+        """Whether the step captures every kind; else (a replay with every=K) only LIGHT_KINDS."""
+        return self._full
+
+    @full.setter
+    def full(self, full: bool) -> None:
+        if full != self._full and self._full_flag is not None:
+            self._full_flag.assign(full)
+        self._full = full
 
     def reset(self) -> None:
         self.values = collections.OrderedDict()
@@ -94,7 +117,7 @@ class Capture:
                     self.values[key] = np.array(value)
                 else:
                     self.replicas.setdefault(key, {})[replica] = np.array(value)
-        when_run([tensor for _, tensor in named], self._keep(store))
+        when_run([tensor for _, tensor in named], self._keep(store), None if light else self._full_flag)
 
     @tf.autograph.experimental.do_not_convert
     def draw(self, tensor: Any) -> None:
