@@ -4,7 +4,6 @@ the metadata; a value's chunks are read only when the value is asked for."""
 from __future__ import annotations
 
 import atexit
-import bisect
 import collections
 import os
 import weakref
@@ -18,7 +17,7 @@ from ...errors import CorruptTrace, NewerFormat, NotATrace
 from ...keys import INITIAL_STEP, make_key
 from .. import _metadata, values
 from .._codec import chunk_offsets
-from .._format import (ATTR_BLOCK_STEPS, ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT,
+from .._format import (ATTR_CRC, ATTR_CREATED, ATTR_DELTA_BASE, ATTR_FORM, ATTR_FORMAT,
                        ATTR_INDEX, ATTR_INFO, ATTR_LOGICAL, ATTR_LOGICAL_SHAPE, ATTR_PRODUCER, ATTR_RECOVERED,
                        ATTR_STEPS, ATTR_STRUCTURE, BLOCKS_GROUP, BLOCKS_VERSION, FILTER_SHUFFLE, FILTER_ZSTD,
                        FORMAT_VERSION, INITIAL_GROUP, META_DATASET, STEPS_GROUP, STORED_ORDER, blob_crc, block_path,
@@ -28,6 +27,7 @@ from .._screen import screen
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
 from .base import FRAMES_CHECKED, Backend, LeafRef, short
+from .hdf5_blocks import Blocks
 from .hdf5_index import Index, Quietly, attr, blob, chunked_leaf, parse_index, plain_leaf, step_of_path, text
 
 MAX_LEAVES = 1 << 20
@@ -39,7 +39,6 @@ INDEXES_KEPT = 8  # steps whose index stays parsed: a step and the delta bases b
 # A catalog entry as the writer makes it takes this many bytes at least (its keys alone take 60): in
 # format 2 a small tensor has no dataset, and its catalog entry is what bounds how many a file lists.
 CATALOG_ENTRY_BYTES = 80
-BLOCKS_KEPT = 2  # blocks of steps kept decoded: the one a replay reads ahead in, and the one it compares
 # A leaf's descriptor in a block's step index takes this many bytes at least (its layout, shape,
 # dtype, form and checksum): an index declaring more leaves than its bytes can hold is refused.
 LEAF_WIRE_BYTES = 32
@@ -55,10 +54,10 @@ def _close_at_exit() -> None:
         opened.close()
 
 
-def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any, kept: int = INDEXES_KEPT) -> None:
-    """Remember a step's value, forgetting the oldest beyond `kept` (safe across threads)."""
+def _keep(cache: "collections.OrderedDict[int, Any]", step: int, value: Any) -> None:
+    """Remember a step's value, forgetting the oldest beyond INDEXES_KEPT (safe across threads)."""
     cache[step] = value
-    while len(cache) > kept:
+    while len(cache) > INDEXES_KEPT:
         try:
             cache.popitem(last=False)
         except KeyError:  # another thread emptied it meanwhile
@@ -107,8 +106,7 @@ class HDF5Backend(Backend):
         # evicts in one call, where iterating a dict another thread grows would raise.
         self._indexes: "collections.OrderedDict[int, Optional[Index]]" = collections.OrderedDict()
         self._groups: "collections.OrderedDict[int, h5py.Group]" = collections.OrderedDict()
-        self._blocks: Optional[List[int]] = None  # format 2: each block's first step
-        self._decoded: "collections.OrderedDict[int, Dict[int, Tuple[bytes, bytes]]]" = collections.OrderedDict()
+        self._blocks: Optional[Blocks] = None  # format 2
         try:
             self._size = os.path.getsize(path) if source is None else source.size
             self._max_values = max(4096, self._size // BYTES_PER_VALUE)  # in a step's index, or the catalog
@@ -188,7 +186,8 @@ class HDF5Backend(Backend):
             header.catalog = [TensorInfo.from_dict(d) for d in catalog]
             header.meta = meta
             if version >= BLOCKS_VERSION:
-                count = self._list_blocks()
+                self._blocks = Blocks(self._file)
+                count = self._blocks.steps
             else:
                 steps = self._file.get(STEPS_GROUP)
                 count = 0 if steps is None else len(steps)
@@ -200,31 +199,9 @@ class HDF5Backend(Backend):
             raise CorruptTrace("%s: says %d steps but holds %d; the file is damaged"
                                % (self.path, header.nsteps, count))
 
-    def _list_blocks(self) -> int:
-        """Format 2: the blocks of steps (first step -> how many), which must cover the steps in
-        order; returns how many steps they hold."""
-        group = self._file.get(BLOCKS_GROUP)
-        firsts = sorted(int(name) for name in group.keys()) if group is not None else []
-        count = 0
-        for first in firsts:
-            if first != count:
-                raise ValueError("the blocks of steps leave out steps %d to %d" % (count, first - 1) if first > count
-                                 else "two blocks of steps hold step %d" % first)
-            held = int(self._file[block_path(first)].attrs[ATTR_BLOCK_STEPS])
-            if held < 1:
-                raise ValueError("the block of steps at step %d holds %d steps" % (first, held))
-            count += held
-        self._blocks = firsts
-        return count
-
-    def _block(self, step: int) -> Dict[int, Tuple[bytes, bytes]]:
-        """Format 2: the block of steps holding `step`, decoded: step -> (its info, its index)."""
-        first = self._blocks[bisect.bisect_right(self._blocks, step) - 1]
-        found = self._decoded.get(first)
-        if found is not None:
-            return found
-        dataset = self._file[block_path(first)]
-        ref = self._ref(dataset)
+    def _block(self, first: int) -> bytes:
+        """The bytes of the block of steps at step `first`, checked against its crc32."""
+        ref = self._ref(self._file[block_path(first)])
         if ref.desc.dtype != "|u1" or len(ref.desc.shape) != 1 or ref.desc.delta_base is not None \
                 or ref.desc.shape[0] > _metadata.MAX_META_BYTES:
             raise ValueError("the block of steps at step %d is no blob of at most %d bytes"
@@ -234,16 +211,7 @@ class HDF5Backend(Backend):
             crc = values.checksum(data)
         if crc != ref.desc.crc and crc != FRAMES_CHECKED:
             raise ValueError("the block of steps at step %d does not match its checksum" % first)
-        entries = _metadata.unpack(data.tobytes())
-        held = int(dataset.attrs[ATTR_BLOCK_STEPS])
-        if not isinstance(entries, list) or [e[0] if isinstance(e, list) and len(e) == 3 else None
-                                             for e in entries] != list(range(first, first + held)) \
-                or not all(isinstance(e[1], bytes) and isinstance(e[2], bytes) for e in entries):
-            raise ValueError("the block of steps at step %d does not list steps %d to %d, each [step, info, index]"
-                             % (first, first, first + held - 1))
-        found = {e[0]: (e[1], e[2]) for e in entries}
-        _keep(self._decoded, first, found, BLOCKS_KEPT)
-        return found
+        return data.tobytes()
 
     def _group(self, step: int) -> h5py.Group:
         # Kept for the step being read: finding it walks the link index of /steps each time.
@@ -259,7 +227,7 @@ class HDF5Backend(Backend):
         if found is not None or step in self._indexes:
             return found
         if self._blocks is not None and step != INITIAL_STEP:
-            raw = self._block(step)[step][1]
+            raw = self._blocks.entry(step, self._block)[1]
             index = parse_index(raw, max(self._max_values, len(raw) // LEAF_WIRE_BYTES), self._size)
         else:
             raw = blob(self._group(step).attrs, ATTR_INDEX)
@@ -269,7 +237,7 @@ class HDF5Backend(Backend):
 
     def _info(self, step: int) -> Dict[str, Any]:
         if self._blocks is not None and step != INITIAL_STEP:
-            raw: Optional[bytes] = self._block(step)[step][0]
+            raw: Optional[bytes] = self._blocks.entry(step, self._block)[0]
         else:
             raw = blob(self._group(step).attrs, ATTR_INFO)
         info = {} if raw is None else _metadata.unpack(raw)
