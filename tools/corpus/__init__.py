@@ -7,7 +7,7 @@ write (tools/corpus/ports). docs/CORPUS.md lists them with their figures;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -100,21 +100,24 @@ class Recorded:
         return tuple(float(v) for v in re.findall(r"^step loss (\S+)$", self.output, re.M))
 
 
-def record(program: Program, python: str, out: str, workdir: str, timeout: float = 600) -> Recorded:
+def record(program: Program, python: str, out: str, workdir: str, timeout: float = 600,
+           options: Tuple[str, ...] = (), args: Optional[Tuple[str, ...]] = None) -> Recorded:
     """Record `program` with the legacy interpreter `python` into `out` (zero-code, the
-    driver unchanged)."""
+    driver unchanged); `options` go to `tracekit record` (--every K, --budget SIZE), `args`, if
+    given, to the driver instead of the program's own."""
     import os
     import subprocess
     import time
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    args = [a.replace("{workdir}", workdir) for a in program.args]
+    args = [a.replace("{workdir}", workdir) for a in (program.args if args is None else args)]
     # A process that imported TensorFlow 2 set TF2_BEHAVIOR=1, which would turn TF 1.15 eager.
     env = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root)
     start = time.perf_counter()
-    done = subprocess.run([python, "-m", "tracekit", "record", "-o", out, "--", os.path.join(root, program.driver)]
-                          + args, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, env=env)
+    done = subprocess.run([python, "-m", "tracekit", "record", "-o", out] + list(options) +
+                          ["--", os.path.join(root, program.driver)] + args, cwd=root, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=timeout, env=env)
     if done.returncode:
         raise RuntimeError("recording %s failed (%d):\n%s" % (program.name, done.returncode,
                                                               done.stdout.decode(errors="replace")[-4000:]))

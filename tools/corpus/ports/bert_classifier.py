@@ -8,18 +8,27 @@ and v are variables of its own, named after their parameters, and its step count
 
 import math
 
-HIDDEN, HEADS, LAYERS, INTERMEDIATE, VOCAB, SEQ, LABELS, TYPES = 32, 2, 2, 64, 64, 16, 3, 16
+SIZES = dict(hidden=32, heads=2, layers=2, intermediate=64, vocab=64, seq=16, positions=None, lr=1e-3)  # the driver's
+LABELS, TYPES = 3, 16
 TRAIN_STEPS = 1_000_000_000  # the driver's --train-steps
+NUDGE_AT = 7
 
 
 def gelu(tf, x):
     return x * 0.5 * (1.0 + tf.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
 
 
-def port(tf):
+def port(tf, slip=None, **sizes):
+    """`sizes` as the driver's options (hidden=768, layers=12, ..., positions=512: BERT-base).
+    `slip`, for the benchmark's wrong ports (tools/bench_bert.py): "decay" leaves the weight decay
+    out; "nudge" moves one word embedding by 1e-3 in step NUDGE_AT, once."""
     import tracekit.tf2
 
     keras = tf.keras
+    size = dict(SIZES, **sizes)
+    HIDDEN, HEADS, LAYERS, INTERMEDIATE, VOCAB, SEQ = (size[name] for name in (
+        "hidden", "heads", "layers", "intermediate", "vocab", "seq"))
+    POSITIONS, RATE = size["positions"] or SEQ, size["lr"]
 
     class Attention(keras.layers.Layer):
         def __init__(self, name):
@@ -93,13 +102,13 @@ def port(tf):
 
         def build(self, _):
             self.types = self.add_weight(name="token_type_embeddings", shape=(TYPES, HIDDEN))
-            self.positions = self.add_weight(name="position_embeddings", shape=(SEQ, HIDDEN))
+            self.positions = self.add_weight(name="position_embeddings", shape=(POSITIONS, HIDDEN))
 
         def call(self, ids, segments, training):
             # token types by a one-hot product, as BERT: its gradient is dense, where an Embedding's
             # rows (each type repeated) would count twice in clip_by_global_norm's norm
             types = tf.matmul(tf.one_hot(tf.reshape(segments, [-1]), TYPES), self.types)
-            x = self.words(ids) + tf.reshape(types, [-1, SEQ, HIDDEN]) + self.positions[None]
+            x = self.words(ids) + tf.reshape(types, [-1, SEQ, HIDDEN]) + self.positions[None, :SEQ]
             return self.dropout(self.norm(x), training=training)
 
     class Bert(keras.Model):
@@ -152,7 +161,7 @@ def port(tf):
     blank = tf.zeros([4, SEQ], tf.int32)
     model(blank, blank, blank)
     params = model.trainable_variables
-    optimizer = AdamWeightDecay(params)
+    optimizer = AdamWeightDecay(params, rate=RATE, decay=0.0 if slip == "decay" else 0.01)
 
     @tf.function
     def step(inputs):
@@ -161,6 +170,10 @@ def port(tf):
             labels = tf.one_hot(inputs["label_ids:0"], LABELS)
             loss = tf.reduce_mean(-tf.reduce_sum(labels * tf.nn.log_softmax(logits), axis=-1))
         grads, _ = tf.clip_by_global_norm(tape.gradient(loss, params), 1.0)
+        if slip == "nudge":
+            words = model.embeddings.words.embeddings
+            moved = tf.cast(tf.equal(optimizer.global_step, NUDGE_AT), words.dtype) * 1e-3
+            words.assign_add(tf.scatter_nd([[0, 0]], tf.reshape(moved, [1]), words.shape))
         return {"loss": loss, "lr": optimizer.apply(grads)}
 
     # as the replay proposed it (docs/PORTS.md), pasted: the classifier's kernel is TF1's output_weights transposed
