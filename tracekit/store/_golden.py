@@ -5,7 +5,8 @@ Chunk payloads are handed to HDF5 already shuffled and compressed
 does its I/O through a file object of ours (h5py's "fileobj" driver), which
 notes the address each chunk lands at: the journal keeps those addresses, so the
 chunks of a killed recording can be found without HDF5's own (then unreliable)
-metadata. Until `finish()` the file is not a valid golden; the journal beside it
+metadata. Each step's info and index (small values' bytes inside) go into blocks of steps,
+written as they fill. Until `finish()` the file is not a valid golden; the journal beside it
 says so.
 """
 
@@ -281,7 +282,8 @@ class GoldenFile:
             self._write_block()
 
     def _write_block(self) -> None:
-        """The steps since the last block, as one compressed dataset (docs/FORMAT.md, "Blocks")."""
+        """The steps since the last block, as one compressed dataset (docs/FORMAT.md, "Steps"). The
+        journal already holds their values: a block is written for readers of the finished golden."""
         if not self._block:
             return
         data = np.frombuffer(_metadata.pack(self._block), dtype=np.uint8)
