@@ -13,8 +13,7 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 FIELDS = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol", "needed_rtol",
-          "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps", "discrete", "basis",
-          "moments")
+          "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps", "discrete", "basis")
 
 
 class OracleStats:
@@ -28,7 +27,7 @@ class OracleStats:
         self.problem: Optional[str] = None
         self.atol, self.rtol, self.allowed_ulps = tol.atol, tol.rtol, tol.ulps
         self.discrete, self.basis = False, "full"
-        self.moments = None  # set only where two digests are compared
+
     @property
     def fraction(self) -> float:
         return self.mismatched / self.total if self.total else 0.0

@@ -52,9 +52,6 @@ class Spread:
     deviation: Dict[Tuple[str, str], Dict[int, float]] = field(default_factory=dict)
     runs: int = 0
     steps: int = 0
-    # where the runs were judged from digests: the largest distance of their sum, sum of |x| and
-    # norm from the unperturbed run's, per tensor and step (Stats.moments)
-    moments: Dict[Tuple[str, str], Dict[int, Tuple[float, float, float]]] = field(default_factory=dict)
 
     def add(self, run: Comparison) -> None:
         """One perturbed run, compared (exactly) with the unperturbed run as its golden."""
@@ -62,13 +59,10 @@ class Spread:
             if tensor.kind not in CALIBRATED_KINDS:
                 continue
             seen = self.deviation.setdefault((tensor.kind, tensor.name), {})
-            moved = self.moments.setdefault((tensor.kind, tensor.name), {})
             for step, stats in tensor.by_step.items():
                 if step >= 1:  # not step 0 (module doc) nor the initial state (-1)
                     ulps = float("inf") if stats.problem or stats.nonfinite else stats.ulps
                     seen[step] = max(seen.get(step, 0.0), ulps)
-                if stats.moments is not None:
-                    moved[step] = tuple(max(a, b) for a, b in zip(moved.get(step, (0.0, 0.0, 0.0)), stats.moments))
         self.runs += 1
         self.steps = max(self.steps, run.steps)
 

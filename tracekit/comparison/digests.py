@@ -109,7 +109,6 @@ def _bounds(stats: Stats, g: Digest, a: Digest, tol: Resolved, roundoff: float) 
     scale = stats.golden_scale
     checks: List[Tuple[str, float, float, float, float]] = []  # name, |difference|, bound, n-weight, rtol-term
     if n and not math.isnan(g.min) and not math.isnan(a.min):
-        stats.moments = (abs(a.sum - g.sum), abs(a.sumabs - g.sumabs), abs(a.norm - g.norm))
         slack = SUM_SLACK * (g.sumabs + a.sumabs)
         checks += [("sum", abs(a.sum - g.sum), n * per + tol.rtol * g.sumabs + slack, n, tol.rtol * g.sumabs),
                    ("sum of |x|", abs(a.sumabs - g.sumabs), n * per + tol.rtol * g.sumabs + slack, n,

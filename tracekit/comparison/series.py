@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import array
 import bisect
-from typing import Dict, Iterator, Mapping, Tuple
+from typing import Dict, Iterator, Mapping
 
 from .stats import Stats
 
@@ -30,7 +30,6 @@ class StatsSeries(Mapping[int, Stats]):
         self._worst = array.array("q")  # the worst indices' elements, back to back
         self._problems: Dict[int, str] = {}  # row -> problem, for the few that have one
         self._bases: Dict[int, str] = {}  # row -> basis, for the rows judged from a digest
-        self._moments: Dict[int, Tuple[float, float, float]] = {}  # row -> Stats.moments, where there are some
 
     def append(self, step: int, stats: Stats) -> None:
         if self._steps and step <= self._steps[-1]:
@@ -49,8 +48,6 @@ class StatsSeries(Mapping[int, Stats]):
             self._problems[row] = stats.problem
         if stats.basis != "full":
             self._bases[row] = stats.basis
-        if stats.moments is not None:
-            self._moments[row] = stats.moments
 
     def _row(self, step: int) -> int:
         row = bisect.bisect_left(self._steps, step)
@@ -72,14 +69,7 @@ class StatsSeries(Mapping[int, Stats]):
         stats.worst_index = None if start < 0 else tuple(self._worst[start:start + ndim])
         stats.problem = self._problems.get(row)
         stats.basis = self._bases.get(row, "full")
-        stats.moments = self._moments.get(row)
         return stats
-
-    def fail(self, step: int, problem: str) -> None:
-        """Mark `step` failing, for `problem` (a later judgment's: tf2/verdict.py)."""
-        row = self._row(step)
-        self._ints[row * _ROW_INTS] = 0
-        self._problems[row] = problem
 
     def __contains__(self, step: object) -> bool:
         try:

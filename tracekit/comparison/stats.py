@@ -28,7 +28,7 @@ class Stats:
 
     __slots__ = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol",
                  "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps",
-                 "discrete", "basis", "moments")
+                 "discrete", "basis")
 
     def __init__(self) -> None:
         self.ok = True
@@ -48,9 +48,6 @@ class Stats:
         self.allowed_ulps = 0.0
         self.discrete = False
         self.basis = "full"
-        # judged from digests: how far the two sides' sum, sum of |x| and norm lie apart (an envelope
-        # of those statistics holds them, tf2/verdict.py), else None
-        self.moments: Optional[Tuple[float, float, float]] = None
 
     @property
     def fraction(self) -> float:

@@ -46,10 +46,10 @@ from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
 from ..comparison.arbiter import PORT, Arbitrated
 from ..comparison.calibration import Spread, derive
 from ..comparison.engine import compare_data as compare
-from ..comparison.result import Comparison, Divergence, TensorResult
+from ..comparison.result import Comparison, Divergence
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
-from ..keys import KIND_ORDER, Kind
+from ..keys import KIND_ORDER
 from ..store import Trace
 from .arbiter import MakePort, ReplayOne, arbitrate, crossed
 
@@ -64,12 +64,6 @@ CROSSING_LOOKBACK = 2  # steps before the first outside the envelope where the p
 # there by this factor over the step before: drift that grew smoothly out of it is the port's.
 CROSSING_JUMP = 16.0
 JUDGES = ("auto", "plain", "local")
-MOMENTS = ("sum", "sum of |x|", "norm")  # the statistics a digest holds that many elements make (Stats.moments)
-# How far beyond the replays' farthest a variable's statistics may lie. Measured on BERT's shape (2
-# layers of 768, 12 steps, Adam with decoupled decay at 5e-5): the correct port up to 5.5x, a word
-# embedding nudged by 1e-3 17x, the decay left out 40x and more (docs/NUMERICS.md).
-MOMENT_MARGIN = 8.0
-FLOAT_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 
 @dataclass(frozen=True)
@@ -198,7 +192,6 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
             tolerance = derive(spread, ENVELOPE_MARGIN, cap=math.inf).tolerance
             drift = compare(golden, own, tolerance, result_type=result_type)
             accept(drift, set(explained))
-            _moments_outside(golden, drift, spread, restarts)
             if not drift.ok and drift.first_divergence is not None and full_at is not None:
                 _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder)
     kept = "every tensor compared at every step (as digests where the golden keeps them)" if full_at is None else \
@@ -209,64 +202,6 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
                        "step%s" % (ENVELOPE_RUNS, ENVELOPE_MARGIN, kept, "; restarted from the golden's state at "
                                    "steps %s (%s)" % (", ".join(map(str, sorted(restarts))), why) if restarts else ""))
     return drift
-
-
-def _moments_outside(golden: Trace, drift: Comparison, spread: Spread, restarts: AbstractSet[int]) -> None:
-    """Fail the steps where the golden keeps the variables as digests and a variable's sum, sum of
-    |x| or norm lies farther from the port's own run's than MOMENT_MARGIN x the farthest the
-    perturbed replays' reached, over a floor: one eps of its scale in every element at random
-    (sqrt(n) eps S), and one eps of each element, all alike, at every step since the run last
-    started from the golden's state (_coherent). A slip that moves every element the same way by
-    more (a weight decay left out: 4 eps a step at BERT's rate) fails there, which the
-    elementwise envelope holds. Not the optimizer's slots:
-    they sum the gradients, whose round-off between frameworks is not independent element by
-    element (measured: BERT's Adam moments up to 5x the replays' spread, the port correct); an
-    adaptive optimizer's variables move by the rate alone, whatever the gradients' last bits."""
-    first: Optional[Tuple[Tuple[int, Tuple[int, int]], TensorResult]] = None
-    for order, tensor in enumerate(drift.tensors):
-        twins = spread.moments.get((tensor.kind, tensor.name), {})
-        dtype = golden.info(tensor.kind, tensor.name).dtype if tensor.kind == Kind.VAR.value and twins else None
-        if dtype not in FLOAT_EPS:
-            continue
-        for step, stats in tensor.by_step.items():
-            moved = twins.get(step)
-            if stats.moments is None or moved is None or not stats.ok:
-                continue
-            eps = FLOAT_EPS[dtype]
-            floor = math.sqrt(stats.total) * eps * stats.golden_scale
-            bounds = [MOMENT_MARGIN * reached + floor for reached in moved]
-            if all(apart <= bound for apart, bound in zip(stats.moments, bounds)):
-                continue
-            coherent = _coherent(golden, tensor.key, step, eps, restarts)  # read only where it could matter
-            beyond = [(name, apart, bound + alike, reached) for name, apart, bound, alike, reached
-                      in zip(MOMENTS, stats.moments, bounds, coherent, moved) if apart > bound + alike]
-            if not beyond:
-                continue
-            name, apart, bound, reached = beyond[0]
-            tensor.by_step.fail(step, "its %s lies %.6g from the port's own run's, beyond %.6g: %g x the farthest "
-                                      "the replays moved at every step reached (%.3g), over what round-off moving "
-                                      "every element alike allows" % (name, apart, bound, MOMENT_MARGIN, reached))
-            tensor.failed_steps += 1
-            tensor.first_failed = step if tensor.first_failed is None else min(tensor.first_failed, step)
-            rank = ((step, (KIND_ORDER.get(tensor.kind, len(KIND_ORDER)), order)), tensor)
-            first = rank if first is None or rank[0] < first[0] else first
-    was = drift.first_divergence
-    if first is not None and (was is None or first[0][0] < was.step or first[0][0] == was.step and
-                              first[0][1][0] < KIND_ORDER.get(was.kind, len(KIND_ORDER))):
-        step, tensor = first[0][0], first[1]
-        drift.first_divergence = Divergence(step, tensor.kind, tensor.name, tensor.by_step[step])
-
-
-def _coherent(golden: Trace, key: str, step: int, eps: float, restarts: AbstractSet[int]) -> Tuple[float, ...]:
-    """How far the sum, sum of |x| and norm move if every element moved one eps of itself the
-    same way at every step since the run last started from the golden's state: the two
-    frameworks' update formulas differ in their last bits alike for every element (measured: a
-    tanh MLP's kernels under Adam at 1e-3, 12x the replays' spread in sum |x| by step 5)."""
-    found = golden.step(step).digests.get(key)
-    if found is None:
-        return (0.0, 0.0, 0.0)
-    since = step - max([0] + [r for r in restarts if r <= step]) + 1
-    return (since * eps * found.sumabs, since * eps * found.sumabs, since * eps * found.norm)
 
 
 def _outside(golden: Trace, own: Trace, drift: Comparison, tolerance: Tolerance, explained: AbstractSet[int],
