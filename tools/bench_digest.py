@@ -14,6 +14,9 @@ Variants, each over one float32 variable of --elements values:
                 CRC-32): the statistics in float64 over the finite elements, the NaN and Inf counts,
                 and the sample by tf.gather; only those cross to numpy
     graph32     the same with min and max taken in float32 (the sums still accumulated in float64)
+    sums32      only the sum and sum of squares, in float32, and the sample: the least a digest
+                with statistics could hold
+    sample      the sample alone by tf.gather: what the envelope verdict compares between keyframes
 
 Prints milliseconds (best of --repeat) and each variant's ratio to `numpy`. A benchmark, not a test.
 """
@@ -49,6 +52,13 @@ def graph_digest(x: Any, positions: Any, wide_extremes: bool) -> List[Any]:
             tf.reduce_sum(tf.cast(tf.logical_not(finite), tf.int64)), tf.gather(flat, positions)]
 
 
+def cheap_digest(x: Any, positions: Any, sums: bool) -> List[Any]:
+    """Lesser digests: the sample, with or without float32 sums (see the module)."""
+    flat = tf.reshape(x, [-1])
+    return [tf.reduce_sum(flat), tf.reduce_sum(flat * flat), tf.gather(flat, positions)] if sums else \
+        [tf.gather(flat, positions)]
+
+
 def variants(count: int) -> Dict[str, Callable[[], Any]]:
     value = np.random.RandomState(0).randn(count).astype(np.float32)
     positions = digest.positions(count)
@@ -57,16 +67,22 @@ def variants(count: int) -> Dict[str, Callable[[], Any]]:
         wide = tf.function(lambda: graph_digest(var, positions, True))
         narrow = tf.function(lambda: graph_digest(var, positions, False))
         fetch = var.numpy
+        sums, sample = (tf.function(lambda: cheap_digest(var, positions, True)),
+                        tf.function(lambda: cheap_digest(var, positions, False)))
         run_wide, run_narrow = (lambda: [t.numpy() for t in wide()]), (lambda: [t.numpy() for t in narrow()])
+        run_sums, run_sample = (lambda: [t.numpy() for t in sums()]), (lambda: [t.numpy() for t in sample()])
     else:  # TF 1.15: graph and Session
         var = tf.compat.v1.Variable(value)
         wide_ops, narrow_ops = graph_digest(var, positions, True), graph_digest(var, positions, False)
         session = tf.compat.v1.Session()
         session.run(var.initializer)
         fetch = lambda: session.run(var)  # noqa: E731
+        sums_ops, sample_ops = cheap_digest(var, positions, True), cheap_digest(var, positions, False)
         run_wide, run_narrow = (lambda: session.run(wide_ops)), (lambda: session.run(narrow_ops))
+        run_sums, run_sample = (lambda: session.run(sums_ops)), (lambda: session.run(sample_ops))
     return {"fetch": fetch, "numpy": lambda: digest.digest(fetch()),
-            "numpy-nocrc": lambda: digest.digest(fetch(), crc=False), "graph64": run_wide, "graph32": run_narrow}
+            "numpy-nocrc": lambda: digest.digest(fetch(), crc=False), "graph64": run_wide, "graph32": run_narrow,
+            "sums32": run_sums, "sample": run_sample}
 
 
 def main() -> None:
