@@ -84,6 +84,9 @@ def oracle_values(golden: Any, actual: Any, tol: Any) -> OracleStats:
         out.ulps = 0.0 if out.ok else math.inf
         if not out.ok:
             out.worst_index = _first(differ)
+            if not floats and g.dtype.kind in "biu" and a.dtype.kind in "biu":  # integers: how far apart, exactly
+                out.max_abs = float(max(abs(int(x) - int(y)) for x, y in zip(g.reshape(-1).tolist(),
+                                                                             a.reshape(-1).tolist())))
         return out
     wide = np.complex128 if g.dtype.kind == "c" or a.dtype.kind == "c" else np.float64
     g64, a64 = g.astype(wide), a.astype(wide)

@@ -108,6 +108,7 @@ def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selec
         "likely_cause": None if cause is None else plain(cause),
         "conventions": plain(result.conventions),
         "slips": plain(result.slips),
+        "fingerprints": plain(result.fingerprints),
         "distribution": plain(result.distribution),
         "distribution_hints": plain(result.distribution_hints),
         "noise": plain(result.noise),

@@ -38,6 +38,10 @@ PAIRS_AHEAD = 4
 # Kinds whose failing values the noise tracker looks at (an error budget, element by element).
 NOISE_VALUES = frozenset(["var", "tap"])
 
+# Failing variables and gradients at the first divergence's step whose values are kept for the
+# fingerprints (comparison/fingerprints.py), up to this many bytes of them.
+FINGERPRINT_BYTES = 256 << 20
+
 # Kinds a replay does not reproduce by default: TF1 fetch structures have no TF2 counterpart.
 NOT_REPLAYED = frozenset(["fetch"])
 
@@ -62,6 +66,7 @@ class Comparer:
         self._first: Optional[Divergence] = None  # the first failure no tolerance accepts and no round-off explains
         self._explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
         self._values: Dict[Tuple[int, str], Tuple[Any, Any]] = {}  # (step, key) of a divergence -> its two values
+        self._step_values: Dict[str, Tuple[Any, Any]] = {}  # the first divergence's step's failures, for fingerprints
         self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
         self._work = Pipeline(ahead=PAIRS_AHEAD)
         self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
@@ -163,6 +168,8 @@ class Comparer:
             if found is not None and found is not was:  # kept for the hints, which look at both values there
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
                                     if failed is not None and t.key == found.key)
+        if self._first is not None and self._first is not before[0]:
+            self._step_values = _fingerprinted(compared)
 
     def _carried(self, index: int, compared: "Compared") -> Dict[str, Noise]:
         """Step 0's failing variables and slots that their update carried past their tolerance
@@ -266,7 +273,7 @@ class Comparer:
         first = self._first or self._explained_first  # an unexplained failure, however late, is the news
         values = None if first is None else self._values[first.step, first.key]
         result.first_divergence = None if values is None else with_values(first, *values)
-        diagnose(result, golden, values, actual_meta, self.code)
+        diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {})
         return result
 
     def close(self) -> None:
@@ -310,6 +317,21 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
             first = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
     return first, explained_first
+
+
+def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:
+    """The failing variables' and gradients' two values at a step, up to FINGERPRINT_BYTES."""
+    kept: Dict[str, Tuple[Any, Any]] = {}
+    left = FINGERPRINT_BYTES
+    for tensor, _, failed in compared:
+        if failed is None or tensor.kind not in ("var", "grad") or not isinstance(failed[0], np.ndarray) or \
+                not isinstance(failed[1], np.ndarray):
+            continue
+        left -= failed[0].nbytes + failed[1].nbytes
+        if left < 0:
+            break
+        kept[tensor.key] = failed[0], failed[1]
+    return kept
 
 
 def _in_order(keys: List[str]) -> List[str]:

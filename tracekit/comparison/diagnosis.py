@@ -13,6 +13,7 @@ from ..store import Trace
 from ..store.digest import Digest
 from .conventions import convention_hints
 from .distribution import distribution_hints, layout
+from .fingerprints import fingerprints
 from .result import Comparison, Divergence, RoundoffCause
 from .slips import OPTIMIZER_SETTING, slip_hints
 from .tolerance import ROUNDOFF_ULPS
@@ -33,12 +34,13 @@ def with_values(first: Divergence, g_value: Any, a_value: Any) -> Divergence:
 
 
 def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]], actual_meta: Mapping[str, Any],
-             code: Optional[bool]) -> None:
+             code: Optional[bool], step_values: Optional[Mapping[str, Tuple[Any, Any]]] = None) -> None:
     """Fill in what the finished `result` can tell of why: whether machine round-off explains
     it, the strategy the replay ran under, and for its first divergence (whose golden and
     replay values are `values`) the TF1/Keras conventions, migration slips and distribution
-    slips it looks like (none where the golden keeps a digest of it). `code`: whether the same
-    program made both traces (engine.same_code)."""
+    slips it looks like (none where the golden keeps a digest of it), and the fingerprints of the
+    failing variables (or gradients) at its step, whose two values are `step_values`. `code`:
+    whether the same program made both traces (engine.same_code)."""
     result.likely_cause = _roundoff_cause(result, code)
     result.distribution = layout(actual_meta)
     first = result.first_divergence
@@ -52,6 +54,7 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     result.slips = slip_hints(golden, first.step, first.key, g_value, a_value, agreed, actual_meta)
     if result.conventions:  # the convention fitted from the numbers says it: its setting again is noise
         result.slips = [hint for hint in result.slips if hint.code != OPTIMIZER_SETTING]
+    result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
     result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
                                                    first.key, g_value, a_value)
 

@@ -18,6 +18,7 @@ from .envdiff import Change, EnvironmentDiff, Profile
 from .noise import Noise
 from .select import Selection
 from .series import StatsSeries
+from .fingerprints import Fingerprint
 from .slips import SlipHint
 from .stats import Stats, badness
 from .tolerance import Tolerance
@@ -58,8 +59,9 @@ class TensorResult:
         return bool(self.noise)
 
     def __repr__(self) -> str:
-        worst = "" if self.worst is None else ", worst at %s: max abs %.3g, %.3g ulps" % (
-            step_label(self.worst_step if self.worst_step is not None else 0), self.worst.max_abs, self.worst.ulps)
+        worst = "" if self.worst is None else ", worst at %s: max abs %.3g%s" % (
+            step_label(self.worst_step if self.worst_step is not None else 0), self.worst.max_abs,
+            "" if self.worst.discrete else ", %.3g ulps" % self.worst.ulps)
         first = "" if self.first_failed is None else ", first at %s" % step_label(self.first_failed)
         return "<TensorResult %s: %s, %d of %d steps failed%s%s>" % (
             self.key, "ok" if self.ok else "FAIL", self.failed_steps, self.steps, first, worst)
@@ -148,6 +150,8 @@ class Comparison:
     likely_cause: Optional[RoundoffCause] = None
     conventions: List[ConventionHint] = field(default_factory=list)  # known TF1/Keras differences it looks like
     slips: List[SlipHint] = field(default_factory=list)  # usual migration slips the first divergence fits
+    # the failing updates at the first divergence's step fitted to known transformations (fingerprints.py)
+    fingerprints: List[Fingerprint] = field(default_factory=list)
     # A replay under a tf.distribute strategy: where it ran (replicas, devices, reduction, input
     # split), and the distribution slips the first divergence looks like.
     distribution: Optional[Dict[str, Any]] = None

@@ -166,7 +166,7 @@ def _regularization(golden: Trace, step: int, key: str, g_value: Any, a_value: A
     return None
 
 
-def _batch(golden: Trace, step: int) -> Optional[int]:
+def batch_size(golden: Trace, step: int) -> Optional[int]:
     """The step's batch size: the first dimension its inputs share."""
     values = golden.step(step)
     sizes = {np.asarray(values[make_key("input", n)]).shape[:1] for n in golden.names("input")
@@ -177,7 +177,7 @@ def _batch(golden: Trace, step: int) -> Optional[int]:
 
 def _reduction(golden: Trace, step: int, key: str, g_value: Any, a_value: Any) -> Optional[SlipHint]:
     g, a = _scalar(g_value), _scalar(a_value)
-    batch = _batch(golden, step)
+    batch = batch_size(golden, step)
     if g is None or a is None or g == 0 or batch is None or batch < 2:
         return None
     evidence = {"golden": g, "actual": a, "batch": batch}

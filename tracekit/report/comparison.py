@@ -12,6 +12,7 @@ from ..comparison.select import Selection
 from ..comparison.stats import Stats
 from ..keys import step_label
 from .environment import changes, diff_lines, summary
+from .fingerprints import fingerprint
 from .hints import convention, slip
 from .judged import judged_lines
 from .provenance import origin_line
@@ -48,9 +49,10 @@ def describe(stats: Stats) -> List[str]:
     if stats.problem:
         return [stats.problem]
     if stats.discrete:
-        return ["%d of %d elements differ (%.1f%%)%s; compared exactly (integers, booleans, strings: no tolerance "
+        apart = ", at most %s apart" % _whole(stats.max_abs) if stats.max_abs else ""
+        return ["%d of %d elements differ (%.1f%%)%s%s; compared exactly (integers, booleans, strings: no tolerance "
                 "applies, and round-off never explains them)"
-                % (stats.mismatched, stats.total, 100 * stats.fraction,
+                % (stats.mismatched, stats.total, 100 * stats.fraction, apart,
                    "" if stats.worst_index is None else ", first at %s" % (list(stats.worst_index),))]
     lines = ["%d of %d elements differ (%.1f%%); max abs error %s, max rel error %s%s"
              % (stats.mismatched, stats.total, 100 * stats.fraction, num(stats.max_abs), num(stats.max_rel),
@@ -65,6 +67,11 @@ def describe(stats: Stats) -> List[str]:
         lines.append("error = %s ulps of the tensor's scale (eps * max |golden| = %s)"
                      % (num(stats.ulps), num(stats.max_abs / stats.ulps)))
     return lines
+
+
+def _whole(distance: float) -> str:
+    """An integer distance as an integer (float keeps integers exact up to 2**53)."""
+    return "%d" % distance if distance.is_integer() and abs(distance) < 2 ** 53 else num(distance)
 
 
 def _from_digest(stats: Stats) -> List[str]:
@@ -248,9 +255,13 @@ def tensor_rows(result: Comparison, selection: Optional[Selection] = None) -> Li
         first = "-" if t.first_failed is None else step_label(t.first_failed)
         if t.first_failed is not None and t.by_step[t.first_failed].basis in ("digest", "bits"):
             first += " (digest)"
+        if w.discrete:  # compared exactly: relative errors, tolerances and ulps mean nothing there
+            numbers = [_whole(w.max_abs) if w.max_abs else "-", "-", "-", "-", "-"]
+        else:
+            numbers = [num(w.max_abs), num(w.max_rel), num(w.needed_atol), num(w.needed_rtol),
+                       num(max(t.by_step[s].ulps for s in steps))]
         rows.append([t.kind, t.name, _status(t), "%d/%d" % (t.failed_steps, t.steps), first,
-                     "%.1f%%" % (100 * w.fraction), num(w.max_abs), num(w.max_rel), num(w.needed_atol),
-                     num(w.needed_rtol), num(max(t.by_step[s].ulps for s in steps))])
+                     "%.1f%%" % (100 * w.fraction)] + numbers)
     return rows
 
 
@@ -279,6 +290,7 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
         lines += divergence(first)
     if result.likely_cause is not None:
         lines += cause(result.likely_cause)
+    lines += [fingerprint(hint) for hint in result.fingerprints]
     lines += [convention(hint) for hint in result.conventions]
     lines += [slip(hint) for hint in result.slips]
     lines += [distribution_hint(hint) for hint in result.distribution_hints]

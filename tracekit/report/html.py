@@ -25,6 +25,7 @@ from . import plots
 from .comparison import (STAGES, cause, distribution_hint, divergence, forcing_line, form_lines, headline,
                          noise_line, tensor_rows, verdict)
 from .environment import diff_lines
+from .fingerprints import fingerprint
 from .hints import convention, slip
 from .judged import judged_lines
 
@@ -198,6 +199,7 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
     if first is not None:
         why = divergence(first)
         why += cause(result.likely_cause) if result.likely_cause is not None else []
+        why += [fingerprint(h) for h in result.fingerprints]
         why += [convention(h) for h in result.conventions] + [slip(h) for h in result.slips]
         why += [distribution_hint(h) for h in result.distribution_hints]
         why += ["also: " + noise_line(n) for n in result.noise if n.key != first.key][:8]

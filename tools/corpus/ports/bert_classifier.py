@@ -20,8 +20,10 @@ def gelu(tf, x):
 
 def port(tf, slip=None, **sizes):
     """`sizes` as the driver's options (hidden=768, layers=12, ..., positions=512: BERT-base).
-    `slip`, for the benchmark's wrong ports (tools/bench_bert.py): "decay" leaves the weight decay
-    out; "nudge" moves one word embedding by 1e-3 in step NUDGE_AT, once."""
+    `slip`, for the wrong ports of the benchmark (tools/bench_bert.py) and the fingerprint tests: "decay"
+    leaves the weight decay out; "nudge" moves one word embedding by 1e-3 in step NUDGE_AT, once;
+    "decay-all" decays LayerNorm and bias weights too (an empty exclusion list); "epsilon" is
+    Adam's 1e-8 instead of BERT's 1e-6; "bias-correction" corrects m and v as Keras' AdamW does."""
     import tracekit.tf2
 
     keras = tf.keras
@@ -130,13 +132,14 @@ def port(tf, slip=None, **sizes):
         """BERT's optimizer line by line: no bias correction, decay added to the step."""
 
         def __init__(self, params, rate=1e-3, decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                     exclude=("LayerNorm", "layer_norm", "bias")):
+                     exclude=("LayerNorm", "layer_norm", "bias"), corrected=False):
             self.params = params
             self.m = [tf.Variable(tf.zeros_like(p), trainable=False, name=p.name[:-2] + "/adam_m") for p in params]
             self.v = [tf.Variable(tf.zeros_like(p), trainable=False, name=p.name[:-2] + "/adam_v") for p in params]
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
             self.rate, self.decay, self.beta_1, self.beta_2, self.epsilon = rate, decay, beta_1, beta_2, epsilon
             self.decayed = [not any(word in p.name for word in exclude) for p in params]
+            self.corrected = corrected
 
         def learning_rate(self):
             done = tf.minimum(tf.cast(self.global_step, tf.float32), TRAIN_STEPS) / TRAIN_STEPS
@@ -144,14 +147,16 @@ def port(tf, slip=None, **sizes):
 
         def apply(self, grads):
             lr = self.learning_rate()
+            t = tf.cast(self.global_step + 1, tf.float32)
+            correction = tf.sqrt(1.0 - self.beta_2 ** t) / (1.0 - self.beta_1 ** t) if self.corrected else 1.0
             for grad, param, m, v, decayed in zip(grads, self.params, self.m, self.v, self.decayed):
                 grad = tf.convert_to_tensor(grad)
                 next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
                 next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
-                update = next_m / (tf.sqrt(next_v) + self.epsilon)
+                step = lr * correction * next_m / (tf.sqrt(next_v) + self.epsilon)
                 if decayed:
-                    update += self.decay * param
-                param.assign(param - lr * update)
+                    step += lr * self.decay * param
+                param.assign(param - step)
                 m.assign(next_m)
                 v.assign(next_v)
             self.global_step.assign_add(1)
@@ -161,7 +166,10 @@ def port(tf, slip=None, **sizes):
     blank = tf.zeros([4, SEQ], tf.int32)
     model(blank, blank, blank)
     params = model.trainable_variables
-    optimizer = AdamWeightDecay(params, rate=RATE, decay=0.0 if slip == "decay" else 0.01)
+    optimizer = AdamWeightDecay(params, rate=RATE, decay=0.0 if slip == "decay" else 0.01,
+                                epsilon=1e-8 if slip == "epsilon" else 1e-6,
+                                exclude=() if slip == "decay-all" else ("LayerNorm", "layer_norm", "bias"),
+                                corrected=slip == "bias-correction")
 
     @tf.function
     def step(inputs):

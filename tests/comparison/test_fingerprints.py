@@ -1,0 +1,162 @@
+"""Slip fingerprints on synthetic teacher-forced traces: a TF1-style Adam with decoupled weight
+decay (google-research/bert's update) recorded, and a port that departs from it in one known way
+from a generated step on. Each slip must be named with its parameter; a correct port, and one
+wrong in a way no transformation explains, get no name. The real ports are in
+tests/replay/test_fingerprint_ports.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tracekit
+from tracekit.comparison import fingerprints as fp
+
+from ..support import build_golden
+
+SLOTS = {"w/adam_m:0": {"var": "w:0", "arg": "adam_m"}, "w/adam_v:0": {"var": "w:0", "arg": "adam_v"},
+         "b/adam_m:0": {"var": "b:0", "arg": "adam_m"}, "b/adam_v:0": {"var": "b:0", "arg": "adam_v"}}
+B1, B2 = np.float32(0.9), np.float32(0.999)
+
+
+def training(seed, steps, shape, lr, epsilon=1e-6, decay=0.01, batch=4):
+    """The golden's steps and initial state: Adam without bias correction, the kernel w decayed,
+    the bias b not (BERT's optimizer excludes biases)."""
+    rs = np.random.RandomState(seed)
+    state = {"w:0": rs.randn(*shape).astype("f4"), "b:0": (rs.randn(shape[-1]) * 0.1).astype("f4")}
+    moments = {name: [np.zeros_like(v), np.zeros_like(v)] for name, v in state.items()}
+    initial = {"var/" + n: v.copy() for n, v in state.items()}
+    initial.update({"slot/%s/adam_%s:0" % (n[:-2], r): m[i].copy() for n, m in moments.items()
+                    for i, r in enumerate("mv")})
+
+    def steps_():
+        for k in range(steps):
+            out = {"input/x:0": rs.randn(batch, 3).astype("f4"), "loss/loss": np.float32(1.0 / (k + 1)),
+                   "lr/learning_rate": np.float32(lr)}
+            for name, w in list(state.items()):
+                grad = (rs.randn(*w.shape) * 10.0 ** rs.uniform(-6, -2, w.shape)).astype("f4")
+                m, v = moments[name]
+                m = (B1 * m + (1 - B1) * grad).astype("f4")
+                v = (B2 * v + (1 - B2) * grad * grad).astype("f4")
+                out["grad/" + name] = grad
+                out["slot/%s/adam_m:0" % name[:-2]], out["slot/%s/adam_v:0" % name[:-2]] = m, v
+                state[name] = _update(w, m, v, lr, epsilon, decay if name == "w:0" else 0.0)
+                out["var/" + name] = state[name]
+                moments[name] = [m, v]
+            yield out
+    return steps_(), initial
+
+
+def _update(w, m, v, lr, epsilon, decay, factor=1.0):
+    """google-research/bert's AdamWeightDecay step in float32; `factor` scales its Adam part."""
+    lr = np.float32(lr)
+    step = lr * np.float32(factor) * (m / (np.sqrt(v) + np.float32(epsilon)))
+    return (w - (step + lr * np.float32(decay) * w)).astype("f4")
+
+
+def traces(tmp_path, seed, slip, at, steps=4, shape=(16, 8), lr=1e-3, epsilon=1e-6, noise=1e-4):
+    """The golden and a teacher-forced port trace of `slip` from step `at`."""
+    golden_steps, initial = training(seed, steps, shape, lr, epsilon=epsilon)
+    golden = build_golden(str(tmp_path / "golden.h5"), golden_steps, initial, meta={"slots": SLOTS})
+    # the port from the golden's state at every step: the golden's values, its own update of them
+    with tracekit.open(golden) as trace:
+        forced = [trace.step(k) for k in range(steps)]
+        states = [trace.state_before(k) for k in range(steps)]
+
+        def port_steps():
+            for k in range(steps):
+                yield {key: _port_value(states[k], forced[k], key, slip if k >= at else None, k, lr, epsilon, noise)
+                       for key in forced[k]}
+        actual = build_golden(str(tmp_path / "actual.h5"), port_steps(), initial, meta={"slots": SLOTS})
+    return golden, actual
+
+
+def _port_value(state, recorded, key, slip, k, lr, epsilon, noise):
+    """The port's value of `key` at step k from the golden's state, moments and gradient."""
+    kind, name = key.split("/", 1)
+    if kind == "grad" and slip in ("sum", "l2"):
+        grad = recorded[key]
+        return (grad * np.float32(4) if slip == "sum" else grad + np.float32(1e-2) * state["var/" + name]).astype("f4")
+    if kind != "var" or slip in (None, "sum", "l2"):
+        return recorded[key]
+    w, base = state[key], name[:-2]
+    m, v = recorded["slot/%s/adam_m:0" % base], recorded["slot/%s/adam_v:0" % base]
+    decay = 0.01 if name == "w:0" or slip == "decay-all" else 0.0
+    factor = {"lr": 0.5, "sign": -1.0, "bias-correction": np.sqrt(1 - B2 ** (k + 1)) / (1 - B1 ** (k + 1))}
+    value = _update(w, m, v, lr * (0.5 if slip == "lr" else 1.0), 1e-8 if slip == "epsilon" else epsilon,
+                    0.0 if slip == "decay-missing" else decay * (2.0 if slip == "lr" else 1.0),
+                    factor.get(slip, 1.0) if slip != "lr" else 1.0)
+    if slip == "noise":  # wrong, but in no known way
+        value = (value + np.float32(noise) * np.random.RandomState(10 ** 6 + k).randn(*w.shape)).astype("f4")
+    return value
+
+
+EXPECTED = {
+    "epsilon": (fp.EPSILON, ("var/w:0", "var/b:0"), 1e-6, 1e-8),
+    "lr": (fp.LR_FACTOR, ("var/w:0", "var/b:0"), 1.0, 0.5),
+    "decay-all": (fp.DECAY_ADDED, ("var/b:0",), 0.0, 0.01),
+    "decay-missing": (fp.DECAY_MISSING, ("var/w:0",), 0.01, 0.0),
+    "bias-correction": (fp.BIAS_CORRECTION, ("var/w:0", "var/b:0"), 0.0, 1.0),
+    "sign": (fp.SIGN, ("var/w:0", "var/b:0"), 1.0, -1.0),
+    "sum": (fp.GRAD_SCALE, ("grad/w:0", "grad/b:0"), 1.0, 4.0),
+    "l2": (fp.L2_IN_LOSS, ("grad/w:0", "grad/b:0"), 0.0, 0.01),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 31 - 1), slip=st.sampled_from(sorted(EXPECTED)), at=st.integers(0, 2),
+       rows=st.integers(4, 40), cols=st.integers(8, 12), lr=st.sampled_from([1e-4, 1e-3, 1e-2]))
+def test_a_slip_is_named_with_its_parameter(tmp_path, seed, slip, at, rows, cols, lr):
+    # b has 8 elements or more, w 32: enough for the fits (fingerprints.ELEMENTS_PER_PARAMETER)
+    golden, actual = traces(tmp_path, seed, slip, at, shape=(rows, cols), lr=lr)
+    result = tracekit.compare(golden, actual)
+    if result.ok:  # a slip too small for the tolerance at this draw (decay on tiny biases): nothing to name
+        assert slip in ("decay-all", "decay-missing") and not result.fingerprints
+        return
+    assert result.first_divergence.step >= at  # a small slip may stay within the tolerance a step or two
+    code, keys, golden_value, port_value = EXPECTED[slip]
+    named = [f for f in result.fingerprints if f.code == code]
+    assert len(result.fingerprints) == 1 and named, (slip, result.fingerprints)
+    found, = named
+    assert set(found.keys) <= set(keys) and result.first_divergence.key in found.keys
+    # an epsilon is fitted from the elements whose sqrt(v) is near it: a few of a small tensor's
+    rel = 0.25 if slip == "epsilon" else 0.05
+    assert found.golden == pytest.approx(golden_value, rel=rel, abs=1e-4 * rel) and \
+        found.port == pytest.approx(port_value, rel=rel, abs=1e-4 * rel)
+    assert "named cause" in result.report()
+    json.dumps(result.to_dict(by_step=False), allow_nan=False)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 31 - 1), at=st.integers(0, 2), noise=st.sampled_from([1e-6, 1e-5, 1e-4, 1e-3, 1e-2]))
+def test_a_difference_no_transformation_explains_gets_no_name(tmp_path, seed, at, noise):
+    golden, actual = traces(tmp_path, seed, "noise", at, noise=noise)
+    result = tracekit.compare(golden, actual)
+    assert result.fingerprints == []
+    assert result.ok or noise > 1e-6  # 1e-6 is within the tolerance; 1e-4 and more are not
+    assert not result.ok or noise < 1e-4
+
+
+def test_a_correct_port_gets_no_name(tmp_path):
+    golden, actual = traces(tmp_path, 3, None, 0)
+    result = tracekit.compare(golden, actual)
+    assert result.ok and result.fingerprints == []
+
+
+def test_the_bias_correction_is_matched_only_at_the_steps_count():
+    # sqrt(1 - b2^t) / (1 - b1^t) takes most values over all t: 2.0 near t = 287 for Adam's defaults
+    assert fp._bias_step(2.0, (0.9, 0.999), (1, 2, 3)) is None
+    factor = float(np.sqrt(1 - 0.999 ** 3) / (1 - 0.9 ** 3))
+    assert fp._bias_step(factor, (0.9, 0.999), (1, 3)) == (3, True)
+    assert fp._bias_step(1 / factor, (0.9, 0.999), (3,)) == (3, False)
+
+
+def test_too_few_elements_are_not_fitted(tmp_path):
+    # one element "explains" any difference as a factor: a variable this small gets no name
+    golden, actual = traces(tmp_path, 0, "epsilon", 0, shape=(1, 1))
+    result = tracekit.compare(golden, actual)
+    assert not result.ok and result.fingerprints == []
