@@ -124,10 +124,10 @@ def record(program: Program, python: str, out: str, workdir: str, timeout: float
     return Recorded(time.perf_counter() - start, done.stdout.decode(errors="replace"))
 
 
-def replay(program: Program, golden: str, **port_args: Any) -> Any:
+def replay(program: Program, golden: str, forcing: str = "none", **port_args: Any) -> Any:
     """Replay the golden through the program's port (tools/corpus/ports/<name>.py, made with
-    `port_args`) and compare at its tolerance (the training preset, or the default one); returns
-    the comparison."""
+    `port_args`), from the golden's state at every step where `forcing` is "state", and compare
+    at its tolerance (the training preset, or the default one); returns the comparison."""
     import importlib
 
     import tracekit
@@ -136,7 +136,7 @@ def replay(program: Program, golden: str, **port_args: Any) -> Any:
     module = importlib.import_module("tools.corpus.ports." + program.name)
     model, step, options = module.port(tracekit.tf2.tf, **port_args)
     where = {"variables": model} if isinstance(model, (list, tuple)) else {"model": model}
-    with tracekit.tf2.replay(golden, step, **where, **options) as actual:
+    with tracekit.tf2.replay(golden, step, forcing=forcing, **where, **options) as actual:
         tolerance = tracekit.Tolerance() if program.tolerance == "default" else tracekit.Tolerance.training()
         return tracekit.compare(golden, actual, tolerance)
 

@@ -18,6 +18,7 @@ from ..store.digest import Digest
 from ..store.meta import ReplayMeta, replay_of
 from . import sparse
 from .diagnosis import diagnose, with_values
+from .fingerprints import from_golden_state, proportional
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
@@ -54,9 +55,10 @@ class Comparer:
     then, after a drain: then no read is in flight."""
 
     def __init__(self, golden: Trace, actual: str, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
-                 result_type: Type[Comparison] = Comparison) -> None:
+                 result_type: Type[Comparison] = Comparison, replay: Optional[ReplayMeta] = None) -> None:
         self.golden = golden
         self.code = code
+        self._replay = replay  # what the replay said of itself when it started: which steps start from the golden
         self.result = result = result_type(golden.path, actual, profile, diff)
         result.golden_provenance = provenance.read(golden.meta, golden.created)
         self._by_key: Dict[str, TensorResult] = {}
@@ -197,7 +199,10 @@ class Comparer:
             a_value = a_step[a_key]
             if kind == "random":  # a draw is its numbers in order: a port may draw them in another layout
                 a_value = _as_drawn(a_value, g_value)
-            outcomes.append((a_key, a_value, compare_values(g_value, a_value, tol)))
+            stats = compare_values(g_value, a_value, tol)
+            if kind == "var" and stats.ok and not stats.discrete and from_golden_state(self._replay, index):
+                _held_to_proportion(stats, g_value, a_value, tol)
+            outcomes.append((a_key, a_value, stats))
         return tol, g_value, outcomes
 
     def _pair_digests(self, index: int, g_step: Any, a_step: Mapping[str, Any],
@@ -303,7 +308,7 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
         if failed is not None and isinstance(failed[0], Digest):
             failed = (None, None, failed[2])
         verified = (carried_over or {}).get(tensor.key) if failed is not None else None
-        explained = verified or (None if failed is None or stats.discrete else
+        explained = verified or (None if failed is None or stats.discrete or stats.problem else
                                  noise.explain(index, tensor.kind, tensor.name, *failed))
         tensor.add(index, stats, explained, tolerance.accept_noise or verified is not None)
         if failed is None:
@@ -317,6 +322,20 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
             first = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
     return first, explained_first
+
+
+def _held_to_proportion(stats: Stats, g_value: Any, a_value: Any, tol: Resolved) -> None:
+    """Fail a variable that passed its tolerance where its step, taken from the golden's state,
+    moved it by a fixed proportion of its value on every element (fingerprints.proportional):
+    a weight decay one side applies, which no single step's tolerance sees."""
+    c = proportional(g_value, a_value, tol.eps)
+    if c is None:
+        return
+    stats.ok = False
+    stats.mismatched = int(np.count_nonzero(np.asarray(g_value) != np.asarray(a_value)))
+    stats.problem = ("every element is within the tolerance, but the port's value is the golden's times (1 %+.3g) "
+                     "on every element: not round-off, whose signs go either way, but a weight decay one side "
+                     "applies" % -c)
 
 
 def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:

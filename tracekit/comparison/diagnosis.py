@@ -9,11 +9,13 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..keys import step_label
 from ..store import Trace
+from ..store.meta import replay_of
 from ..store.digest import Digest
 from .conventions import convention_hints
 from .distribution import distribution_hints, layout
-from .fingerprints import fingerprints
+from .fingerprints import fingerprints, from_golden_state
 from .result import Comparison, Divergence, RoundoffCause
 from .slips import OPTIMIZER_SETTING, slip_hints
 from .tolerance import ROUNDOFF_ULPS
@@ -54,7 +56,12 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     result.slips = slip_hints(golden, first.step, first.key, g_value, a_value, agreed, actual_meta)
     if result.conventions:  # the convention fitted from the numbers says it: its setting again is noise
         result.slips = [hint for hint in result.slips if hint.code != OPTIMIZER_SETTING]
-    result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
+    if from_golden_state(replay_of(actual_meta), first.step):
+        result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
+    elif first.kind in ("var", "slot", "grad") and replay_of(actual_meta) is not None:
+        result.notes.append("the failing updates are not fitted to known slips: %s started from the port's own "
+                            "state, not the golden's (replay with forcing='state' to have them named)"
+                            % step_label(first.step))
     result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
                                                    first.key, g_value, a_value)
 

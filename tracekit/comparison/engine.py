@@ -67,7 +67,8 @@ def comparer(golden: Trace, actual: str, actual_meta: Mapping[str, Any], toleran
     written), whose metadata (environment, program) is `actual_meta`; the tolerance as for compare."""
     diff = environment_diff(golden.meta, actual_meta)
     code = same_code(golden.meta, actual_meta)
-    return Comparer(golden, actual, default_profile(diff, code is False, tolerance), diff, code, result_type)
+    return Comparer(golden, actual, default_profile(diff, code is False, tolerance), diff, code, result_type,
+                    replay_of(actual_meta))
 
 
 def _compare(golden: Trace, actual: Trace, comparer: "Comparer",

@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import UsageError
 from ..keys import make_key, split_key
 from ..store import Trace
+from ..store.meta import ReplayMeta
 from .slips import batch_size
 from .stats import compare_values
 from .tolerance import Resolved
@@ -53,7 +54,9 @@ L2_IN_LOSS = "l2-in-loss"
 RTOL = 1e-3  # a fitted parameter that differs from the golden's by less is the golden's
 EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-10)  # the epsilons optimizers default to, or teams pass
 LEFT = 0.25  # a fit must leave at most this fraction of the largest difference, and that within the tolerance
-ABSENT = 0.02  # a decay under this fraction of the other side's is none (what a fit leaves of zero)
+ABSENT = 0.02
+PROPORTIONAL_ULPS = 8.0  # a difference proportional to the value is a departure from this many ulps of its scale
+EXPLAINED = 0.9  # ... where the proportion explains this fraction of the difference's energy  # a decay under this fraction of the other side's is none (what a fit leaves of zero)
 FIT_ELEMENTS = 1 << 20  # elements a least-squares fit uses (a fixed stride over larger tensors)
 # A fit needs this many elements per parameter it fits, or any few numbers fit (a one-element
 # variable "explains" any difference as a factor).
@@ -92,10 +95,39 @@ class _Fit:
     counts: Tuple[int, ...] = ()  # the optimizer step counts a bias correction may have used
 
 
+def from_golden_state(replay: Optional[ReplayMeta], step: int) -> bool:
+    """Whether the replay's `step` started from the golden's state (the replay's meta says so):
+    only there is the port's value minus the golden's state the port's own update."""
+    if replay is None or step < 0:
+        return False
+    return replay.forcing == "state" or step in replay.restarted_at or (step == 0 and replay.init == "golden")
+
+
+def proportional(golden: np.ndarray, actual: np.ndarray, eps: float) -> Optional[float]:
+    """c where actual - golden = -c golden on (nearly) every element, far beyond round-off: the
+    signature of a weight decay one side applies, which one step keeps within any tolerance
+    (lr x decay, 1e-7 of the value for BERT's 1e-5 and 0.01). Round-off is not proportional
+    to the value: its signs are as many either way. None where the difference is otherwise."""
+    g, a = _f64(golden), _f64(actual)
+    if g.size < 4 * ELEMENTS_PER_PARAMETER or a.shape != g.shape or not (np.all(np.isfinite(g)) and
+                                                                       np.all(np.isfinite(a))):
+        return None
+    d = a - g
+    largest, scale = float(np.max(np.abs(d))), float(np.max(np.abs(g)))
+    energy = float(np.dot(g, g))
+    if largest < PROPORTIONAL_ULPS * eps * scale or energy == 0:
+        return None
+    c = -float(np.dot(d, g)) / energy
+    left = d + c * g
+    explained = 1 - float(np.dot(left, left)) / float(np.dot(d, d))
+    return c if float(np.max(np.abs(left))) <= LEFT * largest and explained >= EXPLAINED else None
+
+
 def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]], resolve: Resolve,
                  first_kind: str) -> List[Fingerprint]:
     """The fingerprints of the failing tensors at `step` (their key -> (golden, port) values),
-    where the first divergence is of `first_kind`; [] where nothing fits to the tolerance."""
+    where the first divergence is of `first_kind` and the step started from the golden's state
+    (from_golden_state); [] where nothing fits to the tolerance."""
     if step < 0 or first_kind not in ("var", "slot", "grad"):
         return []
     try:
@@ -218,7 +250,8 @@ def _fit_plain(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved, 
         return None
     port = {"scale": float(solution[0]), "decay": float(solution[1])}
     found = _smallest_change(["scale", "decay"], {"scale": 1.0, "decay": 0.0}, port,
-                             lambda p: w + p["scale"] * g + sign * p["decay"] * w, a_value, tol, {"scale": factors})
+                             lambda p: w + p["scale"] * g + sign * p["decay"] * w, a_value, tol,
+                             {"scale": factors, "decay": [0.0]})
     return None if found is None else _Fit(key, *found)
 
 
@@ -257,7 +290,8 @@ def _fit_var(golden: Trace, step: int, key: str, start: Any, g_value: Any, a_val
             p["decay"] * w
     factors = _known_factors(betas, counts)
     found = _smallest_change(["alpha", "eps", "decay"], golden_fit, port_fit, predict, a_value, tol,
-                             {"alpha": [golden_fit["alpha"] * f for f in factors], "eps": EPSILONS})
+                             {"alpha": [golden_fit["alpha"] * f for f in factors], "eps": EPSILONS,
+                              "decay": [0.0]})
     if found is None:
         return None
     changed = found[0]
