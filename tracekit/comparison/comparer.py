@@ -18,7 +18,7 @@ from ..store.digest import Digest
 from ..store.meta import ReplayMeta, replay_of
 from . import sparse
 from .diagnosis import diagnose, with_values
-from .fingerprints import from_golden_state, proportional
+from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, proportional
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
@@ -200,8 +200,11 @@ class Comparer:
             if kind == "random":  # a draw is its numbers in order: a port may draw them in another layout
                 a_value = _as_drawn(a_value, g_value)
             stats = compare_values(g_value, a_value, tol)
-            if kind == "var" and stats.ok and not stats.discrete and from_golden_state(self._replay, index):
-                _held_to_proportion(stats, g_value, a_value, tol)
+            if kind == "var" and stats.ok and not stats.discrete and stats.ulps >= PROPORTIONAL_ULPS and \
+                    from_golden_state(self._replay, index):
+                before = self.golden.before(index)  # the state the step started from
+                if before is not None and key in before:
+                    _held_to_proportion(stats, g_value, a_value, before[key], tol)
             outcomes.append((a_key, a_value, stats))
         return tol, g_value, outcomes
 
@@ -324,18 +327,18 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
     return first, explained_first
 
 
-def _held_to_proportion(stats: Stats, g_value: Any, a_value: Any, tol: Resolved) -> None:
+def _held_to_proportion(stats: Stats, g_value: Any, a_value: Any, start: Any, tol: Resolved) -> None:
     """Fail a variable that passed its tolerance where its step, taken from the golden's state,
     moved it by a fixed proportion of its value on every element (fingerprints.proportional):
     a weight decay one side applies, which no single step's tolerance sees."""
-    c = proportional(g_value, a_value, tol.eps)
+    c = proportional(g_value, a_value, start, tol.eps)
     if c is None:
         return
     stats.ok = False
     stats.mismatched = int(np.count_nonzero(np.asarray(g_value) != np.asarray(a_value)))
-    stats.problem = ("every element is within the tolerance, but the port's value is the golden's times (1 %+.3g) "
-                     "on every element: not round-off, whose signs go either way, but a weight decay one side "
-                     "applies" % -c)
+    stats.problem = ("every element is within the tolerance, but the port's value differs from the golden's by "
+                     "%.3g x the value the step started from, on every element: not round-off, whose signs go either "
+                     "way, but a weight decay one side applies" % -c)
 
 
 def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:

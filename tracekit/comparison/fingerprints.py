@@ -103,22 +103,24 @@ def from_golden_state(replay: Optional[ReplayMeta], step: int) -> bool:
     return replay.forcing == "state" or step in replay.restarted_at or (step == 0 and replay.init == "golden")
 
 
-def proportional(golden: np.ndarray, actual: np.ndarray, eps: float) -> Optional[float]:
-    """c where actual - golden = -c golden on (nearly) every element, far beyond round-off: the
-    signature of a weight decay one side applies, which one step keeps within any tolerance
-    (lr x decay, 1e-7 of the value for BERT's 1e-5 and 0.01). Round-off is not proportional
-    to the value: its signs are as many either way. None where the difference is otherwise."""
-    g, a = _f64(golden), _f64(actual)
-    if g.size < 4 * ELEMENTS_PER_PARAMETER or a.shape != g.shape or not (np.all(np.isfinite(g)) and
-                                                                       np.all(np.isfinite(a))):
+def proportional(golden: Any, actual: Any, start: Any, eps: float) -> Optional[float]:
+    """c where the port's value minus the golden's is -c x the state the step started from, on
+    (nearly) every element and far beyond round-off: the signature of a weight decay one side
+    applies, which one step keeps within any tolerance (lr x decay: 1e-5 of the value for
+    BERT's 1e-3 and 0.01). Round-off is not proportional to the state: its signs go either way,
+    and a scalar rounded otherwise (a learning rate) scales the move, not the state. None where
+    the difference is otherwise."""
+    g, a, w = _f64(golden), _f64(actual), _f64(start)
+    if g.size < 4 * ELEMENTS_PER_PARAMETER or not (a.shape == g.shape == w.shape) or \
+            not (np.all(np.isfinite(g)) and np.all(np.isfinite(a)) and np.all(np.isfinite(w))):
         return None
     d = a - g
     largest, scale = float(np.max(np.abs(d))), float(np.max(np.abs(g)))
-    energy = float(np.dot(g, g))
+    energy = float(np.dot(w, w))
     if largest < PROPORTIONAL_ULPS * eps * scale or energy == 0:
         return None
-    c = -float(np.dot(d, g)) / energy
-    left = d + c * g
+    c = -float(np.dot(d, w)) / energy
+    left = d + c * w
     explained = 1 - float(np.dot(left, left)) / float(np.dot(d, d))
     return c if float(np.max(np.abs(left))) <= LEFT * largest and explained >= EXPLAINED else None
 
