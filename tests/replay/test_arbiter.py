@@ -38,8 +38,9 @@ def _kink_layer(tf, order, dtype=None):
 
 def make(order="port", doubled=False, float32=None):
     """(model, step): the kink model, an SGD of rate 0 (every step sees the same state); doubled:
-    a wrong port (its loss twice the golden's); float32: a port fixed to float32, by a float32
-    constant in its loss ("constant") or by its layer's dtype ("layer")."""
+    a wrong port (its loss twice the golden's); float32: a port that makes float32 of its own:
+    a float32 tf.constant, tf.one_hot and tf.cast in its loss ("created", which the arbiter
+    widens), a raw op's float32 ("op") or its layer's dtype ("layer"), which it cannot."""
     tf = tracekit.tf2.tf
     kink = _kink_layer(tf, order, "float32" if float32 == "layer" else None)
     model = tf.keras.Sequential([kink])
@@ -51,8 +52,11 @@ def make(order="port", doubled=False, float32=None):
         with tf.GradientTape() as tape:
             out = tracekit.tap("kink", model(inputs["x"]))
             loss = tf.reduce_sum(out) * (2.0 if doubled else 1.0)
-            if float32 == "constant":
-                loss = loss * tf.constant(1.0, tf.float32)
+            if float32 == "created":
+                one = tf.reduce_sum(tf.one_hot([0], 2)) * tf.cast(tf.constant(1), tf.float32)
+                loss = loss * tf.constant(1.0, tf.float32) * one + tf.zeros([]) + tf.constant(0.0)
+            if float32 == "op":  # a raw op fixes float32: not a tf.<creation> the arbiter widens
+                loss = loss * tf.raw_ops.Cast(x=tf.ones([]), DstT=tf.float32)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return {"loss": loss}
@@ -121,7 +125,8 @@ def test_a_wrong_port_is_the_ports_error(tf2, goldens):
     assert "decided by: the local view" in result.report()
 
 
-@pytest.mark.parametrize("float32, why", [("constant", "InvalidArgumentError"), ("layer", "kink/w:0")])
+@pytest.mark.parametrize("float32, why", [("op", "the port's step mixes float32 and float64"),
+                                          ("layer", "kink/w:0")])
 def test_a_port_that_cannot_compute_in_float64_is_undecided_and_fails(tf2, goldens, float32, why):
     golden = goldens("golden", 2)
     result = tf2.check(golden, make_port=functools.partial(make, "port", float32=float32), judge="local")
@@ -129,6 +134,29 @@ def test_a_port_that_cannot_compute_in_float64_is_undecided_and_fails(tf2, golde
     (arbitration,) = result.arbitration.steps
     assert arbitration.verdict == UNDECIDED and why in arbitration.error
     assert "undecided, the float64 port could not run" in result.report()
+
+
+def test_what_the_port_creates_in_float32_is_widened_for_the_float64_port(tf2, goldens):
+    # tf.one_hot, tf.cast(..., tf.float32), tf.constant, tf.zeros in the port's loss: arbitrated,
+    # and the crossing of the kink explained as for the port without them
+    golden = goldens("golden", 2)
+    result = tf2.check(golden, make_port=functools.partial(make, "port", float32="created"), judge="local")
+    assert result.ok and [a.verdict for a in result.arbitration.steps] == [EXPLAINED, EXPLAINED], result.report()
+
+
+def test_the_widening_is_of_float32_alone_and_undone_after(tf2):
+    from tracekit.tf2.arbiter import float64_creations
+
+    tf = tracekit.tf2.tf
+    with float64_creations():
+        widened = [tf.one_hot([1], 3), tf.cast([1, 2], tf.float32), tf.constant(1.0), tf.constant(np.ones(2, "f4")),
+                   tf.zeros([2]), tf.ones([2], "float32"), tf.fill([2], 0.5), tf.convert_to_tensor(2.5),
+                   tf.zeros_like(np.ones(2, "f4")), tf.eye(2)]
+        kept = [tf.constant(1), tf.zeros([2], tf.int32), tf.cast(1.5, tf.int64), tf.one_hot([1], 3, dtype=tf.int32),
+                tf.constant(1.0, tf.float16), tf.convert_to_tensor(tf.ones([2], tf.float16))]
+    assert all(t.dtype == tf.float64 for t in widened), [t.dtype for t in widened]
+    assert [t.dtype for t in kept] == [tf.int32, tf.int32, tf.int64, tf.int32, tf.float16, tf.float16]
+    assert tf.constant(1.0).dtype == tf.float32 and tf.one_hot([1], 3).dtype == tf.float32  # undone
 
 
 def test_long_goldens_are_judged_locally_by_default(tf2, goldens):

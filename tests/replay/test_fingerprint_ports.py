@@ -52,3 +52,25 @@ def test_the_correct_port_gets_no_name(bert_golden, forcing):
     program, path = bert_golden
     result = replay(program, path, forcing=forcing)
     assert result.ok and result.fingerprints == [], result.report()
+
+
+def test_localize_names_the_decay_slip_at_its_step_with_a_reproduction_that_fails_for_it(bert_golden, tmp_path):
+    # google-research/bert's port builds float32 of its own (tf.one_hot of the token types, a float32 mask):
+    # the float64 arbiter widens it and judges the step, where it once stopped at a float/double MatMul
+    import tracekit.tf2
+    from tracekit.comparison.arbiter import PORT
+    from tools.corpus.ports import bert_classifier
+
+    _, path = bert_golden
+
+    def make_port():
+        variables, step, options = bert_classifier.port(tracekit.tf2.tf, slip="decay-all")
+        return None, step, dict(options, variables=variables)
+    found = tracekit.tf2.localize(path, make_port, out=str(tmp_path))
+    assert (found.step, found.key) == (0, "var/bert/embeddings/LayerNorm/gamma:0"), found.report()
+    assert [f.code for f in found.state.fingerprints] == ["weight-decay-added"]
+    assert [a.verdict for a in found.state.arbitration.steps] == [PORT]
+    assert found.reproduces and "named: weight-decay-added" in found.reproduced
+    text = found.report()
+    assert "named cause: weight decay applied where TF1 applies none" in text and "undecided" not in text
+    assert json.loads(json.dumps(found.to_dict()))["fingerprints"][0]["code"] == "weight-decay-added"

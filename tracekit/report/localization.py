@@ -4,11 +4,12 @@ drifted before it, and the one-step reproduction."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional
 
 from ..keys import step_label
 from .comparison import STAGES, headline
+from .fingerprints import fingerprint
 from .judged import SHOWN_STEPS, arbitration_lines
 from .reported import Reported
 
@@ -26,7 +27,8 @@ class Localization:
     key: Optional[str] = None  # the first tensor over it in that step, in data-flow order
     reproduction: Optional[str] = None  # a one-step golden of that step (store/excerpt.py)
     script: Optional[str] = None  # the lines that replay it
-    reproduces: Optional[bool] = None  # the reproduction, replayed, fails too
+    reproduces: Optional[bool] = None  # the reproduction, replayed, fails as the forced replay did there
+    reproduced: Optional[str] = None  # what the reproduction did, replayed
 
     @property
     def ok(self) -> bool:
@@ -48,7 +50,9 @@ class Localization:
         per-step statistics (each as Comparison.to_dict)."""
         return {"golden": self.golden, "ok": self.ok, "step": self.step, "key": self.key,
                 "drift_before": self.drift_before, "reproduction": self.reproduction, "script": self.script,
-                "reproduces": self.reproduces, "plain": self.plain.to_dict(by_step=False),
+                "reproduces": self.reproduces, "reproduced": self.reproduced,
+                "fingerprints": [asdict(f) for f in self.state.fingerprints],
+                "plain": self.plain.to_dict(by_step=False),
                 "state": self.state.to_dict(by_step=False),
                 "taps": None if self.taps is None else self.taps.to_dict(by_step=False)}
 
@@ -86,13 +90,14 @@ def lines(found: Localization) -> List[str]:
         return out
     kind = (found.key or "").partition("/")[0]
     out.append("first local error: %s, %s (%s)" % (step_label(found.step), found.key, STAGES.get(kind, kind)))
+    out += ["  " + fingerprint(hint) for hint in found.state.fingerprints]
     if found.drift_before:
         out.append("  earlier steps only drifted: from its own state the port already failed at %s, but each of "
                    "those steps matches on its own" % step_label(plain.step))
     if found.reproduction is not None:
         out.append("one-step reproduction: %s%s" % (found.reproduction, "" if found.reproduces is None else
-                                                    " (replayed, it %s)" % ("fails too" if found.reproduces
-                                                                            else "does NOT fail: see the reports")))
+                                                    " (replayed, %s%s)" % (found.reproduced, "" if found.reproduces
+                                                                           else ": NOT as the forced replay")))
     if found.script is not None:
         out.append("replay it with: python %s" % found.script)
     return out

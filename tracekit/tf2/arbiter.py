@@ -4,13 +4,16 @@ decisions differ between the two (comparison/arbiter.py judges).
 
 The port is rebuilt by its factory (make_port) under a float64 Keras dtype policy: its layers
 hold and compute float64, the golden's state and inputs are cast up (exactly: every float32 is
-a float64), its random draws are the golden's. A port that fixes float32 itself (a layer's
-dtype=, a float32 constant in its step) cannot be arbitrated: the step is then undecided.
+a float64), its random draws are the golden's. What the port's own code creates in float32 (tf.one_hot,
+tf.cast(x, tf.float32), tf.constant(1.0), tf.zeros, ...) is created in float64 while the float64
+port is built and run (`float64_creations`). A port that fixes float32 otherwise (a layer's
+dtype=, an op of its own) cannot be arbitrated: the step is then undecided, naming the op.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 import tempfile
@@ -63,6 +66,72 @@ def float64_policy() -> Iterator[None]:
         if keras3 is not None and saved3 is not None:
             keras3.config.set_floatx(saved3[0])
             keras3.config.set_dtype_policy(saved3[1])
+
+
+# tf.<name> -> (its dtype argument's float32 default: None where the value decides)
+_CREATIONS = {"cast": None, "one_hot": "float32", "constant": None, "convert_to_tensor": None, "zeros": "float32",
+              "ones": "float32", "zeros_like": None, "ones_like": None, "eye": "float32", "fill": None}
+
+
+@contextlib.contextmanager
+def float64_creations() -> Iterator[None]:
+    """tf.one_hot, tf.cast, tf.constant and the other creating functions make float64 where the
+    port asks for float32, by name or by default (a Python float, a float32 array): the port's own
+    float32 would otherwise meet the float64 layers. Only the `tf` module's functions change,
+    which is what a port calls; TensorFlow's and Keras' own modules keep theirs."""
+    saved = {name: getattr(tf, name) for name in _CREATIONS}
+    for name, original in saved.items():
+        setattr(tf, name, _widening(original, _CREATIONS[name]))
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(tf, name, original)
+
+
+def _widening(original: Callable[..., Any], default: Optional[str]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    def widened(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:  # let TensorFlow say what is wrong with the call
+            return original(*args, **kwargs)
+        given = bound.arguments
+        dtype = given.get("dtype")
+        if dtype is not None:
+            if tf.as_dtype(dtype) == tf.float32:
+                given["dtype"] = tf.float64
+        elif default is not None and given.get("on_value") is None and given.get("off_value") is None:
+            given["dtype"] = tf.float64
+        else:
+            for value_name in ("value", "input"):
+                if value_name in given:
+                    given[value_name] = _wide_value(given[value_name])
+        return original(*bound.args, **bound.kwargs)
+    return widened
+
+
+def _wide_value(value: Any) -> Any:
+    """A Python float, or a float32 array or list of floats, as float64; anything else as it is."""
+    if tf.is_tensor(value) or isinstance(value, (bool, int, str, bytes)) or value is None:
+        return value
+    try:
+        array = np.asarray(value)
+    except Exception:  # a structure of tensors: not a creation
+        return value
+    # a Python float or list of them is float64 to numpy, but float32 to TensorFlow: made explicit
+    return array.astype(np.float64) if array.dtype.kind == "f" else value
+
+
+def _mixed(exc: BaseException) -> str:
+    """Why the float64 port could not run, the op named where float32 met float64."""
+    text = "%s: %s" % (type(exc).__name__, exc)
+    if "double tensor" in text or "float tensor" in text:
+        return ("the port's step mixes float32 and float64, so its float64 build could not run; float32 that "
+                "tf.one_hot, tf.cast, tf.constant, tf.zeros/ones and the like create is widened, so an op of its own "
+                "or a layer's fixed dtype made this one: %s" % text)
+    return text
 
 
 def cast_up(step_fn: Any) -> Any:
@@ -183,11 +252,11 @@ def _between(excerpt: str, own64: Mapping[str, Any], folder: str, make_port: Mak
              replay_one: ReplayOne) -> Tuple[Flip, ...]:
     """The layers whose float64 decisions differ between the golden's state (`excerpt`) and the
     port's own run's (`own64`, the float64 step from it, probed)."""
-    with float64_policy():
+    with float64_policy(), float64_creations():
         model64, step64, own = make_port()
-    probe = Probe(model64)
-    with probe.installed():
-        ran = replay_one(excerpt, model64, cast_up(step64), own, os.path.join(folder, "golden-float64.h5"))
+        probe = Probe(model64)
+        with probe.installed():
+            ran = replay_one(excerpt, model64, cast_up(step64), own, os.path.join(folder, "golden-float64.h5"))
     with ran:
         values = ran.step(0)
         return _flips(probe.probed, values, own64)
@@ -203,15 +272,15 @@ def _both(excerpt: str, folder: str, make_port: MakePort,
     with probe32.installed():
         ran32 = replay_one(excerpt, model32, step32, own32, os.path.join(folder, "float32.h5"))
     try:
-        with float64_policy():
+        with float64_policy(), float64_creations():
             model64, step64, own64 = make_port()
-        _check_float64(model64)
-        probe64 = Probe(model64)
-        with probe64.installed():
-            ran64 = replay_one(excerpt, model64, cast_up(step64), own64, os.path.join(folder, "float64.h5"))
+            _check_float64(model64)
+            probe64 = Probe(model64)
+            with probe64.installed():
+                ran64 = replay_one(excerpt, model64, cast_up(step64), own64, os.path.join(folder, "float64.h5"))
     except Exception as exc:  # the port cannot compute in float64: no verdict, which counts as the port's
         ran32.close()
-        return "%s: %s" % (type(exc).__name__, exc)
+        return _mixed(exc)
     with ran32, ran64:
         values64 = ran64.step(0)
         values = {key: values64[key] for key in values64}

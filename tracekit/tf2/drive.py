@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..environment import fingerprint, program_identity, tensorflow_environment
 from ..errors import UsageError
+from ..keys import REPLAY
 from ..replay.capture import numpy
 from ..replay.conversions import Conversion
 from ..replay.distribute import Distribution, batch_size
@@ -177,9 +178,11 @@ def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str],
         # the environment here, not left to the writer: a check compares it before anything is written
         meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
                 "program": _program(step_fn, options.model)}
+        # a sink judges as the replay runs: it is told now which steps will start from the golden's state
+        plan = {REPLAY: {"init": options.init, "forcing": options.forcing, "restarted_at": sorted(restart_at)}}
         return replay_steps(trace, runner, call, options, out, about, meta=meta, write=write,
-                            sink=watch(meta) if watch is not None else None, stop=stop, restart_at=restart_at,
-                            full_at=full_at)
+                            sink=watch(dict(meta, **plan)) if watch is not None else None, stop=stop,
+                            restart_at=restart_at, full_at=full_at)
 
 
 def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
