@@ -116,6 +116,9 @@ def test_a_slip_is_named_with_its_parameter(tmp_path, seed, slip, at, rows, cols
     # b has 16 elements or more, w 32: enough for the fits and the proportion (fingerprints.proportional)
     golden, actual = traces(tmp_path, seed, slip, at, shape=(rows, cols), lr=lr)
     result = tracekit.compare(golden, actual)
+    if result.ok:  # a decay of lr x 0.01 of the value, near the 8 ulps the proportion is held from, may pass
+        assert slip in ("decay-all", "decay-missing") and lr * 0.01 <= 16 * np.finfo(np.float32).eps
+        return
     assert result.first_divergence.step >= at  # a small slip may stay within the tolerance a step or two
     code, keys, golden_value, port_value = EXPECTED[slip]
     named = [f for f in result.fingerprints if f.code == code]

@@ -52,9 +52,11 @@ GRAD_SCALE = "gradient-scale"
 L2_IN_LOSS = "l2-in-loss"
 
 RTOL = 1e-3  # a fitted parameter that differs from the golden's by less is the golden's
+DECAYS = (0.1, 0.05, 0.02, 0.01, 0.005, 0.001, 5e-4, 1e-4)  # weight decays teams use, times the learning rate
 EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-10)  # the epsilons optimizers default to, or teams pass
 LEFT = 0.25  # a fit must leave at most this fraction of the largest difference, and that within the tolerance
 ABSENT = 0.02
+EPS32 = float(np.finfo(np.float32).eps)
 PROPORTIONAL_ULPS = 8.0  # a difference proportional to the value is a departure from this many ulps of its scale
 EXPLAINED = 0.9  # ... where the proportion explains this fraction of the difference's energy  # a decay under this fraction of the other side's is none (what a fit leaves of zero)
 FIT_ELEMENTS = 1 << 20  # elements a least-squares fit uses (a fixed stride over larger tensors)
@@ -137,7 +139,8 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
     except UsageError:  # no state before the step (a digest golden): nothing to fit from
         return []
     recorded = golden.step(step)
-    batch = batch_size(golden, step)
+    batch, rate = batch_size(golden, step), _learning_rate(golden, step)
+    decays = [0.0] + ([rate * d for d in DECAYS] if rate is not None else [])
     grad_factors = [-1.0] + ([float(batch), 1.0 / batch] if batch and batch > 1 else [])
     fits: List[_Fit] = []
     for key, (g_value, a_value) in values.items():
@@ -149,7 +152,7 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         if start is not None and _numeric(start, g_value, a_value):
             tol = resolve(kind, name, step, np.asarray(a_value).dtype.name)
             fit = _fit_grad(key, start, g_value, a_value, tol, grad_factors) if kind == "grad" else \
-                _fit_var(golden, step, key, start, g_value, a_value, tol, before, recorded)
+                _fit_var(golden, step, key, start, g_value, a_value, tol, before, recorded, decays)
         if fit is not None and fit.changed:
             fits.append(fit)
     return _named(golden, step, fits)
@@ -242,9 +245,9 @@ def _same(a: float, b: float) -> bool:
 
 
 def _fit_plain(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved, sign: float,
-               factors: Sequence[float] = ()) -> Optional[_Fit]:
-    """A = scale G + sign * coefficient W, the golden being scale 1, coefficient 0; `factors`:
-    the scales known transformations give."""
+               factors: Sequence[float] = (), decays: Sequence[float] = (0.0,)) -> Optional[_Fit]:
+    """A = scale G + sign * coefficient W, the golden being scale 1, coefficient 0; `factors`
+    and `decays`: the scales and coefficients known transformations give."""
     w = _f64(start)
     g, a = _f64(g_value) - w, _f64(a_value) - w
     solution = _lstsq([g, sign * w], a)
@@ -253,7 +256,7 @@ def _fit_plain(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved, 
     port = {"scale": float(solution[0]), "decay": float(solution[1])}
     found = _smallest_change(["scale", "decay"], {"scale": 1.0, "decay": 0.0}, port,
                              lambda p: w + p["scale"] * g + sign * p["decay"] * w, a_value, tol,
-                             {"scale": factors, "decay": [0.0]})
+                             {"scale": factors, "decay": list(decays) + [-d for d in decays]})
     return None if found is None else _Fit(key, *found)
 
 
@@ -272,18 +275,21 @@ def _fit_grad(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
 
 
 def _fit_var(golden: Trace, step: int, key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
-             before: Mapping[str, Any], recorded: Mapping[str, Any]) -> Optional[_Fit]:
+             before: Mapping[str, Any], recorded: Mapping[str, Any], decays: Sequence[float]) -> Optional[_Fit]:
+    """A variable's update: Adam's form where its moments are verified, else a scale and a decay;
+    `decays`: the decay coefficients usual rates give at the step's learning rate."""
     moments = _moments(golden, split_key(key)[1], before, recorded)
     fits = None if moments is None else _adam_fits(start, g_value, a_value, moments[0], moments[1])
     betas, counts = moments and moments[2], _counts(before, step)
     if fits is None:  # a factor or a decay still fits; verified betas still name a factor a bias correction
-        plain = _fit_plain(key, start, g_value, a_value, tol, -1.0, _known_factors(betas, counts))
+        plain = _fit_plain(key, start, g_value, a_value, tol, -1.0, _known_factors(betas, counts), decays)
         return None if plain is None else replace(plain, betas=betas, counts=counts)
-    v = moments[1]  # type: ignore[index]
-    golden_fit, port_fit = fits
+    m, v = moments[0], moments[1]  # type: ignore[index]
     w = _f64(start)
     g_move = _f64(g_value) - w
     root = np.sqrt(np.maximum(v, 0.0))
+    golden_fit = _snapped(fits[0], g_move, m, root, w, {"eps": EPSILONS, "decay": decays})
+    port_fit = fits[1]
     # The golden's own Adam part, as it moved (its round-off kept), rescaled to other parameters.
     adam_part = g_move + golden_fit["decay"] * w
 
@@ -293,7 +299,7 @@ def _fit_var(golden: Trace, step: int, key: str, start: Any, g_value: Any, a_val
     factors = _known_factors(betas, counts)
     found = _smallest_change(["alpha", "eps", "decay"], golden_fit, port_fit, predict, a_value, tol,
                              {"alpha": [golden_fit["alpha"] * f for f in factors], "eps": EPSILONS,
-                              "decay": [0.0]})
+                              "decay": decays})
     if found is None:
         return None
     changed = found[0]
@@ -333,6 +339,22 @@ def _adam_fits(start: Any, g_value: Any, a_value: Any, m: np.ndarray,
     root = np.sqrt(np.maximum(v, 0.0))
     golden_fit, port_fit = _adam_fit(_f64(g_value) - w, m, root, w), _adam_fit(_f64(a_value) - w, m, root, w)
     return None if golden_fit is None or port_fit is None else (golden_fit, port_fit)
+
+
+def _snapped(fit: Dict[str, float], move: np.ndarray, m: np.ndarray, root: np.ndarray, w: np.ndarray,
+             exact: Mapping[str, Sequence[float]]) -> Dict[str, float]:
+    """The golden's Adam parameters, each at the nearest of its `exact` values where that fits the
+    golden's own move as well, to an ulp of the variable: a fit of few elements is noisy."""
+    def worst(p: Mapping[str, float]) -> float:
+        return float(np.max(np.abs(move + p["alpha"] * m / (root + p["eps"]) + p["decay"] * w)))
+    slack = EPS32 * max(float(np.max(np.abs(w))), float(np.max(np.abs(move))), 1e-30)
+    out = dict(fit)
+    for name, values in exact.items():
+        for value in sorted(values, key=lambda x: abs(x - out[name])):
+            if worst({**out, name: value}) <= worst(out) + slack:
+                out[name] = value
+                break
+    return out
 
 
 def _adam_fit(move: np.ndarray, m: np.ndarray, root: np.ndarray, w: np.ndarray) -> Optional[Dict[str, float]]:
@@ -426,6 +448,12 @@ def _named(golden: Trace, step: int, fits: List[_Fit]) -> List[Fingerprint]:
     return sorted(out, key=lambda f: (-len(f.keys), f.code))
 
 
+def _none(decay: float, other: float) -> bool:
+    """A fitted decay is none where it moves no value by an ulp of float32, or is a small
+    fraction of the other side's: what a fit of few elements leaves of zero."""
+    return abs(decay) <= EPS32 or abs(decay) <= ABSENT * abs(other)
+
+
 def _describe(parameter: str, g: float, a: float, fit: _Fit, rate: Optional[float], batch: Optional[int]) -> Tuple[str, float, float, Dict[str, float]]:
     """(code, golden's value, port's value, detail) of one changed parameter."""
     if parameter == "eps":
@@ -435,9 +463,9 @@ def _describe(parameter: str, g: float, a: float, fit: _Fit, rate: Optional[floa
             return L2_IN_LOSS, g, a, {}
         detail = {} if rate is None else {"lr": rate}
         g_rate, a_rate = (g / rate, a / rate) if rate is not None else (g, a)
-        if abs(g) <= ABSENT * abs(a):
+        if _none(g, a):
             return DECAY_ADDED, 0.0, a_rate, detail
-        if abs(a) <= ABSENT * abs(g):
+        if _none(a, g):
             return DECAY_MISSING, g_rate, 0.0, detail
         return DECAY_RATE, g_rate, a_rate, detail
     factor = float(a / g if parameter in ("alpha", "rate") else a)  # the golden's scale is 1
