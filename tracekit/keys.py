@@ -93,6 +93,10 @@ AUDIT = "audit"  # the update audit's verdicts (store/audit.py)
 # What the recorder found and checked of its own claims: each loss's graph tensor, the step-0 check.
 LOSSES, SELF_CHECK = "losses", "self_check"
 
+# An addend of a loss the recorder found (record/terms.py), "<loss>@term<i>": fetched with the
+# step, kept in its info (not a tensor of the golden's) to name a slip in one part of the loss.
+TERM = "@term"
+
 # A value one replica of a tf.distribute replay computed, beside the cross-replica value: "<name>@replica<id>".
 REPLICA = "@replica"
 # A sparse gradient (IndexedSlices: an embedding's rows) is two tensors: "<var>/values", "<var>/indices".

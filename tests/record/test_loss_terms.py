@@ -69,3 +69,20 @@ def test_the_parts_are_recorded_in_each_steps_info_and_sum_to_the_loss(tf, graph
             assert fit_value + 0.1 * penalty_value == pytest.approx(float(step["loss/loss"]), rel=1e-6)
         assert trace.names("loss") == ["loss"]  # the parts are no tensors of the golden's
         assert not [w for w in trace.meta["warnings"] if "parts found" in w]
+
+
+def test_show_lists_the_parts(tf, graph, tmp_path):
+    from tracekit.report.trace import show
+
+    path = str(tmp_path / "parts.h5")
+    x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+    w = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.compat.v1.ones_initializer())
+    loss = tf.reduce_mean(tf.matmul(x, w), name="fit") - 0.5 * tf.reduce_sum(w, name="size")
+    train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+    with tracekit.tf1.record(path) as rec:
+        with tf.compat.v1.Session() as sess:
+            rec.session(sess)
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(train, {x: np.ones((4, 3), np.float32)})
+    with tracekit.open(path) as trace:
+        assert "the sum of 1 x fit:0 + -0.5 x size:0, checked at its first step" in show(trace)

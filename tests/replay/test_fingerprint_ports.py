@@ -77,3 +77,51 @@ def test_localize_names_the_decay_slip_at_its_step_with_a_reproduction_that_fail
     text = found.report()
     assert "named cause: weight decay applied where TF1 applies none" in text and "undecided" not in text
     assert json.loads(json.dumps(found.to_dict()))["fingerprints"][0]["code"] == "weight-decay-added"
+
+
+@pytest.fixture(scope="module")
+def a2c_golden(legacy_python, tmp_path_factory):
+    program = by_name("sb_a2c")
+    where = tmp_path_factory.mktemp("a2c")
+    golden = str(where / "a2c.h5")
+    record(program, _interpreter(legacy_python, program), golden, str(where / "work"))
+    return program, golden
+
+
+def test_the_recorder_finds_a2cs_loss_parts_and_checks_their_sum(a2c_golden):
+    # stable-baselines: loss = pg_loss - entropy * ent_coef + vf_loss * vf_coef
+    import tracekit
+
+    _, path = a2c_golden
+    with tracekit.open(path) as trace:
+        entry, = [losses["loss/loss"] for losses in trace.meta["losses"].values()]
+        parts = entry["terms"]["parts"]
+        assert [p["coefficient"] for p in parts] == pytest.approx([1.0, -0.01, 0.25])
+        for step in trace:
+            values = step.info["loss_terms"]["loss/loss"]
+            total = sum(p["coefficient"] * v for p, v in zip(parts, values)) + entry["terms"]["offset"]
+            assert total == pytest.approx(float(step["loss/loss"]), rel=1e-5)
+        assert "loss/loss@term0" not in {t.key for t in trace.catalog}  # no tensor a port must produce
+
+
+@pytest.mark.parametrize("slip, term, golden, port, text", [
+    ("vf-coef", 2, 0.25, 0.5, "that term is 2 x TF1's in the port, a coefficient of 0.5 where TF1's is 0.25"),
+    ("entropy-sign", 1, -0.01, 0.01, "that term is its sign flipped in the port, a coefficient of 0.01 where TF1's "
+                                     "is -0.01"),
+])
+@pytest.mark.parametrize("forcing", ["none", "state"])
+def test_a_slip_in_one_part_of_a2cs_loss_is_named(a2c_golden, slip, term, golden, port, text, forcing):
+    program, path = a2c_golden
+    result = replay(program, path, forcing=forcing, slip=slip)
+    assert not result.ok and (result.first_divergence.step, result.first_divergence.key) == (0, "loss/loss")
+    found, = result.fingerprints
+    assert (found.code, found.detail["term"]) == ("loss-term", term), result.report()
+    assert (found.golden, found.port) == pytest.approx((golden, port))
+    assert found.detail["steps"] == (1 if forcing == "none" else 6)  # every step from the golden's state agrees
+    assert text in result.report()
+
+
+def test_a2cs_correct_port_gets_no_name(a2c_golden):
+    program, path = a2c_golden
+    result = replay(program, path, forcing="state")
+    assert result.ok and result.fingerprints == [], result.report()

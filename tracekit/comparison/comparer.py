@@ -43,6 +43,9 @@ NOISE_VALUES = frozenset(["var", "tap"])
 # fingerprints (comparison/fingerprints.py), up to this many bytes of them.
 FINGERPRINT_BYTES = 256 << 20
 
+# Steps whose loss values are kept to fit a slip in one part of the loss (comparison/loss_terms.py).
+LOSSES_KEPT = 1000
+
 # Kinds a replay does not reproduce by default: TF1 fetch structures have no TF2 counterpart.
 NOT_REPLAYED = frozenset(["fetch"])
 
@@ -69,6 +72,8 @@ class Comparer:
         self._explained_first: Optional[Divergence] = None  # the first divergence if nothing unexplained fails
         self._values: Dict[Tuple[int, str], Tuple[Any, Any]] = {}  # (step, key) of a divergence -> its two values
         self._step_values: Dict[str, Tuple[Any, Any]] = {}  # the first divergence's step's failures, for fingerprints
+        # key -> {step: (golden, port)} of each scalar loss at steps from the golden's state (loss_terms.py)
+        self._losses: Dict[str, Dict[int, Tuple[float, float]]] = {}
         self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
         self._work = Pipeline(ahead=PAIRS_AHEAD)
         self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
@@ -200,6 +205,8 @@ class Comparer:
             if kind == "random":  # a draw is its numbers in order: a port may draw them in another layout
                 a_value = _as_drawn(a_value, g_value)
             stats = compare_values(g_value, a_value, tol)
+            if kind == "loss" and from_golden_state(self._replay, index):
+                self._keep_loss(key, index, g_value, a_value)
             if kind == "var" and stats.ok and not stats.discrete and stats.ulps >= PROPORTIONAL_ULPS and \
                     from_golden_state(self._replay, index):
                 before = self.golden.before(index)  # the state the step started from
@@ -243,6 +250,13 @@ class Comparer:
         g_value, a_value = sparse.values(pair, g_step, a_step, self._var_shapes.get(name), indices)
         return tol, g_value, [(key, a_value, compare_values(g_value, a_value, tol))]
 
+    def _keep_loss(self, key: str, index: int, g_value: Any, a_value: Any) -> None:
+        """A scalar loss's two values (run on a worker thread: one key's steps come in order)."""
+        g, a = np.asarray(g_value), np.asarray(a_value)
+        kept = self._losses.setdefault(key, {})
+        if g.size == 1 == a.size and g.dtype.kind == "f" and a.dtype.kind == "f" and len(kept) < LOSSES_KEPT:
+            kept[index] = float(g.reshape(())), float(a.reshape(()))
+
     @property
     def diverged(self) -> bool:
         """A failure no tolerance accepts and no round-off explains has been seen."""
@@ -281,7 +295,8 @@ class Comparer:
         first = self._first or self._explained_first  # an unexplained failure, however late, is the news
         values = None if first is None else self._values[first.step, first.key]
         result.first_divergence = None if values is None else with_values(first, *values)
-        diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {})
+        diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
+                 self._losses.get(first.key, {}) if first is not None else {})
         return result
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from ..store.digest import Digest
 from .conventions import convention_hints
 from .distribution import distribution_hints, layout
 from .fingerprints import fingerprints, from_golden_state
+from .loss_terms import loss_term
 from .result import Comparison, Divergence, RoundoffCause
 from .slips import OPTIMIZER_SETTING, slip_hints
 from .tolerance import ROUNDOFF_ULPS
@@ -36,12 +37,14 @@ def with_values(first: Divergence, g_value: Any, a_value: Any) -> Divergence:
 
 
 def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]], actual_meta: Mapping[str, Any],
-             code: Optional[bool], step_values: Optional[Mapping[str, Tuple[Any, Any]]] = None) -> None:
+             code: Optional[bool], step_values: Optional[Mapping[str, Tuple[Any, Any]]] = None,
+             losses: Optional[Mapping[int, Tuple[float, float]]] = None) -> None:
     """Fill in what the finished `result` can tell of why: whether machine round-off explains
     it, the strategy the replay ran under, and for its first divergence (whose golden and
     replay values are `values`) the TF1/Keras conventions, migration slips and distribution
     slips it looks like (none where the golden keeps a digest of it), and the fingerprints of the
-    failing variables (or gradients) at its step, whose two values are `step_values`. `code`:
+    failing variables (or gradients) at its step, whose two values are `step_values`, or of a
+    loss's parts, from its two values at each step that started from the golden's (`losses`). `code`:
     whether the same program made both traces (engine.same_code)."""
     result.likely_cause = _roundoff_cause(result, code)
     result.distribution = layout(actual_meta)
@@ -56,7 +59,10 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     result.slips = slip_hints(golden, first.step, first.key, g_value, a_value, agreed, actual_meta)
     if result.conventions:  # the convention fitted from the numbers says it: its setting again is noise
         result.slips = [hint for hint in result.slips if hint.code != OPTIMIZER_SETTING]
-    if from_golden_state(replay_of(actual_meta), first.step):
+    if first.kind == "loss":
+        named = loss_term(golden, first.key, first.step, losses or {}, result.tolerance.resolve)
+        result.fingerprints = [named] if named is not None else []
+    elif from_golden_state(replay_of(actual_meta), first.step):
         result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
     elif first.kind in ("var", "slot", "grad") and replay_of(actual_meta) is not None:
         result.notes.append("the failing updates are not fitted to known slips: %s started from the port's own "

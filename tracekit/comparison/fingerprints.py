@@ -83,7 +83,7 @@ class Fingerprint:
     golden: float
     port: float
     ulps: float
-    detail: Dict[str, float] = field(default_factory=dict)
+    detail: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from ..keys import UNCLIPPED, make_key, split_key
+from ..keys import TERM, UNCLIPPED, make_key, split_key
 from ..structure import leaves
 from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
-from .losses import candidates, derivatives, run_losses
+from .losses import candidates, derivatives, loss_terms, run_losses
 from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
                       op_updates, pushed_update, variable_name)
 from .walk import (RANDOM_OPS, constant, executed_ops, is_random_draw, unique, unique_ops, unordered_reads,
@@ -77,10 +77,13 @@ class StepPlan:
     # The structures its inputs came in (structure.py): name -> stored form, leaves named by input
     structures: Dict[str, Any] = field(default_factory=dict)
     # Each loss key's graph tensor and how it was found (losses.py): {"tensor", "how"}
-    losses: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    losses: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     # What the first step of this kind checks (selfcheck.py): loss key -> {variable name: the
     # gradient its differentiation gave}, and the tensors a loss that fails the check may be instead
     derivatives: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    # Each loss key's addends among `fetch` (losses.loss_terms, record/terms.py):
+    # {"parts": [{"key", "tensor", "coefficient"}], "offset": the constant added}
+    terms: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     # Variables a run that is not a training step changes (a target network's sync, a counter
     # set by hand): the next step starts from their new values
     changes: List[str] = field(default_factory=list)
@@ -252,12 +255,19 @@ class GraphModel:
         found = run_losses(self.graph, declared, intercepted, updates, ordered, fed)
         losses: Dict[str, Dict[str, str]] = {}
         derived: Dict[str, Dict[str, Any]] = {}
+        terms: Dict[str, Dict[str, Any]] = {}
         updated = [u.var for u in updates if u.var is not None]
         for tensor, how in found:
             key = make_key("loss", "loss" if len(found) == 1 else tensor.name)
             add("loss", split_key(key)[1], tensor)
             losses[key] = {"tensor": tensor.name, "how": how}
             derived[key] = derivatives(intercepted, tensor, updated, names)
+            parts, offset = loss_terms(tensor, lambda t: constant(self._tf, t))
+            for index, (part, coefficient) in enumerate(parts):
+                part_key = make_key("loss", "%s%s%d" % (split_key(key)[1], TERM, index))
+                add("loss", split_key(part_key)[1], part)
+                terms.setdefault(key, {"parts": [], "offset": offset})["parts"].append(
+                    {"key": part_key, "tensor": part.name, "coefficient": coefficient})
         regularization = []
         for tensor in self.graph.get_collection(self._tf.compat.v1.GraphKeys.REGULARIZATION_LOSSES):
             if tensor.op.name in names:
@@ -322,7 +332,8 @@ class GraphModel:
         inputs = {key[len("input/"):] for key in fetch if key.startswith("input/")}
         structures = {name: stored for name, stored in intercepted["structure"]
                       if leaves(stored) and set(leaves(stored)) <= inputs}
-        return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived)
+        return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
+                        terms=terms)
 
     def _changes(self, executed: List[Any]) -> List[str]:
         """The global variables a run changes (assign, scatter and update ops on them)."""

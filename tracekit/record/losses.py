@@ -136,3 +136,47 @@ def _in_gradients(op: Any) -> bool:
 def _op(grad: Any) -> Any:
     """The op computing a gradient (an IndexedSlices' values)."""
     return getattr(grad, "values", grad).op
+
+
+# Ops a loss adds and scales its parts with, constants aside: where its terms are found (loss_terms).
+_ADDS, _SCALES = frozenset(["Add", "AddV2", "Sub", "AddN", "Neg", "Identity"]), frozenset(["Mul", "RealDiv"])
+MAX_TERMS = 16
+
+
+def loss_terms(loss: Any, static_value: Any) -> Tuple[List[Tuple[Any, float]], float]:
+    """The scalar addends of a loss and their constant coefficients, and the constant added,
+    loss = sum of c_i t_i + offset, where the loss is such a sum of at least two tensors (A2C's
+    pg_loss - ent_coef * entropy + vf_coef * vf_loss), through Add, Sub, AddN, Neg, Identity and
+    products or quotients by a constant scalar (`static_value(tensor)`: its constant value, or
+    None); ([], 0) where it is not, or where a part is not a float scalar. The recorder checks the
+    sum at the first step: a claim of its own."""
+    terms: List[Tuple[Any, float]] = []
+    offset = [0.0]
+
+    def constant(tensor: Any) -> Optional[float]:
+        value = static_value(tensor)
+        return float(value) if value is not None and getattr(value, "size", 1) == 1 else None
+
+    def walk(tensor: Any, coefficient: float, depth: int) -> bool:
+        op = tensor.op
+        if depth > 2 * MAX_TERMS or len(terms) > MAX_TERMS:
+            return False
+        fixed = constant(tensor)
+        if fixed is not None:  # a constant added: no part a port could scale
+            offset[0] += coefficient * fixed
+            return True
+        if op.type in _ADDS and op.inputs:
+            signs = [1.0, -1.0] if op.type == "Sub" else [-1.0] if op.type == "Neg" else [1.0] * len(op.inputs)
+            return all(walk(part, coefficient * sign, depth + 1) for part, sign in zip(op.inputs, signs))
+        if op.type in _SCALES and len(op.inputs) == 2:
+            right = constant(op.inputs[1])
+            left = constant(op.inputs[0]) if op.type == "Mul" else None
+            if right is not None and right != 0:
+                return walk(op.inputs[0], coefficient * (right if op.type == "Mul" else 1.0 / right), depth + 1)
+            if left is not None:
+                return walk(op.inputs[1], coefficient * left, depth + 1)
+        if tensor.shape.ndims != 0 or not tensor.dtype.is_floating:
+            return False
+        terms.append((tensor, coefficient))
+        return True
+    return (terms, offset[0]) if walk(loss, 1.0, 0) and len(terms) >= 2 else ([], 0.0)

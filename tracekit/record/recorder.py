@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..keys import BEFORE, LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_k
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.values import estimate_stored
-from . import inputs, keyframes, optimizer
+from . import inputs, keyframes, optimizer, terms
 from .declared import Declared, find_op, find_tensor
 from .graph import GraphModel, StepPlan
 from .seeds import SeedControl, SeedMode
@@ -91,6 +91,7 @@ class Recorder:
         self._races: List[Dict[str, str]] = []  # walk.unordered_reads of the steps seen
         self._structures: Dict[str, Any] = {}  # the steps' input structures (structure.py)
         self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
+        self._kept_terms: Dict[str, Set[str]] = {}  # kind of step -> the losses whose parts its info keeps
         self._changed: set = set()  # variables runs between steps changed since the last step
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
         self._fed_dtypes: Dict[str, str] = {}  # inputs fed in another dtype than the graph consumed
@@ -357,6 +358,7 @@ class Recorder:
             self.done = True
             self._writer.update_meta({"recording": self._recording_meta()})
             return
+        extra, term_values = terms.split(plan.terms, extra)  # the loss's parts go to the step's info
         state = run(sess, [v for _, v in self._variables]) if self.full() else None
         after = None if state is None else {v.name: value for (_, v), value in zip(self._variables, state)}
         self._witness.audit(self.steps, extra, after, plan.races)
@@ -378,18 +380,30 @@ class Recorder:
             if plan.structures:
                 self._structures.update(plan.structures)
                 w.update_meta({"inputs": dict(self._structures)})
+            kept, warned = terms.check(plan.terms, term_values, extra)  # claimed only if they sum to the loss
+            for loss, found in plan.losses.items():
+                found.pop("terms", None)
+                if loss in kept:
+                    found["terms"] = kept[loss]
+            self._kept_terms[trained] = set(kept)
+            for message in warned:
+                self._model(sess.graph)._warn(message)
             self._witness.note_losses(plan)
             w.update_meta(self._witness.meta())
-        w.begin_step(info={"global_step": global_step, "train_ops": plan.train_ops})
+        info: Dict[str, Any] = {"global_step": global_step, "train_ops": plan.train_ops}
+        parts = {loss: values for loss, values in term_values.items() if loss in self._kept_terms.get(trained, ())}
+        if parts:
+            info["loss_terms"] = parts
+        w.begin_step(info=info)
         try:
             for name, value in feeds:
                 if name:  # copied: feed buffers get reused
                     w.add("input", name, self._as_consumed(sess.graph, name, value))
             for key, value in extra:
                 self._add(key, value, keyframe)
-            terms = [value for key, value in extra if key in plan.regularization]
-            if terms:  # their sum: what a TF2 port's sum(model.losses) is compared with
-                w.add("loss", "regularization", functools.reduce(np.add, terms))
+            regularization = [value for key, value in extra if key in plan.regularization]
+            if regularization:  # their sum: what a TF2 port's sum(model.losses) is compared with
+                w.add("loss", "regularization", functools.reduce(np.add, regularization))
             w.add("fetch", "fetches", storable(user), copy=False)  # a structure: kept whole
             for (key, _), value in zip(self._variables, state if state is not None else []):
                 self._add(key, value, keyframe)

@@ -7,6 +7,7 @@ from typing import Sequence
 
 from ..comparison.fingerprints import (BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE, EPSILON,
                                        GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, Fingerprint)
+from ..comparison.loss_terms import LOSS_TERM
 from ..keys import split_key, step_label
 
 NAMES_SHOWN = 4
@@ -73,4 +74,12 @@ def fingerprint(hint: Fingerprint) -> str:
                 "var (TF1's by %.3g x var), %s: the port %s an L2 penalty (or decays through its loss where TF1 "
                 "decays in the update)" % (where, _names(hint.keys), hint.port, hint.golden, fit,
                                            "adds" if abs(hint.port) > abs(hint.golden) else "leaves out"))
+    if hint.code == LOSS_TERM:
+        factor = d.get("factor", 1.0)
+        what = {-1.0: "its sign flipped", 0.0: "left out"}.get(factor, "%g x TF1's" % factor)
+        return ("named cause: one part of the loss. At %s, %s is TF1's plus (%g - 1) x its term %d of %d (%s, times %g "
+                "in TF1's loss): that term is %s in the port, a coefficient of %g where TF1's is %g. It holds at %d "
+                "step(s) from the golden's state, %s" % (
+                    where, hint.keys[0], factor, int(d.get("term", 0)) + 1, int(d.get("terms", 0)), d.get("tensor"),
+                    hint.golden, what, hint.port, hint.golden, int(d.get("steps", 1)), fit))
     return "named cause: %s at %s on %s, %s" % (hint.code, where, _names(hint.keys), fit)

@@ -134,6 +134,11 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
             if isinstance(found, dict):
                 lines.append("loss      %s is graph tensor %s (%s)%s" % (
                     key, found.get("tensor"), found.get("how"), "; in steps of %s" % kind if len(kinds) > 1 else ""))
+                terms = found.get("terms") if isinstance(found.get("terms"), dict) else {}
+                if terms.get("parts"):
+                    lines.append("          the sum of %s, checked at its first step; each step's info holds them" % (
+                        " + ".join("%g x %s" % (p.get("coefficient"), p.get("tensor")) for p in terms["parts"])
+                        + (" + %g" % terms["offset"] if terms.get("offset") else "")))
     for check in meta.get(SELF_CHECK) or []:
         if isinstance(check, dict):
             lines.append("checked   %s at step %s: %s, %s" % (check.get("key"), check.get("step"),

@@ -6,13 +6,15 @@ categorical entropy (stable-baselines' max-shifted form) plus 0.25 times the val
 gradients clipped to a global norm of 0.5; Keras RMSprop with A2C's settings (rho 0.99, epsilon
 1e-5, its constant learning rate). TF1's RMSProp starts its mean square at 1.0 where Keras starts
 at 0, which makes the first updates far larger: the replay names that at the initial state, and
-`TF1StartRMSprop` is the fix a team writes (`tf1_start=False` is the port before the fix)."""
+`TF1StartRMSprop` is the fix a team writes (`tf1_start=False` is the port before the fix).
+`slip`, for the fingerprint tests: "vf-coef" weighs the value loss 0.5 (A2C's is 0.25),
+"entropy-sign" adds the entropy bonus where A2C subtracts it."""
 
 HEADS = r"^model/q/.*"
 LEARNING_RATE = 7e-4
 
 
-def port(tf, tf1_start=True):
+def port(tf, tf1_start=True, slip=None):
     dense = tf.keras.layers.Dense
     towers = {name: dense(64, activation="tanh", name=name) for name in ("pi_fc0", "pi_fc1", "vf_fc0", "vf_fc1")}
     pi, vf = dense(2, name="pi"), dense(1, name="vf")
@@ -44,7 +46,8 @@ def port(tf, tf1_start=True):
             z = tf.reduce_sum(exp, axis=-1, keepdims=True)
             entropy = tf.reduce_mean(tf.reduce_sum(exp / z * (tf.math.log(z) - shifted), axis=-1))
             vf_loss = tf.reduce_mean(tf.square(tf.squeeze(value[:, 0]) - inputs["loss/rewards_ph:0"]))
-            loss = pg_loss - entropy * 0.01 + vf_loss * 0.25
+            entropy_sign = 1.0 if slip == "entropy-sign" else -1.0
+            loss = pg_loss + entropy_sign * entropy * 0.01 + vf_loss * (0.5 if slip == "vf-coef" else 0.25)
         grads, _ = tf.clip_by_global_norm(tape.gradient(loss, model.trainable_variables), 0.5)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return {"loss": loss}
