@@ -14,7 +14,7 @@ def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode 
            steps: Optional[int] = None, meta: Optional[Mapping[str, Any]] = None, loss: Any = None,
            learning_rate: Any = None, train_op: Any = None, gradients: Optional[Mapping[Any, Any]] = None,
            worker: Optional[int] = None, budget: "int | str | None" = None, digests: bool = True,
-           **options: Any) -> Recorder:
+           loss_parts: bool = False, **options: Any) -> Recorder:
     """Record TF1 training into the golden at `path`. A context manager:
 
         with tracekit.tf1.record("goldens/run.h5", seed=1) as rec:
@@ -38,7 +38,10 @@ def record(path: str, *, seed: Optional[int] = None, seed_mode: "str | SeedMode 
     on /job:worker/task:N): one recording per worker. By default, the first graph that trains.
     A SyncReplicasOptimizer worker's step is its push of gradients; the chief's run applying
     them waits for the workers and is not a step.
+    loss_parts: where a loss is a sum of parts times constants, record each part's value too, so
+    a replay can name a slip in one part. Fetching the parts may change how TensorFlow's graph
+    optimizer sums the loss (slim_resnet's total loss moved by an ulp), so it is asked for.
     """
     declared = Declared.of(loss, learning_rate, train_op, gradients)
     return Recorder(path, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta=meta, declared=declared,
-                    worker=worker, budget=budget, digests=digests, **options)
+                    worker=worker, budget=budget, digests=digests, loss_parts=loss_parts, **options)

@@ -1,6 +1,7 @@
 """The parts of a loss the recorder finds (record/losses.loss_terms, record/terms.py): a sum of
-scalar terms times constants, as A2C writes its loss, recorded in each step's info and claimed in
-the metadata only once they sum to the loss; no part is a tensor of the golden's."""
+scalar terms times constants, as A2C writes its loss, recorded in each step's info when asked
+(loss_parts=True: fetching them may change how TensorFlow sums the loss) and claimed in the
+metadata only once they sum to the loss; no part is a tensor of the golden's."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_the_parts_are_recorded_in_each_steps_info_and_sum_to_the_loss(tf, graph
     penalty = tf.reduce_sum(tf.abs(w), name="penalty")
     loss = tf.add(fit, 0.1 * penalty, name="total")
     train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
-    with tracekit.tf1.record(path) as rec:
+    with tracekit.tf1.record(path, loss_parts=True) as rec:
         with tf.compat.v1.Session() as sess:
             rec.session(sess)
             sess.run(tf.compat.v1.global_variables_initializer())
@@ -79,10 +80,26 @@ def test_show_lists_the_parts(tf, graph, tmp_path):
     w = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.compat.v1.ones_initializer())
     loss = tf.reduce_mean(tf.matmul(x, w), name="fit") - 0.5 * tf.reduce_sum(w, name="size")
     train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
-    with tracekit.tf1.record(path) as rec:
+    with tracekit.tf1.record(path, loss_parts=True) as rec:
         with tf.compat.v1.Session() as sess:
             rec.session(sess)
             sess.run(tf.compat.v1.global_variables_initializer())
             sess.run(train, {x: np.ones((4, 3), np.float32)})
     with tracekit.open(path) as trace:
         assert "the sum of 1 x fit:0 + -0.5 x size:0, checked at its first step" in show(trace)
+
+
+def test_the_parts_are_recorded_only_when_asked(tf, graph, tmp_path):
+    path = str(tmp_path / "plain.h5")
+    x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+    w = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.compat.v1.ones_initializer())
+    loss = tf.reduce_mean(tf.matmul(x, w), name="fit") - 0.5 * tf.reduce_sum(w, name="size")
+    train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+    with tracekit.tf1.record(path) as rec:
+        with tf.compat.v1.Session() as sess:
+            rec.session(sess)
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(train, {x: np.ones((4, 3), np.float32)})
+    with tracekit.open(path) as trace:
+        entry, = [losses["loss/loss"] for losses in trace.meta["losses"].values()]
+        assert "terms" not in entry and "loss_terms" not in trace.step(0).info

@@ -18,10 +18,15 @@ from .test_corpus import _interpreter
 
 @pytest.fixture(scope="module")
 def bert_golden(legacy_python, tmp_path_factory):
-    program = by_name("bert_classifier")
-    where = tmp_path_factory.mktemp("bert")
-    golden = str(where / "bert.h5")
-    record(program, _interpreter(legacy_python, program), golden, str(where / "work"))
+    return _recorded("bert_classifier", legacy_python, tmp_path_factory)
+
+
+def _recorded(name, legacy_python, tmp_path_factory, options=()):
+    """(program, golden): a corpus program recorded in its own legacy environment."""
+    program = by_name(name)
+    where = tmp_path_factory.mktemp(name)
+    golden = str(where / (name + ".h5"))
+    record(program, _interpreter(legacy_python, program), golden, str(where / "work"), options=options)
     return program, golden
 
 
@@ -81,11 +86,7 @@ def test_localize_names_the_decay_slip_at_its_step_with_a_reproduction_that_fail
 
 @pytest.fixture(scope="module")
 def a2c_golden(legacy_python, tmp_path_factory):
-    program = by_name("sb_a2c")
-    where = tmp_path_factory.mktemp("a2c")
-    golden = str(where / "a2c.h5")
-    record(program, _interpreter(legacy_python, program), golden, str(where / "work"))
-    return program, golden
+    return _recorded("sb_a2c", legacy_python, tmp_path_factory, ("--loss-parts",))
 
 
 def test_the_recorder_finds_a2cs_loss_parts_and_checks_their_sum(a2c_golden):

@@ -40,6 +40,10 @@ def add(command: Command) -> None:
                         "(repeatable)")
     p.add_argument("--gradient", action="append", metavar="VAR=TENSOR",
                    help="a variable's gradient, where a step computes it by hand (repeatable)")
+    p.add_argument("--loss-parts", action="store_true",
+                   help="also record the parts of a loss that is a sum (a coefficient times each part), so a "
+                        "replay can name a slip in one of them; fetching them may change how TensorFlow sums the "
+                        "loss, by an ulp")
     p.add_argument("--worker", type=int, metavar="N",
                    help="parameter-server training: record the steps of worker task N (runs placed on "
                         "/job:worker/task:N); default: the first graph that trains")
@@ -73,7 +77,7 @@ def _record(args: argparse.Namespace) -> int:
     with Progress("recording %s" % args.output) as progress:
         code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
                           steps=args.steps, progress=progress, declared=declared, worker=args.worker,
-                          budget=args.budget, digests=not args.no_digests)
+                          budget=args.budget, digests=not args.no_digests, loss_parts=args.loss_parts)
     print("recorded %s" % args.output, file=sys.stderr)
     return code
 

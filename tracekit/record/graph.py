@@ -92,10 +92,11 @@ class StepPlan:
 class GraphModel:
     """Analysis of one graph, cached per kind of run (fetched ops, fed tensors)."""
 
-    def __init__(self, graph: Any, tf: Any, declared: Declared = Declared()) -> None:
+    def __init__(self, graph: Any, tf: Any, declared: Declared = Declared(), loss_parts: bool = False) -> None:
         self.graph = graph
         self._tf = tf
         self.declared = declared
+        self._loss_parts = loss_parts  # fetch a summed loss's parts: may change how the graph optimizer sums it
         self._lock = threading.Lock()
         self._plans: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan] = {}
         self._warned: Set[str] = set()
@@ -262,7 +263,7 @@ class GraphModel:
             add("loss", split_key(key)[1], tensor)
             losses[key] = {"tensor": tensor.name, "how": how}
             derived[key] = derivatives(intercepted, tensor, updated, names)
-            parts, offset = loss_terms(tensor, lambda t: constant(self._tf, t))
+            parts, offset = loss_terms(tensor, lambda t: constant(self._tf, t)) if self._loss_parts else ([], 0.0)
             for index, (part, coefficient) in enumerate(parts):
                 part_key = make_key("loss", "%s%s%d" % (split_key(key)[1], TERM, index))
                 add("loss", split_key(part_key)[1], part)

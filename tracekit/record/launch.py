@@ -37,7 +37,7 @@ def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode:
                every: int = 1, steps: Optional[int] = None,
                progress: Optional[Callable[[int, Optional[int]], None]] = None,
                declared: Optional[Declared] = None, worker: Optional[int] = None,
-               budget: "int | str | None" = None, digests: bool = True) -> int:
+               budget: "int | str | None" = None, digests: bool = True, loss_parts: bool = False) -> int:
     """Run `argv` (a script and its arguments, or `-m module ...`) recorded; returns its exit
     code. progress(steps recorded, steps asked for or None) is called after each step."""
     if not argv:
@@ -58,7 +58,8 @@ def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode:
     try:
         with Recorder(out, seed=seed, seed_mode=seed_mode, every=every, steps=steps, meta={"zero_code": meta},
                       stop_script=steps is not None, program=program, progress=progress,
-                      declared=declared, worker=worker, budget=budget, digests=digests) as recorder:
+                      declared=declared, worker=worker, budget=budget, digests=digests,
+                      loss_parts=loss_parts) as recorder:
             recorder.attach_all()
             try:
                 if module is None:

@@ -51,7 +51,8 @@ class Recorder:
                  stop_script: bool = False, program: Optional[str] = None,
                  progress: Optional[Callable[[int, Optional[int]], None]] = None,
                  declared: Optional[Declared] = None, worker: Optional[int] = None,
-                 budget: "int | str | None" = None, digests: bool = True, **writer_options: Any) -> None:
+                 budget: "int | str | None" = None, digests: bool = True, loss_parts: bool = False,
+                 **writer_options: Any) -> None:
         if int(every) < 1:
             raise UsageError("every must be >= 1 (record every K-th step in full), got %r" % (every,))
         if steps is not None and int(steps) < 1:
@@ -61,6 +62,7 @@ class Recorder:
             seed = 42  # the DeterministicRandomTestTool's default
         self.path = path
         self.declared = declared or Declared()
+        self.loss_parts = bool(loss_parts)  # fetch the parts of a loss that is a sum (record/terms.py)
         self.worker = None if worker is None else int(worker)
         self.seed = seed
         self.seed_mode = mode
@@ -229,7 +231,7 @@ class Recorder:
         with self._lock:
             model = self._models.get(graph)
             if model is None:
-                model = self._models[graph] = GraphModel(graph, self._tf, self.declared)
+                model = self._models[graph] = GraphModel(graph, self._tf, self.declared, self.loss_parts)
             return model
 
     def _accepts(self, graph: Any) -> bool:

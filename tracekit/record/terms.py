@@ -1,4 +1,6 @@
-"""The addends of a loss the recorder found (losses.loss_terms), as a step records them.
+"""The addends of a loss the recorder found (losses.loss_terms), as a step records them, where
+the recording asked for them (loss_parts: fetching them may change how TensorFlow's graph
+optimizer sums the loss, by an ulp).
 
 Their values leave the step's fetches for its info ("loss_terms": loss key -> the values, in
 order), so the golden gains no tensor a port would have to produce. At the first step of each
