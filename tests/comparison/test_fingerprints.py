@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracekit
+from tracekit.comparison import adam
 from tracekit.comparison import fingerprints as fp
 
 from ..support import build_golden
@@ -151,10 +152,10 @@ def test_a_correct_port_gets_no_name(tmp_path):
 
 def test_the_bias_correction_is_matched_only_at_the_steps_count():
     # sqrt(1 - b2^t) / (1 - b1^t) takes most values over all t: 2.0 near t = 287 for Adam's defaults
-    assert fp._bias_step(2.0, (0.9, 0.999), (1, 2, 3)) is None
+    assert adam.bias_step(2.0, (0.9, 0.999), (1, 2, 3)) is None
     factor = float(np.sqrt(1 - 0.999 ** 3) / (1 - 0.9 ** 3))
-    assert fp._bias_step(factor, (0.9, 0.999), (1, 3)) == (3, True)
-    assert fp._bias_step(1 / factor, (0.9, 0.999), (3,)) == (3, False)
+    assert adam.bias_step(factor, (0.9, 0.999), (1, 3)) == (3, True)
+    assert adam.bias_step(1 / factor, (0.9, 0.999), (3,)) == (3, False)
 
 
 def test_too_few_elements_are_not_fitted(tmp_path):

@@ -11,13 +11,14 @@ difference where it failed. The slip is named only where exactly one term and fa
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from ..keys import LOSSES, split_key
 from ..store import Trace
-from .fingerprints import LEFT, Fingerprint, Resolve
+from .fingerprints import Fingerprint, Resolve
+from .fitting import LEFT
 from .stats import compare_values
 
 LOSS_TERM = "loss-term"
