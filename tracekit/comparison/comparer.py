@@ -251,7 +251,8 @@ class Comparer:
         return tol, g_value, [(key, a_value, compare_values(g_value, a_value, tol))]
 
     def _keep_loss(self, key: str, index: int, g_value: Any, a_value: Any) -> None:
-        """A scalar loss's two values (run on a worker thread: one key's steps come in order)."""
+        """A scalar loss's two values at a step (run on worker threads: each step is an entry of its own;
+        past LOSSES_KEPT steps a loss's values are not kept, and a slip first seen there is not fitted)."""
         g, a = np.asarray(g_value), np.asarray(a_value)
         kept = self._losses.setdefault(key, {})
         if g.size == 1 == a.size and g.dtype.kind == "f" and a.dtype.kind == "f" and len(kept) < LOSSES_KEPT:

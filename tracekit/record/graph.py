@@ -254,7 +254,7 @@ class GraphModel:
         # The run's loss is what its gradients were taken of (losses.py); each checked at the
         # first step of its kind (selfcheck.py).
         found = run_losses(self.graph, declared, intercepted, updates, ordered, fed)
-        losses: Dict[str, Dict[str, str]] = {}
+        losses: Dict[str, Dict[str, Any]] = {}
         derived: Dict[str, Dict[str, Any]] = {}
         terms: Dict[str, Dict[str, Any]] = {}
         updated = [u.var for u in updates if u.var is not None]
