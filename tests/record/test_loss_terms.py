@@ -72,34 +72,28 @@ def test_the_parts_are_recorded_in_each_steps_info_and_sum_to_the_loss(tf, graph
         assert not [w for w in trace.meta["warnings"] if "parts found" in w]
 
 
-def test_show_lists_the_parts(tf, graph, tmp_path):
-    from tracekit.report.trace import show
-
-    path = str(tmp_path / "parts.h5")
+def one_step(tf, path, loss_parts):
+    """A step of fit - 0.5 x size recorded at `path`, its parts asked for or not."""
     x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
     w = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.compat.v1.ones_initializer())
     loss = tf.reduce_mean(tf.matmul(x, w), name="fit") - 0.5 * tf.reduce_sum(w, name="size")
     train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
-    with tracekit.tf1.record(path, loss_parts=True) as rec:
+    with tracekit.tf1.record(path, loss_parts=loss_parts) as rec:
         with tf.compat.v1.Session() as sess:
             rec.session(sess)
             sess.run(tf.compat.v1.global_variables_initializer())
             sess.run(train, {x: np.ones((4, 3), np.float32)})
-    with tracekit.open(path) as trace:
+    return path
+
+
+def test_show_lists_the_parts(tf, graph, tmp_path):
+    from tracekit.report.trace import show
+
+    with tracekit.open(one_step(tf, str(tmp_path / "parts.h5"), True)) as trace:
         assert "the sum of 1 x fit:0 + -0.5 x size:0, checked at its first step" in show(trace)
 
 
 def test_the_parts_are_recorded_only_when_asked(tf, graph, tmp_path):
-    path = str(tmp_path / "plain.h5")
-    x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
-    w = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.compat.v1.ones_initializer())
-    loss = tf.reduce_mean(tf.matmul(x, w), name="fit") - 0.5 * tf.reduce_sum(w, name="size")
-    train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss)
-    with tracekit.tf1.record(path) as rec:
-        with tf.compat.v1.Session() as sess:
-            rec.session(sess)
-            sess.run(tf.compat.v1.global_variables_initializer())
-            sess.run(train, {x: np.ones((4, 3), np.float32)})
-    with tracekit.open(path) as trace:
+    with tracekit.open(one_step(tf, str(tmp_path / "plain.h5"), False)) as trace:
         entry, = [losses["loss/loss"] for losses in trace.meta["losses"].values()]
         assert "terms" not in entry and "loss_terms" not in trace.step(0).info
