@@ -174,6 +174,8 @@ def test_a_decay_within_the_tolerance_is_caught_by_its_proportion(tmp_path, slip
     result = tracekit.compare(golden, actual)
     assert not result.ok and result.first_divergence.step == 1
     assert "not round-off, whose signs go either way" in result.report()
+    page = open(result.write_html(str(tmp_path / "report.html"))).read()  # the HTML report names it too
+    assert "named cause: weight decay" in page
     code, keys, golden_value, port_value = EXPECTED[slip]
     found, = result.fingerprints
     assert found.code == code and found.keys == keys
