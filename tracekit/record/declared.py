@@ -68,6 +68,13 @@ class Declared:
         """Every graph name declared, as given."""
         return list(self.losses + self.learning_rates + self.train_ops) + [n for pair in self.gradients for n in pair]
 
+    def missing(self, graph: Any) -> List[str]:
+        """A warning for each name declared that `graph` (the recorded one, or None) does not hold:
+        a typo, or another graph."""
+        return ["declared %r is not in the recorded graph: check the name (tracekit show lists what was recorded; "
+                "graph names look like 'dense/kernel:0')" % name for name in self.names()
+                if graph is None or (find_tensor(graph, name) is None and find_op(graph, name) is None)]
+
 
 def _tensor(name: str) -> str:
     """A tensor's name with its output index ("loss" -> "loss:0")."""

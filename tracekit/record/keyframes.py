@@ -311,3 +311,8 @@ def measured(values: Mapping[str, Any], estimate: Any) -> StepSizes:
         shape, itemsize = getattr(value, "shape", ()), getattr(getattr(value, "dtype", None), "itemsize", 8)
         digest[kind] = digest.get(kind, 0) + digest_bytes(shape, itemsize)
     return StepSizes(light, whole, digest, len(values))
+
+
+def written(writer: Any) -> int:
+    """A golden writer's bytes so far, HDF5's own per value included (what a budget counts)."""
+    return writer.stored_bytes + writer.stored_values * BYTES_PER_VALUE

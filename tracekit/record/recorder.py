@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -29,8 +29,9 @@ from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.values import estimate_stored
 from . import inputs, keyframes, optimizer, terms
-from .declared import Declared, find_op, find_tensor
+from .declared import Declared
 from .graph import GraphModel, StepPlan
+from .kinds import Kinds
 from .seeds import SeedControl, SeedMode
 from .intercept import Patches
 from .callables import KerasCallable
@@ -90,13 +91,10 @@ class Recorder:
         self._patches = Patches(self)
         self._graph: Any = None  # the graph whose steps are recorded
         self._variables: Optional[List[Tuple[str, Any]]] = None
-        self._races: List[Dict[str, str]] = []  # walk.unordered_reads of the steps seen
-        self._structures: Dict[str, Any] = {}  # the steps' input structures (structure.py)
-        self._train_ops: List[str] = []  # the kinds of steps seen: "op" or "op+op", the train ops a run ran
-        self._kept_terms: Dict[str, Set[str]] = {}  # kind of step -> the losses whose parts its info keeps
+        self._kinds = Kinds()  # what the metadata says of the kinds of step seen (kinds.py)
+        self._parts = terms.Kept()  # the losses whose parts each kind of step keeps (terms.py)
         self._changed: set = set()  # variables runs between steps changed since the last step
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
-        self._fed_dtypes: Dict[str, str] = {}  # inputs fed in another dtype than the graph consumed
         self.steps = 0
         self.done = False
         self._progress = progress  # (steps recorded, steps asked for or None), after each step
@@ -172,11 +170,7 @@ class Recorder:
             if model is not None:
                 seeds.update(model.seeds())
                 warnings = list(model.warnings)
-        graph = self._graph
-        for name in self.declared.names():  # said, and never in the recorded graph: a typo, or another graph
-            if graph is None or (find_tensor(graph, name) is None and find_op(graph, name) is None):
-                warnings.append("declared %r is not in the recorded graph: check the name (tracekit show lists "
-                                "what was recorded; graph names look like 'dense/kernel:0')" % name)
+        warnings.extend(self.declared.missing(self._graph))
         warnings.extend(self._schedule.warnings())
         meta = {"seeds": seeds, "warnings": warnings, "recording": self._recording_meta()}
         meta.update(self._witness.meta())
@@ -373,30 +367,15 @@ class Recorder:
             global_step = int(run(sess, plan.global_step))
         w = self._writer
         trained = "+".join(plan.train_ops)
-        if trained not in self._train_ops:  # a new kind of step: the metadata lists the kinds
-            self._train_ops.append(trained)
-            w.update_meta({"train_ops": list(self._train_ops)})
-            if plan.races:  # said at once: a recording killed later keeps it
-                self._races.extend(r for r in plan.races if r not in self._races)
-                w.update_meta({"races": list(self._races)})
-            if plan.structures:
-                self._structures.update(plan.structures)
-                w.update_meta({"inputs": dict(self._structures)})
-            kept, warned = terms.check(plan.terms, term_values, extra)  # claimed only if they sum to the loss
-            for loss, found in plan.losses.items():
-                found.pop("terms", None)
-                if loss in kept:
-                    found["terms"] = kept[loss]
-            self._kept_terms[trained] = set(kept)
-            for message in warned:
+        news = self._kinds.new(plan)
+        if news is not None:  # a new kind of step
+            w.update_meta(news)
+            for message in self._parts.claim(trained, plan, term_values, extra):
                 self._model(sess.graph)._warn(message)
             self._witness.note_losses(plan)
             w.update_meta(self._witness.meta())
-        info: Dict[str, Any] = {"global_step": global_step, "train_ops": plan.train_ops}
-        parts = {loss: values for loss, values in term_values.items() if loss in self._kept_terms.get(trained, ())}
-        if parts:
-            info["loss_terms"] = parts
-        w.begin_step(info=info)
+        w.begin_step(info=dict({"global_step": global_step, "train_ops": plan.train_ops},
+                               **self._parts.info(trained, term_values)))
         try:
             for name, value in feeds:
                 if name:  # copied: feed buffers get reused
@@ -422,9 +401,9 @@ class Recorder:
     def _as_consumed(self, graph: Any, name: str, value: Any) -> Any:
         """A fed value in the dtype the graph consumed it as; the fed dtype noted in the metadata."""
         value, fed = as_consumed(graph, name, value)
-        if fed is not None and name not in self._fed_dtypes:
-            self._fed_dtypes[name] = fed
-            self._writer.update_meta({"fed_dtypes": dict(self._fed_dtypes)})
+        news = self._kinds.fed(name, fed)
+        if news is not None:
+            self._writer.update_meta(news)
         return value
 
     def _add(self, key: str, value: Any, keyframe: bool) -> None:
@@ -444,8 +423,7 @@ class Recorder:
         return self._schedule.keyframe(self.steps, self._written())
 
     def _written(self) -> int:
-        """The golden's bytes so far, HDF5's own per value included (what a budget counts)."""
-        return self._writer.stored_bytes + self._writer.stored_values * keyframes.BYTES_PER_VALUE
+        return keyframes.written(self._writer)
 
     def _maybe_stop(self) -> None:
         if self.steps_limit is not None and self.steps >= self.steps_limit and not self.done:

@@ -12,7 +12,7 @@ terms are dropped with a warning. A replay names a slip in one part of the loss 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Set, Tuple
 
 import numpy as np
 
@@ -58,3 +58,27 @@ def check(terms: Terms, found: Mapping[str, List[float]],
                                 loss, " + ".join("%g x %s" % (t["coefficient"], t["tensor"]) for t in parts),
                                 summed, total))
     return kept, warnings
+
+
+class Kept:
+    """Per kind of step, the losses whose parts summed to them at its first step: the only ones
+    the metadata claims and each step's info keeps."""
+
+    def __init__(self) -> None:
+        self._losses: Dict[str, Set[str]] = {}
+
+    def claim(self, kind: str, plan: Any, found: Mapping[str, List[float]], values: List[Tuple[str, Any]]) -> List[str]:
+        """At the first step of `kind`: the parts checked (`check`) go into plan.losses[key]["terms"]
+        where they sum to the loss; the warnings for those that do not."""
+        kept, warnings = check(plan.terms, found, values)
+        for loss, entry in plan.losses.items():
+            entry.pop("terms", None)
+            if loss in kept:
+                entry["terms"] = kept[loss]
+        self._losses[kind] = set(kept)
+        return warnings
+
+    def info(self, kind: str, found: Mapping[str, List[float]]) -> Dict[str, Any]:
+        """What a step of `kind` adds to its info: {"loss_terms": ...}, or nothing."""
+        parts = {loss: values for loss, values in found.items() if loss in self._losses.get(kind, ())}
+        return {"loss_terms": parts} if parts else {}
