@@ -14,7 +14,7 @@ PACKAGE = os.path.dirname(tracekit.__file__)
 # Rank of each top-level part: imports go to a lower rank, or within the same part.
 RANKS = {
     "_version": 0, "errors": 0, "_isolate": 0, "_ci": 0, "_threads": 0,
-    "keys": 1, "structure": 1,
+    "keys": 1, "structure": 1, "sources": 1,
     "environment": 2, "taps": 2,
     "store": 3,
     "record": 4, "replay": 4,

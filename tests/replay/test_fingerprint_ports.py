@@ -8,6 +8,7 @@ of itself a step: within the tolerance, and caught by its proportion to the valu
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -53,6 +54,14 @@ def test_a_seeded_slip_is_named(bert_golden, slip, code, golden, port, names, te
     assert found.golden == pytest.approx(golden, rel=0.05) and found.port == pytest.approx(port, rel=0.05)
     assert text in result.report()
     assert json.loads(json.dumps(result.to_dict(by_step=False)))["fingerprints"][0]["code"] == code
+    # both sides' lines of the update: bert's optimization.py and the port's assign
+    lines = result.sources[found.keys[0]]
+    assert os.path.basename(lines.tf1.update[-1].file) == "optimization.py"
+    assert lines.tf1.update[-1].code.startswith("assignments.extend( [param.assign(next_param)")
+    decay = "update += self.weight_decay_rate * param"
+    assert (decay in [s.code for s in lines.tf1.update]) == (slip != "decay-all")  # BERT decays no LayerNorm
+    assert lines.port.update[0].code == "param.assign(param - step)"
+    assert "; port bert_classifier.py:%d `param.assign(param - step)`" % lines.port.update[0].line in result.report()
 
 
 @pytest.mark.parametrize("forcing", ["none", "state"])
@@ -81,6 +90,7 @@ def test_localize_names_the_decay_slip_at_its_step_with_a_reproduction_that_fail
     assert found.reproduces and "named: weight-decay-added" in found.reproduced
     text = found.report()
     assert "named cause: weight decay applied where TF1 applies none" in text and "undecided" not in text
+    assert "source of var/bert/embeddings/LayerNorm/gamma:0: TF1 optimization.py:" in text
     assert json.loads(json.dumps(found.to_dict()))["fingerprints"][0]["code"] == "weight-decay-added"
 
 
@@ -120,6 +130,10 @@ def test_a_slip_in_one_part_of_a2cs_loss_is_named(a2c_golden, slip, term, golden
     assert (found.golden, found.port) == pytest.approx((golden, port))
     assert found.detail["steps"] == (1 if forcing == "none" else 6)  # every step from the golden's state agrees
     assert text in result.report()
+    # the part's TF1 line (a helper's return, and where stable-baselines calls it) and the port's loss
+    lines = result.sources[found.detail["part"]]
+    assert os.path.basename((lines.tf1.made.caller or lines.tf1.made).file) == "a2c.py"
+    assert lines.port.made.code.startswith("loss = pg_loss + entropy_sign * entropy * 0.01")
 
 
 def test_a2cs_correct_port_gets_no_name(a2c_golden):

@@ -109,6 +109,7 @@ def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selec
         "conventions": plain(result.conventions),
         "slips": plain(result.slips),
         "fingerprints": plain(result.fingerprints),
+        "sources": plain(result.sources),
         "distribution": plain(result.distribution),
         "distribution_hints": plain(result.distribution_hints),
         "noise": plain(result.noise),

@@ -13,12 +13,14 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Set, Tuple, Type
 import numpy as np
 
 from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
+from ..sources import paired
 from ..store import Trace, provenance
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta, replay_of
 from . import sparse
 from .diagnosis import diagnose, with_values
 from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, proportional
+from .loss_terms import source_key
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
@@ -298,6 +300,11 @@ class Comparer:
         result.first_divergence = None if values is None else with_values(first, *values)
         diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
                  self._losses.get(first.key, {}) if first is not None else {})
+        if first is not None:
+            # a part of the loss: the port's line is its loss's (a port's loss is one expression)
+            shown = {first.key: first.key}
+            shown.update((source_key(h), h.keys[0]) for h in result.fingerprints if source_key(h) is not None)
+            result.sources = paired(golden.meta, actual_meta, shown)
         return result
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..keys import LOSSES, split_key
+from ..keys import LOSSES, TERM, make_key, split_key
 from ..store import Trace
 from .fingerprints import Fingerprint, Resolve
 from .fitting import LEFT
@@ -62,7 +62,15 @@ def loss_term(golden: Trace, key: str, first: int, losses: Mapping[int, Tuple[fl
         return None  # none fits, or more than one: nothing is named
     index, tensor, coefficient, factor, worst = fits[0]
     return Fingerprint(LOSS_TERM, first, (key,), coefficient, coefficient * factor, worst,
-                       {"term": index, "terms": len(terms), "factor": factor, "steps": len(values), "tensor": tensor})
+                       {"term": index, "terms": len(terms), "factor": factor, "steps": len(values), "tensor": tensor,
+                        "part": make_key("loss", "%s%s%d" % (name, TERM, index))})
+
+
+def source_key(hint: Fingerprint) -> Optional[str]:
+    """The tensor whose source line a fingerprint shows: the part of the loss it names (the
+    recorder keeps each part's line under its key), else the first tensor it explains."""
+    part = hint.detail.get("part")
+    return part if isinstance(part, str) else (hint.keys[0] if hint.keys else None)
 
 
 def _fits(losses: Mapping[int, Tuple[float, float]], values: Mapping[int, List[float]], index: int,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..keys import make_key, step_label
+from ..sources import Paired
 from ..store.provenance import Provenance
 from .arbiter import Arbitrated
 from .asdict import comparison_dict
@@ -152,6 +153,8 @@ class Comparison:
     slips: List[SlipHint] = field(default_factory=list)  # usual migration slips the first divergence fits
     # the failing updates at the first divergence's step fitted to known transformations (fingerprints.py)
     fingerprints: List[Fingerprint] = field(default_factory=list)
+    # the TF1 program's and the port's lines behind the first divergence and the fingerprints' tensors
+    sources: Dict[str, Paired] = field(default_factory=dict)
     # A replay under a tf.distribute strategy: where it ran (replicas, devices, reduction, input
     # split), and the distribution slips the first divergence looks like.
     distribution: Optional[Dict[str, Any]] = None

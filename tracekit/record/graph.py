@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import TERM, UNCLIPPED, make_key, split_key
+from ..sources import Lines
 from ..structure import leaves
 from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
 from .losses import candidates, derivatives, loss_terms, run_losses
+from .sources import plan_sources
 from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
                       op_updates, pushed_update, variable_name)
 from .walk import (RANDOM_OPS, constant, executed_ops, is_random_draw, unique, unique_ops, unordered_reads,
@@ -87,6 +89,8 @@ class StepPlan:
     # Variables a run that is not a training step changes (a target network's sync, a counter
     # set by hand): the next step starts from their new values
     changes: List[str] = field(default_factory=list)
+    # The program's lines behind what it records (record/sources.py): key -> Lines
+    sources: Dict[str, Lines] = field(default_factory=dict)
 
 
 class GraphModel:
@@ -333,8 +337,11 @@ class GraphModel:
         inputs = {key[len("input/"):] for key in fetch if key.startswith("input/")}
         structures = {name: stored for name, stored in intercepted["structure"]
                       if leaves(stored) and set(leaves(stored)) <= inputs}
+        held = self.variables()
+        sources = plan_sources(fetch, changed, {v.name: v for _, v in held}, [k[5:] for k, _ in held
+                                                                          if k.startswith("slot/")], executed)
         return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
-                        terms=terms)
+                        terms=terms, sources=sources)
 
     def _changes(self, executed: List[Any]) -> List[str]:
         """The global variables a run changes (assign, scatter and update ops on them)."""

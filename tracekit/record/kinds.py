@@ -1,11 +1,13 @@
 """What a recording's metadata says of the steps as they come: the kinds of step (the train ops
-each run ran), the races and input structures each kind showed, and the inputs fed in another
-dtype than the graph consumed. Each is said at once, so a recording killed later keeps it.
+each run ran), the races, input structures and source lines each kind showed, and the inputs
+fed in another dtype than the graph consumed. Each is said at once, so a recording killed later keeps it.
 Python 3.7 syntax."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
+
+from ..sources import written
 
 
 class Kinds:
@@ -14,6 +16,7 @@ class Kinds:
         self.races: List[Dict[str, str]] = []  # walk.unordered_reads of the steps seen
         self.structures: Dict[str, Any] = {}  # the steps' input structures (structure.py)
         self.fed_dtypes: Dict[str, str] = {}  # inputs fed in another dtype than the graph consumed
+        self.sources: Dict[str, Any] = {}  # key -> the program's lines behind it (record/sources.py), first kind first
 
     def new(self, plan: Any) -> Optional[Dict[str, Any]]:
         """The metadata a step of a kind not seen yet adds (the kinds, and the races and input
@@ -29,6 +32,10 @@ class Kinds:
         if plan.structures:
             self.structures.update(plan.structures)
             meta["inputs"] = dict(self.structures)
+        new_sources = {k: v for k, v in written(plan.sources).items() if k not in self.sources}
+        if new_sources:
+            self.sources.update(new_sources)
+            meta["sources"] = dict(self.sources)
         return meta
 
     def fed(self, name: str, dtype: Optional[str]) -> Optional[Dict[str, Any]]:

@@ -50,6 +50,8 @@ class GradientWatch:
         # gradient they took (a hand-written one), False after a step whose optimizers reported all
         # (a Keras port: not copied twice), None until the first step of each kind has told.
         self.needed: Optional[bool] = None
+        # Told each gradient call's target (the loss): where the port made it (replay/sources.py).
+        self.differentiated: Optional[Callable[[Any], None]] = None
 
     def start(self, first: bool) -> None:
         """A step begins; `first`: the first of its kind (its function may be traced now)."""
@@ -76,6 +78,7 @@ class GradientWatch:
         watch = self
 
         def gradient(tape: Any, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
+            watch._target(target)
             result = watch._moved(original(tape, target, sources, *args, **kwargs))
             watch._took(tf.nest.flatten(sources), tf.nest.flatten(result, expand_composites=False))
             return result
@@ -85,6 +88,7 @@ class GradientWatch:
         watch = self
 
         def gradients(ys: Any, xs: Any, *args: Any, **kwargs: Any) -> Any:
+            watch._target(ys)
             result = watch._moved(original(ys, xs, *args, **kwargs))
             watch._took(tf.nest.flatten(xs), list(result))
             return result
@@ -115,6 +119,13 @@ class GradientWatch:
             watch.capture.put_many(named, wanted=watch._wanted)
             return clipped, norm
         return clip_by_global_norm
+
+    @tf.autograph.experimental.do_not_convert
+    def _target(self, target: Any) -> None:
+        if self.differentiated is not None and replica_id() is None:
+            flat = tf.nest.flatten(target)
+            if len(flat) == 1:  # one loss; a list of targets says nothing of which is "the" loss
+                self.differentiated(flat[0])
 
     @tf.autograph.experimental.do_not_convert
     def _moved(self, result: Any) -> Any:

@@ -28,6 +28,7 @@ from .optimizer_terms import (applied, convention, is_v1, keras_slot, learning_r
 from .tf_import import tf
 from .port_state import starts_fresh, unmapped_state
 from .slots import Slot, inert_slots
+from .sources import SourceWatch
 from .varmap import Mapping
 from .variables import cast_for, initial_value, unwrap
 
@@ -39,7 +40,8 @@ class OptimizerBridge:
 
     def __init__(self, golden: Any, mapping: Mapping, golden_slots: List[Slot],
                  iterations: List[str], keys: Dict[str, str], capture: Capture, load_initial: bool,
-                 conversions: Sequence[Conversion] = (), replicas: Sequence[int] = ()) -> None:
+                 conversions: Sequence[Conversion] = (), replicas: Sequence[int] = (),
+                 sources: Optional[SourceWatch] = None) -> None:
         self.golden = golden
         self._replicas = list(replicas)  # under a strategy: this worker's replica ids
         self.capture = capture
@@ -79,6 +81,9 @@ class OptimizerBridge:
         # not demanded of it: "slot/<name>" -> why, after its first update
         self._inert = inert_slots(golden, golden_slots)
         self.not_demanded: Dict[str, str] = {}
+        self._sources = sources  # the port's lines (sources.py), where the runner keeps them
+        if sources is not None:
+            self._watch.differentiated = sources.differentiated
 
     def state_variables(self) -> List[Any]:
         """The variables `read` reads: the paired slots and the step counter."""
@@ -186,6 +191,8 @@ class OptimizerBridge:
                 bridge.error = exc
                 raise
             bridge.capture.put(make_key("lr", bridge._lr_names[id(optimizer)]), learning_rate(optimizer))
+            if bridge._sources is not None:
+                bridge._sources.applied([v for _, v in pairs])
             named = []
             given = applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
             for (grad, var), used in zip(pairs, given):

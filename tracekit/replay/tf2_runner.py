@@ -27,8 +27,9 @@ from .perturb import GradientJitter, Jitter, move
 from .port_state import starts_fresh
 from .random_tape import RandomTape
 from .slots import split_state
+from .sources import SourceWatch
 from .tf_import import tf
-from .variables import cast_for, initial_value, model_variables, pair_port
+from .variables import cast_for, initial_value, model_variables, pair_port, unwrap
 
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
@@ -63,9 +64,16 @@ class TF2Runner:
         slot_names, iterations = paired.slots, paired.iterations  # left to the port's optimizers
         self.tape = RandomTape(self.capture, inject=options.random == "tape", pass_through=pass_through,
                                distribution=distribution)
+        watched: List[Tuple[Any, List[str]]] = []  # port variable -> the golden's names of it
+        for name, cand in self.mapping.pairs.items():  # a Keras 3 variable assigns the tf.Variable it holds
+            watched += [(obj, [name]) for obj in (cand.obj, getattr(cand.obj, "_value", None)) if obj is not None]
+        watched += [(v, list(conv.golden)) for conv in self.conversions for v in conv.port]
+        self._names_by_id = {id(obj): names for obj, names in watched}
+        self.sources = SourceWatch(self._golden_names, [obj for obj, _ in watched])  # the port's lines (sources.py)
         self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
                                          load_initial=options.init == "golden", conversions=self.conversions,
-                                         replicas=distribution.local_ids if distribution is not None else ())
+                                         replicas=distribution.local_ids if distribution is not None else (),
+                                         sources=self.sources)
         self._created: List[str] = []
         self._reader = VariableReader()
         self._forced_taps: Optional[Dict[str, np.ndarray]] = None  # forcing="taps": this step's golden taps
@@ -196,7 +204,7 @@ class TF2Runner:
         self.capture.live = True
         try:
             with self.tape.installed(), self.optimizer.installed(first), taps.capturing(self._tap), \
-                    tf.variable_creator_scope(self._creator):
+                    tf.variable_creator_scope(self._creator), self.sources.installed(first):
                 yield self.capture
         except Exception:
             if self.capture.stale():
@@ -265,7 +273,7 @@ class TF2Runner:
         steps started from."""
         found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial),
                                  "optimizer_settings": self.optimizer.settings,
-                                 "reshaped_draws": dict(self.tape.reshaped)}
+                                 "reshaped_draws": dict(self.tape.reshaped), "sources": self.sources.meta()}
         if self.distribution is None:
             return found
         out = self.distribution.layout.to_meta()
@@ -283,7 +291,12 @@ class TF2Runner:
         self._created.append(getattr(variable, "name", "?"))
         return variable
 
+    def _golden_names(self, variable: Any) -> List[str]:
+        """The golden's names of a port variable (mapped, or converted), [] for others."""
+        return self._names_by_id.get(id(variable)) or self._names_by_id.get(id(unwrap(variable))) or []
+
     def _tap(self, name: str, tensor: Any) -> Any:
+        self.sources.tap(name, tensor)
         self.capture.put(make_key("tap", name), tensor)
         if self._forced_taps is None:
             return tensor

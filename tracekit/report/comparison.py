@@ -16,6 +16,7 @@ from .fingerprints import fingerprint
 from .hints import convention, slip
 from .judged import judged_lines
 from .provenance import origin_line
+from .sources import divergence_source, fingerprint_lines
 from .text import num, table
 
 STAGES = {"input": "inputs", "random": "random draws", "tap": "taps", "fetch": "fetches", "loss": "loss",
@@ -287,10 +288,10 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
                      % result.short)
     first = result.first_divergence
     if first is not None:
-        lines += divergence(first)
+        lines += divergence(first) + divergence_source(result)
     if result.likely_cause is not None:
         lines += cause(result.likely_cause)
-    lines += [fingerprint(hint) for hint in result.fingerprints]
+    lines += fingerprint_lines(result, fingerprint)
     lines += [convention(hint) for hint in result.conventions]
     lines += [slip(hint) for hint in result.slips]
     lines += [distribution_hint(hint) for hint in result.distribution_hints]

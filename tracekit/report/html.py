@@ -26,6 +26,7 @@ from .comparison import (STAGES, cause, distribution_hint, divergence, forcing_l
                          noise_line, tensor_rows, verdict)
 from .environment import diff_lines
 from .fingerprints import fingerprint
+from .sources import divergence_source, fingerprint_lines
 from .hints import convention, slip
 from .judged import judged_lines
 
@@ -197,9 +198,9 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
         parts += ["<h2>Verdict on a long golden: the local and the drift view</h2>", _pre(judged)]
     first = result.first_divergence
     if first is not None:
-        why = divergence(first)
+        why = divergence(first) + divergence_source(result)
         why += cause(result.likely_cause) if result.likely_cause is not None else []
-        why += [fingerprint(h) for h in result.fingerprints]
+        why += fingerprint_lines(result, fingerprint)
         why += [convention(h) for h in result.conventions] + [slip(h) for h in result.slips]
         why += [distribution_hint(h) for h in result.distribution_hints]
         why += ["also: " + noise_line(n) for n in result.noise if n.key != first.key][:8]

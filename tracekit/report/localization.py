@@ -12,6 +12,7 @@ from .comparison import STAGES, headline
 from .fingerprints import fingerprint
 from .judged import SHOWN_STEPS, arbitration_lines
 from .reported import Reported
+from .sources import divergence_source, fingerprint_lines
 
 
 @dataclass
@@ -90,7 +91,9 @@ def lines(found: Localization) -> List[str]:
         return out
     kind = (found.key or "").partition("/")[0]
     out.append("first local error: %s, %s (%s)" % (step_label(found.step), found.key, STAGES.get(kind, kind)))
-    out += ["  " + fingerprint(hint) for hint in found.state.fingerprints]
+    out += ["  " + line for line in divergence_source(found.state)
+            if found.state.first_divergence is not None and found.state.first_divergence.key == found.key]
+    out += ["  " + line for line in fingerprint_lines(found.state, fingerprint)]
     if found.drift_before:
         out.append("  earlier steps only drifted: from its own state the port already failed at %s, but each of "
                    "those steps matches on its own" % step_label(plain.step))
