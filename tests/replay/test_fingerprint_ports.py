@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -88,6 +89,8 @@ def test_localize_names_the_decay_slip_at_its_step_with_a_reproduction_that_fail
     assert [f.code for f in found.state.fingerprints] == ["weight-decay-added"]
     assert [a.verdict for a in found.state.arbitration.steps] == [PORT]
     assert found.reproduces and "named: weight-decay-added" in found.reproduced
+    # the hand-written optimizer's m, v and counter are mapped, loaded and read back (as variables of the port)
+    assert re.search(r"it loaded and read back \d+ variables, \d+ slots and 1 counter", found.reproduced), found.reproduced
     text = found.report()
     assert "named cause: weight decay applied where TF1 applies none" in text and "undecided" not in text
     assert "source of var/bert/embeddings/LayerNorm/gamma:0: TF1 optimization.py:" in text

@@ -26,6 +26,10 @@ def test_a_wrong_port_is_localized_with_a_reproduction_that_fails(tf2, tmp_path)
                          out=str(tmp_path))
     assert not found.ok and (found.step, found.key) == (0, "var/bn/moving_mean:0")
     assert found.reproduces is True and found.script is None  # a partial has no importable name
+    # Keras Adam's slots and its step counter are loaded at its first update, and read back there
+    assert "it loaded and read back 8 variables, 12 slots and 1 counter of the step's starting state" in \
+        found.reproduced
+    assert found.state.loaded is not None
     with tracekit.open(found.reproduction) as repro:
         assert len(repro) == 1 and repro.meta["excerpt"]["step"] == 0
     assert "first local error: step 0, var/bn/moving_mean:0 (updated variables)" in found.report()

@@ -99,6 +99,7 @@ def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selec
         "steps": result.steps,
         "forcing": result.forcing,
         "forced": plain(result.forced),
+        "loaded": plain(result.loaded),
         "advice": result.advice,
         "golden_steps": result.golden_steps,
         "actual_steps": result.actual_steps,

@@ -277,6 +277,7 @@ class Comparer:
         replay = replay_of(actual_meta) or ReplayMeta()
         result.forcing = str(replay.forcing or "none")
         result.forced = replay.forced
+        result.loaded = replay.loaded
         if actual_steps < len(golden) and not replay.limited:
             # Not asked for (replay(steps=N) says so): the replay stopped early, or is not one.
             result.short = "the golden has %d steps, the replay only %d" % (len(golden), actual_steps)

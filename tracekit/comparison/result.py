@@ -175,6 +175,8 @@ class Comparison:
     forcing: str = "none"
     # what forcing set, by kind, and what of the golden's state it could not, checked at its first step
     forced: Optional[Dict[str, Any]] = None
+    # what the replay's optimizers loaded of the golden's initial state, read back (ReplayMeta.loaded)
+    loaded: Optional[Dict[str, Any]] = None
     # Where the golden's data came from: a derived golden (a TF2 run's data) is flagged in reports.
     golden_provenance: Optional[Provenance] = None
     # "local": a long golden judged by each step's own error (teacher-forced), failing steps judged

@@ -27,7 +27,7 @@ def forced_record(golden: Any, runner: Any, index: int, state: Mapping[str, Any]
     wrong = []
     for key in forced:
         want, got = np.asarray(state[key]), read.get(key)
-        if got is None or np.shape(got) != want.shape or not _close(np.asarray(got), want, scales.get(key, 0.0)):
+        if got is None or np.shape(got) != want.shape or not reads_back(np.asarray(got), want, scales.get(key, 0.0)):
             wrong.append(key)
     if wrong:
         raise ReplayError("%s, step %d: teacher forcing set %d tensors of the golden's state into the port, and %d "
@@ -41,7 +41,12 @@ def forced_record(golden: Any, runner: Any, index: int, state: Mapping[str, Any]
     return {"step": index, "set": kinds, "not_set": missing}
 
 
-def _close(got: np.ndarray, want: np.ndarray, port_scale: float) -> bool:
+def reads_back(got: np.ndarray, want: np.ndarray, port_scale: float = 0.0) -> bool:
+    """Whether a value set into the port reads back as `want`: exactly for integers, else within
+    READ_BACK_ULPS of the larger of its scale and the port's (`port_scale`)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return False
     if not np.issubdtype(want.dtype, np.floating):
         return bool(np.array_equal(got, want))
     want64 = want.astype(np.float64)

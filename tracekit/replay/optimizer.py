@@ -21,6 +21,7 @@ from ..keys import UNCLIPPED, make_key, split_key
 from .capture import Capture, numpy, passed_key, port_grad_key
 from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
+from .forcing import reads_back
 from .gradients import GradientWatch, gradient_keys
 from .keras_optimizers import aggregates, delegates, optimizer_classes
 from .optimizer_terms import (applied, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate, settings,
@@ -82,6 +83,8 @@ class OptimizerBridge:
         self._inert = inert_slots(golden, golden_slots)
         self.not_demanded: Dict[str, str] = {}
         self._sources = sources  # the port's lines (sources.py), where the runner keeps them
+        # the state the optimizers' first updates loaded ("kind/name"), and whether each read back as the golden's
+        self.loaded: Dict[str, bool] = {}
         if sources is not None:
             self._watch.differentiated = sources.differentiated
 
@@ -301,6 +304,22 @@ class OptimizerBridge:
                 for name in self._iterations:
                     if self._keys[name] in initial and counter is not None:
                         counter.assign(int(initial[self._keys[name]]))
+                self._read_back(slots, converted, counter, lr)
+
+    def _read_back(self, slots: int, converted: int, counter: Any, lr: float) -> None:
+        """The state an optimizer's first update loaded (its slots from `slots` on, its converted
+        slots from `converted` on, the step counter), read back at once in the golden's terms:
+        each key into `loaded`, read back as the golden's or not (a step runs from it next)."""
+        initial = self.golden.initial
+        got: List[Tuple[str, Any]] = [(make_key("slot", name), slot_to_tf1(numpy(var), role, lr))
+                                      for name, var, role, _ in self._slots[slots:]]
+        for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
+            values = conv.deltas_to_golden([slot_to_tf1(numpy(var), role, lr) for var in port_slots])
+            got += [(make_key("slot", name), value) for name, value in zip(names, values)]
+        if counter is not None:
+            got += [(self._keys[name], numpy(counter)) for name in self._iterations if self._keys[name] in initial]
+        for key, value in got:
+            self.loaded[key] = reads_back(value, initial[key])
 
     def _golden_names(self, updated: Set[Optional[str]]) -> List[str]:
         """The golden variables behind `updated` (golden names, or converted variables' capture names)."""

@@ -273,7 +273,9 @@ class TF2Runner:
         steps started from."""
         found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial),
                                  "optimizer_settings": self.optimizer.settings,
-                                 "reshaped_draws": dict(self.tape.reshaped), "sources": self.sources.meta()}
+                                 "reshaped_draws": dict(self.tape.reshaped), "sources": self.sources.meta(),
+                                 "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
+                                            "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}
         if self.distribution is None:
             return found
         out = self.distribution.layout.to_meta()

@@ -99,6 +99,10 @@ class ReplayMeta(Section):
     reshaped_draws: Dict[str, List[List[int]]] = field(default_factory=dict)
     # teacher forcing, as checked at its first step: {"step", "set": {kind: count}, "not_set": {"kind/name": why}}
     forced: Optional[Dict[str, Any]] = None
+    # the golden's initial state the optimizers' first updates loaded (slots, step counters), read back
+    # at once: {"read_back": [as the golden's], "otherwise": [keys]} (the variables are compared at the
+    # initial step); None for replays from before it was kept
+    loaded: Optional[Dict[str, List[str]]] = None
 
 
 def replay_of(meta: Mapping[str, Any]) -> Optional[ReplayMeta]:

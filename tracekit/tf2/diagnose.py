@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from ..comparison.calibration import DEFAULT_MARGIN, Spread, derive
 from ..comparison.tolerance import Tolerance
@@ -18,7 +18,7 @@ from ..store import Trace, open_trace
 from ..store.excerpt import write_excerpt
 from .drive import _CALIBRATE_SETS, _LOCALIZE_SETS, _made, _replay
 from .live import _check, _port_runs
-from .reproduction import write_script
+from .reproduction import reproduces, write_script
 from .verdict import arbitrate_local
 
 def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance | str | None" = None,
@@ -69,24 +69,9 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
         found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
     found.script = write_script(found.reproduction, make_port, tolerance, replay_options.given())
     _, step, own = _made(make_port, replay_options, _LOCALIZE_SETS)
-    found.reproduces, found.reproduced = _reproduces(_check(found.reproduction, step, own, tolerance=tolerance), state)
+    found.reproduces, found.reproduced = reproduces(found.reproduction, _check(found.reproduction, step, own,
+                                                                              tolerance=tolerance), state)
     return found
-
-
-def _reproduces(replayed: Reported, state: Reported) -> Tuple[bool, str]:
-    """Whether the one-step reproduction fails as the forced replay did at that step (the same
-    first tensor and the same named causes), and what it did."""
-    first, wanted = replayed.first_divergence, state.first_divergence
-    if first is None or wanted is None:
-        return False, "it matches"
-    causes = sorted(f.code for f in replayed.fingerprints)
-    expected = sorted(f.code for f in state.fingerprints)
-    if first.key != wanted.key:
-        return False, "it fails at %s, not at %s: another reason (a state it did not load?)" % (first.key, wanted.key)
-    if causes != expected:
-        return False, "it fails at %s, but the named causes differ (%s, against %s)" % (
-            first.key, ", ".join(causes) or "none", ", ".join(expected) or "none")
-    return True, "it fails at %s%s" % (first.key, ", named: " + ", ".join(causes) if causes else "")
 
 
 def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margin: float = DEFAULT_MARGIN,
