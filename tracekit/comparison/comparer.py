@@ -75,7 +75,8 @@ class Comparer:
         self._values: Dict[Tuple[int, str], Tuple[Any, Any]] = {}  # (step, key) of a divergence -> its two values
         self._step_values: Dict[str, Tuple[Any, Any]] = {}  # the first divergence's step's failures, for fingerprints
         # key -> {step: (golden, port)} of each scalar loss at steps from the golden's state (loss_terms.py)
-        self._losses: Dict[str, Dict[int, Tuple[float, float]]] = {}
+        # and of each learning rate at every step (races.py)
+        self._scalars: Dict[str, Dict[int, Tuple[float, float]]] = {}
         self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
         self._work = Pipeline(ahead=PAIRS_AHEAD)
         self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
@@ -207,8 +208,8 @@ class Comparer:
             if kind == "random":  # a draw is its numbers in order: a port may draw them in another layout
                 a_value = _as_drawn(a_value, g_value)
             stats = compare_values(g_value, a_value, tol)
-            if kind == "loss" and from_golden_state(self._replay, index):
-                self._keep_loss(key, index, g_value, a_value)
+            if kind == "loss" and from_golden_state(self._replay, index) or kind == "lr":
+                self._keep_scalar(key, index, g_value, a_value)
             if kind == "var" and stats.ok and not stats.discrete and stats.ulps >= PROPORTIONAL_ULPS and \
                     from_golden_state(self._replay, index):
                 before = self.golden.before(index)  # the state the step started from
@@ -252,11 +253,12 @@ class Comparer:
         g_value, a_value = sparse.values(pair, g_step, a_step, self._var_shapes.get(name), indices)
         return tol, g_value, [(key, a_value, compare_values(g_value, a_value, tol))]
 
-    def _keep_loss(self, key: str, index: int, g_value: Any, a_value: Any) -> None:
-        """A scalar loss's two values at a step (run on worker threads: each step is an entry of its own;
-        past LOSSES_KEPT steps a loss's values are not kept, and a slip first seen there is not fitted)."""
+    def _keep_scalar(self, key: str, index: int, g_value: Any, a_value: Any) -> None:
+        """A scalar loss's or learning rate's two values at a step (run on worker threads: each step is an
+        entry of its own; past LOSSES_KEPT steps they are not kept, and a slip first seen there is not fitted,
+        a race there not excused)."""
         g, a = np.asarray(g_value), np.asarray(a_value)
-        kept = self._losses.setdefault(key, {})
+        kept = self._scalars.setdefault(key, {})
         if g.size == 1 == a.size and g.dtype.kind == "f" and a.dtype.kind == "f" and len(kept) < LOSSES_KEPT:
             kept[index] = float(g.reshape(())), float(a.reshape(()))
 
@@ -300,7 +302,8 @@ class Comparer:
         values = None if first is None else self._values[first.step, first.key]
         result.first_divergence = None if values is None else with_values(first, *values)
         diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
-                 self._losses.get(first.key, {}) if first is not None else {})
+                 self._scalars.get(first.key, {}) if first is not None else {})
+        result.rates = {key: dict(values) for key, values in self._scalars.items() if key.startswith("lr/")}
         if first is not None:
             # a part of the loss: the port's line is its loss's (a port's loss is one expression)
             shown = {first.key: first.key}

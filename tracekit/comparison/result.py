@@ -17,6 +17,7 @@ from .digests import BITS, DIGEST
 from .distribution import DistributionHint
 from .envdiff import Change, EnvironmentDiff, Profile
 from .noise import Noise
+from .races import RacedStep
 from .select import Selection
 from .series import StatsSeries
 from .fingerprints import Fingerprint
@@ -177,6 +178,11 @@ class Comparison:
     forced: Optional[Dict[str, Any]] = None
     # what the replay's optimizers loaded of the golden's initial state, read back (ReplayMeta.loaded)
     loaded: Optional[Dict[str, Any]] = None
+    # each learning rate's (golden, port) value by step, the first comparer.LOSSES_KEPT steps
+    rates: Dict[str, Dict[int, Tuple[float, float]]] = field(default_factory=dict, repr=False)
+    # steps a forced replay excused: the TF1 step's learning rate read its counter after the
+    # increment, as the golden's race report and the rates say (races.py)
+    raced: List[RacedStep] = field(default_factory=list)
     # Where the golden's data came from: a derived golden (a TF2 run's data) is flagged in reports.
     golden_provenance: Optional[Provenance] = None
     # "local": a long golden judged by each step's own error (teacher-forced), failing steps judged

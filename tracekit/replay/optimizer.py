@@ -193,9 +193,10 @@ class OptimizerBridge:
             except ReplayError as exc:  # kept: tf.function wraps it in its own error while tracing
                 bridge.error = exc
                 raise
-            bridge.capture.put(make_key("lr", bridge._lr_names[id(optimizer)]), learning_rate(optimizer))
+            rate = make_key("lr", bridge._lr_names[id(optimizer)])
+            bridge.capture.put(rate, learning_rate(optimizer))
             if bridge._sources is not None:
-                bridge._sources.applied([v for _, v in pairs])
+                bridge._sources.applied([v for _, v in pairs], rate)
             named = []
             given = applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
             for (grad, var), used in zip(pairs, given):

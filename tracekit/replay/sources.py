@@ -75,13 +75,17 @@ class SourceWatch:
                 self.lines[make_key("loss", "loss")] = Lines(found)
 
     @tf.autograph.experimental.do_not_convert
-    def applied(self, variables: Sequence[Any]) -> None:
+    def applied(self, variables: Sequence[Any], rate: Optional[str] = None) -> None:
         """An optimizer's apply_gradients: the port's line that updates these variables (a
-        Keras optimizer's kernels assign no variable the port sees)."""
+        Keras optimizer's kernels assign no variable the port sees), and applies its learning
+        rate (`rate`, its golden key)."""
         names = [n for v in variables for n in self._golden_names(v) if make_key("var", n) not in self.lines]
-        found = stack_source() if names else None
+        wanted = rate is not None and rate not in self.lines
+        found = stack_source() if names or wanted else None
         if found is not None:
             self.lines.update((make_key("var", n), Lines(update=(found,))) for n in names)
+            if wanted:
+                self.lines[rate] = Lines(found)  # type: ignore[index]
 
     @contextlib.contextmanager
     def installed(self, first: bool) -> Iterator[None]:

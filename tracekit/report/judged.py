@@ -44,6 +44,12 @@ def arbitration_lines(arbitration: Arbitration) -> List[str]:
     return lines
 
 
+def raced_lines(result: Comparison) -> List[str]:
+    """The steps a race in the TF1 step explains (comparison/races.py), each with its evidence."""
+    return ["  " + raced.describe() for raced in result.raced[:SHOWN_STEPS]] + \
+        (["  ... and %d more raced steps" % (len(result.raced) - SHOWN_STEPS)] if len(result.raced) > SHOWN_STEPS else [])
+
+
 def judged_lines(result: Comparison) -> List[str]:
     """The lines a local or envelope verdict adds to the report; none for a plain one."""
     if result.judged == "envelope":
@@ -55,6 +61,7 @@ def judged_lines(result: Comparison) -> List[str]:
     lines = ["judged: local (a golden of %d steps: each step's own error, teacher-forced; the float64 arbiter on "
              "the steps that fail; the drift from the port's own state against an envelope of perturbed replays)"
              % result.golden_steps]
+    lines += raced_lines(result)
     arbitrated = result.arbitration.steps if result.arbitration is not None else []
     if not arbitrated:
         lines.append("local errors: none%s" % ("" if result.first_divergence is None

@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Optional
 from ..keys import step_label
 from .comparison import STAGES, headline
 from .fingerprints import fingerprint
-from .judged import SHOWN_STEPS, arbitration_lines
+from .hints import slip
+from .judged import SHOWN_STEPS, arbitration_lines, raced_lines
 from .reported import Reported
 from .sources import divergence_source, fingerprint_lines
 
@@ -70,14 +71,23 @@ def lines(found: Localization) -> List[str]:
            "  each step forced:     %s" % ("MATCH" if found.state.ok else headline(found.state))]
     if found.taps is not None:
         out.append("  each tap forced too:  %s" % ("MATCH" if found.taps.ok else headline(found.taps)))
+    if found.state.raced:
+        out.append("the TF1 step raced at %d step(s) of the forced replay (excused, not the port's):"
+                   % len(found.state.raced))
+        out += raced_lines(found.state)
     arbitrated = found.state.arbitration.steps if found.state.arbitration is not None else []
     if arbitrated:
         out.append("the float64 arbiter judged %d failing step(s) of the forced replay:" % len(arbitrated))
         for arbitration in arbitrated[:SHOWN_STEPS]:
             out += arbitration_lines(arbitration)
     if found.step is None:
+        raced = [r.step for r in found.state.raced]
         if plain is None:
             out.append("the port matches the golden: nothing to localize")
+        elif raced and plain.step >= raced[0]:
+            out.append("every step matches on its own, except where the TF1 step raced: the failure from its own state "
+                       "at %s follows the race at %s (the golden trained that step at the next step's rate), not a step "
+                       "of the port's that computes differently" % (step_label(plain.step), step_label(raced[0])))
         elif arbitrated:
             out.append("every step matches on its own, or fails only where the float64 arbiter explains it: the "
                        "failure from its own state at %s is drift and discontinuities that round-off crossed, not a "
@@ -94,6 +104,8 @@ def lines(found: Localization) -> List[str]:
     out += ["  " + line for line in divergence_source(found.state)
             if found.state.first_divergence is not None and found.state.first_divergence.key == found.key]
     out += ["  " + line for line in fingerprint_lines(found.state, fingerprint)]
+    if found.state.first_divergence is not None and found.state.first_divergence.key == found.key:
+        out += ["  " + slip(hint) for hint in found.state.slips]  # a race on the last step, say: none to verify it
     if found.drift_before:
         out.append("  earlier steps only drifted: from its own state the port already failed at %s, but each of "
                    "those steps matches on its own" % step_label(plain.step))

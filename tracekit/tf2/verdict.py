@@ -46,6 +46,7 @@ from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
 from ..comparison.arbiter import PORT, Arbitrated
 from ..comparison.calibration import Spread, derive
 from ..comparison.engine import compare_data as compare
+from ..comparison.races import raced_steps
 from ..comparison.result import Comparison, Divergence
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
@@ -111,8 +112,11 @@ def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], res
 
 def arbitrate_local(golden: Trace, local: Comparison, make_port: MakePort, replay_one: ReplayOne) -> Arbitrated:
     """Arbitrate a teacher-forced comparison's failing steps in order, up to the first the arbiter
-    does not explain, and accept those it explains (`local.arbitration` says which)."""
+    does not explain, and accept those it explains (`local.arbitration` says which); first accept
+    the steps a TF1 race explains (comparison/races.py; `local.raced`)."""
     arbitrated = local.arbitration = Arbitrated()
+    local.raced = raced_steps(golden.meta, local.rates)  # a race the golden reports, as the rates show it
+    accept(local, {raced.step for raced in local.raced})
     for step, failing in failing_steps(local):
         if step < 0:
             break  # the initial state differs: the variables as loaded, no step to arbitrate
