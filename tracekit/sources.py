@@ -37,7 +37,8 @@ LINES_KEPT = 8  # of a variable's update, at most
 
 @dataclass(frozen=True)
 class Source:
-    """One line of the user's code: `file` as the program ran it, `code` its text (whitespace
+    """One line of the user's code: `file` relative to the working directory of the run where it
+    is under it, else as the program ran it; `code` its text (whitespace
     collapsed); `caller` the user's line that called it, where this line is a helper's return
     (`mse` in a utilities module, called where the loss is built)."""
 
@@ -163,7 +164,17 @@ def _line(path: str, line: int, function: str, code: str) -> Source:
         line = start
     else:
         text = " ".join((code or linecache.getline(path, line) or "").split())
-    return Source(path, line, function, text[:CODE_CHARS])
+    return Source(_shown(path), line, function, text[:CODE_CHARS])
+
+
+def _shown(path: str) -> str:
+    """A path as kept: relative to the working directory where it is under it (a golden then
+    names no home directory of the machine it was recorded on), else as the program ran it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith(os.pardir) or os.path.isabs(relative) else relative
 
 
 @functools.lru_cache(maxsize=64)

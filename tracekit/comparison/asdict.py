@@ -100,6 +100,7 @@ def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selec
         "forcing": result.forcing,
         "forced": plain(result.forced),
         "loaded": plain(result.loaded),
+        "raced": plain(result.raced),
         "advice": result.advice,
         "golden_steps": result.golden_steps,
         "actual_steps": result.actual_steps,

@@ -338,8 +338,14 @@ class GraphModel:
         structures = {name: stored for name, stored in intercepted["structure"]
                       if leaves(stored) and set(leaves(stored)) <= inputs}
         held = self.variables()
-        sources = plan_sources(fetch, changed, {v.name: v for _, v in held}, [k[5:] for k, _ in held
-                                                                          if k.startswith("slot/")], executed)
+        moved = {var: list(ops) for var, ops in changed.items()}  # and what else the run assigns (a moving average)
+        for op in executed:
+            if op.type in ASSIGN_OPS or op.type.startswith(("Scatter", "ResourceScatter")):
+                var = variable_name(op.inputs[0]) if op.inputs else None
+                if var is not None and all(op.name != o.name for o in moved.get(var, [])):
+                    moved.setdefault(var, []).append(op)
+        sources = plan_sources(fetch, moved, {v.name: v for _, v in held}, [k[5:] for k, _ in held
+                                                                        if k.startswith("slot/")], executed)
         return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
                         terms=terms, sources=sources)
 

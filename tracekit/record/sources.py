@@ -31,8 +31,9 @@ def op_source(op: Any) -> Optional[Source]:
 def plan_sources(fetch: Mapping[str, Any], changed: Mapping[str, List[Any]], variables: Mapping[str, Any],
                  slots: Iterable[str], executed: Iterable[Any]) -> Dict[str, Lines]:
     """{key: Lines} of a kind of step: `fetch` its recorded tensors (key -> tensor), `changed`
-    the variables it changes and the ops that do (name -> ops), `variables` the graph's
-    (name -> variable), `slots` which of them are optimizer state, `executed` the step's ops."""
+    the variables it changes and the ops that do (name -> ops: an update, a moving average's
+    assign), `variables` the graph's (name -> variable; each gets where it was created),
+    `slots` which of them are optimizer state, `executed` the step's ops."""
     out: Dict[str, Lines] = {}
     for key, tensor in fetch.items():
         if key.startswith(("input/", "random/")):
@@ -43,6 +44,10 @@ def plan_sources(fetch: Mapping[str, Any], changed: Mapping[str, List[Any]], var
     # the learning rate's schedule is its own line (lr/...), not the update's
     model = _model_cone(fetch, executed) | {t.op.name for k, t in fetch.items() if k.startswith("lr/")}
     slot_names = set(slots)
+    for name, variable in variables.items():  # every variable: where it was created
+        made = op_source(variable.op)
+        if made is not None:
+            out[make_key("slot" if name in slot_names else "var", name)] = Lines(made)
     for name, ops in changed.items():
         variable = variables.get(name)
         made = op_source(variable.op) if variable is not None else None
