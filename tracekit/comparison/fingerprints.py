@@ -21,7 +21,13 @@ port passes before any of this runs; and a difference of round-off alone fits no
 parameter beyond fitting.RTOL. Adam's moments and parameters: adam.py.
 
 A gradient that fails first is fitted the same way (A = scale G + l2 W): a factor every gradient
-shares (a sum against a mean, the batch or replica count) or an L2 term in the loss.
+shares (a sum against a mean, the batch or replica count; a clip by global norm where a side's
+global norm is round: clipping.py) or an L2 term in the loss.
+
+Where none of those fits, the forms no few continuous parameters give are tried: a gradient
+clipped by value on one side (clipping.py), Momentum's conventions where a slot is verified to
+be TF1's accumulator (momentum.py), Adam's epsilon inside the square root on one side
+(epsilon.py), a kernel's move transposed or its last axis's blocks permuted (permuted.py).
 
 Results are data (report/fingerprints.py renders them); numpy only.
 """
@@ -29,7 +35,7 @@ Results are data (report/fingerprints.py renders them); numpy only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -37,12 +43,14 @@ from ..errors import UsageError
 from ..keys import make_key, split_key
 from ..store import Trace
 from ..store.meta import ReplayMeta
-from . import adam
+from . import adam, clipping, forms
+from .explained import Explained
 from .fitting import ELEMENTS_PER_PARAMETER, EPS32, LEFT, f64, lstsq, same, smallest_change
 from .slips import batch_size
 from .tolerance import Resolved
 
 LR_FACTOR = "lr-factor"
+AVERAGE_RATE = "average-rate"  # a variable no gradient moves (a moving average) moved by another factor
 SIGN = "update-sign"
 BIAS_CORRECTION = "bias-correction"
 EPSILON = "epsilon"
@@ -136,19 +144,29 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
     decays = [0.0] + ([rate * d for d in DECAYS] if rate is not None else [])
     grad_factors = [-1.0] + ([float(batch), 1.0 / batch] if batch and batch > 1 else [])
     fits: List[_Fit] = []
+    found: List[Explained] = []
     for key, (g_value, a_value) in values.items():
         kind, name = split_key(key)
-        if kind not in ("var", "grad") or (kind == "grad") != (first_kind == "grad"):
+        if kind not in ("var", "grad") or (kind == "grad") != (first_kind == "grad") or not _numeric(g_value, a_value):
             continue
         start = before.get(make_key("var", name))
+        start = start if start is not None and _numeric(start, g_value) else None
+        tol = resolve(kind, name, step, np.asarray(a_value).dtype.name)
+        moments = None if kind == "grad" or start is None else adam.moments(golden, name, before, recorded)
         fit = None
-        if start is not None and _numeric(start, g_value, a_value):
-            tol = resolve(kind, name, step, np.asarray(a_value).dtype.name)
+        if start is not None:
             fit = _fit_grad(key, start, g_value, a_value, tol, grad_factors) if kind == "grad" else \
-                _fit_var(golden, step, key, start, g_value, a_value, tol, before, recorded, decays)
+                _fit_var(step, key, start, g_value, a_value, tol, before, moments, decays)
         if fit is not None and fit.changed:
             fits.append(fit)
-    return _named(golden, step, fits)
+        elif kind == "grad":
+            found += forms.gradient(key, g_value, a_value, tol)
+        elif start is not None:
+            found += forms.variable(golden, key, start, g_value, a_value, tol, before, recorded, moments, EPSILONS)
+    # a factor every gradient shares, not the batch size's, may be a clip by global norm
+    norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" else None
+    return [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f
+            for f in _named(golden, step, fits, found, {split_key(k)[1] for k in recorded if k.startswith("grad/")})]
 
 
 def _numeric(*values: Any) -> bool:
@@ -186,11 +204,11 @@ def _fit_grad(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
     return None if found is None else _Fit(key, *found)
 
 
-def _fit_var(golden: Trace, step: int, key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
-             before: Mapping[str, Any], recorded: Mapping[str, Any], decays: Sequence[float]) -> Optional[_Fit]:
-    """A variable's update: Adam's form where its moments are verified, else a scale and a decay;
-    `decays`: the decay coefficients usual rates give at the step's learning rate."""
-    moments = adam.moments(golden, split_key(key)[1], before, recorded)
+def _fit_var(step: int, key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved, before: Mapping[str, Any],
+             moments: Optional[Tuple[np.ndarray, np.ndarray, Tuple[float, float]]],
+             decays: Sequence[float]) -> Optional[_Fit]:
+    """A variable's update: Adam's form where its moments (adam.moments) are verified, else a
+    scale and a decay; `decays`: the decay coefficients usual rates give at the step's learning rate."""
     fits = None if moments is None else adam.adam_fits(start, g_value, a_value, moments[0], moments[1])
     betas, counts = moments and moments[2], adam.counts(before, step)
     if fits is None:  # a factor or a decay still fits; verified betas still name a factor a bias correction
@@ -233,18 +251,25 @@ def _learning_rate(golden: Trace, step: int) -> Optional[float]:
     return rate if rate > 0 and np.isfinite(rate) else None
 
 
-def _named(golden: Trace, step: int, fits: List[_Fit]) -> List[Fingerprint]:
-    """The fits grouped by transformation: one fingerprint each, listing its tensors, with the
-    median of their parameters (a rate every variable shares is that rate)."""
+def _named(golden: Trace, step: int, fits: List[_Fit], found: List[Explained], trained: Set[str]) -> List[Fingerprint]:
+    """The fits grouped by transformation (and its details in words: a permutation's order): one
+    fingerprint each, listing its tensors, with the median of their parameters (a rate every
+    variable shares is that rate); `trained`: the variables the golden's step has gradients of."""
     rate, batch = _learning_rate(golden, step), batch_size(golden, step)
-    groups: Dict[str, List[Tuple[_Fit, float, float, Dict[str, float]]]] = {}
+    explained = list(found)
     for fit in fits:
         for parameter, (g, a) in fit.changed.items():
             code, g_value, a_value, detail = _describe(parameter, g, a, fit, rate, batch)
-            groups.setdefault(code, []).append((fit, g_value, a_value, detail))
-    out = [Fingerprint(code, step, tuple(m[0].key for m in members), float(np.median([m[1] for m in members])),
-                       float(np.median([m[2] for m in members])), max(m[0].ulps for m in members), members[0][3])
-           for code, members in groups.items()]
+            if code == LR_FACTOR and split_key(fit.key)[1] not in trained:  # no learning rate moves it
+                code = AVERAGE_RATE
+            explained.append(Explained(fit.key, code, g_value, a_value, fit.ulps, detail))
+    groups: Dict[Tuple[Any, ...], List[Explained]] = {}
+    for e in explained:
+        words = tuple(sorted((k, v) for k, v in e.detail.items() if isinstance(v, str)))
+        groups.setdefault((e.code,) + words, []).append(e)
+    out = [Fingerprint(members[0].code, step, tuple(m.key for m in members),
+                       float(np.median([m.golden for m in members])), float(np.median([m.port for m in members])),
+                       max(m.ulps for m in members), members[0].detail) for members in groups.values()]
     return sorted(out, key=lambda f: (-len(f.keys), f.code))
 
 

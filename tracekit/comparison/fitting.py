@@ -28,16 +28,32 @@ def f64(value: Any) -> np.ndarray:
 
 def lstsq(columns: Sequence[np.ndarray], target: np.ndarray) -> Optional[np.ndarray]:
     """Least squares over at most FIT_ELEMENTS elements, columns scaled to unit norm first (the
-    moments, moves and weights differ by orders of magnitude)."""
+    moments, moves and weights differ by orders of magnitude). A column of zeros (a variable
+    that starts at 0: no decay of it shows) gets 0; None where every column is."""
     if target.size < ELEMENTS_PER_PARAMETER * len(columns):
         return None
     stride = max(1, target.size // FIT_ELEMENTS)
     matrix = np.stack([c[::stride] for c in columns], axis=1)
     norms = np.linalg.norm(matrix, axis=0)
-    if not np.all(np.isfinite(matrix)) or np.any(norms == 0):
+    used = norms > 0
+    if not np.all(np.isfinite(matrix)) or not np.any(used):
         return None
-    solution = np.linalg.lstsq(matrix / norms, target[::stride], rcond=None)[0]
-    return solution / norms
+    solution = np.zeros(len(columns))
+    solution[used] = np.linalg.lstsq(matrix[:, used] / norms[used], target[::stride], rcond=None)[0] / norms[used]
+    return solution
+
+
+def explains(predicted: Any, actual: Any, before: float, tol: Resolved) -> Optional[float]:
+    """The ulps a prediction of the port's value leaves, where it passes the comparison's
+    tolerance and leaves at most LEFT of `before` (the largest difference the golden's own
+    update leaves); None otherwise: a prediction that only nudges a difference under the
+    tolerance explains nothing."""
+    wanted = np.asarray(actual, np.float64)
+    predicted = np.asarray(predicted, np.float64).reshape(wanted.shape)
+    if not float(np.max(np.abs(predicted - wanted))) <= LEFT * before:
+        return None
+    stats = compare_values(predicted, wanted, tol)
+    return stats.ulps if stats.ok else None
 
 
 def smallest_change(names: Sequence[str], golden: Mapping[str, float], port: Mapping[str, float],
@@ -53,11 +69,7 @@ def smallest_change(names: Sequence[str], golden: Mapping[str, float], port: Map
     before = float(np.max(np.abs(predict(golden).reshape(wanted.shape) - wanted)))
 
     def passes(values: Mapping[str, float]) -> Optional[float]:
-        predicted = predict(values).reshape(wanted.shape)
-        if not float(np.max(np.abs(predicted - wanted))) <= LEFT * before:  # a nudge under the tolerance: no
-            return None
-        stats = compare_values(predicted, wanted, tol)
-        return stats.ulps if stats.ok else None
+        return explains(predict(values), wanted, before, tol)
     for size in range(1, len(differ) + 1):
         for subset in itertools.combinations(differ, size):
             chosen = refined({n: (port[n] if n in subset else golden[n]) for n in names}, subset, predict,

@@ -3,11 +3,16 @@ golden's update into the port's, with its parameter, the tensors it explains and
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Optional, Sequence
 
-from ..comparison.fingerprints import (BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE, EPSILON,
-                                       GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, Fingerprint)
+from ..comparison.clipping import CLIP_NORM, CLIP_VALUE
+from ..comparison.epsilon import EPSILON_INSIDE
+from ..comparison.fingerprints import (AVERAGE_RATE, BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE,
+                                       EPSILON, GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, Fingerprint)
 from ..comparison.loss_terms import LOSS_TERM
+from ..comparison.momentum import MOMENTUM, NESTEROV
+from ..comparison.permuted import PERMUTED, TRANSPOSED
 from ..keys import split_key, step_label
 
 NAMES_SHOWN = 4
@@ -60,13 +65,20 @@ def fingerprint(hint: Fingerprint) -> str:
         return ("named cause: the learning rate. At %s the port's update of %s is %.4g x TF1's, %s: check the rate "
                 "and its schedule (tracekit compares the rate where the port's step returns it)"
                 % (where, _names(hint.keys), hint.port, fit))
+    if hint.code == AVERAGE_RATE:
+        return ("named cause: the rate of a moving average. At %s the port moves %s %.4g x as far as TF1, %s. No "
+                "gradient moves these variables, so this is not a learning rate: a moving average's (1 - momentum) "
+                "differs by that factor (TF1's momentum 0.9 against 0.99 gives 0.1; tf.layers and Keras default "
+                "to 0.99, slim to 0.999). Give the port's layer TF1's momentum"
+                % (where, _names(hint.keys), hint.port, fit))
     if hint.code == SIGN:
         return ("named cause: the update's sign. At %s the port moves %s opposite to TF1, %s: a gradient or a loss "
                 "with its sign flipped (ascent where TF1 descends)" % (where, _names(hint.keys), fit))
     if hint.code == GRAD_SCALE:
-        batch = d.get("batch")
-        why = (": a factor of the batch size (%d), the loss summed where TF1 averages it or the reverse"
-               % batch if batch else ": the loss scaled, or the gradients clipped otherwise")
+        batch, norm = d.get("batch"), d.get("clip_norm")
+        why = (": a factor of the batch size (%d), the loss summed where TF1 averages it or the reverse" % batch
+               if batch else ": the loss scaled, or the gradients clipped by global norm (one side's global norm "
+               "is %.3g, a round number)" % norm if norm else ": the loss scaled, or the gradients clipped otherwise")
         return ("named cause: the gradients of %s are %.4g x TF1's at %s, %s%s" % (_names(hint.keys), hint.port, where,
                                                                                 fit, why))
     if hint.code == L2_IN_LOSS:
@@ -74,6 +86,9 @@ def fingerprint(hint: Fingerprint) -> str:
                 "var (TF1's by %.3g x var), %s: the port %s an L2 penalty (or decays through its loss where TF1 "
                 "decays in the update)" % (where, _names(hint.keys), hint.port, hint.golden, fit,
                                            "adds" if abs(hint.port) > abs(hint.golden) else "leaves out"))
+    text = _layout_and_optimizer(hint, where, fit)
+    if text is not None:
+        return text
     if hint.code == LOSS_TERM:
         factor = d.get("factor", 1.0)
         what = {-1.0: "its sign flipped", 0.0: "left out"}.get(factor, "%g x TF1's" % factor)
@@ -83,3 +98,63 @@ def fingerprint(hint: Fingerprint) -> str:
                     where, hint.keys[0], factor, int(d.get("term", 0)) + 1, int(d.get("terms", 0)), d.get("tensor"),
                     hint.golden, what, hint.port, hint.golden, int(d.get("steps", 1)), fit))
     return "named cause: %s at %s on %s, %s" % (hint.code, where, _names(hint.keys), fit)
+
+
+def _clip(threshold: float) -> str:
+    return "does not clip" if math.isinf(threshold) else "clips at %.4g" % threshold
+
+
+def _layout_and_optimizer(hint: Fingerprint, where: str, fit: str) -> Optional[str]:
+    """The text of the forms no change of a usual parameter gives: clipping, Momentum's
+    conventions, Adam's epsilon's place, a kernel's layout."""
+    d = hint.detail
+    if hint.code == CLIP_VALUE:
+        unclipped = math.isinf(hint.golden)  # TF1's
+        return ("named cause: gradient clipping by value. At %s the gradients of %s are %s clipped to [-c, c]: TF1 "
+                "%s, the port %s (a side's threshold is its largest |element|, where two or more sit), %s. %s" % (
+                    where, _names(hint.keys), "TF1's" if unclipped else "the port's, as TF1's are,",
+                    _clip(hint.golden), _clip(hint.port), fit,
+                    "Remove the port's clip (clipvalue=, tf.clip_by_value) or match TF1's" if unclipped else
+                    "Clip as TF1 does (tf.clip_by_value on each gradient, or the optimizer's clipvalue=)"))
+    if hint.code == CLIP_NORM:
+        clips = math.isinf(hint.golden)
+        return ("named cause: gradient clipping by global norm. At %s the gradients of %s are all %.4g x TF1's, "
+                "the global norm TF1's %.4g, the port's %.4g: %s clips to clip_norm=%.3g and %s does not, %s. %s"
+                % (where, _names(hint.keys), d.get("factor", float("nan")), d.get("golden_norm", float("nan")),
+                   d.get("port_norm", float("nan")), "the port" if clips else "TF1",
+                   hint.port if clips else hint.golden, "TF1" if clips else "the port", fit,
+                   "Clip as TF1 does (tf.clip_by_global_norm over all the gradients together, or the optimizer's "
+                   "global_clipnorm=; clipnorm= clips each gradient alone)" if not clips else
+                   "Remove the port's clip (global_clipnorm=, tf.clip_by_global_norm) or match TF1's"))
+    if hint.code == NESTEROV:
+        added = hint.port == 1.0
+        return ("named cause: Nesterov momentum %s. At %s the port's update of %s is %s (momentum %.3g, verified "
+                "from TF1's accumulator: accum' = momentum x accum + g), TF1's is %s, %s. %s" % (
+                    "added" if added else "left out", where, _names(hint.keys),
+                    "Nesterov's, var -= lr (g + momentum x accum')" if added else "plain momentum's, var -= lr accum'",
+                    d.get("mu", float("nan")), "plain momentum's" if added else "Nesterov's", fit,
+                    "Pass nesterov=%s as TF1's MomentumOptimizer has use_nesterov=%s" % (not added, not added)))
+    if hint.code == MOMENTUM:
+        return ("named cause: the momentum factor. At %s the port's update of %s fits momentum %.3g, TF1's %.3g "
+                "(verified from TF1's accumulator: accum' = momentum x accum + g), %s. Pass momentum=%.3g"
+                % (where, _names(hint.keys), hint.port, hint.golden, fit, hint.golden))
+    if hint.code == EPSILON_INSIDE:
+        port_inside = d.get("inside") == "port"
+        forms = ("m / sqrt(v + epsilon)", "m / (sqrt(v) + epsilon)")
+        return ("named cause: where the optimizer's epsilon is. At %s the port's update of %s is %s with "
+                "epsilon=%.2g, TF1's %s with epsilon=%.2g (Adam's moments verified from the golden's gradient), %s. "
+                "Put epsilon %s the square root, as TF1's update does" % (
+                    where, _names(hint.keys), forms[0 if port_inside else 1], hint.port, forms[1 if port_inside else 0],
+                    hint.golden, fit, "outside" if port_inside else "inside"))
+    what = "gradient" if hint.keys and split_key(hint.keys[0])[0] == "grad" else "update"
+    if hint.code == TRANSPOSED:
+        return ("named cause: a kernel transposed. At %s the port's %s of %s is TF1's transposed (its last two "
+                "axes swapped), %s: a square kernel loaded or used as its transpose (Dense's [in, out] against "
+                "[out, in], matmul's transpose_b)" % (where, what, _names(hint.keys), fit))
+    if hint.code == PERMUTED:
+        return ("named cause: a kernel's blocks in another order. At %s the last axis of %s holds %d blocks: the "
+                "port's %s is TF1's with its blocks in the order %s (the port's block j is TF1's block order[j]), %s. "
+                "Gates laid out otherwise (TF1's LSTMCell orders its four i, j, f, o, Keras' LSTM i, f, c, o; GRUs "
+                "differ in their three): reorder the blocks where the weights are converted" % (
+                    where, _names(hint.keys), int(hint.port), what, d.get("order", "?"), fit))
+    return None

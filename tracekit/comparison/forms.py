@@ -1,0 +1,49 @@
+"""The forms of update fingerprints.py tries where no change of a few usual parameters (a
+factor, a decay, Adam's epsilon or bias correction) explains a failing tensor: a gradient
+clipped by value, Adam's epsilon on the other side of the square root, Momentum's
+conventions, a kernel transposed or its blocks permuted; the first that explains it is named.
+numpy only; Python 3.7 syntax.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..keys import split_key
+from ..store import Trace
+from . import clipping, epsilon, momentum, permuted
+from .explained import Explained
+from .tolerance import Resolved
+
+Moments = Tuple[np.ndarray, np.ndarray, Tuple[float, float]]  # adam.moments: m, v after the step, betas
+
+
+def first(found: Optional[Explained]) -> List[Explained]:
+    return [] if found is None else [found]
+
+
+def gradient(key: str, g_value: Any, a_value: Any, tol: Resolved) -> List[Explained]:
+    """A gradient as the golden's clipped by value (or the golden's as the port's clipped), or
+    transposed or permuted."""
+    clipped = clipping.by_value(key, g_value, a_value, tol)
+    return [clipped] if clipped is not None else first(permuted.fit(key, None, g_value, a_value, tol))
+
+
+def variable(golden: Trace, key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
+              before: Mapping[str, Any], recorded: Mapping[str, Any], moments: Optional[Moments],
+              epsilons: Sequence[float]) -> List[Explained]:
+    """A variable's update as Adam's with its epsilon on the other side of the square root (its
+    moments verified), as another of Momentum's conventions (its accumulator verified), or as
+    the golden's transposed or permuted; `epsilons`: the usual epsilons."""
+    if moments is not None:
+        inside = epsilon.fit(key, start, g_value, a_value, tol, moments[0], moments[1], epsilons)
+        if inside is not None:
+            return [inside]
+    else:
+        acc = momentum.accumulator(golden, split_key(key)[1], before, recorded)
+        named = [] if acc is None else momentum.fit(key, start, g_value, a_value, tol, acc)
+        if named:
+            return named
+    return first(permuted.fit(key, start, g_value, a_value, tol))
