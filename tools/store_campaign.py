@@ -501,9 +501,10 @@ def damage(path: str, rng: random.Random) -> str:
         return "meta-flip@%d:%d" % (at, bit)
     if how == "attr-flip":
         with h5py.File(path, "r") as f:
-            groups = (["initial"] if "initial" in f else []) + ["steps/" + s for s in f["steps"]]
-            group = rng.choice(groups)
-            names = [a for a in ("index", "info") if a in f[group].attrs]  # the earlier layout has no index
+            # format 2 keeps a step's index and info in its block (damaged by a "flip"); /initial its own
+            groups = (["initial"] if "initial" in f else []) + ["steps/" + s for s in f.get("steps", [])]
+            group = rng.choice(groups) if groups else None
+            names = [a for a in ("index", "info") if group is not None and a in f[group].attrs]  # the earlier layout has no index
             name = rng.choice(names) if names else None
             raw = bytes(f[group].attrs[name].tobytes()) if name else b""
         with open(path, "rb") as fh:

@@ -73,22 +73,36 @@ def adam_fit(move: np.ndarray, m: np.ndarray, root: np.ndarray, w: np.ndarray) -
     return {"alpha": float(solution[0]), "eps": float(solution[1]), "decay": float(solution[2])}
 
 
-def moments(golden: Trace, name: str, before: Mapping[str, Any],
-             recorded: Mapping[str, Any]) -> Optional[Tuple[np.ndarray, np.ndarray, Tuple[float, float]]]:
-    """The variable's first and second moments after the step, and their betas, where two of its
-    slots are verified at this step to follow Adam's recursions from the golden's gradient."""
-    grad = recorded.get(make_key("grad", name)) if make_key("grad", name) in recorded else None
-    if grad is None:
+def slot_steps(golden: Trace, name: str, before: Mapping[str, Any], recorded: Mapping[str, Any]
+               ) -> Optional[Tuple[np.ndarray, List[Tuple[np.ndarray, np.ndarray]]]]:
+    """The golden's gradient of variable `name` at a step, and (after, before) the step of each of
+    its slots (meta "slots") shaped like it, in float64; None without the gradient. What an
+    optimizer's recursions (Adam's moments, Momentum's accumulator) are verified on."""
+    grad_key = make_key("grad", name)
+    if grad_key not in recorded:
         return None
-    g = f64(grad)
-    found: Dict[str, Tuple[np.ndarray, float]] = {}
+    g = f64(recorded[grad_key])
+    out = []
     for slot, info in (golden.meta.get("slots") or {}).items():
         key = make_key("slot", slot)
         if not isinstance(info, dict) or info.get("var") != name or key not in recorded or key not in before:
             continue
         new, old = f64(recorded[key]), f64(before[key])
-        if new.shape != g.shape or old.shape != g.shape:
-            continue
+        if new.shape == g.shape == old.shape:
+            out.append((new, old))
+    return g, out
+
+
+def moments(golden: Trace, name: str, before: Mapping[str, Any],
+             recorded: Mapping[str, Any]) -> Optional[Tuple[np.ndarray, np.ndarray, Tuple[float, float]]]:
+    """The variable's first and second moments after the step, and their betas, where two of its
+    slots are verified at this step to follow Adam's recursions from the golden's gradient."""
+    stepped = slot_steps(golden, name, before, recorded)
+    if stepped is None:
+        return None
+    g, slots = stepped
+    found: Dict[str, Tuple[np.ndarray, float]] = {}
+    for new, old in slots:
         for role, source in (("m", g), ("v", g * g)):
             beta = recursion(new, old, source)
             if beta is not None and role not in found:

@@ -26,8 +26,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..keys import make_key
 from ..store import Trace
+from .adam import slot_steps
 from .explained import Explained, largest
 from .fitting import EPS32, f64, lstsq, same, smallest_change
 from .stats import compare_values
@@ -54,17 +54,11 @@ def accumulator(golden: Trace, name: str, before: Mapping[str, Any],
                 recorded: Mapping[str, Any]) -> Optional[Accumulator]:
     """The variable's slot (meta "slots": slot name -> {"var", "arg"}) that follows accum' =
     mu accum + g from the golden's state at this step, where one does (and is not zero before it)."""
-    grad_key = make_key("grad", name)
-    if grad_key not in recorded:
+    stepped = slot_steps(golden, name, before, recorded)
+    if stepped is None:
         return None
-    g = f64(recorded[grad_key])
-    for slot, info in (golden.meta.get("slots") or {}).items():
-        key = make_key("slot", slot)
-        if not isinstance(info, dict) or info.get("var") != name or key not in recorded or key not in before:
-            continue
-        new, old = f64(recorded[key]), f64(before[key])
-        if new.shape != g.shape or old.shape != g.shape:
-            continue
+    g, slots = stepped
+    for new, old in slots:
         mu = _factor(new, old, g)
         if mu is not None:
             return Accumulator(new, g, mu)

@@ -27,6 +27,7 @@ from .keras_optimizers import aggregates, delegates, optimizer_classes
 from .optimizer_terms import (applied, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate, settings,
                               slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
+from .patched import patched
 from .port_state import starts_fresh, unmapped_state
 from .slots import Slot, inert_slots
 from .sources import SourceWatch
@@ -168,15 +169,8 @@ class OptimizerBridge:
                               for cls in optimizer_classes(name)]
             self._wrappers += self._watch.wrappers()
         self._watch.start(first)
-        saved: List[Tuple[Any, str, Any]] = []
-        try:
-            for cls, name, wrapped in self._wrappers:
-                saved.append((cls, name, vars(cls)[name]))
-                setattr(cls, name, wrapped)
+        with patched(self._wrappers):
             yield
-        finally:
-            for owner, name, original in reversed(saved):
-                setattr(owner, name, original)
 
     def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
         bridge = self

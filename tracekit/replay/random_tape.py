@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import ReplayError
 from .capture import Capture
 from .distribute import Distribution, replica_id
+from .patched import patched
 from .tf_import import tf
 from tensorflow.python.ops import random_ops, stateless_random_ops  # noqa: E402  (after tf_import)
 
@@ -119,15 +120,8 @@ class RandomTape:
             self._wrappers = [(owner, attr, wrapped) for module, name in RANDOM_FUNCTIONS
                               for wrapped in [self._wrap(getattr(module, name), name)]
                               for owner, attr in _random_aliases(module, name)]
-        saved: List[Tuple[Any, str, Any]] = []
-        try:
-            for owner, attr, wrapped in self._wrappers:
-                saved.append((owner, attr, getattr(owner, attr)))
-                setattr(owner, attr, wrapped)
+        with patched(self._wrappers):
             yield
-        finally:
-            for owner, attr, original in reversed(saved):
-                setattr(owner, attr, original)
 
     def _wrap(self, original: Callable[..., Any], fname: str) -> Callable[..., Any]:
         tape = self

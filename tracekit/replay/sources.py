@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from ..keys import make_key
 from ..sources import Lines, Source, user_source, written
+from .patched import patched
 from .tf_import import tf
 
 try:  # maps AutoGraph's generated frames to the port's source (TensorFlow's private module)
@@ -95,15 +96,8 @@ class SourceWatch:
             return
         if self._wrappers is None:
             self._wrappers = [(cls, name, self._assign(vars(cls)[name])) for cls, name in _assigns(self._variables)]
-        saved = []
-        try:
-            for cls, name, wrapped in self._wrappers:
-                saved.append((cls, name, vars(cls)[name]))
-                setattr(cls, name, wrapped)
+        with patched(self._wrappers):
             yield
-        finally:
-            for cls, name, original in reversed(saved):
-                setattr(cls, name, original)
 
     def _assign(self, original: Callable[..., Any]) -> Callable[..., Any]:
         watch = self

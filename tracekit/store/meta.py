@@ -103,6 +103,9 @@ class ReplayMeta(Section):
     # at once: {"read_back": [as the golden's], "otherwise": [keys]} (the variables are compared at the
     # initial step); None for replays from before it was kept
     loaded: Optional[Dict[str, List[str]]] = None
+    # the port's source lines ("kind/name" -> {"made", "update"}: tracekit/sources.py), from the first
+    # step of each kind
+    sources: Dict[str, Any] = field(default_factory=dict)
 
 
 def replay_of(meta: Mapping[str, Any]) -> Optional[ReplayMeta]:
