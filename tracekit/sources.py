@@ -103,6 +103,7 @@ class Lines:
         return Lines(self.made or other.made, self.update or other.update)
 
 
+@functools.lru_cache(maxsize=4096)  # a graph's ops share a few hundred files among tens of thousands of frames
 def is_user_file(path: str) -> bool:
     """Whether a frame in `path` is the user's code (see LIBRARIES)."""
     if not path or path.startswith("<frozen") or "__autograph_generated_file" in path:
