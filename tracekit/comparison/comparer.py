@@ -20,7 +20,7 @@ from ..store.meta import ReplayMeta, replay_of
 from . import sparse
 from .diagnosis import diagnose, with_values
 from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, proportional
-from .loss_terms import source_key
+from .loss_terms import port_source_key, source_key
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
@@ -305,9 +305,8 @@ class Comparer:
                  self._scalars.get(first.key, {}) if first is not None else {})
         result.rates = {key: dict(values) for key, values in self._scalars.items() if key.startswith("lr/")}
         if first is not None:
-            # a part of the loss: the port's line is its loss's (a port's loss is one expression)
             shown = {first.key: first.key}
-            shown.update((source_key(h), h.keys[0]) for h in result.fingerprints if source_key(h) is not None)
+            shown.update((source_key(h), port_source_key(h)) for h in result.fingerprints if source_key(h) is not None)
             result.sources = paired(golden.meta, actual_meta, shown)
         return result
 

@@ -13,12 +13,13 @@ from ..keys import step_label
 from ..store import Trace
 from ..store.meta import replay_of
 from ..store.digest import Digest
-from .conventions import convention_hints
+from .conventions import ADAM_EPSILON, convention_hints
 from .distribution import distribution_hints, layout
-from .fingerprints import fingerprints, from_golden_state
+from .epsilon import EPSILON_INSIDE
+from .fingerprints import AVERAGE_RATE, EPSILON, fingerprints, from_golden_state
 from .loss_terms import loss_term
 from .result import Comparison, Divergence, RoundoffCause
-from .slips import OPTIMIZER_SETTING, slip_hints
+from .slips import BN_MOMENTUM, OPTIMIZER_SETTING, slip_hints
 from .tolerance import ROUNDOFF_ULPS
 
 # Elements of the first divergence's two values a result keeps (a sample of larger ones).
@@ -64,6 +65,12 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
         result.fingerprints = [named] if named is not None else []
     elif from_golden_state(replay_of(actual_meta), first.step):
         result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
+        # a named cause is the verified fit of what a hint guesses at from the first tensor: said once
+        named = {hint.code for hint in result.fingerprints}
+        if named & {EPSILON, EPSILON_INSIDE}:
+            result.conventions = [hint for hint in result.conventions if hint.code != ADAM_EPSILON]
+        if AVERAGE_RATE in named:
+            result.slips = [hint for hint in result.slips if hint.code != BN_MOMENTUM]
     elif first.kind in ("var", "slot", "grad") and replay_of(actual_meta) is not None:
         result.notes.append("the failing updates are not fitted to known slips: %s started from the port's own "
                             "state, not the golden's (replay with forcing='state' to have them named)"

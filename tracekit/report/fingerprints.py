@@ -10,7 +10,7 @@ from ..comparison.clipping import CLIP_NORM, CLIP_VALUE
 from ..comparison.epsilon import EPSILON_INSIDE
 from ..comparison.fingerprints import (AVERAGE_RATE, BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE,
                                        EPSILON, GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, Fingerprint)
-from ..comparison.loss_terms import LOSS_TERM
+from ..comparison.loss_terms import LOSS_TAP, LOSS_TERM
 from ..comparison.momentum import MOMENTUM, NESTEROV
 from ..comparison.permuted import PERMUTED, TRANSPOSED
 from ..keys import split_key, step_label
@@ -89,6 +89,12 @@ def fingerprint(hint: Fingerprint) -> str:
     text = _layout_and_optimizer(hint, where, fit)
     if text is not None:
         return text
+    if hint.code == LOSS_TAP:
+        return ("named cause: one part of the loss. At %s, %s is TF1's plus %.4g x the tap %r, the same weight at "
+                "each of the %d step(s) from the golden's state, %s: the port %s that part (a coefficient or a sign: "
+                "TF1's own weight of it is not recorded; record with --loss-parts to have it named as a factor)"
+                % (where, hint.keys[0], hint.port, d.get("tap"), int(d.get("steps", 1)), fit,
+                   "weighs more" if hint.port > 0 else "weighs less"))
     if hint.code == LOSS_TERM:
         factor = d.get("factor", 1.0)
         what = {-1.0: "its sign flipped", 0.0: "left out"}.get(factor, "%g x TF1's" % factor)
