@@ -139,6 +139,16 @@ def test_a_slip_in_one_part_of_a2cs_loss_is_named(a2c_golden, slip, term, golden
     assert lines.port.made.code.startswith("loss = pg_loss + entropy_sign * entropy * 0.01")
 
 
+def test_two_parts_of_a2cs_loss_slipped_at_once_are_both_named(a2c_golden):
+    # neither part alone explains the loss over the 6 forced steps; the two together do
+    program, path = a2c_golden
+    result = replay(program, path, forcing="state", slip="vf-coef+entropy-sign")
+    assert not result.ok and (result.first_divergence.step, result.first_divergence.key) == (0, "loss/loss")
+    named = sorted((f.code, f.detail["term"], f.detail["factor"]) for f in result.fingerprints)
+    assert named == [("loss-term", 1, -1.0), ("loss-term", 2, 2.0)], result.report()
+    assert "the two together explain it; neither does alone" in result.report()
+
+
 def test_a2cs_correct_port_gets_no_name(a2c_golden):
     program, path = a2c_golden
     result = replay(program, path, forcing="state")

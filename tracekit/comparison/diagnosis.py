@@ -61,8 +61,7 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     if result.conventions:  # the convention fitted from the numbers says it: its setting again is noise
         result.slips = [hint for hint in result.slips if hint.code != OPTIMIZER_SETTING]
     if first.kind == "loss":
-        named = loss_term(golden, first.key, first.step, losses or {}, result.tolerance.resolve)
-        result.fingerprints = [named] if named is not None else []
+        result.fingerprints = loss_term(golden, first.key, first.step, losses or {}, result.tolerance.resolve)
     elif from_golden_state(replay_of(actual_meta), first.step):
         result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
         # a named cause is the verified fit of what a hint guesses at from the first tensor: said once

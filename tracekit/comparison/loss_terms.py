@@ -19,6 +19,7 @@ port adds to (or takes from) that tap.
 
 from __future__ import annotations
 
+import itertools
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -34,6 +35,7 @@ LOSS_TAP = "loss-tap"  # the port's loss weighs one tapped part otherwise
 # The factors a port puts on one part of a loss by mistake: a sign, left out, doubled or halved
 # (a mean against a sum of two, a coefficient of 0.5 for 0.25), ten times.
 FACTORS = (-1.0, 0.0, 2.0, 0.5, 4.0, 0.25, 10.0, 0.1)
+PAIR_STEPS = 3  # two terms changed at once are tried only over this many steps from the golden's state
 
 
 def terms_of(golden: Trace, key: str) -> Optional[List[Tuple[str, float]]]:
@@ -47,34 +49,44 @@ def terms_of(golden: Trace, key: str) -> Optional[List[Tuple[str, float]]]:
 
 
 def loss_term(golden: Trace, key: str, first: int, losses: Mapping[int, Tuple[float, float]],
-              resolve: Resolve) -> Optional[Fingerprint]:
-    """The one term whose factor explains the port's loss `key` (golden, port) at the steps of
-    `losses` (those that started from the golden's state), `first` being the failing one."""
+              resolve: Resolve) -> List[Fingerprint]:
+    """The term whose factor explains the port's loss `key` (golden, port) at the steps of
+    `losses` (those that started from the golden's state), `first` being the failing one; or,
+    where no one term does, the two terms whose factors together do (at PAIR_STEPS steps at
+    least). [] where none, or more than one, fits."""
     terms = terms_of(golden, key)
     if first not in losses:
-        return None
+        return []
     if terms is None:
-        return _tap_term(golden, key, first, losses, resolve)
+        found = _tap_term(golden, key, first, losses, resolve)
+        return [] if found is None else [found]
     name = split_key(key)[1]
     values: Dict[int, List[float]] = {}
     for step in losses:
-        found = (golden.step(step).info.get("loss_terms") or {}).get(key)
-        if isinstance(found, list) and len(found) == len(terms):
-            values[step] = [float(v) for v in found]
+        recorded = (golden.step(step).info.get("loss_terms") or {}).get(key)
+        if isinstance(recorded, list) and len(recorded) == len(terms):
+            values[step] = [float(v) for v in recorded]
     if first not in values:
-        return None
-    fits = []
-    for index, (tensor, coefficient) in enumerate(terms):
-        for factor in FACTORS:
-            worst = _fits(losses, values, index, coefficient, factor, first, resolve, name)
+        return []
+    singles = [((index, factor),) for index in range(len(terms)) for factor in FACTORS]
+    pairs = [((i, fi), (j, fj)) for i, j in itertools.combinations(range(len(terms)), 2)
+             for fi in FACTORS for fj in FACTORS] if len(values) >= PAIR_STEPS else []
+    for candidates in (singles, pairs):
+        fits = []
+        for changes in candidates:
+            worst = _fits(losses, values, [(i, terms[i][1], f) for i, f in changes], first, resolve, name)
             if worst is not None:
-                fits.append((index, tensor, coefficient, factor, worst))
-    if len(fits) != 1:
-        return None  # none fits, or more than one: nothing is named
-    index, tensor, coefficient, factor, worst = fits[0]
-    return Fingerprint(LOSS_TERM, first, (key,), coefficient, coefficient * factor, worst,
-                       {"term": index, "terms": len(terms), "factor": factor, "steps": len(values), "tensor": tensor,
-                        "part": make_key("loss", "%s%s%d" % (name, TERM, index))})
+                fits.append((changes, worst))
+        if len(fits) > 1:
+            return []  # more than one explanation: nothing is named
+        if fits:
+            changes, worst = fits[0]
+            return [Fingerprint(LOSS_TERM, first, (key,), terms[i][1], terms[i][1] * f, worst,
+                                {"term": i, "terms": len(terms), "factor": f, "steps": len(values), "tensor": terms[i][0],
+                                 "part": make_key("loss", "%s%s%d" % (name, TERM, i)),
+                                 **({"with": len(changes)} if len(changes) > 1 else {})})
+                    for i, f in changes]
+    return []
 
 
 def _tap_term(golden: Trace, key: str, first: int, losses: Mapping[int, Tuple[float, float]],
@@ -129,13 +141,14 @@ def port_source_key(hint: Fingerprint) -> Optional[str]:
     return part if part is not None and split_key(part)[0] == "tap" else (hint.keys[0] if hint.keys else None)
 
 
-def _fits(losses: Mapping[int, Tuple[float, float]], values: Mapping[int, List[float]], index: int,
-          coefficient: float, factor: float, first: int, resolve: Resolve, name: str) -> Optional[float]:
-    """The ulps left where the factor on that term predicts the port's loss at every step, else None."""
+def _fits(losses: Mapping[int, Tuple[float, float]], values: Mapping[int, List[float]],
+          changes: List[Tuple[int, float, float]], first: int, resolve: Resolve, name: str) -> Optional[float]:
+    """The ulps left where the factors on those terms ((index, coefficient, factor) each) predict
+    the port's loss at every step, else None."""
     worst = 0.0
     for step, parts in values.items():
         golden, port = losses[step]
-        predicted = golden + (factor - 1.0) * coefficient * parts[index]
+        predicted = golden + sum((factor - 1.0) * coefficient * parts[index] for index, coefficient, factor in changes)
         stats = compare_values(np.float64(predicted), np.float64(port), resolve("loss", name, step, "float32"))
         if not stats.ok or (step == first and abs(predicted - port) > LEFT * abs(port - golden)):
             return None

@@ -98,11 +98,12 @@ def fingerprint(hint: Fingerprint) -> str:
     if hint.code == LOSS_TERM:
         factor = d.get("factor", 1.0)
         what = {-1.0: "its sign flipped", 0.0: "left out"}.get(factor, "%g x TF1's" % factor)
+        together = " (with the other part named: the two together explain it; neither does alone)" if d.get("with") else ""
         return ("named cause: one part of the loss. At %s, %s is TF1's plus (%g - 1) x its term %d of %d (%s, times %g "
-                "in TF1's loss): that term is %s in the port, a coefficient of %g where TF1's is %g. It holds at %d "
+                "in TF1's loss)%s: that term is %s in the port, a coefficient of %g where TF1's is %g. It holds at %d "
                 "step(s) from the golden's state, %s" % (
                     where, hint.keys[0], factor, int(d.get("term", 0)) + 1, int(d.get("terms", 0)), d.get("tensor"),
-                    hint.golden, what, hint.port, hint.golden, int(d.get("steps", 1)), fit))
+                    hint.golden, together, what, hint.port, hint.golden, int(d.get("steps", 1)), fit))
     return "named cause: %s at %s on %s, %s" % (hint.code, where, _names(hint.keys), fit)
 
 

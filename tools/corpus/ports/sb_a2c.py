@@ -8,7 +8,7 @@ gradients clipped to a global norm of 0.5; Keras RMSprop with A2C's settings (rh
 at 0, which makes the first updates far larger: the replay names that at the initial state, and
 `TF1StartRMSprop` is the fix a team writes (`tf1_start=False` is the port before the fix).
 `slip`, for the fingerprint tests: "vf-coef" weighs the value loss 0.5 (A2C's is 0.25),
-"entropy-sign" adds the entropy bonus where A2C subtracts it."""
+"entropy-sign" adds the entropy bonus where A2C subtracts it; "vf-coef+entropy-sign" does both."""
 
 HEADS = r"^model/q/.*"
 LEARNING_RATE = 7e-4
@@ -46,8 +46,9 @@ def port(tf, tf1_start=True, slip=None):
             z = tf.reduce_sum(exp, axis=-1, keepdims=True)
             entropy = tf.reduce_mean(tf.reduce_sum(exp / z * (tf.math.log(z) - shifted), axis=-1))
             vf_loss = tf.reduce_mean(tf.square(tf.squeeze(value[:, 0]) - inputs["loss/rewards_ph:0"]))
-            entropy_sign = 1.0 if slip == "entropy-sign" else -1.0
-            loss = pg_loss + entropy_sign * entropy * 0.01 + vf_loss * (0.5 if slip == "vf-coef" else 0.25)
+            slips = set((slip or "").split("+"))
+            entropy_sign = 1.0 if "entropy-sign" in slips else -1.0
+            loss = pg_loss + entropy_sign * entropy * 0.01 + vf_loss * (0.5 if "vf-coef" in slips else 0.25)
         grads, _ = tf.clip_by_global_norm(tape.gradient(loss, model.trainable_variables), 0.5)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return {"loss": loss}
