@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import tracekit
 from tracekit.comparison import clipping, momentum, permuted
-from tracekit.comparison.clipping import CLIP_NORM, CLIP_VALUE
+from tracekit.comparison.clipping import CLIP_EACH_NORM, CLIP_NORM, CLIP_VALUE
 from tracekit.comparison.epsilon import EPSILON_INSIDE
 from tracekit.comparison import fingerprints as fp
 from tracekit.comparison.momentum import MOMENTUM, NESTEROV
@@ -29,7 +29,7 @@ from ..support import build_golden
 
 F4 = np.float32
 B1, B2 = F4(0.9), F4(0.999)
-NEW_CODES = {CLIP_VALUE, CLIP_NORM, NESTEROV, MOMENTUM, TRANSPOSED, PERMUTED, EPSILON_INSIDE}
+NEW_CODES = {CLIP_VALUE, CLIP_NORM, CLIP_EACH_NORM, NESTEROV, MOMENTUM, TRANSPOSED, PERMUTED, EPSILON_INSIDE}
 SLOT_ARGS = {"sgd": (), "momentum": ("accum",), "adam": ("m", "v")}
 
 
@@ -67,6 +67,15 @@ def clip_by_global_norm(grads, clip_norm):
     norm = np.sqrt(sum(np.sum(np.square(g)) for g in grads.values()), dtype=F4)
     scale = F4(clip_norm) * min(F4(1) / norm, F4(1) / F4(clip_norm))
     return {n: (g * scale).astype("f4") for n, g in grads.items()}
+
+
+def clip_each_by_norm(grads, clip_norm):
+    """tf.clip_by_norm of each gradient alone, in float32."""
+    out = {}
+    for name, g in grads.items():
+        norm = np.sqrt(np.sum(np.square(g)), dtype=F4)
+        out[name] = (g * F4(clip_norm) / max(norm, F4(clip_norm))).astype("f4")
+    return out
 
 
 def traces(tmp_path, seed, shapes, optimizer, golden_update, port_update=None, at=1, steps=3, lr=0.1,
@@ -160,6 +169,15 @@ def scenario(slip, seed, rows, cols):
                     outliers=2)
         inf = float("inf")
         return dict(args, shapes=base), (CLIP_NORM, grads) + ((inf, norm) if on_port else (norm, inf))
+    if slip.startswith("clip-each"):
+        norm = float(rs.choice([0.01, 0.05, 0.1, 0.5]))
+        clip = lambda raw: clip_each_by_norm(raw, norm)  # noqa: E731
+        on_port = slip.endswith("port")
+        # every gradient's norm is past the clip: magnitudes of the clip norm each element, over 8 or more
+        args = dict(optimizer="sgd", golden_update=sgd, golden_grads=None if on_port else clip,
+                    port_grads=clip if on_port else unchanged, magnitudes=(np.log10(norm), np.log10(norm) + 1))
+        inf = float("inf")
+        return dict(args, shapes=base), (CLIP_EACH_NORM, grads) + ((inf, norm) if on_port else (norm, inf))
     if slip in ("nesterov-added", "nesterov-missing", "momentum"):
         mu = float(rs.choice([0.9, 0.5, 0.99]))
         nesterov = slip == "nesterov-missing"
@@ -200,7 +218,8 @@ def scenario(slip, seed, rows, cols):
     return args, (code, ("%s/%s" % ("grad" if slip.endswith("grad") else "var", name),)) + expected
 
 
-SLIPS = ["clip-value-port", "clip-value-golden", "clip-norm-port", "clip-norm-golden", "nesterov-added",
+SLIPS = ["clip-value-port", "clip-value-golden", "clip-norm-port", "clip-norm-golden", "clip-each-port",
+         "clip-each-golden", "nesterov-added",
          "nesterov-missing", "momentum", "epsilon-inside", "epsilon-outside", "transposed-move", "transposed-grad",
          "permuted-move", "permuted-grad"]
 

@@ -12,6 +12,10 @@ fingerprints (fingerprints.py) name it:
   fitting.RTOL. Where the factor is itself a loss scale's (a power of two, or a whole number
   up to WHOLE_SCALES, or its inverse) the scale stays the name: a clip gives such a factor
   only by chance.
+- by each gradient's own norm (tf.clip_by_norm, Keras' clipnorm): each failing gradient scaled by
+  a factor of its own, c / its norm, the same round c on the clipping side for all of them. At
+  least two gradients with factors that differ are needed: one factor shared is the global
+  clip's (or a scale's).
 
 numpy only; Python 3.7 syntax.
 """
@@ -31,6 +35,7 @@ from .tolerance import Resolved
 
 CLIP_VALUE = "clip-by-value"
 CLIP_NORM = "clip-by-global-norm"
+CLIP_EACH_NORM = "clip-by-norm"
 NONE = float("inf")  # the threshold of the side that does not clip
 CLIPPED_AT_LEAST = 2  # elements at the threshold a clip by value needs
 AT_THRESHOLD = 4 * EPS32  # an element this close (relative) to the largest is at the threshold: float32(c)
@@ -142,4 +147,29 @@ def by_global_norm(factor: float, golden_norm: float) -> Optional[Tuple[float, f
     if factor > 1:
         threshold = round_value(golden_norm)
         return None if threshold is None else (threshold, NONE, detail)
+    return None
+
+
+def by_each_norm(scales: Mapping[str, float], recorded: Mapping[str, Any]
+                 ) -> Optional[Tuple[float, float, Dict[str, float]]]:
+    """(golden's clip_norm, port's, detail) where the gradients `scales` names ("grad/<name>" ->
+    the factor the port's is of the golden's) are each clipped to one norm on one side: the
+    port's norms (factor x the golden's) all one round c under the golden's, or the golden's norms
+    all one round c under the port's."""
+    if len(scales) < 2 or all(same(f, next(iter(scales.values()))) for f in scales.values()):
+        return None
+    norms = {}
+    for key in scales:
+        value = recorded[key] if key in recorded else None
+        if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
+            return None
+        norms[key] = float(np.linalg.norm(value.astype(np.float64)))
+    for clipping_side in ("port", "golden"):
+        clipped = {k: (scales[k] * n if clipping_side == "port" else n) for k, n in norms.items()}
+        other = {k: (n if clipping_side == "port" else scales[k] * n) for k, n in norms.items()}
+        values = list(clipped.values())
+        c = round_value(values[0])
+        if c is not None and all(same(v, c) and v < other[k] for (k, v) in clipped.items()):
+            detail = {"gradients": float(len(scales))}
+            return (NONE, c, detail) if clipping_side == "port" else (c, NONE, detail)
     return None

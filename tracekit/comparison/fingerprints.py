@@ -163,6 +163,13 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
             found += forms.gradient(key, g_value, a_value, tol)
         elif start is not None:
             found += forms.variable(golden, key, start, g_value, a_value, tol, before, recorded, moments, EPSILONS)
+    # factors of their own on each gradient, each to one round norm: clipped by its own norm
+    scales = {f.key: f.changed["scale"][1] for f in fits if f.key.startswith("grad/") and list(f.changed) == ["scale"]}
+    each = clipping.by_each_norm(scales, recorded)
+    if each is not None:  # each gradient's own scale is the prediction: its fit's ulps stand
+        found += [Explained(f.key, clipping.CLIP_EACH_NORM, each[0], each[1], f.ulps, each[2]) for f in fits
+                  if f.key in scales]
+        fits = [f for f in fits if f.key not in scales]
     # a factor every gradient shares, not the batch size's, may be a clip by global norm
     norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" else None
     return [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from ..comparison.clipping import CLIP_NORM, CLIP_VALUE
+from ..comparison.clipping import CLIP_EACH_NORM, CLIP_NORM, CLIP_VALUE
 from ..comparison.epsilon import EPSILON_INSIDE
 from ..comparison.fingerprints import (AVERAGE_RATE, BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE,
                                        EPSILON, GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, Fingerprint)
@@ -123,6 +123,15 @@ def _layout_and_optimizer(hint: Fingerprint, where: str, fit: str) -> Optional[s
                     _clip(hint.golden), _clip(hint.port), fit,
                     "Remove the port's clip (clipvalue=, tf.clip_by_value) or match TF1's" if unclipped else
                     "Clip as TF1 does (tf.clip_by_value on each gradient, or the optimizer's clipvalue=)"))
+    if hint.code == CLIP_EACH_NORM:
+        clips = math.isinf(hint.golden)
+        return ("named cause: gradient clipping by each gradient's own norm. At %s the gradients of %s are each "
+                "scaled by a factor of its own, to a norm of %.3g on %s's side, where %s does not clip them, %s. %s"
+                % (where, _names(hint.keys), hint.port if clips else hint.golden, "the port" if clips else "TF1",
+                   "TF1" if clips else "the port", fit,
+                   "The port clips each gradient alone (tf.clip_by_norm, Keras' clipnorm=): clip as TF1 does, or not"
+                   if clips else "TF1 clips each gradient alone (tf.clip_by_norm): clip each to that norm "
+                   "(tf.clip_by_norm, Keras' clipnorm=)"))
     if hint.code == CLIP_NORM:
         clips = math.isinf(hint.golden)
         return ("named cause: gradient clipping by global norm. At %s the gradients of %s are all %.4g x TF1's, "
