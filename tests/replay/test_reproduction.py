@@ -54,6 +54,12 @@ def test_state_it_did_not_load_is_another_reason(excerpt):
     lacked = {"slot/b/m:0": "TF1 state with no Keras counterpart", "var/global_step:0": "no counter"}
     ok, said = reproduces(excerpt, _comparison(VARS, partial), _comparison(forced={"not_set": lacked}))
     assert ok and "(not slot/b/m:0, var/global_step:0, which the forced replay lacked too)" in said
+    # past three, the rest are counted inside the parenthesis
+    nothing = {"read_back": [], "otherwise": []}
+    lacked = {key: "not held" for key in STATE}
+    ok, said = reproduces(excerpt, _comparison([], nothing), _comparison(forced={"not_set": lacked}))
+    assert ok and said.startswith("it loaded and read back nothing of the step's starting state (not ")
+    assert "and 2 more, which the forced replay lacked too)" in said
 
 
 def test_state_read_back_otherwise_or_another_tensor_or_cause_fails(excerpt):

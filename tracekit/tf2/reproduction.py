@@ -62,12 +62,14 @@ def reproduces(path: str, replayed: Comparison, state: Comparison) -> Tuple[bool
     (`state`) did at that step, and what it did. Its initial state is the step's starting state:
     every tensor of it must read back as the golden's in the replay's initial state, except those
     the forced replay lacked too (state the port holds none of, with the reason it gave)."""
-    loaded, wrong, absent = _loaded(path, replayed)
+    with open_trace(path) as trace:
+        initial = {key: trace.initial[key] for key in trace.initial if split_key(key)[0] in STATE_KINDS}
+    loaded, wrong, absent = _loaded(initial, replayed)
     unexpected = {key: why for key, why in absent.items() if key not in _lacked(state)}
-    said = "it loaded and read back %s of the step's starting state" % _counted(loaded, path)
+    said = "it loaded and read back %s of the step's starting state" % _counted(loaded, initial)
     if absent and not unexpected:  # what the forced replay lacked too: said, it is no other reason between them
-        said += " (not %s, which the forced replay lacked too)" % ", ".join(sorted(absent)[:3]) + \
-            (" and %d more" % (len(absent) - 3) if len(absent) > 3 else "")
+        more = " and %d more" % (len(absent) - 3) if len(absent) > 3 else ""
+        said += " (not %s%s, which the forced replay lacked too)" % (", ".join(sorted(absent)[:3]), more)
     if wrong:
         return False, "%s, and %d read back otherwise (%s): the port does not hold what it loads" % (
             said, len(wrong), ", ".join(wrong[:4]))
@@ -87,12 +89,12 @@ def reproduces(path: str, replayed: Comparison, state: Comparison) -> Tuple[bool
     return True, "%s; it fails at %s%s" % (said, first.key, ", named: " + ", ".join(causes) if causes else "")
 
 
-def _loaded(path: str, replayed: Comparison) -> Tuple[List[str], List[str], Dict[str, str]]:
+def _loaded(initial: Mapping[str, Any], replayed: Comparison) -> Tuple[List[str], List[str], Dict[str, str]]:
     """(read back as the golden's, read back otherwise, not loaded -> why) of the reproduction's
-    initial state: the variables as its initial state compared, the slots and step counters as
-    its optimizers read them back when their first update loaded them (Comparison.loaded)."""
-    with open_trace(path) as trace:
-        keys = [key for key in trace.initial if split_key(key)[0] in STATE_KINDS]
+    initial state (`initial`): the variables as its initial state compared, the slots and step
+    counters as its optimizers read them back when their first update loaded them
+    (Comparison.loaded)."""
+    keys = list(initial)
     compared = {t.key: t for t in replayed.tensors}
     loaded_by = replayed.loaded or {}
     read_back, otherwise = set(loaded_by.get("read_back") or ()), set(loaded_by.get("otherwise") or ())
@@ -117,10 +119,9 @@ def _lacked(state: Comparison) -> Dict[str, str]:
     return out
 
 
-def _counted(keys: List[str], path: str) -> str:
+def _counted(keys: List[str], initial: Mapping[str, Any]) -> str:
     """"42 variables, 82 slots and 1 counter": integer variables are counters."""
-    with open_trace(path) as trace:
-        counters = [k for k in keys if np.asarray(trace.initial[k]).dtype.kind in "iub"]
+    counters = [k for k in keys if np.asarray(initial[k]).dtype.kind in "iub"]
     kinds = [("variable", [k for k in keys if split_key(k)[0] == "var" and k not in counters]),
              ("slot", [k for k in keys if split_key(k)[0] == "slot"]), ("counter", counters)]
     parts = ["%d %s%s" % (len(found), name, "" if len(found) == 1 else "s") for name, found in kinds if found]
