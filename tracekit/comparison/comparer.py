@@ -19,7 +19,7 @@ from ..store.digest import Digest
 from ..store.meta import ReplayMeta, replay_of
 from . import sparse
 from .diagnosis import diagnose, with_values
-from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, proportional
+from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, held_to_proportion
 from .loss_terms import port_source_key, source_key
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
@@ -214,7 +214,7 @@ class Comparer:
                     from_golden_state(self._replay, index):
                 before = self.golden.before(index)  # the state the step started from
                 if before is not None and key in before:
-                    _held_to_proportion(stats, g_value, a_value, before[key], tol)
+                    held_to_proportion(stats, g_value, a_value, before[key], tol)
             outcomes.append((a_key, a_value, stats))
         return tol, g_value, outcomes
 
@@ -351,20 +351,6 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
             first = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
     return first, explained_first
-
-
-def _held_to_proportion(stats: Stats, g_value: Any, a_value: Any, start: Any, tol: Resolved) -> None:
-    """Fail a variable that passed its tolerance where its step, taken from the golden's state,
-    moved it by a fixed proportion of its value on every element (fingerprints.proportional):
-    a weight decay one side applies, which no single step's tolerance sees."""
-    c = proportional(g_value, a_value, start, tol.eps)
-    if c is None:
-        return
-    stats.ok = False
-    stats.mismatched = int(np.count_nonzero(np.asarray(g_value) != np.asarray(a_value)))
-    stats.problem = ("every element is within the tolerance, but the port's value differs from the golden's by "
-                     "%.3g x the value the step started from, on every element: not round-off, whose signs go either "
-                     "way, but a weight decay one side applies" % -c)
 
 
 def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:

@@ -47,6 +47,7 @@ from . import adam, clipping, forms
 from .explained import Explained
 from .fitting import ELEMENTS_PER_PARAMETER, EPS32, LEFT, f64, lstsq, same, smallest_change
 from .slips import batch_size
+from .stats import Stats
 from .tolerance import Resolved
 
 LR_FACTOR = "lr-factor"
@@ -126,6 +127,20 @@ def proportional(golden: Any, actual: Any, start: Any, eps: float) -> Optional[f
     left = d + c * w
     explained = 1 - float(np.dot(left, left)) / float(np.dot(d, d))
     return c if float(np.max(np.abs(left))) <= LEFT * largest and explained >= EXPLAINED else None
+
+
+def held_to_proportion(stats: Stats, g_value: Any, a_value: Any, start: Any, tol: Resolved) -> None:
+    """Fail a variable that passed its tolerance where its step, taken from the golden's state,
+    moved it by a fixed proportion of its value on every element (proportional):
+    a weight decay one side applies, which no single step's tolerance sees."""
+    c = proportional(g_value, a_value, start, tol.eps)
+    if c is None:
+        return
+    stats.ok = False
+    stats.mismatched = int(np.count_nonzero(np.asarray(g_value) != np.asarray(a_value)))
+    stats.problem = ("every element is within the tolerance, but the port's value differs from the golden's by "
+                     "%.3g x the value the step started from, on every element: not round-off, whose signs go either "
+                     "way, but a weight decay one side applies" % -c)
 
 
 def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]], resolve: Resolve,

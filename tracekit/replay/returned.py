@@ -1,5 +1,5 @@
 """What a port's step returns: "loss", "lr" (or "learning_rate"), the golden's own "kind/name"
-keys, other names kept as "fetch/<name>" (tf2_runner.call_step). A "kind/name" key is checked
+keys, other names kept as "fetch/<name>" (port_step.call_step). A "kind/name" key is checked
 against the golden at the first step of its kind: a typo is an error, never a tensor silently
 left out of the comparison."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..replay.conversions import Conversion, gru, lstm, partitioned, transpose
 from ..replay.distribute import logical_cpus, mirrored
-from ..replay.tf2_runner import keras_train_step
+from ..replay.port_step import keras_train_step
 from ..replay.tf_import import tf  # tracekit.tf2.tf: the TensorFlow the replay drives
 from .diagnose import calibrate, localize
 from .drive import derive, record, replay, seeded

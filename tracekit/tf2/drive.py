@@ -21,9 +21,10 @@ from ..replay.distribute import Distribution, batch_size
 from ..replay.factory import made
 from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
 from ..replay.options import ReplayOptions
+from ..replay.port_step import aligned_seeds, call_step
 from ..replay.settings import numeric_switches
 from ..replay.source import write_source
-from ..replay.tf2_runner import TF2Runner, aligned_seeds, call_step
+from ..replay.tf2_runner import TF2Runner
 from ..replay.tf_import import tf
 from ..replay.variables import model_variables, name_of
 from ..store import Trace, open_trace
