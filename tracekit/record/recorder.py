@@ -24,7 +24,7 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import BEFORE, LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.values import estimate_stored
@@ -33,6 +33,7 @@ from .declared import Declared
 from .graph import GraphModel, StepPlan
 from .kinds import Kinds
 from .seeds import SeedControl, SeedMode
+from .state import RecordedState, named
 from .intercept import Patches
 from .callables import KerasCallable
 from .sessions import as_consumed, as_op, element_name, flatten_fetches, make_hook, storable
@@ -90,10 +91,9 @@ class Recorder:
         self._local = threading.local()
         self._patches = Patches(self)
         self._graph: Any = None  # the graph whose steps are recorded
-        self._variables: Optional[List[Tuple[str, Any]]] = None
+        self._state = RecordedState()  # the variables it keeps, and what runs between steps changed (state.py)
         self._kinds = Kinds()  # what the metadata says of the kinds of step seen (kinds.py)
         self._parts = terms.Kept()  # the losses whose parts each kind of step keeps (terms.py)
-        self._changed: set = set()  # variables runs between steps changed since the last step
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
         self.steps = 0
         self.done = False
@@ -259,8 +259,7 @@ class Recorder:
         step records their new values as what it started from."""
         if not plan.training:
             user = run(sess, fetches, feed_dict, options, run_metadata)
-            with self._lock:
-                self._changed.update(plan.changes)
+            self._state.note_changed(plan.changes)
             return user
         def execute(extra: Any, probes: Any) -> Tuple[Any, List[Tuple[str, Any]], List[Any], List[Any]]:
             user, got, probed = run(sess, [fetches, dict(extra), [p for _, _, p in probes or ()]], feed_dict,
@@ -279,8 +278,8 @@ class Recorder:
             self._local.busy = True
             try:
                 self._begin(sess, run)
-                changed = self._read_changed(sess, run)
-                probes = self._witness.probes(plan, lambda: self._read_state(sess, run))
+                changed = self._state.read_changed(sess, run, self.steps)
+                probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
                 extra = self.fetches(plan, self.full())
                 user, feeds, got, probed = execute(extra, probes)
                 values = self._witnessed(sess.graph, plan, feeds, list(zip(extra, got)), changed, probes, probed)
@@ -307,34 +306,19 @@ class Recorder:
 
     def _begin(self, sess: Any, run: Callable[..., Any]) -> None:
         """Before the first step: the initial state and the environment."""
-        if self._variables is not None:
+        if self._state.variables is not None:
             return
         model = self._model(sess.graph)
-        self._variables = model.variables()
-        values = run(sess, [v for _, v in self._variables]) if self._variables else []
+        self._state.begin(model.variables())
+        read = self._state.read(sess, run)
         with self._writer.initial():
-            for (key, _), value in zip(self._variables, values):
+            for key, _, value in read:
                 self._writer.add(*split_key(key), value=value, copy=False)
-        self._witness.state({v.name: value for (_, v), value in zip(self._variables, values)})
+        self._witness.state(named(read))
         slots, updates = model.slot_roles(), model.update_facts()
-        self._witness.begin({v.name: key for key, v in self._variables}, updates, slots)
+        self._witness.begin({v.name: key for key, v, _ in read}, updates, slots)
         self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess), "slots": slots,
                                  "updates": updates})
-
-    def _read_changed(self, sess: Any, run: Callable[..., Any]) -> List[Tuple[str, Any]]:
-        """The recorded variables runs between the last step and this one changed, as they are now
-        ("kind/name@before" keys): what this step starts from."""
-        with self._lock:
-            changed, self._changed = self._changed, set()
-        if not changed or not self.steps:
-            return []
-        read = [(key, variable) for key, variable in self._variables if variable.name in changed]
-        values = run(sess, [variable for _, variable in read]) if read else []
-        return [(key + BEFORE, value) for (key, _), value in zip(read, values)]
-
-    def _read_state(self, sess: Any, run: Callable[..., Any]) -> Dict[str, Any]:
-        """Every recorded variable's value now, by variable name."""
-        return {v.name: value for (_, v), value in zip(self._variables, run(sess, [v for _, v in self._variables]))}
 
     def _witnessed(self, graph: Any, plan: StepPlan, feeds: List[Tuple[str, Any]], values: List[Tuple[str, Any]],
                    changed: List[Tuple[str, Any]], probes: Any, probed: List[Any]) -> List[Tuple[str, Any]]:
@@ -355,8 +339,8 @@ class Recorder:
             self._writer.update_meta({"recording": self._recording_meta()})
             return
         extra, term_values = terms.split(plan.terms, extra)  # the loss's parts go to the step's info
-        state = run(sess, [v for _, v in self._variables]) if self.full() else None
-        after = None if state is None else {v.name: value for (_, v), value in zip(self._variables, state)}
+        state = self._state.read(sess, run) if self.full() else None
+        after = None if state is None else named(state)
         self._witness.audit(self.steps, extra, after, plan.races)
         self._witness.state(after)
         keyframe = self._keyframe(feeds, extra, state)
@@ -386,7 +370,7 @@ class Recorder:
             if regularization:  # their sum: what a TF2 port's sum(model.losses) is compared with
                 w.add("loss", "regularization", functools.reduce(np.add, regularization))
             w.add("fetch", "fetches", storable(user), copy=False)  # a structure: kept whole
-            for (key, _), value in zip(self._variables, state if state is not None else []):
+            for key, _, value in state or []:
                 self._add(key, value, keyframe)
             for key, value in changed:  # kept whole: what forcing loads into the port
                 w.add(*split_key(key), value=value, copy=False)
@@ -416,7 +400,7 @@ class Recorder:
         if self._schedule.planning:
             values = dict(extra)
             values.update((make_key("input", name), value) for name, value in feeds if name)
-            values.update((key, value) for (key, _), value in zip(self._variables, state))
+            values.update((key, value) for key, _, value in state or [])
             self._writer.flush()  # the initial state's bytes, all counted
             self._schedule.measure(values, estimate_stored, self._written())
             self._writer.update_meta({"recording": self._recording_meta()})
