@@ -308,11 +308,16 @@ def test_each_step_starts_from_what_it_read_when_runs_between_steps_change_varia
 # ---- the audit the recorder keeps ------------------------------------------------------------------
 
 @pytest.mark.tf1  # tf.contrib is TF 1.15's
-def test_an_update_op_with_another_change_of_its_variable_is_not_audited_as_if_alone(tmp_path):
-    # decoupled weight decay (tf.contrib.opt.AdamWOptimizer) moves the variable by an assign_sub
-    # before ApplyAdam: recomputing ApplyAdam alone would call a faithful golden wrong
+def test_decoupled_weight_decay_beside_the_update_op_is_audited_with_it(tmp_path):
+    # tf.contrib.opt.AdamWOptimizer moves the variable by an assign_sub before ApplyAdam: the
+    # recorder knows the decay (its rate), and the audit applies it first; ApplyAdam alone would
+    # call a faithful golden wrong. Its decay is ordered against nothing the forward pass reads:
+    # TF1's own race, named.
     path = tmp_path / "adamw.h5"
     record_cli(path, "contrib_adamw.py", "--steps", 3)
     with tracekit.open(str(path)) as trace:
+        assert trace.meta["updates"]["w:0"]["decay"] == pytest.approx(0.01)
+        assert "also" not in trace.meta["updates"]["w:0"]
         audited, = [v for v in trace.meta["audit"]["variables"] if v["var"] == "w:0"]
-        assert audited["verdict"] == "not auditable" and "also changes it" in audited["detail"], audited
+        assert audited["verdict"] == "agrees", audited
+        assert any(r.get("variable") == "w:0" and "AssignSub" in r.get("update", "") for r in trace.meta["races"])

@@ -23,19 +23,20 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import TERM, UNCLIPPED, make_key, split_key
 from ..sources import Lines
 from ..structure import leaves
 from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
+from . import paths
 from .losses import candidates, derivatives, loss_terms, run_losses
 from .sources import plan_sources
 from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
                       op_updates, pushed_update, variable_name)
-from .walk import (RANDOM_OPS, constant, executed_ops, is_random_draw, unique, unique_ops, unordered_reads,
-                   unordered_state_reads)
+from .walk import (RANDOM_OPS, constant, executed_ops, fixed, is_random_draw, number, unique, unique_ops,
+                   unordered_reads, unordered_state_reads)
 
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
@@ -47,7 +48,7 @@ INPUT_OPS = frozenset([
 # gradient, loss differentiated) triples, (gradient, clipped gradient) pairs and (name, input
 # structure) pairs.
 _intercepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-NOTES = ("loss", "train_op", "slot", "gradient", "sparse", "derivative", "clipped", "structure")
+NOTES = ("loss", "train_op", "slot", "gradient", "sparse", "derivative", "clipped", "structure", "applied")
 
 
 def note_intercepted(graph: Any, what: str, value: Any) -> None:
@@ -106,6 +107,7 @@ class GraphModel:
         self._warned: Set[str] = set()
         self.warnings: List[str] = []
         self._assigned_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, its hand-written updates)
+        self._known_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, the updates optimizers made)
 
     def on_worker(self, task: int) -> bool:
         """Does the graph place ops on worker task `task` ("/job:worker/task:1",
@@ -148,24 +150,29 @@ class GraphModel:
                     out.setdefault(slot, {"var": update.var, "update": update.kind, "arg": arg})
         return out
 
-    def update_facts(self) -> Dict[str, Dict[str, Any]]:
+    def update_facts(self, evaluate: Optional[Callable[[List[Any]], List[Any]]] = None) -> Dict[str, Dict[str, Any]]:
         """{variable name: {"update": op type (ASSIGNED for a hand-written one), "lr": the learning-rate
         tensor's name, "hyper": {argument: value}, "state": {argument: variable} (Adam's beta powers),
         "attrs": {attribute: bool} (use_nesterov, ...), "also": [the other assign ops that move the
         variable from its own value, where there are any]}} of every update: a replay pairs each TF2
         optimizer with the learning rate the updates of its variables read, and compares its
-        settings with the constant ones; the audit (store/audit.py) recomputes the update."""
+        settings with the constant ones; the audit (store/audit.py) recomputes the update.
+        `evaluate(tensors)`: their values, read in a run of their own, for hyperparameters the graph
+        computes from constants (TF 2's Ftrl adjusts its l2 so)."""
         out: Dict[str, Dict[str, Any]] = {}
         moves: Dict[str, List[str]] = {}  # variable -> the assign ops that move it from its own value
         for op in self.graph.get_operations():
             if op.type in ASSIGN_OPS and advances(op):
                 moves.setdefault(variable_name(op.inputs[0]) or "", []).append(op.name)
+        computed = self._computed(evaluate)
         for update in self._updates():
             if update.var is None or update.var in out:
                 continue
             hyper = {}
             for arg, tensor in update.hyper.items():
-                value = constant(self._tf, tensor)
+                value = number(self._tf, tensor)
+                if value is None:
+                    value = computed.get(getattr(tensor, "name", None))
                 if value is not None:
                     hyper[arg] = value
             attrs = {}
@@ -176,20 +183,61 @@ class GraphModel:
                     continue  # the op has no such attribute
             out[update.var] = {"update": update.kind, "lr": getattr(update.lr, "name", None), "hyper": hyper,
                                "state": dict(update.state), "attrs": attrs}
-            also = [name for name in moves.get(update.var, []) if name != update.op.name]
+            if update.decay is not None:  # decoupled weight decay first, by the rate recorded (None: not fixed)
+                out[update.var]["decay"] = number(self._tf, update.decay)
+            also = [name for name in moves.get(update.var, []) if name != update.op.name
+                    and name not in update.decay_ops]
             if also and update.kind != ASSIGNED:  # decoupled weight decay beside the update op, say
                 out[update.var]["also"] = also
         return out
 
+    def _computed(self, evaluate: Optional[Callable[[List[Any]], List[Any]]]) -> Dict[str, float]:
+        """Hyperparameters that are no graph constant but computed from constants alone: tensor
+        name -> value, read with `evaluate` once."""
+        if evaluate is None:
+            return {}
+        wanted = unique([t for u in self._updates() for t in u.hyper.values()
+                         if hasattr(t, "op") and number(self._tf, t) is None and fixed(t)])
+        try:
+            values = evaluate(wanted) if wanted else []
+        except Exception:  # a value that cannot be read is not recorded: the audit says so
+            return {}
+        return {t.name: float(v) for t, v in zip(wanted, values) if getattr(v, "size", 1) == 1}
+
     def _updates(self) -> List[Update]:
         """Every update of a variable in the graph: optimizer update ops and hand-written ones."""
-        return op_updates(self.graph) + self._assigned()
+        return self._known() + self._assigned()
+
+    def _known(self) -> List[Update]:
+        """The updates an optimizer made: its update ops (updates.py), read anew where its
+        apply_gradients was seen making an update the op alone does not tell (paths.py: scatter
+        and assign ops, a transformed gradient, weight decay beside the op)."""
+        if self._known_at is None or self._known_at[0] != self.graph.version:
+            readings = {}
+            for applied in _intercepted_for(self.graph)["applied"]:
+                readings[applied.var.name] = paths.read(applied)
+            updates = []
+            for update in op_updates(self.graph):
+                reading = readings.get(update.var or "")
+                if reading is not None and reading.update is not None and reading.update.op.name == update.op.name:
+                    update = reading.update  # the op, with the gradient the optimizer was given
+                updates.append(update)
+            taken = {u.op.name for u in updates}
+            updates += [r.update for r in readings.values() if r.update is not None and r.update.op.name not in taken]
+            for update in updates:
+                reading = readings.get(update.var or "")
+                if reading is not None and reading.decay is not None:
+                    update.decay, update.decay_ops = reading.decay, reading.decay_ops
+            self._known_at = (self.graph.version, updates)
+        return self._known_at[1]
 
     def _assigned(self) -> List[Update]:
         """The graph's hand-written updates (updates.py), found again only when it has grown."""
         if self._assigned_at is None or self._assigned_at[0] != self.graph.version:
             notes = _intercepted_for(self.graph)
-            trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
+            known = {u.var for u in self._known()}
+            trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+                         if v.name not in known}
             gradients = {name: grad for name, grad in notes["gradient"]}
             for var, name in self.declared.gradients:  # the user's word over what was seen
                 grad = find_tensor(self.graph, name)
@@ -219,7 +267,7 @@ class GraphModel:
             # a SyncReplicasOptimizer chief applying what the workers pushed: it waits for their
             # steps, so it is not one (each worker's step reads the variables after it)
             return StepPlan(False, collections.OrderedDict(), None)
-        updates = [Update.of_op(op) for op in executed if UPDATE_OP.match(op.type)]
+        updates = [u for u in self._known() if u.op.name in names]
         updates += [u for u in (pushed_update(op) for op in executed if op.type in PUSH_OPS) if u is not None]
         if any(op.type in ASSIGN_OPS for op in executed):  # the whole graph's dataflow only for these runs
             updates += [u for u in self._assigned() if u.op.name in names]

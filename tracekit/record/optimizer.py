@@ -14,9 +14,14 @@ gradients and learning rates of optimizer update ops without them.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, List
+import inspect
+import numbers
+import sys
+import threading
+from typing import Any, Callable, List, Tuple
 
 from .graph import note_intercepted
+from .paths import Applied
 from .patching import Patches, Target, noting
 
 def _targets(tf: Any) -> List[Target]:
@@ -32,6 +37,14 @@ def _targets(tf: Any) -> List[Target]:
                          for name in ("compute_gradients", "get_gradients", "apply_gradients")]
     out += [(module, name, functools.partial(noting, note=note)) for module in (tf, tf.compat.v1)
             for name, note in (("gradients", _note_gradients), ("clip_by_global_norm", _note_clipped))]
+    # Each variable's update: apply_gradients hands it to a processor (one class per kind of
+    # variable), which calls the optimizer's method; rows are summed by a function of the module.
+    module = sys.modules.get(tf.compat.v1.train.Optimizer.__module__)
+    for name, owner in sorted(vars(module).items() if module is not None else ()):
+        if inspect.isclass(owner) and name.endswith("Processor") and "update_op" in vars(owner):
+            out.append((owner, "update_op", _applying))
+    if module is not None and callable(getattr(module, "_deduplicate_indexed_slices", None)):
+        out.append((module, "_deduplicate_indexed_slices", _summing))
     return out
 
 
@@ -103,3 +116,77 @@ def _note(name: str, optimizer: Any, args: tuple, kwargs: dict, result: Any) -> 
     variables = getattr(optimizer, "variables", None)
     for variable in (variables() if callable(variables) else getattr(optimizer, "weights", [])):
         note_intercepted(graph, "slot", variable)
+
+
+_building = threading.local()  # the Applied notes of the updates being built on this thread, innermost last
+# The method a processor calls for a gradient, by (sparse, resource variable); where the optimizer
+# does not override the sparse one, it sums rows by index and calls the second.
+_ENTRIES = {(False, False): ("_apply_dense", None), (False, True): ("_resource_apply_dense", None),
+            (True, False): ("_apply_sparse_duplicate_indices", "_apply_sparse"),
+            (True, True): ("_resource_apply_sparse_duplicate_indices", "_resource_apply_sparse")}
+
+
+def _applying(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A processor's update_op(optimizer, gradient), noting the update it builds (paths.Applied)."""
+    @functools.wraps(original)
+    def update_op(self: Any, optimizer: Any, grad: Any) -> Any:
+        try:
+            applied = _begin(self, optimizer, grad)
+        except Exception:  # noting must never break the user's graph construction
+            applied = None
+        if applied is None:
+            return original(self, optimizer, grad)
+        stack = _building.__dict__.setdefault("stack", [])
+        stack.append(applied)
+        try:
+            result = original(self, optimizer, grad)
+        finally:
+            stack.pop()
+        applied.result, applied.last = result, applied.var.graph.version
+        note_intercepted(applied.var.graph, "applied", applied)
+        return result
+    return update_op
+
+
+def _begin(processor: Any, optimizer: Any, grad: Any) -> Any:
+    var = getattr(processor, "_v", None)
+    graph = getattr(var, "graph", None)
+    if graph is None or not isinstance(getattr(var, "name", None), str) or getattr(grad, "graph", None) is not graph:
+        return None
+    sparse, resource = hasattr(grad, "indices"), "Resource" in type(processor).__name__
+    method, definers = _builder(type(optimizer), *_ENTRIES[(sparse, resource)])
+    slots = {}
+    for name in optimizer.get_slot_names():
+        slot = optimizer.get_slot(var, name)
+        if slot is not None:
+            slots[name] = slot
+    state = {name: v for (name, g), v in getattr(optimizer, "_non_slot_dict", {}).items() if g is graph}
+    scalars = {name: value for name, value in vars(optimizer).items()
+               if (getattr(value, "graph", None) is graph and hasattr(value, "op"))
+               or (isinstance(value, numbers.Real) and not isinstance(value, bool))
+               or (name == "_skip_list" and isinstance(value, (list, tuple)))}
+    return Applied(optimizer, var, grad, resource, method, definers, graph.version, slots=slots, state=state,
+                   scalars=scalars)
+
+
+def _builder(cls: type, entry: str, summed: Any) -> Tuple[str, Tuple[str, ...]]:
+    """The method that builds the update and the classes that define it ("module.Class", in
+    method-resolution order, the base Optimizer's own abstract one left out)."""
+    base = [c for c in cls.__mro__ if c.__name__ == "Optimizer" and entry in vars(c)]
+    definers = [c for c in cls.__mro__ if entry in vars(c) and c not in base]
+    if not definers and summed is not None:  # the base class sums the rows, then calls this one
+        entry = summed
+        definers = [c for c in cls.__mro__ if summed in vars(c) and c.__name__ != "Optimizer"]
+    return entry, tuple("%s.%s" % (c.__module__, c.__name__) for c in definers)
+
+
+def _summing(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The module's _deduplicate_indexed_slices(values, indices): the rows an update consumes."""
+    @functools.wraps(original)
+    def deduplicate(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        stack = getattr(_building, "stack", None)
+        if stack:
+            stack[-1].consumed = result
+        return result
+    return deduplicate

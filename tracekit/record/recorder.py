@@ -315,7 +315,7 @@ class Recorder:
             for key, _, value in read:
                 self._writer.add(*split_key(key), value=value, copy=False)
         self._witness.state(named(read))
-        slots, updates = model.slot_roles(), model.update_facts()
+        slots, updates = model.slot_roles(), model.update_facts(lambda tensors: run(sess, tensors))
         self._witness.begin({v.name: key for key, v, _ in read}, updates, slots)
         self._writer.update_meta({"tensorflow": tensorflow_environment(self._tf, sess), "slots": slots,
                                  "updates": updates})

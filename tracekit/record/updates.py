@@ -1,9 +1,9 @@
 """Which ops of a TF1 graph update which variable, and with what gradient, learning rate and slots.
 
-Two kinds of update:
+Two kinds of update (and a third, read from what apply_gradients was seen building: paths.py):
 - an optimizer's update op (`Apply*` / `ResourceApply*` / `*SparseApply*`), whose op-def
   input names say which input is the variable (`var`), the gradient (`grad`/`delta`), the
-  learning rate (`lr`/`alpha`) and the slots (the other variable inputs);
+  learning rate (`lr`, else `alpha`) and the slots (the other variable inputs);
 - a hand-written update (a custom optimizer's `apply_gradients`, decoupled weight decay,
   LAMB, ...): an assign op (`assign`, `assign_add`, `assign_sub`) on a trainable variable
   whose new value is computed from gradients. Its gradient is the one `tf.gradients` or
@@ -18,7 +18,9 @@ Two kinds of update:
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+import numpy as np
 
 from ..keys import ASSIGNED
 
@@ -29,16 +31,17 @@ VARIABLE_OPS = frozenset(["VariableV2", "Variable", "VarHandleOp", "AutoReloadVa
 PASS_THROUGH = frozenset(["Identity", "ReadVariableOp", "Enter", "RefEnter", "Switch", "RefSwitch"])
 GRADIENTS_SCOPE = re.compile(r"^gradients(_\d+)?$")  # tf.gradients' scope, uniquified by later calls
 GRAD_SEED = re.compile(r"^(Fill|grad_ys_\d+)$")
-DT_RESOURCE = 20
+DT_RESOURCE, DT_INT64 = 20, 9
 GRAD_ARGS = ("grad", "delta")
-LR_ARGS = ("lr", "alpha")
 STATE_ARGS = ("beta1_power", "beta2_power")  # optimizer state that is not a slot of one variable
+OFFSET = "_offset"  # a scalar input read as a counter variable plus a constant: "<arg>_offset" holds the constant
 
 
 class Update:
     """One variable's update: the op, the variable, gradient, learning rate and slots it uses."""
 
-    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper", "unclipped", "state")
+    __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper", "unclipped", "state",
+                 "decay", "decay_ops")
 
     def __init__(self, op: Any, kind: str, var: Optional[str], grad: Any = None, indices: Any = None,
                  lr: Any = None, roles: Optional[Dict[str, str]] = None, state: Iterable[str] = (),
@@ -55,6 +58,8 @@ class Update:
         self.hyper: Dict[str, Any] = dict(hyper or {})
         self.unclipped: Any = None  # the gradient before tf.clip_by_global_norm made `grad` of it
         self.state: Dict[str, str] = {}  # optimizer state that is no slot of one variable: argument -> variable
+        self.decay: Any = None  # decoupled weight decay applied first (`var -= decay * var`): its tensor or number
+        self.decay_ops: Tuple[str, ...] = ()  # the ops that apply it
 
     @classmethod
     def of_op(cls, op: Any) -> "Update":
@@ -63,6 +68,8 @@ class Update:
         roles: Dict[str, str] = {}
         state: Dict[str, str] = {}
         hyper: Dict[str, Any] = {}
+        args = [arg.name for arg in op.op_def.input_arg]
+        rate = "lr" if "lr" in args else "alpha"  # ApplyGradientDescent's rate is `alpha`; ApplyAddSign has both
         for arg, tensor in zip(op.op_def.input_arg, op.inputs):
             if arg.name == "var":
                 fields["var"] = variable_name(tensor)
@@ -70,7 +77,7 @@ class Update:
                 fields["grad"] = tensor
             elif arg.name == "indices":
                 fields["indices"] = tensor
-            elif arg.name in LR_ARGS:
+            elif arg.name == rate:
                 fields["lr"] = tensor
             elif arg.is_ref or arg.type == DT_RESOURCE or arg.name in STATE_ARGS:
                 name = variable_name(tensor)
@@ -79,6 +86,8 @@ class Update:
                         state[arg.name] = name
                     else:
                         roles[name] = arg.name
+            elif counter(tensor) is not None:  # AdagradDA's global_step: the step counter plus one
+                state[arg.name], hyper[arg.name + OFFSET] = counter(tensor)
             else:
                 hyper[arg.name] = tensor
         update = cls(op, op.type, fields.pop("var", None), roles=roles, state=list(state.values()), hyper=hyper,
@@ -96,6 +105,48 @@ def variable_name(tensor: Any) -> Optional[str]:
         if op.type not in PASS_THROUGH or not op.inputs:
             return None
         op = op.inputs[0].op
+    return None
+
+
+def counter(tensor: Any, limit: int = 8) -> Optional[Tuple[str, int]]:
+    """(the integer variable, the constant added) of an integer scalar computed as a variable's
+    value plus a constant (through identities and casts), else None."""
+    dtype = getattr(tensor, "dtype", None)
+    if dtype is None or not dtype.is_integer or tensor.shape.ndims != 0:
+        return None
+    offset = 0
+    for _ in range(limit):
+        op = tensor.op
+        if op.type in PASS_THROUGH or op.type == "Cast":
+            if op.type in PASS_THROUGH and variable_name(tensor) is not None:
+                return variable_name(tensor), offset
+            if op.type in VARIABLE_OPS:
+                return op.name + ":0", offset
+            tensor = op.inputs[0]
+        elif op.type in ("Add", "AddV2") and len(op.inputs) == 2:
+            fixed = [i for i, t in enumerate(op.inputs) if _integer(t.op) is not None]
+            if len(fixed) != 1:
+                return None
+            offset += _integer(op.inputs[fixed[0]].op)
+            tensor = op.inputs[1 - fixed[0]]
+        elif op.type in VARIABLE_OPS:
+            return op.name + ":0", offset
+        else:
+            return None
+    return None
+
+
+def _integer(op: Any) -> Optional[int]:
+    """An integer scalar constant's value, else None."""
+    if op.type != "Const":
+        return None
+    proto = op.get_attr("value")
+    for values in (proto.int64_val, proto.int_val):
+        if len(values) == 1:
+            return int(values[0])
+    if proto.tensor_content:
+        found = np.frombuffer(proto.tensor_content, dtype=np.int64 if proto.dtype == DT_INT64 else np.int32)
+        return int(found[0]) if found.size == 1 else None
     return None
 
 

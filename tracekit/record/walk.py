@@ -190,6 +190,22 @@ def constant(tf: Any, tensor: Any) -> Optional[float]:
     return None
 
 
+def fixed(tensor: Any, limit: int = 64) -> bool:
+    """Is a scalar computed from constants alone (no placeholder, variable or stateful op upstream,
+    within `limit` ops): the same value at every run, which one run of its own can read?"""
+    ops = executed_ops([tensor.op], frozenset())
+    return len(ops) <= limit and all(not op.op_def.is_stateful and op.type not in ("Placeholder", "PlaceholderV2",
+                                                                                   "PlaceholderWithDefault")
+                                     for op in ops)
+
+
+def number(tf: Any, value: Any) -> Optional[float]:
+    """A hyperparameter's value: a number as it is, a tensor's where the graph fixes it, else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return constant(tf, value) if hasattr(value, "op") else None
+
+
 def unique_ops(ops: Iterable[Any]) -> List[Any]:
     out: List[Any] = []
     for op in ops:

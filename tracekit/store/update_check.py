@@ -12,7 +12,7 @@ import numpy as np
 
 from ..keys import ASSIGNED, make_key, step_label
 from .audit_result import AGREES, DISAGREES, OTHER_RATE, VariableAudit
-from .update_rules import PARALLEL, Bounded, Rule, recompute, rule_of
+from .update_rules import DECAY, PARALLEL, WHOLE, Bounded, Rule, recompute, rule_of
 
 FLOATS = ("float16", "float32", "float64")
 CHUNK = 1 << 18  # elements recomputed at a time: a few MB of float64 temporaries
@@ -113,6 +113,11 @@ class StepContext:
         if rule is None:
             raise NotAuditable("no audit rule for the update op %s" % (update or "(not recorded)"))
         attrs = self._attrs(rule, fact)
+        if "decay" in fact:  # decoupled weight decay first (contrib's AdamW, MomentumW)
+            if not isinstance(fact["decay"], (int, float)) or isinstance(fact["decay"], bool):
+                raise NotAuditable("its decoupled weight decay rate is not a graph constant, and the golden does not "
+                                    "record it")
+            attrs[DECAY] = float(fact["decay"])
         key = "var/" + var
         before = {"var": self._tensor(key, self.before, "before")}
         after = {"var": _Recorded(key, key, "var", self._tensor(key, self.after, "after"))}
@@ -129,6 +134,9 @@ class StepContext:
             after[arg] = _Recorded(key, "slot %s (%s)" % (arg, key), "slot " + arg,
                                    self._tensor(key, self.after, "after"))
         grad, indices = self._gradient(var, before["var"], rule, sparse)
+        if DECAY in attrs and indices is not None and len(np.unique(indices)) < len(indices):
+            raise NotAuditable("grad/%s/indices repeats an index: its weight decay is applied once per occurrence"
+                                % var)
         rate_key = self._rate_key(str(fact.get("lr") or ""))
         scalars = self._scalars(rule, fact, dtype)
         rate = self._scalar(rate_key, self.values, "at", dtype)
@@ -191,6 +199,9 @@ class StepContext:
         if rule.sparse == PARALLEL and len(np.unique(indices)) < len(indices):
             raise NotAuditable("grad/%s/indices repeats an index: its kernel updates rows in parallel shards, so "
                                 "repeated rows race" % var)
+        if rule.sparse == WHOLE and len(np.unique(indices)) < len(indices):
+            raise NotAuditable("grad/%s/indices repeats an index, which an update that sums its rows first never "
+                                "leaves" % var)
         return values, indices.astype(np.int64)
 
     def _rate_key(self, name: str) -> str:
@@ -233,7 +244,8 @@ class StepContext:
             key = next((k for k in ("slot/" + name, "var/" + name) if k in self.before), None)
             if key is None:
                 raise NotAuditable("%s, its %s, is not held before the step" % (name, arg))
-            out[arg] = self._scalar(key, self.before, "before", dtype)
+            offset = hyper.get(arg + "_offset", 0)  # a counter read plus a constant (AdagradDA's global_step + 1)
+            out[arg] = self._scalar(key, self.before, "before", dtype) + float(offset)
         return out
 
     def _checks(self, rule: Rule, before: Mapping[str, np.ndarray], after: Mapping[str, _Recorded],
@@ -251,13 +263,23 @@ class StepContext:
                 checks[arg].ulps, checks[arg].max_abs = float("inf"), float("inf")
                 checks[arg].worst = "shape %s, %s before the step" % (r.value.shape, shape)
         ready = [arg for arg in after if not checks[arg].worst]
+        rows = None
+        if indices is not None and rule.sparse == WHOLE:  # the rows summed into the variable's shape
+            inner = int(np.prod(shape[1:]))
+            dense = np.zeros(shape, dtype=grad.dtype)
+            np.add.at(dense, indices, grad)
+            given = np.zeros(shape[0], dtype=bool)
+            given[indices] = True
+            grad, indices, rows = dense, None, np.repeat(given, inner)
         if indices is None:
             flat = {arg: np.ravel(v) for arg, v in before.items()}
-            for a in range(0, max(int(np.prod(shape)), 1), CHUNK):
-                out = recompute(rule, {arg: v[a:a + CHUNK] for arg, v in flat.items()}, scalars,
-                                np.ravel(grad)[a:a + CHUNK], attrs, ulp)
+            size = max(int(np.prod(shape)), 1)
+            part = size if rule.reduces else CHUNK
+            for a in range(0, size, part):
+                out = recompute(rule, {arg: v[a:a + part] for arg, v in flat.items()}, scalars,
+                                np.ravel(grad)[a:a + part], attrs, ulp, rows=None if rows is None else rows[a:a + part])
                 for arg in ready:
-                    checks[arg].add(np.ravel(after[arg].value)[a:a + CHUNK], out[arg], self.limit, info,
+                    checks[arg].add(np.ravel(after[arg].value)[a:a + part], out[arg], self.limit, info,
                                     lambda i, a=a: a + i)
             return list(checks.values())
         rows, compact = np.unique(indices, return_inverse=True)

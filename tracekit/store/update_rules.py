@@ -102,6 +102,14 @@ class Bounded:
     def exp(self) -> "Bounded":
         return self._monotone(np.exp)
 
+    def norm(self) -> "Bounded":
+        """The 2-norm of all elements, sqrt(sum(x * x)): every square and every addition of the
+        sum charged as rounded (an n-term sum errs by at most n - 1 roundings of its running total)."""
+        squares = self.square()
+        total = float(np.sum(squares.val))
+        err = float(np.sum(squares.err)) + max(squares.val.size - 1, 0) * ROUNDING * self.ulp * total
+        return Bounded(total, err, self.ulp).sqrt()
+
     def pow(self, power: "Bounded") -> "Bounded":
         p = float(power.val)  # FTRL's -lr_power: a graph constant, exact
         return self._monotone(lambda x: np.power(x, p), True)
@@ -111,6 +119,11 @@ def maximum(a: Bounded, b: Any) -> Bounded:
     """Eigen's cwiseMax: exact, and no further from the kernel's than its farther argument."""
     b = a._of(b)
     return Bounded(np.maximum(a.val, b.val), np.maximum(a.err, b.err), a.ulp)
+
+
+def where(mask: Any, then: Bounded, otherwise: Bounded) -> Bounded:
+    """`then` where the (exact) mask holds, else `otherwise`: a sparse update's rows."""
+    return Bounded(np.where(mask, then.val, otherwise.val), np.where(mask, then.err, otherwise.err), then.ulp)
 
 
 def select(value: Bounded, above: Any, then: Bounded, otherwise: Any) -> Bounded:
@@ -275,8 +288,96 @@ def power_sign(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
     return {"var": t["var"] - t["lr"] * scale * g, "m": m}
 
 
+def adagrad_da(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    """ApplyAdagradDA; the sparse kernel computes the same in another order (in float on rows of
+    more than one element, in double on single elements), which `attrs` say."""
+    g, lr, l1, l2, step = t["grad"], t["lr"], t["l1"], t["l2"], t["global_step"]
+    ga = t["gradient_accumulator"] + g
+    gga = t["gradient_squared_accumulator"] + g.square()
+    if attrs.get(SPARSE) and attrs.get(INNER, 1) > 1:
+        rate = step * lr
+        if float(l1.val) > 0:
+            var = -1.0 * ga.sign() * maximum(ga.abs() / step - l1, 0.0) / (l2 + gga.sqrt() / rate)
+        else:
+            var = -1.0 * (ga / step) / (l2 + gga.sqrt() / rate)
+    elif attrs.get(SPARSE):
+        if float(l1.val) > 0:
+            var = (-ga).sign() * lr * maximum(ga.abs() - step * l1, 0.0) / (step * l2 * lr + gga.sqrt())
+        else:
+            var = (-ga * lr) / (step * l2 * lr + gga.sqrt())
+    elif float(l1.val) > 0:
+        var = lr * -1.0 * ga.sign() * maximum(ga.abs() - step * l1, 0.0) / (l2 * (step * lr) + gga.sqrt())
+    else:
+        var = lr * ga * -1.0 / (l2 * (step * lr) + gga.sqrt())
+    return {"var": var, "gradient_accumulator": ga, "gradient_squared_accumulator": gga}
+
+
+# Updates TF1 optimizers write as scatter and assign ops (record/paths.py). A WHOLE rule gets the
+# gradient's rows summed into the variable's shape (zero elsewhere) and t["rows"], where a row
+# was given one; the others are SEQUENTIAL sparse rules on the rows alone.
+
+def scatter_adam(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    """AdamOptimizer._apply_sparse: m and v decay on every row, the rows' gradient added after;
+    the variable moves on every row."""
+    g, b1, b2 = t["grad"], t["beta1"], t["beta2"]
+    alpha = t["lr"] * (1.0 - t["beta2_power"]).sqrt() / (1.0 - t["beta1_power"])
+    m = where(t["rows"], t["m"] * b1 + g * (1.0 - b1), t["m"] * b1)
+    v = where(t["rows"], t["v"] * b2 + g.square() * (1.0 - b2), t["v"] * b2)
+    return {"var": t["var"] - (alpha * m) / (v.sqrt() + t["epsilon"]), "m": m, "v": v}
+
+
+def lazy_adam(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    """contrib's LazyAdamOptimizer._apply_sparse, on the rows given only."""
+    g, b1, b2 = t["grad"], t["beta1"], t["beta2"]
+    alpha = t["lr"] * (1.0 - t["beta2_power"]).sqrt() / (1.0 - t["beta1_power"])
+    m = b1 * t["m"] + (1.0 - b1) * g
+    v = b2 * t["v"] + (1.0 - b2) * g.square()
+    return {"var": t["var"] - (alpha * m) / (v.sqrt() + t["epsilon"]), "m": m, "v": v}
+
+
+def _signed_m(t: Tensors) -> Tuple[Bounded, Bounded]:
+    """contrib's AddSign/PowerSign on rows: m moves on every row (the rows' gradient made dense),
+    the sign agreement of the rows given."""
+    m = t["m"] * t["beta"] + t["grad"] * (1.0 - t["beta"])
+    return m, m.sign() * t["grad"].sign()
+
+
+def scatter_add_sign(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    m, agree = _signed_m(t)
+    step = t["lr"] * (t["alpha"] + t["sign_decay"] * agree) * t["grad"]
+    return {"var": where(t["rows"], t["var"] - step, t["var"]), "m": m}
+
+
+def scatter_power_sign(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    m, agree = _signed_m(t)
+    step = t["lr"] * (t["logbase"] * t["sign_decay"] * agree * E_LOG).exp() * t["grad"]
+    return {"var": where(t["rows"], t["var"] - step, t["var"]), "m": m}
+
+
+def lars_momentum(t: Tensors, attrs: Mapping[str, Any]) -> Tensors:
+    """contrib's LARSOptimizer: ApplyMomentum at rate 1 on the gradient plus weight decay, scaled by
+    the rate times the trust ratio eeta |w| / (|g| + wd |w| + epsilon) (1 where a norm is 0)."""
+    var, g, wd = t["var"], t["grad"], t["weight_decay"]
+    rate = t["lr"]
+    if float(t["scaled"].val):
+        w_norm, g_norm = var.norm(), g.norm()
+        trust = t["eeta"] * w_norm / (g_norm + wd * w_norm + t["epsilon"])
+        trust = select(w_norm, 0.0, select(g_norm, 0.0, trust, 1.0), 1.0)
+        rate = rate * trust
+        g = g + wd * var
+    step = g * rate
+    accum = t["accum"] * t["momentum"] + step
+    if attrs["use_nesterov"]:
+        return {"var": var - (step + accum * t["momentum"]), "accum": accum}
+    return {"var": var - accum, "accum": accum}
+
+
 SPARSE = "_sparse"  # in the attrs a rule gets: the sparse kernel's form is asked for
+INNER = "_inner"  # ... and the elements of a row (the kernels take another path for one)
+DECAY = "_decay"  # ... and decoupled weight decay applied first (`var -= decay * var`)
 SEQUENTIAL, PARALLEL = "sequential", "parallel"  # how a sparse kernel walks its rows
+WHOLE = "whole"  # ... or a scatter path's rule, given the rows summed into the variable's shape
+E_LOG = float(np.log(np.float32(np.e)))  # PowerSign's scatter path raises float32 e to a power
 
 
 @dataclass(frozen=True)
@@ -289,8 +390,11 @@ class Rule:
     state: Tuple[str, ...] = ()  # optimizer state it reads and leaves (Adam's beta powers)
     attrs: Tuple[str, ...] = ()  # bool attributes that change its arithmetic
     # how the Sparse* kernel walks the rows (None: there is no sparse form): SEQUENTIAL, one after
-    # another (a duplicate index is updated twice, in order); PARALLEL, in shards (duplicates race)
+    # another (a duplicate index is updated twice, in order); PARALLEL, in shards (duplicates race);
+    # WHOLE, over the whole variable with the rows summed into its shape
     sparse: Optional[str] = None
+    scatter: bool = False  # a path of scatter and assign ops, taken for sparse gradients only (no Sparse* prefix)
+    reduces: bool = False  # it reads norms of whole tensors: recomputed in one part, whatever its size
 
 
 RULES: Dict[str, Rule] = {
@@ -315,38 +419,67 @@ RULES: Dict[str, Rule] = {
     "ApplyFtrlV2": Rule(ftrl, ("accum", "linear"), ("l1", "l2", "l2_shrinkage", "lr_power"), sparse=SEQUENTIAL),
     "ApplyAddSign": Rule(add_sign, ("m",), ("alpha", "sign_decay", "beta")),
     "ApplyPowerSign": Rule(power_sign, ("m",), ("logbase", "sign_decay", "beta")),
+    "ApplyAdagradDA": Rule(adagrad_da, ("gradient_accumulator", "gradient_squared_accumulator"), ("l1", "l2"),
+                           ("global_step",), sparse=SEQUENTIAL),
+    "ScatterAdam": Rule(scatter_adam, ("m", "v"), ("beta1", "beta2", "epsilon"), ("beta1_power", "beta2_power"),
+                        sparse=WHOLE, scatter=True),
+    "ScatterLazyAdam": Rule(lazy_adam, ("m", "v"), ("beta1", "beta2", "epsilon"), ("beta1_power", "beta2_power"),
+                            sparse=SEQUENTIAL, scatter=True),
+    "ScatterGradientDescent": Rule(gradient_descent, sparse=SEQUENTIAL, scatter=True),
+    "ScatterAddSign": Rule(scatter_add_sign, ("m",), ("alpha", "sign_decay", "beta"), sparse=WHOLE, scatter=True),
+    "ScatterPowerSign": Rule(scatter_power_sign, ("m",), ("logbase", "sign_decay", "beta"), sparse=WHOLE,
+                             scatter=True),
+    "LARSMomentum": Rule(lars_momentum, ("accum",), ("momentum", "weight_decay", "eeta", "epsilon", "scaled"),
+                         attrs=("use_nesterov",), reduces=True),
 }
 
-_OP = re.compile(r"^(Resource)?(Sparse)?(Apply\w+)$")
+_OP = re.compile(r"^(Resource)?(Sparse)?(Apply\w+|Scatter\w+|LARSMomentum)$")
 
 
 def rule_of(op_type: str) -> Tuple[Optional[Rule], bool]:
-    """(the rule of an update op type, whether it is a Sparse* form); (None, ...) for an op
-    without one (or a Sparse* form the kernels lack)."""
+    """(the rule of an update's type, whether its gradient is sparse: a Sparse* op or a scatter
+    path); (None, ...) for an update without one (or a Sparse* form the kernels lack)."""
     found = _OP.match(op_type)
     if not found:
         return None, False
     rule, sparse = RULES.get(found.group(3)), bool(found.group(2))
+    if rule is not None and rule.scatter:
+        return (None if sparse else rule), True
     return (rule if rule is not None and (not sparse or rule.sparse) else None), sparse
 
 
 def recompute(rule: Rule, before: Mapping[str, np.ndarray], scalars: Mapping[str, float], grad: np.ndarray,
-              attrs: Mapping[str, Any], ulp: float, indices: Optional[np.ndarray] = None) -> Tensors:
+              attrs: Mapping[str, Any], ulp: float, indices: Optional[np.ndarray] = None,
+              rows: Optional[np.ndarray] = None) -> Tensors:
     """The variable and slots after the op, from `before` ("var" and the slot arguments), the
     gradient, the scalar inputs ("lr", hyperparameters, state) and the attributes. With
     `indices` (a Sparse* op): the rows they name, one occurrence of each at a time and in
     order, as the SEQUENTIAL kernels do (a PARALLEL one's caller refuses duplicates); the other
-    rows are left as they were."""
+    rows are left as they were. With `rows` (a WHOLE rule): the gradient is dense, and `rows`
+    marks the elements of the rows it was given. attrs[DECAY]: the variable (its rows given,
+    for a sparse gradient) is first decayed by that rate."""
     with np.errstate(all="ignore"):  # inf and nan are compared as such
         scalar = {name: Bounded(value, 0.0, ulp) for name, value in scalars.items()}
+        decay = attrs.get(DECAY)
         if indices is None:
             t = {name: Bounded(value, 0.0, ulp) for name, value in before.items()}
+            if decay is not None:
+                decayed = t["var"] - Bounded(decay, 0.0, ulp) * t["var"]
+                t["var"] = decayed if rows is None else where(rows, decayed, t["var"])
             t.update(scalar, grad=Bounded(grad, 0.0, ulp))
+            if rows is not None:
+                t["rows"] = rows
             return rule.apply(t, attrs)
         whole = {name: Bounded(np.array(value, dtype=np.float64), np.zeros(np.shape(value)), ulp)
                  for name, value in before.items()}
         sparse_attrs = dict(attrs)
         sparse_attrs[SPARSE] = True
+        sparse_attrs[INNER] = int(np.prod(np.shape(before["var"])[1:]))
+        if decay is not None:  # once per row named (the caller refuses repeated indices with a decay)
+            at = np.unique(indices)
+            var = Bounded(whole["var"].val[at], whole["var"].err[at], ulp)
+            var = var - Bounded(decay, 0.0, ulp) * var
+            whole["var"].val[at], whole["var"].err[at] = var.val, var.err
         for rows in occurrences(indices):
             at = indices[rows]
             t = {name: Bounded(b.val[at], b.err[at], ulp) for name, b in whole.items()}
