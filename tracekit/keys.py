@@ -92,6 +92,8 @@ RECORDING, REPLAY, PROGRAM, REGULARIZATION_LOSSES = "recording", "replay", "prog
 AUDIT = "audit"  # the update audit's verdicts (store/audit.py)
 # What the recorder found and checked of its own claims: each loss's graph tensor, the step-0 check.
 LOSSES, SELF_CHECK = "losses", "self_check"
+# What each kind of step records: kind of step -> {tensor kind: how many} (store/held.py).
+HELD = "held"
 
 # An addend of a loss the recorder found (record/terms.py), "<loss>@term<i>": fetched with the
 # step, kept in its info (not a tensor of the golden's) to name a slip in one part of the loss.

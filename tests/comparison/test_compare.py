@@ -11,6 +11,7 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
+from tracekit.report.comparison import headline
 
 from ..support import build_golden
 
@@ -297,3 +298,25 @@ def test_values_read_ahead_match_and_fail_as_read_in_turn(all_chunked, golden, t
         fh.write(b"\xff\x00\xff")
     with pytest.raises(tracekit.CorruptTrace, match=r"actual.h5: step 2, var/dense/kernel:0"):
         tracekit.compare(golden, actual)
+
+
+def test_a_comparison_of_no_input_and_no_loss_is_no_match(tmp_path):
+    # a golden whose steps hold only the update (gradients accumulated by other runs, applied by
+    # this one) matches a port that computes nothing but the update: the verdict must say that
+    # nothing shows the port ran, and fail
+    meta = {"held": {"NoOp_1": {"input": 0, "random": 0, "tap": 0, "loss": 0, "lr": 1, "grad": 2}}}
+    drop = ("input/x:0", "loss/loss", "random/dropout/RandomUniform:0", "tap/layer1", "tap/layer2")
+    golden = write(str(tmp_path / "golden.h5"), drop=drop, meta=meta)
+    actual = write(str(tmp_path / "actual.h5"), drop=drop)
+    result = tracekit.compare(golden, actual)
+    assert result.first_divergence is None and not result.missing and not result.ok
+    assert "no input and no loss was compared" in result.uncompared and "NoOp_1" in result.uncompared
+    report = result.report()
+    assert report.startswith("MISMATCH") and "NOT A MATCH: no input and no loss was compared" in report
+    assert result.to_dict()["uncompared"] == result.uncompared
+    assert headline(result).startswith("nothing shows the port ran")
+    with pytest.raises(tracekit.Mismatch, match="no input and no loss was compared"):
+        result.assert_ok()
+    # one loss compared is enough: the port's model ran
+    golden = write(str(tmp_path / "golden_loss.h5"), drop=drop[:1] + drop[2:])
+    assert tracekit.compare(golden, write(str(tmp_path / "actual_loss.h5"), drop=drop[:1] + drop[2:])).ok

@@ -278,7 +278,8 @@ def test_every_update_path_records_true(tf, tmp_path, name, variables, gradients
                 shape = state[var].shape
                 g, rows = dense_gradient(step, var, shape)
                 assert (rows is not None) == sparse[var], (var, sorted(step.keys()))
-                np.testing.assert_allclose(g, truth[var], rtol=1e-5, atol=1e-6, err_msg="grad of %s, step %d" % (var, k))
+                np.testing.assert_allclose(g, truth[var], rtol=1e-5, atol=1e-6,
+                                           err_msg="grad of %s, step %d" % (var, k))
                 slots = {s: before["slot/" + n] for s, n in slot_names[var].items()}
                 new, new_slots = expected(name, sparse[var], state[var], slots, g, rows, k + 1, k + 1)
                 np.testing.assert_allclose(step["var/" + var], new, rtol=1e-4, atol=1e-6,

@@ -428,3 +428,38 @@ def test_inputs_keep_the_structure_of_the_element(tf, tmp_path):
     assert sorted(stored_features["dict"]) == ["a", "b"] and stored_labels in names
     rebuilt = structured(step, {"element": element})["element"]
     assert np.array_equal(rebuilt[0]["b"], [0, 1, 2, 3]) and np.array_equal(rebuilt[1], [0, 1, 0, 1])
+
+
+def test_what_each_kind_of_step_holds_is_said_and_a_step_of_no_input_and_no_loss_warned(tf, tmp_path):
+    # steps that update variables from state alone (here a gradient held in a variable; gradients
+    # accumulated by other runs look the same): the golden can check the update but nothing shows
+    # a port computed anything, which the golden, show and verify say
+    v1 = tf.compat.v1
+    path = str(tmp_path / "pushed.h5")
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            w = v1.get_variable("w", [3], initializer=v1.zeros_initializer())
+            push = v1.get_variable("push", [3], trainable=False, initializer=v1.ones_initializer())
+            train = v1.train.GradientDescentOptimizer(0.1).apply_gradients([(tf.identity(push), w)])
+            with v1.Session() as sess:
+                rec.session(sess)
+                sess.run(v1.global_variables_initializer())
+                for _ in range(3):
+                    sess.run(train)
+    with tracekit.open(path) as trace:
+        assert len(trace) == 3
+        assert trace.meta["held"] == {"GradientDescent": {"input": 0, "random": 0, "tap": 0, "loss": 0, "lr": 1,
+                                                          "grad": 1}}
+        warned = [w for w in trace.meta["warnings"] if "record no inputs and no losses" in w]
+        assert len(warned) == 1 and "GradientDescent" in warned[0], trace.meta["warnings"]
+        assert "holds     GradientDescent: inputs 0, random draws 0, taps 0, losses 0" in show(trace)
+        assert "WARNING the training steps of GradientDescent record no inputs and no losses" in show(trace)
+    verified = tracekit.verify(path)
+    assert verified.ok and any("record no input and no loss" in note for note in verified.notes), verified.notes
+    # a step with inputs and a loss: held, and no warning
+    path = str(tmp_path / "seed.h5")
+    _record_seed(tf, path)
+    with tracekit.open(path) as trace:
+        held, = trace.meta["held"].values()
+        assert held == {"input": 2, "random": 0, "tap": 3, "loss": 1, "lr": 1, "grad": 6}
+        assert not [w for w in trace.meta["warnings"] if "record no" in w]

@@ -321,3 +321,24 @@ def test_decoupled_weight_decay_beside_the_update_op_is_audited_with_it(tmp_path
         audited, = [v for v in trace.meta["audit"]["variables"] if v["var"] == "w:0"]
         assert audited["verdict"] == "agrees", audited
         assert any(r.get("variable") == "w:0" and "AssignSub" in r.get("update", "") for r in trace.meta["races"])
+
+
+def test_a_failed_check_names_the_gradients_that_disagree_and_what_is_in_question():
+    # Where the variables whose gradients disagree are exactly those whose updates the recorder
+    # read as hand-written assigns (its reading, not the loss, in question), the message says so
+    # and gives no --loss advice; otherwise the loss is in question, and --loss is the advice.
+    from tracekit.record.selfcheck import FAILED, LossCheck
+    from tracekit.record.witness import Witness
+
+    witness = Witness(None, "run.h5")
+    witness.begin({}, {"emb:0": {"update": "assign"}, "dense/kernel:0": {"update": "ApplyAdam"}}, {})
+    check = LossCheck("loss/loss", "Mean:0", FAILED, 0, "emb:0's gradient is off by 4.15e+03 times the round-off "
+                      "allowed", 3, 4150.0, failing=("emb:0",))
+    message = witness._failed([check], 3)
+    assert "the gradients of emb:0 disagree" in message and "the 2 other variables' agree" in message
+    assert "did not understand the update of emb:0" in message and "the loss is not in question" in message
+    assert "--loss" not in message and "--gradient" in message
+    # a variable whose update op was read disagrees too: the loss is in question
+    check = LossCheck("loss/loss", "Mean:0", FAILED, 0, "...", 3, 9.0, failing=("emb:0", "dense/kernel:0"))
+    message = witness._failed([check], 3)
+    assert "--loss TENSOR" in message and "emb:0" in message

@@ -121,6 +121,7 @@ def comparison_dict(result: Any, by_step: bool = True, selection: Optional[Selec
         "not_compared": dict(result.not_compared),
         "notes": list(result.notes),
         "short": result.short,
+        "uncompared": result.uncompared,
         "golden_provenance": None if result.golden_provenance is None else plain(result.golden_provenance),
         "judged": result.judged,
         "arbitration": None if result.arbitration is None else plain(result.arbitration.to_dict()),

@@ -16,6 +16,7 @@ from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_
 from ..sources import paired
 from ..store import Trace, provenance
 from ..store.digest import Digest
+from ..store.held import uncompared
 from ..store.meta import ReplayMeta, replay_of
 from . import sparse
 from .diagnosis import diagnose, with_values
@@ -298,6 +299,8 @@ class Comparer:
                 result.not_compared.setdefault(key, reasons[key])
             else:
                 result.missing.append(key)
+        if result.steps and not any(t.kind in ("input", "loss") and t.steps for t in result.tensors):
+            result.uncompared = uncompared(golden.meta)
         first = self._first or self._explained_first  # an unexplained failure, however late, is the news
         values = None if first is None else self._values[first.step, first.key]
         result.first_divergence = None if values is None else with_values(first, *values)

@@ -172,6 +172,9 @@ class Comparison:
     not_compared: Dict[str, str] = field(default_factory=dict)  # key -> why
     notes: List[str] = field(default_factory=list)
     short: Optional[str] = None  # why the replay has fewer steps than it should
+    # why nothing compared shows the port computed anything (no input and no loss was compared):
+    # not a match, however well the rest agrees (store/held.py)
+    uncompared: Optional[str] = None
     # "state": a teacher-forced replay (each step from the golden's state): its errors are local.
     forcing: str = "none"
     # what forcing set, by kind, and what of the golden's state it could not, checked at its first step
@@ -201,7 +204,7 @@ class Comparison:
     @property
     def ok(self) -> bool:
         return self.first_divergence is None and not self.missing and self.short is None and \
-            (self.drift is None or self.drift.ok)
+            self.uncompared is None and (self.drift is None or self.drift.ok)
 
     def __bool__(self) -> bool:
         return self.ok

@@ -25,7 +25,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from ..keys import TERM, UNCLIPPED, make_key, split_key
+from ..keys import TERM, UNCLIPPED, make_key, sparse_owner, split_key
+from ..store.held import HELD_KINDS, held_gaps
 from ..sources import Lines
 from ..structure import leaves
 from ..taps import graph_taps
@@ -92,6 +93,8 @@ class StepPlan:
     changes: List[str] = field(default_factory=list)
     # The program's lines behind what it records (record/sources.py): key -> Lines
     sources: Dict[str, Lines] = field(default_factory=dict)
+    # How many tensors of each kind a step of it records ("input", "loss", "grad", ...; store/held.py)
+    held: Dict[str, int] = field(default_factory=dict)
 
 
 class GraphModel:
@@ -394,8 +397,14 @@ class GraphModel:
                     moved.setdefault(var, []).append(op)
         sources = plan_sources(fetch, moved, {v.name: v for _, v in held}, [k[5:] for k, _ in held
                                                                         if k.startswith("slot/")], executed)
+        counts = collections.Counter(split_key(key)[0] for key in fetch if key not in regularization)
+        counts["input"] = len(inputs | set(fed))
+        counts["grad"] = len({sparse_owner(split_key(k)[1]) or split_key(k)[1] for k in fetch
+                              if k.startswith("grad/") and UNCLIPPED not in k})
+        for message in held_gaps("+".join(trained), counts):
+            self._warn(message)
         return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
-                        terms=terms, sources=sources)
+                        terms=terms, sources=sources, held={k: counts.get(k, 0) for k in HELD_KINDS})
 
     def _changes(self, executed: List[Any]) -> List[str]:
         """The global variables a run changes (assign, scatter and update ops on them)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from ..keys import HELD
 from ..sources import written
 
 
@@ -17,6 +18,7 @@ class Kinds:
         self.structures: Dict[str, Any] = {}  # the steps' input structures (structure.py)
         self.fed_dtypes: Dict[str, str] = {}  # inputs fed in another dtype than the graph consumed
         self.sources: Dict[str, Any] = {}  # key -> the program's lines behind it (record/sources.py), first kind first
+        self.held: Dict[str, Dict[str, int]] = {}  # kind -> what its steps record (store/held.py)
 
     def new(self, plan: Any) -> Optional[Dict[str, Any]]:
         """The metadata a step of a kind not seen yet adds (the kinds, and the races and input
@@ -25,7 +27,8 @@ class Kinds:
         if kind in self.train_ops:
             return None
         self.train_ops.append(kind)
-        meta: Dict[str, Any] = {"train_ops": list(self.train_ops)}
+        self.held[kind] = dict(plan.held)
+        meta: Dict[str, Any] = {"train_ops": list(self.train_ops), HELD: dict(self.held)}
         if plan.races:
             self.races.extend(r for r in plan.races if r not in self.races)
             meta["races"] = list(self.races)

@@ -48,6 +48,7 @@ class LossCheck:
     max_error: Optional[float] = None  # the largest |recomputed - run's| of a gradient, over its allowance
     value: Optional[float] = None  # with REPLACED: the step's value of the new loss, from the state it started from
     original: str = ""  # with REPLACED: the tensor first taken
+    failing: Tuple[str, ...] = ()  # FAILED: the variables whose gradients are off by more than round-off
 
     def to_meta(self) -> Dict[str, Any]:
         out = {"key": self.key, "tensor": self.tensor, "verdict": self.verdict, "step": self.step,
@@ -95,9 +96,10 @@ def _check(copy: "GraphCopy", key: str, loss: Any, candidates: List[Any], snapsh
     tried: List[str] = []
     first: Optional[Tuple[float, str]] = None
     near = False  # the loss's own gradients are off by more than round-off, but far less than a term
+    failing: Tuple[str, ...] = ()
     for tensor in [loss] + [c for c in candidates if c.name != loss.name]:
         try:
-            worst, where, count, value, gross = copy.gradient_error(tensor.name, wanted)
+            worst, where, count, value, gross, over = copy.gradient_error(tensor.name, wanted)
         except Exception as exc:
             if tensor is loss:
                 return LossCheck(key, loss.name, UNVERIFIED, step, "its gradients could not be recomputed (%s: %s)"
@@ -116,6 +118,7 @@ def _check(copy: "GraphCopy", key: str, loss: Any, candidates: List[Any], snapsh
         if first is None:
             first = (worst, "%s's gradient is off by %.3g times the round-off allowed" % (where, worst))
             near = gross < GROSS
+            failing = tuple(over)
         tried.append("%s (%s off by %.3g times the round-off allowed)" % (tensor.name, where, worst))
     verdict = FAILED if snapshot.exact and not near else UNVERIFIED
     detail = ("the gradients the step took are not those of %s nor of any candidate tried: %s" % (
@@ -127,7 +130,8 @@ def _check(copy: "GraphCopy", key: str, loss: Any, candidates: List[Any], snapsh
     if not snapshot.exact:
         detail += ("; the gradients compared are those the updates read, which the program may have transformed "
                    "after differentiating")
-    return LossCheck(key, loss.name, verdict, step, detail, len(wanted), first[0] if first else None)
+    return LossCheck(key, loss.name, verdict, step, detail, len(wanted), first[0] if first else None,
+                     failing=failing)
 
 
 class GraphCopy:
@@ -188,9 +192,10 @@ class GraphCopy:
         self.session.close()
 
     def gradient_error(self, loss_name: str,
-                       wanted: Mapping[str, np.ndarray]) -> Tuple[float, str, int, float, float]:
+                       wanted: Mapping[str, np.ndarray]) -> Tuple[float, str, int, float, float, List[str]]:
         """(the worst gradient's error over its allowance, its variable, how many compared, the
-        loss's value, the largest error over the largest gradient) of `loss_name` against `wanted`."""
+        loss's value, the largest error over the largest gradient, the variables over their
+        allowance) of `loss_name` against `wanted`."""
         missing = [n for n in wanted if n not in self._variables]
         if missing:
             raise KeyError("variables not in the copy: %s" % ", ".join(missing[:3]))
@@ -202,7 +207,7 @@ class GraphCopy:
         got = self.session.run(fetch, self._feeds)
         value, values = got[0], iter(got[1:])
         scale = max([float(np.max(np.abs(wanted[n]))) if np.size(wanted[n]) else 0.0 for n in names] + [0.0])
-        worst, where, largest = 0.0, "", 0.0
+        worst, where, largest, over = 0.0, "", 0.0, []
         for name, grad in zip(names, grads):
             expected = np.asarray(wanted[name], np.float64)
             actual = np.zeros_like(expected) if grad is None else _dense(next(values), expected.shape)
@@ -211,9 +216,12 @@ class GraphCopy:
             ratio = error / allowed if allowed > 0 else (0.0 if error == 0 else float("inf"))
             if ratio > worst or not where:
                 worst, where = ratio, name
+            if ratio > 1.0:
+                over.append(name)
             largest = max(largest, error)
         gross = largest / scale if scale > 0 else (0.0 if largest == 0 else float("inf"))
-        return worst, where, len(names), float(np.asarray(value).reshape(-1)[0]) if np.size(value) else 0.0, gross
+        return (worst, where, len(names), float(np.asarray(value).reshape(-1)[0]) if np.size(value) else 0.0, gross,
+                over)
 
 
 def dense(value: Any, shape: Optional[Sequence[int]] = None) -> np.ndarray:

@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import RecordError
-from ..keys import (AUDIT, LOSSES, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED, make_key, sparse_owner,
-                    split_key)
+from ..keys import (ASSIGNED, AUDIT, LOSSES, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED, make_key,
+                    sparse_owner, split_key)
 from ..store.audit import AuditResult, audit_step
 from . import selfcheck
 from .graph import GraphModel, StepPlan
@@ -140,11 +140,28 @@ class Witness:
         self.note_losses(plan)
         failed = [r for r in results if r.verdict == selfcheck.FAILED]
         if failed:
-            self.failure = RecordError(
-                "%s: %s. The golden would hold a loss that is not the one trained: name it with --loss TENSOR "
-                "(tracekit.tf1.record(loss=...)); tracekit show %s lists the check" % (
-                    self._path, "; ".join("%s (%s): %s" % (r.key, r.tensor, r.detail) for r in failed), self._path))
+            self.failure = RecordError(self._failed(failed, len(next(iter(gradients.values()), {}))))
         return out
+
+    def _failed(self, failed: List[selfcheck.LossCheck], compared: int) -> str:
+        """What a failed check says: the variables whose gradients disagree; where those are
+        exactly the variables whose updates the recorder did not understand (hand-written assigns,
+        as it read them) while the others agree, their reading is in question, not the loss."""
+        updates = self._facts.get("updates") or {}
+        unread = lambda var: not isinstance(updates.get(var), Mapping) or updates[var].get("update") == ASSIGNED
+        said = "; ".join("%s (%s): %s" % (r.key, r.tensor, r.detail) for r in failed)
+        failing = sorted({var for r in failed for var in r.failing})
+        if failing and all(unread(v) for v in failing) and len(failing) < compared:
+            return ("%s: the gradients of %s disagree with the differentiation of the loss, while the %d other "
+                    "variables' agree (%s). The recorder did not understand the update of %s: it read it as "
+                    "hand-written assign ops, so the gradient it holds and the races it looks for there may be "
+                    "wrong; the loss is not in question. Declare the gradient the update reads (tracekit record "
+                    "--gradient VAR=TENSOR) where you know it; tracekit show %s lists the check" % (
+                        self._path, ", ".join(failing), compared - len(failing), said, ", ".join(failing),
+                        self._path))
+        return ("%s: %s%s. The golden would hold a loss that is not the one trained: name it with --loss TENSOR "
+                "(tracekit.tf1.record(loss=...)); tracekit show %s lists the check" % (
+                    self._path, said, " (the gradients off: %s)" % ", ".join(failing) if failing else "", self._path))
 
     def _recompute(self, model: GraphModel, plan: StepPlan, racy: List[str], state: Dict[str, Any],
                    fed: Dict[str, Any], values: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:

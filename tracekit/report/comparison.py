@@ -241,6 +241,8 @@ def headline(result: Comparison) -> str:
         return "missing from the replay: %s" % ", ".join(result.missing[:3]) + (" ..." if len(result.missing) > 3 else "")
     if result.short is not None:
         return "the replay is short: %s" % result.short
+    if result.uncompared is not None:
+        return "nothing shows the port ran: %s" % result.uncompared
     return verdict(result)
 
 
@@ -286,6 +288,8 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     if result.short is not None:
         lines.append("the replay is short: %s; replay every step (or pass steps=N to replay fewer on purpose)"
                      % result.short)
+    if result.uncompared is not None:
+        lines.append("NOT A MATCH: %s" % result.uncompared)
     first = result.first_divergence
     if first is not None:
         lines += divergence(first) + divergence_source(result)

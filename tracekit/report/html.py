@@ -189,6 +189,8 @@ def render(result: Comparison, golden: Optional[Trace] = None, actual: Optional[
     top += ["note: " + n for n in result.notes]
     if result.short is not None:
         top.append("the replay is short: %s" % result.short)
+    if result.uncompared is not None:
+        top.append("not a match: %s" % result.uncompared)
     if result.missing:
         top.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])))
     top += form_lines(result)

@@ -8,6 +8,7 @@ from typing import Any, List, Mapping
 from ..comparison.envdiff import numerics
 from ..keys import ASSIGNED, AUDIT, LOSSES, RECORDING, SELF_CHECK
 from ..store import AuditResult, RecoverResult, Trace, VerifyResult, provenance
+from ..store.held import held_lines
 from ..store.meta import RecordingMeta
 from .audit import audit_lines
 from .environment import summary
@@ -108,8 +109,8 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
     assigned.update(v for v, u in updates.items() if isinstance(u, dict) and u.get("update") == ASSIGNED)
     if kinds:
         rates = {u.get("lr") for u in updates.values() if isinstance(u, dict) and u.get("lr")}
-        lines.append("updates   %d variables by optimizer update ops (%s), their gradients, slots (by the ops' "
-                     "arguments) and %d learning rate(s) read from those ops"
+        lines.append("updates   %d variables by their optimizers' updates (%s): their gradients, slots (by the "
+                     "updates' arguments) and %d learning rate(s) read from those updates"
                      % (sum(kinds.values()), ", ".join("%s %d" % kv for kv in sorted(kinds.items())), len(rates)))
     if assigned:
         lines.append("updates   %d variables by hand-written assign ops: gradients from tf.gradients/"
@@ -139,6 +140,8 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
                     lines.append("          the sum of %s, checked at its first step; each step's info holds them" % (
                         " + ".join("%g x %s" % (p.get("coefficient"), p.get("tensor")) for p in terms["parts"])
                         + (" + %g" % terms["offset"] if terms.get("offset") else "")))
+    for line in held_lines(meta):
+        lines.append(("holds     " if not line.startswith(" ") else "          ") + line.strip())
     for check in meta.get(SELF_CHECK) or []:
         if isinstance(check, dict):
             lines.append("checked   %s at step %s: %s, %s" % (check.get("key"), check.get("step"),

@@ -11,6 +11,7 @@ from ..errors import TracekitError
 from ..keys import INITIAL_STEP
 from ._backends.base import short
 from ._h5compat import phil
+from .held import blind
 from ._screen import CRASHES, off_in_this_process
 from .reader import open_trace
 
@@ -62,6 +63,8 @@ def _verify(path: str, progress: Optional[Callable[[int, int], None]]) -> Verify
         result.steps = len(trace)
         if trace.recording:
             result.notes.append(trace.recording)
+        result.notes += ["steps of %s record no input and no loss: intact, but a replay of it can check updates only"
+                         % kind for kind in blind(trace.meta)]
         if not trace.meta_checked:
             result.notes.append("written before tracekit kept checksums of a golden's metadata and step blobs "
                                 "(docs/ROBUSTNESS.md): damage to those cannot be detected in it; goldens this "
