@@ -59,9 +59,10 @@ def _update(w, m, v, lr, epsilon, decay, factor=1.0):
     return (w - (step + lr * np.float32(decay) * w)).astype("f4")
 
 
-def traces(tmp_path, seed, slip, at, steps=4, shape=(16, 8), lr=1e-3, epsilon=1e-6, noise=1e-4, forcing="state"):
+def traces(tmp_path, seed, slip, at, steps=4, shape=(16, 8), lr=1e-3, epsilon=1e-6, noise=1e-4, forcing="state",
+           settings=None):
     """The golden and a teacher-forced port trace of `slip` from step `at` (its meta says the
-    replay was forced as `forcing` says)."""
+    replay was forced as `forcing` says, and the port's optimizers have `settings`)."""
     golden_steps, initial = training(seed, steps, shape, lr, epsilon=epsilon)
     golden = build_golden(str(tmp_path / "golden.h5"), golden_steps, initial, meta={"slots": SLOTS})
     # the port from the golden's state at every step: the golden's values, its own update of them
@@ -74,7 +75,7 @@ def traces(tmp_path, seed, slip, at, steps=4, shape=(16, 8), lr=1e-3, epsilon=1e
                 yield {key: _port_value(states[k], forced[k], key, slip if k >= at else None, k, lr, epsilon, noise)
                        for key in forced[k]}
         actual = build_golden(str(tmp_path / "actual.h5"), port_steps(), initial, meta=dict(
-            {"slots": SLOTS}, replay={"forcing": forcing}))
+            {"slots": SLOTS}, replay={"forcing": forcing, "optimizer_settings": settings or {}}))
     return golden, actual
 
 
@@ -205,3 +206,20 @@ def test_the_html_report_names_the_cause(tmp_path):
     golden, actual = traces(tmp_path, 5, "decay-all", 1, shape=(32, 16), lr=3e-4)
     page = open(tracekit.compare(golden, actual).write_html(str(tmp_path / "report.html"))).read()
     assert "named cause: weight decay applied where TF1 applies none" in page
+
+
+@pytest.mark.parametrize("has", [1e-6, 1e-8])
+def test_a_cause_whose_advice_the_port_follows_is_not_named(tmp_path, has):
+    # The port's update fits epsilon=1e-8 where TF1's is 1e-6: "pass epsilon=1e-6" is the advice.
+    # A port whose optimizer has epsilon=1e-6 already contradicts it (something else moved its
+    # update): not named, and a note says why. A port with 1e-8 gets the name.
+    settings = {name: {"optimizer": "Adam", "settings": {"epsilon": ["epsilon", has]}} for name in ("w:0", "b:0")}
+    golden, actual = traces(tmp_path, 11, "epsilon", 0, shape=(12, 20), settings=settings)
+    result = tracekit.compare(golden, actual)
+    assert not result.ok
+    if has == 1e-6:
+        assert result.fingerprints == [] and "named cause" not in result.report()
+        assert any(note.startswith("not named:") and "epsilon=1e-06 already" in note for note in result.notes), \
+            result.notes
+    else:
+        assert [f.code for f in result.fingerprints] == [fp.EPSILON]

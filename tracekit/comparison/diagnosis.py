@@ -13,6 +13,7 @@ from ..keys import step_label
 from ..store import Trace
 from ..store.meta import replay_of
 from ..store.digest import Digest
+from .consistent import consistent
 from .conventions import ADAM_EPSILON, convention_hints
 from .distribution import distribution_hints, layout
 from .epsilon import EPSILON_INSIDE
@@ -74,6 +75,7 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
         result.notes.append("the failing updates are not fitted to known slips: %s started from the port's own "
                             "state, not the golden's (replay with forcing='state' to have them named)"
                             % step_label(first.step))
+    consistent(result, golden, actual_meta)
     result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
                                                    first.key, g_value, a_value)
 

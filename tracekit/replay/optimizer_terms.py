@@ -113,7 +113,8 @@ SETTINGS = {"l1": ("l1_regularization_strength", ("_l1_regularization_strength",
             "l2_shrinkage": ("l2_shrinkage_regularization_strength", ("_l2_shrinkage_regularization_strength",)),
             "lr_power": ("learning_rate_power", ("_learning_rate_power",)),
             "beta1": ("beta_1", ("_beta1",)), "beta2": ("beta_2", ("_beta2",)), "epsilon": ("epsilon", ("_epsilon",)),
-            "momentum": ("momentum", ("_momentum",)), "rho": ("rho", ("_decay", "_rho"))}
+            "momentum": ("momentum", ("_momentum",)), "rho": ("rho", ("_decay", "_rho")),
+            "use_nesterov": ("nesterov", ("_use_nesterov",))}
 
 
 def settings(optimizer: Any) -> Dict[str, Tuple[str, float]]:
