@@ -115,6 +115,8 @@ def sparse_owner(name: str) -> Optional[str]:
 
 # A gradient before tf.clip_by_global_norm, beside the applied one under the variable's name: "<var>@unclipped".
 UNCLIPPED = "@unclipped"
+# What each micro-batch run of a step added to a variable's gradient accumulator, stacked: "<var>@micro".
+MICRO = "@micro"
 # A variable's value when step k started, recorded in step k where a run between steps (a target
 # network's sync, a counter set by hand) changed it after step k - 1 ended: "<var>@before".
 BEFORE = "@before"

@@ -48,6 +48,7 @@ SLOT_INITIAL = "slot-initial-value"
 OPTIMIZER_SETTING = "optimizer-setting"
 LR_RACE = "lr-race"
 READ_RACE = "read-race"
+ACCUMULATION = "accumulation"
 
 RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
 BN_NAMES = ("moving_mean", "moving_variance")
@@ -92,7 +93,9 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         slot = (golden.meta.get("slots") or {}).get(name)
         update = slot.get("update") if isinstance(slot, dict) else None
         return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start, "update": update})]
-    found: Optional[SlipHint] = None
+    found: Optional[SlipHint] = _accumulation(golden, step, key, actual_meta)
+    if found is not None:
+        return [found]
     # A racy value the golden holds as fetched: the race may be the news. Recomputed from the state
     # the step started from, it is the value a port computes: the usual slips apply.
     race = _read_race(golden, key) if kind in ("loss", "tap", "grad") else None
@@ -118,6 +121,20 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
     if found is None and kind in ("var", "slot"):
         found = _setting(golden, step, key, actual_meta)
     return [] if found is None else [found]
+
+
+def _accumulation(golden: Trace, step: int, key: str, actual_meta: Mapping[str, Any]) -> Optional[SlipHint]:
+    """TF1's step applied the gradients of N micro-batch runs at once; the port's optimizer applied
+    in each of its step's micro-batches (its apply_gradients called more than once in the step)."""
+    micro = golden.step(step).info.get("micro_batches") if step >= 0 else None
+    replay = replay_of(actual_meta)
+    applies = replay.applies if replay is not None else None
+    if not isinstance(micro, int) or micro < 2 or not isinstance(applies, int) or applies < 2:
+        return None
+    forms = (golden.meta.get("accumulation") or {}).get("form") or {}
+    form = {f for f in forms.values() if f} if isinstance(forms, dict) else set()
+    return SlipHint(ACCUMULATION, step, key, {"micro_batches": micro, "applies": applies,
+                                              "form": form.pop() if len(form) == 1 else None})
 
 
 def _read_race(golden: Trace, key: str) -> Optional[Dict[str, Any]]:

@@ -25,13 +25,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from ..keys import TERM, UNCLIPPED, make_key, sparse_owner, split_key
+from ..keys import MICRO, TERM, UNCLIPPED, make_key, sparse_owner, split_key
 from ..store.held import HELD_KINDS, held_gaps
 from ..sources import Lines
 from ..structure import leaves
 from ..taps import graph_taps
 from .declared import Declared, find_op, find_tensor
 from . import paths
+from .accumulation import ACCUMULATE, accumulators, additions, read_accumulators
 from .losses import candidates, derivatives, loss_terms, run_losses
 from .sources import plan_sources
 from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
@@ -95,6 +96,10 @@ class StepPlan:
     sources: Dict[str, Lines] = field(default_factory=dict)
     # How many tensors of each kind a step of it records ("input", "loss", "grad", ...; store/held.py)
     held: Dict[str, int] = field(default_factory=dict)
+    # A micro-batch run (not a step): it adds gradients to accumulators a later step's update reads
+    micro: bool = False
+    # A step's updates that read accumulators: trainable variable -> its accumulator (accumulation.py)
+    accumulated: Dict[str, str] = field(default_factory=dict)
 
 
 class GraphModel:
@@ -111,6 +116,7 @@ class GraphModel:
         self.warnings: List[str] = []
         self._assigned_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, its hand-written updates)
         self._known_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, the updates optimizers made)
+        self._accumulated_at: Optional[Tuple[int, Dict[str, Tuple[str, Any]]]] = None  # (graph version, its accumulators)
 
     def on_worker(self, task: int) -> bool:
         """Does the graph place ops on worker task `task` ("/job:worker/task:1",
@@ -193,6 +199,18 @@ class GraphModel:
             if also and update.kind != ASSIGNED:  # decoupled weight decay beside the update op, say
                 out[update.var]["also"] = also
         return out
+
+    def _accumulators(self) -> Dict[str, Tuple[str, Any]]:
+        """{accumulator variable: (the trainable variable whose gradients micro-batch runs add to it,
+        the gradient)} (accumulation.py)."""
+        if self._accumulated_at is None or self._accumulated_at[0] != self.graph.version:
+            notes = _intercepted_for(self.graph)
+            trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
+            gradients: Dict[str, List[Any]] = {}
+            for name, grad in notes["gradient"] + notes["sparse"]:
+                gradients.setdefault(name, []).append(grad)
+            self._accumulated_at = (self.graph.version, accumulators(self.graph, trainable, gradients))
+        return self._accumulated_at[1]
 
     def _computed(self, evaluate: Optional[Callable[[List[Any]], List[Any]]]) -> Dict[str, float]:
         """Hyperparameters that are no graph constant but computed from constants alone: tensor
@@ -285,8 +303,12 @@ class GraphModel:
             for op in executed)
         training = bool(updates or train_ops or increments)
         fetch: collections.OrderedDict = collections.OrderedDict()
-        if not training:
+        accumulating = self._accumulators()
+        micro = [] if training else additions(executed, accumulating)
+        if not training and not micro:
             return StepPlan(False, fetch, None, changes=self._changes(executed))
+        if micro:  # a micro-batch run: recorded, for the step that applies what it adds (accumulation.py)
+            updates = micro
         ordered = executed
 
         def add(kind: str, name: str, tensor: Any) -> None:
@@ -344,7 +366,9 @@ class GraphModel:
                                "record does), where tf.gradients and compute_gradients are seen", update.var))
             if update.var is None or update.grad is None:
                 continue
-            if update.indices is None:
+            if update.kind == ACCUMULATE:
+                add("grad", update.var + MICRO, update.grad)
+            elif update.indices is None:
                 add("grad", update.var, update.grad)
                 before = update.unclipped if update.unclipped is not None else unclipped.get(update.grad.name)
                 if before is not None:  # what tf.clip_by_global_norm was given, beside what it made
@@ -366,7 +390,9 @@ class GraphModel:
                            "(apply_gradients(..., global_step=...)) and record again" % race)
         changed: Dict[str, List[Any]] = {}  # variable -> the ops of the run that change it
         for update in updates:
-            for var in [update.var] + list(update.roles):
+            # an addition to an accumulator changes the accumulator, not the variable it sums for
+            moved = [variable_name(update.op.inputs[0])] if update.kind == ACCUMULATE else [update.var]
+            for var in moved + list(update.roles):
                 if var is not None and (global_step is None or var != global_step.name):
                     changed.setdefault(var, []).append(update.op)
         for op in executed:  # decoupled weight decay's assign_sub beside ApplyAdam, say
@@ -401,10 +427,16 @@ class GraphModel:
         counts["input"] = len(inputs | set(fed))
         counts["grad"] = len({sparse_owner(split_key(k)[1]) or split_key(k)[1] for k in fetch
                               if k.startswith("grad/") and UNCLIPPED not in k})
-        for message in held_gaps("+".join(trained), counts):
-            self._warn(message)
+        if micro:
+            return StepPlan(False, fetch, None, regularization, trained, races, structures, losses, derived,
+                            terms=terms, sources=sources, changes=self._changes(executed), micro=True)
+        accumulated = read_accumulators(updates, accumulating, unclipped)
+        if not accumulated:  # a step whose inputs and loss are its micro-batch runs' is not without them
+            for message in held_gaps("+".join(trained), counts):
+                self._warn(message)
         return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
-                        terms=terms, sources=sources, held={k: counts.get(k, 0) for k in HELD_KINDS})
+                        terms=terms, sources=sources, held={k: counts.get(k, 0) for k in HELD_KINDS},
+                        accumulated=accumulated)
 
     def _changes(self, executed: List[Any]) -> List[str]:
         """The global variables a run changes (assign, scatter and update ops on them)."""

@@ -20,14 +20,15 @@ class Kinds:
         self.sources: Dict[str, Any] = {}  # key -> the program's lines behind it (record/sources.py), first kind first
         self.held: Dict[str, Dict[str, int]] = {}  # kind -> what its steps record (store/held.py)
 
-    def new(self, plan: Any) -> Optional[Dict[str, Any]]:
+    def new(self, plan: Any, held: Optional[Dict[str, int]] = None) -> Optional[Dict[str, Any]]:
         """The metadata a step of a kind not seen yet adds (the kinds, and the races and input
-        structures its plan shows); None for a kind seen before."""
+        structures its plan shows; `held`: what it holds where that is not its plan's alone, its
+        micro-batch runs'); None for a kind seen before."""
         kind = "+".join(plan.train_ops)
         if kind in self.train_ops:
             return None
         self.train_ops.append(kind)
-        self.held[kind] = dict(plan.held)
+        self.held[kind] = dict(plan.held if held is None else held)
         meta: Dict[str, Any] = {"train_ops": list(self.train_ops), HELD: dict(self.held)}
         if plan.races:
             self.races.extend(r for r in plan.races if r not in self.races)
@@ -35,11 +36,16 @@ class Kinds:
         if plan.structures:
             self.structures.update(plan.structures)
             meta["inputs"] = dict(self.structures)
-        new_sources = {k: v for k, v in written(plan.sources).items() if k not in self.sources}
-        if new_sources:
-            self.sources.update(new_sources)
-            meta["sources"] = dict(self.sources)
+        meta.update(self.new_sources(plan) or {})
         return meta
+
+    def new_sources(self, plan: Any) -> Optional[Dict[str, Any]]:
+        """The metadata the source lines of a plan not seen yet add (a micro-batch run's too)."""
+        new_sources = {k: v for k, v in written(plan.sources).items() if k not in self.sources}
+        if not new_sources:
+            return None
+        self.sources.update(new_sources)
+        return {"sources": dict(self.sources)}
 
     def fed(self, name: str, dtype: Optional[str]) -> Optional[Dict[str, Any]]:
         """The metadata an input fed as `dtype` (None: as consumed) adds the first time; else None."""

@@ -24,11 +24,12 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
+from ..keys import LIGHT_KINDS, MICRO, REGULARIZATION_LOSSES, UNCLIPPED, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.values import estimate_stored
-from . import inputs, keyframes, optimizer, terms
+from . import accumulation, inputs, keyframes, optimizer, terms
+from .accumulation import MicroBatches
 from .declared import Declared
 from .graph import GraphModel, StepPlan
 from .kinds import Kinds
@@ -94,6 +95,7 @@ class Recorder:
         self._state = RecordedState()  # the variables it keeps, and what runs between steps changed (state.py)
         self._kinds = Kinds()  # what the metadata says of the kinds of step seen (kinds.py)
         self._parts = terms.Kept()  # the losses whose parts each kind of step keeps (terms.py)
+        self._micro = MicroBatches()  # the micro-batch runs of the coming step (accumulation.py)
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
         self.steps = 0
         self.done = False
@@ -217,6 +219,8 @@ class Recorder:
         except (TypeError, ValueError, KeyError):
             return None  # not something this graph can run; the session will say so
         plan = self._model(graph).plan([op for op in fetch_ops if op is not None], [n for n in fed if n])
+        if plan.micro:  # a micro-batch run of the coming step (accumulation.py)
+            return plan if self._accepts(graph) else None
         if not plan.training:  # a run between steps that changes variables: seen, after the first step
             return plan if plan.changes and self.steps and graph is self._graph else None
         return plan if self._accepts(graph) else None
@@ -257,7 +261,7 @@ class Recorder:
         """Run the step with what it records fetched alongside; the caller's fetches' values. A run
         between steps that changes variables (plan.training False) runs as it is, and the next
         step records their new values as what it started from."""
-        if not plan.training:
+        if not plan.training and not plan.micro:
             user = run(sess, fetches, feed_dict, options, run_metadata)
             self._state.note_changed(plan.changes)
             return user
@@ -266,7 +270,31 @@ class Recorder:
                                     options, run_metadata)
             feeds = [(element_name(sess.graph, key), value) for key, value in (feed_dict or {}).items()]
             return user, feeds, [got[key] for key in extra], probed
+        if plan.micro:
+            return self.micro_batch(sess, run, plan, execute)
         return self.step(sess, run, plan, execute)
+
+    def micro_batch(self, sess: Any, run: Callable[..., Any], plan: StepPlan,
+                    execute: Callable[[Any, Any], Tuple[Any, List[Tuple[str, Any]], List[Any], List[Any]]]) -> Any:
+        """A micro-batch run: what it feeds, draws, computes and adds to the accumulators is kept for
+        the step that applies them (the state is read first, where the recording starts here)."""
+        with self._step_lock:
+            self._local.busy = True
+            try:
+                self._begin(sess, run)
+                probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))  # its loss checked once
+                extra = plan.fetch
+                user, feeds, got, probed = execute(extra, probes)
+                values = self._witnessed(sess.graph, plan, feeds, list(zip(extra, got)), [], probes, probed)
+                feeds = [(name, self._as_consumed(sess.graph, name, value)) for name, value in feeds if name]
+                self._micro.add(feeds, values, plan.changes)
+                news = self._kinds.new_sources(plan)
+                if news is not None:
+                    self._writer.update_meta(news)
+                self._state.note_changed(plan.changes)
+            finally:
+                self._local.busy = False
+        return user
 
     def step(self, sess: Any, run: Callable[..., Any], plan: StepPlan,
               execute: Callable[[Any, Any], Tuple[Any, List[Tuple[str, Any]], List[Any], List[Any]]]) -> Any:
@@ -278,7 +306,7 @@ class Recorder:
             self._local.busy = True
             try:
                 self._begin(sess, run)
-                changed = self._state.read_changed(sess, run, self.steps)
+                changed = self._state.read_changed(sess, run)
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
                 extra = self.fetches(plan, self.full())
                 user, feeds, got, probed = execute(extra, probes)
@@ -339,6 +367,7 @@ class Recorder:
             self._writer.update_meta({"recording": self._recording_meta()})
             return
         extra, term_values = terms.split(plan.terms, extra)  # the loss's parts go to the step's info
+        micro, feeds, extra = self._with_micro_batches(sess.graph, plan, feeds, extra)
         state = self._state.read(sess, run) if self.full() else None
         after = None if state is None else named(state)
         self._witness.audit(self.steps, extra, after, plan.races)
@@ -351,19 +380,23 @@ class Recorder:
             global_step = int(run(sess, plan.global_step))
         w = self._writer
         trained = "+".join(plan.train_ops)
-        news = self._kinds.new(plan)
+        news = self._kinds.new(plan, self._held(plan, feeds, extra) if micro else None)
         if news is not None:  # a new kind of step
             w.update_meta(news)
             for message in self._parts.claim(trained, plan, term_values, extra):
                 self._model(sess.graph)._warn(message)
             self._witness.note_losses(plan)
             w.update_meta(self._witness.meta())
-        w.begin_step(info=dict({"global_step": global_step, "train_ops": plan.train_ops},
-                               **self._parts.info(trained, term_values)))
+        info = dict({"global_step": global_step, "train_ops": plan.train_ops}, **self._parts.info(trained, term_values))
+        if micro:
+            info["micro_batches"] = micro
+            if news is not None:
+                w.update_meta({"accumulation": self._accumulation(sess.graph, plan, micro, extra)})
+        w.begin_step(info=info)
         try:
             for name, value in feeds:
                 if name:  # copied: feed buffers get reused
-                    w.add("input", name, self._as_consumed(sess.graph, name, value))
+                    w.add("input", name, value if micro else self._as_consumed(sess.graph, name, value))
             for key, value in extra:
                 self._add(key, value, keyframe)
             regularization = [value for key, value in extra if key in plan.regularization]
@@ -381,6 +414,44 @@ class Recorder:
         self.steps += 1
         if self._progress is not None:
             self._progress(self.steps, self.steps_limit)
+
+    def _with_micro_batches(self, graph: Any, plan: StepPlan, feeds: List[Tuple[str, Any]],
+                            extra: List[Tuple[str, Any]]) -> Tuple[int, List[Tuple[str, Any]], List[Tuple[str, Any]]]:
+        """(how many micro-batch runs the step applies, its feeds and values with theirs stacked
+        along a first axis); a step that reads no accumulator takes none, and those left are said."""
+        if not plan.accumulated:
+            if self._micro.runs:
+                self._model(graph)._warn("micro-batch runs were followed by a step whose update reads no accumulator "
+                                         "they added to: their inputs and losses are not recorded")
+                self._micro.take()
+            return 0, feeds, extra
+        count, micro_feeds, micro_values, dropped = self._micro.take()
+        if dropped:
+            self._model(graph)._warn("micro-batch values of unequal shapes over a step's runs are not recorded: %s"
+                                     % ", ".join(sorted(dropped)))
+        own = {name for name, _ in feeds}
+        feeds = [(name, self._as_consumed(graph, name, value)) for name, value in feeds if name]
+        feeds += [(name, value) for name, value in micro_feeds if name not in own]
+        taken = {key for key, _ in extra}
+        return count, feeds, extra + [(key, value) for key, value in micro_values if key not in taken]
+
+    def _held(self, plan: StepPlan, feeds: List[Tuple[str, Any]], extra: List[Tuple[str, Any]]) -> Dict[str, int]:
+        """What a step with micro-batch runs holds, theirs counted."""
+        held = {kind: sum(1 for key, _ in extra if split_key(key)[0] == kind) for kind in plan.held}
+        held.update(input=len(feeds), grad=plan.held.get("grad", 0))
+        return held
+
+    def _accumulation(self, graph: Any, plan: StepPlan, micro: int, extra: List[Tuple[str, Any]]) -> Dict[str, Any]:
+        """meta["accumulation"]: each accumulator's variable, and how the gradient each update read is made
+        of what the micro-batch runs added ("sum", "mean", None: otherwise), checked at the first step."""
+        values = dict(extra)
+        forms = {}
+        for var in sorted(plan.accumulated):
+            applied = values.get(make_key("grad", var + UNCLIPPED), values.get(make_key("grad", var)))
+            added = values.get(make_key("grad", var + MICRO))
+            forms[var] = None if applied is None or added is None else accumulation.form(applied, added, micro)
+        return {"micro_batches": micro, "accumulators": {acc: var for var, acc in sorted(plan.accumulated.items())},
+                "state": sorted(self._micro.changed), "form": forms}
 
     def _as_consumed(self, graph: Any, name: str, value: Any) -> Any:
         """A fed value in the dtype the graph consumed it as; the fed dtype noted in the metadata."""

@@ -20,6 +20,8 @@ class RecordedState:
 
     def begin(self, variables: List[Tuple[str, Any]]) -> None:
         self.variables = variables
+        with self._lock:
+            self._changed = set()  # the initial state is read now: what changed before is in it
 
     def note_changed(self, names: Iterable[str]) -> None:
         with self._lock:
@@ -35,12 +37,12 @@ class RecordedState:
         """Every recorded variable's value now, by variable name."""
         return named(self.read(sess, run))
 
-    def read_changed(self, sess: Any, run: Callable[..., Any], steps: int) -> List[Tuple[str, Any]]:
-        """The recorded variables runs between the last step and this one changed, as they are now
-        ("kind/name@before" keys): what this step starts from; none at the first step."""
+    def read_changed(self, sess: Any, run: Callable[..., Any]) -> List[Tuple[str, Any]]:
+        """The recorded variables runs between the last step (or the initial state's read) and this
+        one changed, as they are now ("kind/name@before" keys): what this step starts from."""
         with self._lock:
             changed, self._changed = self._changed, set()
-        if not changed or not steps:
+        if not changed:
             return []
         read = [(key, variable) for key, variable in self.variables or [] if variable.name in changed]
         values = run(sess, [variable for _, variable in read]) if read else []

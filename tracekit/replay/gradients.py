@@ -15,13 +15,14 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from ..keys import SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED, make_key, sparse_owner, split_key
+from ..keys import MICRO, SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED, make_key, sparse_owner, split_key
 from .capture import Capture
 from .distribute import replica_id
 from .tf_import import tf
 
 _TAKEN = "#taken:"  # capture names until the step ends: "grad/#taken:<name>", "grad/#clipped:<name>"
 _CLIPPED = "#clipped:"
+_CALL = "#call%d:"  # each gradient call's, where the golden holds each micro-batch's ("grad/#call2:<name>")
 
 
 def gradient_keys(name: str, grad: Any, sparse: bool) -> List[Tuple[str, Any]]:
@@ -37,10 +38,13 @@ class GradientWatch:
     """The gradient calls and clipping of one replay's steps. `name_of(variable)`: the golden's
     name for a mapped variable (or a converted one's capture name), else None."""
 
-    def __init__(self, capture: Capture, name_of: Callable[[Any], Optional[str]], sparse: Set[str]) -> None:
+    def __init__(self, capture: Capture, name_of: Callable[[Any], Optional[str]], sparse: Set[str],
+                 micro: Set[str] = frozenset()) -> None:
         self.capture = capture
         self._name_of = name_of
         self._sparse = sparse
+        self._micro = micro  # variables whose gradient the golden holds per micro-batch ("<name>@micro")
+        self._calls: Dict[str, int] = {}  # variable -> gradient calls that took it in this step (or trace)
         self.before_clip: Dict[int, Any] = {}  # id(a clip_by_global_norm output) -> its input, this step
         self._taken: Dict[int, Tuple[Any, str]] = {}  # id(a gradient returned this step) -> (it, its variable)
         self.seen = False  # a gradient call returned a mapped variable's gradient (in some step)
@@ -57,6 +61,7 @@ class GradientWatch:
         """A step begins; `first`: the first of its kind (its function may be traced now)."""
         self.before_clip.clear()
         self._taken.clear()
+        self._calls.clear()
         if first and self.needed is False:
             self.needed = None
 
@@ -139,22 +144,35 @@ class GradientWatch:
     def _took(self, sources: List[Any], grads: List[Any]) -> None:
         if replica_id() is not None:  # under a strategy the optimizer's all-reduced gradients are the ones
             return
-        named = []
+        named, calls = [], []
         for source, grad in zip(sources, grads):
             name = self._name_of(source) if grad is not None else None
             if name is None:
                 continue
             self._taken[id(grad)] = (grad, name)
             named += gradient_keys(_TAKEN + name, grad, name in self._sparse)
+            if name in self._micro:  # each call's: one per micro-batch, where the port loops over them
+                call = self._calls[name] = self._calls.get(name, -1) + 1
+                calls.append((make_key("grad", _CALL % call + name), tf.convert_to_tensor(grad)))
         if named:
             self.seen = True
             self.capture.put_many(named, wanted=self._wanted)
+        if calls:  # compared whichever optimizer applies their sum
+            self.capture.put_many(calls, wanted=lambda: True)
 
     def resolve(self, values: Dict[str, np.ndarray], unclipped: Set[str], seen: Set[str]) -> None:
         """After a step: each gradient a gradient call took, where no optimizer reported that
         variable's, under its golden key (the clipped one where the port clipped it, the one
         before clipping as "<name>@unclipped" where the golden holds that: `unclipped`; those
         are added to `seen`)."""
+        calls: Dict[str, Dict[int, np.ndarray]] = {}
+        for key in [k for k in values if split_key(k)[1].startswith("#call")]:
+            index, name = split_key(key)[1][len("#call"):].split(":", 1)
+            calls.setdefault(name, {})[int(index)] = values.pop(key)
+        for name, by_call in calls.items():  # one per micro-batch, stacked as the golden holds them
+            ordered = [by_call[i] for i in sorted(by_call)]
+            if len({np.shape(v) for v in ordered}) == 1:
+                values[make_key("grad", name + MICRO)] = np.stack(ordered)
         taken: Dict[str, Dict[str, np.ndarray]] = {}
         for key in [k for k in values if split_key(k)[1].startswith((_TAKEN, _CLIPPED))]:
             name = split_key(key)[1]

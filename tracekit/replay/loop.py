@@ -24,6 +24,7 @@ from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, K
 from ..store import Trace, TraceWriter, create, open_trace
 from ..store.meta import ReplayMeta
 from .forcing import forced_record
+from .micro import micro_batches, restacked, unstacked
 from .options import ReplayOptions
 from .returned import check_returned
 
@@ -262,8 +263,9 @@ class _Drive:
         fed = {make_key("input", name): value for name, value in feeds.items()}  # the golden's, as read
         values = dict(fed) if full or Kind.INPUT.value in self.light else {}
         names = [name for name, _ in draws]
-        for i, value in enumerate(capture.draws if full or Kind.RANDOM.value in self.light else ()):
-            values[make_key("random", names[i] if i < len(names) else "tf2-draw-%d" % i)] = value
+        if full or Kind.RANDOM.value in self.light:
+            taken = restacked(names, capture.draws, micro_batches(info))
+            values.update((make_key("random", name), value) for name, value in taken.items())
         produced = dict(capture.values)
         produced.update(returned)  # what the step returns wins over what was intercepted
         if regularization is not None and REGULARIZATION in g_step:
@@ -295,7 +297,8 @@ class _Ahead:
         golden = self._golden
         g_step = golden.step(index)
         feeds = {name: g_step["input", name] for name in g_step.names("input")}
-        draws = [(name, g_step["random", name]) for name in g_step.names("random")]
+        draws = unstacked([(name, g_step["random", name]) for name in g_step.names("random")],
+                          micro_batches(g_step.info))
         before = None
         if self._forced(index):
             state = golden.state_before(index)  # forcing needs the golden's full state after every step

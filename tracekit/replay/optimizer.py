@@ -17,8 +17,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 import numpy as np
 
 from ..errors import ReplayError
-from ..keys import UNCLIPPED, make_key, split_key
-from .capture import Capture, numpy, passed_key, port_grad_key
+from ..keys import MICRO, UNCLIPPED, make_key, split_key
+from .capture import Capture, numpy, passed_key, port_grad_key, when_run
 from .conversions import Conversion
 from .distribute import disagreeing_copies, replica_id
 from .forcing import reads_back
@@ -59,7 +59,12 @@ class OptimizerBridge:
         # id(a tf.clip_by_global_norm output in this step) -> its input
         self._unclipped = {n[:-len(UNCLIPPED)] for n in golden.names("grad") if n.endswith(UNCLIPPED)}
         self._unclipped_seen: Set[str] = set()
-        self._watch = GradientWatch(capture, self._name_of, self._sparse)  # gradients a hand-written optimizer applies
+        micro = {n[:-len(MICRO)] for n in golden.names("grad") if n.endswith(MICRO)}  # each micro-batch's gradient
+        # gradients a hand-written optimizer applies, and each micro-batch's
+        self._watch = GradientWatch(capture, self._name_of, self._sparse, micro)
+        self._applies = 0  # the optimizers' apply_gradients calls in the step being run
+        self._inside = 0  # how deep in apply_gradients calls (a subclass's, its base's) this thread is
+        self.applies: Optional[int] = None  # ... in the first step
         self._conversions = list(conversions)
         for i, conv in enumerate(self._conversions):  # their gradients are converted after the step
             self._by_var.update((id(v), port_grad_key(i, j)) for j, v in enumerate(conv.port))
@@ -169,8 +174,14 @@ class OptimizerBridge:
                               for cls in optimizer_classes(name)]
             self._wrappers += self._watch.wrappers()
         self._watch.start(first)
+        self._applies = 0
         with patched(self._wrappers):
             yield
+        if self.applies is None:
+            self.applies = self._applies
+
+    def _count(self, _: Any) -> None:
+        self._applies += 1
 
     def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
         bridge = self
@@ -178,47 +189,60 @@ class OptimizerBridge:
         def apply_gradients(optimizer: Any, grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             if delegates(optimizer):
                 return original(optimizer, grads_and_vars, *args, **kwargs)
-            pairs = list(grads_and_vars)
-            # TF1's optimizers count steps in the global_step they are given (Keras': iterations).
-            counter = kwargs.get("global_step", args[0] if args else None) if is_v1(optimizer) else \
-                optimizer.iterations
+            if not bridge._inside:  # a subclass's calling its base's is one update
+                when_run([], bridge._count)  # counted as it runs (each pass of a loop in a traced step)
+            bridge._inside += 1
             try:
-                bridge._prepare_once(optimizer, [v for _, v in pairs], counter)
-            except ReplayError as exc:  # kept: tf.function wraps it in its own error while tracing
-                bridge.error = exc
-                raise
-            rate = make_key("lr", bridge._lr_names[id(optimizer)])
-            bridge.capture.put(rate, learning_rate(optimizer))
-            if bridge._sources is not None:
-                bridge._sources.applied([v for _, v in pairs], rate)
-            named = []
-            given = applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
-            for (grad, var), used in zip(pairs, given):
-                name = bridge._name_of(var)  # golden or port_grad_key
-                if grad is None or name is None:
-                    continue
-                # before clipping: what the port's tf.clip_by_global_norm was given, or what its
-                # optimizer clips itself (global_clipnorm, clipnorm, clipvalue); the golden's
-                # gradient is what the update applied
-                before = grad if used is not grad else bridge._watch.before_clip.get(id(grad))
-                grad = used
-                if before is not None and name in bridge._unclipped:
-                    bridge._unclipped_seen.add(name)
-                    named.append((make_key("grad", name + UNCLIPPED), tf.convert_to_tensor(before)))
-                named += gradient_keys(name, grad, name in bridge._sparse and replica_id() is None)
-            aggregated = aggregates(optimizer, original, args, kwargs)
-            bridge.aggregated.update((key, aggregated) for key, _ in named)
-            if named and aggregated and replica_id() is not None:
-                # Under a strategy the optimizer all-reduces what each replica passed: capture that
-                # sum (the same collective), and what was passed, to tell a sum summed twice.
-                context = tf.distribute.get_replica_context()
-                reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grad for _, grad in named])
-                bridge.capture.put_many([(key, total) for (key, _), total in zip(named, reduced)] +
-                                        [(passed_key(key), grad) for key, grad in named])
-            else:
-                bridge.capture.put_many(named)  # one side op for the step's gradients
-            return original(optimizer, pairs, *args, **kwargs)
+                return bridge._applied(original, optimizer, grads_and_vars, args, kwargs)
+            finally:
+                bridge._inside -= 1
         return apply_gradients
+
+    def _applied(self, original: Callable[..., Any], optimizer: Any, grads_and_vars: Any, args: tuple,
+                 kwargs: dict) -> Any:
+        """One apply_gradients call: what it applies is captured (a base class's call, reached from
+        a subclass's, again: it applies what the subclass made), then it runs."""
+        bridge = self
+        pairs = list(grads_and_vars)
+        # TF1's optimizers count steps in the global_step they are given (Keras': iterations).
+        counter = kwargs.get("global_step", args[0] if args else None) if is_v1(optimizer) else \
+            optimizer.iterations
+        try:
+            bridge._prepare_once(optimizer, [v for _, v in pairs], counter)
+        except ReplayError as exc:  # kept: tf.function wraps it in its own error while tracing
+            bridge.error = exc
+            raise
+        rate = make_key("lr", bridge._lr_names[id(optimizer)])
+        bridge.capture.put(rate, learning_rate(optimizer))
+        if bridge._sources is not None:
+            bridge._sources.applied([v for _, v in pairs], rate)
+        named = []
+        given = applied(optimizer, pairs) if replica_id() is None else [g for g, _ in pairs]
+        for (grad, var), used in zip(pairs, given):
+            name = bridge._name_of(var)  # golden or port_grad_key
+            if grad is None or name is None:
+                continue
+            # before clipping: what the port's tf.clip_by_global_norm was given, or what its
+            # optimizer clips itself (global_clipnorm, clipnorm, clipvalue); the golden's
+            # gradient is what the update applied
+            before = grad if used is not grad else bridge._watch.before_clip.get(id(grad))
+            grad = used
+            if before is not None and name in bridge._unclipped:
+                bridge._unclipped_seen.add(name)
+                named.append((make_key("grad", name + UNCLIPPED), tf.convert_to_tensor(before)))
+            named += gradient_keys(name, grad, name in bridge._sparse and replica_id() is None)
+        aggregated = aggregates(optimizer, original, args, kwargs)
+        bridge.aggregated.update((key, aggregated) for key, _ in named)
+        if named and aggregated and replica_id() is not None:
+            # Under a strategy the optimizer all-reduces what each replica passed: capture that
+            # sum (the same collective), and what was passed, to tell a sum summed twice.
+            context = tf.distribute.get_replica_context()
+            reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grad for _, grad in named])
+            bridge.capture.put_many([(key, total) for (key, _), total in zip(named, reduced)] +
+                                    [(passed_key(key), grad) for key, grad in named])
+        else:
+            bridge.capture.put_many(named)  # one side op for the step's gradients
+        return original(optimizer, pairs, *args, **kwargs)
 
     def unclipped_reasons(self) -> Dict[str, str]:
         """After the first step: the golden's gradients before clipping the port did not clip -> why."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import REGULARIZATION, make_key, replica_name, split_key
+from ..keys import BEFORE, REGULARIZATION, make_key, replica_name, split_key
 from .capture import Capture, VariableReader, numpy, passed_key
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .optimizer import OptimizerBridge
@@ -56,6 +56,12 @@ class TF2Runner:
             list(keys), recorded if isinstance(recorded, dict) else None)
         for name in orphans:
             self.not_replayed[keys[name]] = "TF1 optimizer state with no Keras counterpart"
+        accumulated = golden.meta.get("accumulation") if isinstance(golden.meta.get("accumulation"), dict) else {}
+        for name in [n for n in accumulated.get("state") or () if n in model_names]:  # TF2 accumulates in tensors
+            model_names.remove(name)
+            self.not_replayed[keys[name]] = ("TF1's accumulator of micro-batches: a TF2 port sums them in its step, "
+                                             "in no variable")
+            self.not_replayed[keys[name] + BEFORE] = self.not_replayed[keys[name]]
         if model is None and REGULARIZATION in [make_key("loss", n) for n in golden.names("loss")]:
             self.not_replayed[REGULARIZATION] = "pass model= to compare it with the sum of model.losses"
         tf_vars = list(variables) if variables is not None else model_variables(model)
@@ -274,6 +280,7 @@ class TF2Runner:
         steps started from."""
         found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial),
                                  "optimizer_settings": self.optimizer.settings,
+                                 "applies": self.optimizer.applies,
                                  "reshaped_draws": dict(self.tape.reshaped), "sources": self.sources.meta(),
                                  "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                                             "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
-from ..comparison.slips import (BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED, OPTIMIZER_SETTING,
+from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED, OPTIMIZER_SETTING,
                                 RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SLOT_INITIAL,
                                 SlipHint)
 from ..keys import step_label
@@ -108,6 +108,13 @@ def slip(hint: SlipHint) -> str:
         return ("hint: the port's optimizer starts %s at %s where the TF1 optimizer started it at %s. The replay "
                 "loaded the golden's state, but the port on its own would not train like TF1: give the optimizer "
                 "TF1's initial value (%s)" % (hint.key, _full(e["actual"]), golden, _start_advice(e.get("update"))))
+    if hint.code == ACCUMULATION:
+        how = {"sum": "summed", "mean": "averaged"}.get(e.get("form") or "", "accumulated")
+        return ("hint: gradient accumulation. TF1's %s applied once the gradients of its %d micro-batch runs, "
+                "%s; the port's optimizer applied %d times in its step. Add up each micro-batch's gradients in the "
+                "step and apply them once (divided by %d where TF1 averaged), or let the optimizer accumulate "
+                "(Keras' gradient_accumulation_steps=%d)" % (step_label(hint.step), e["micro_batches"], how,
+                                                           e["applies"], e["micro_batches"], e["micro_batches"]))
     if hint.code == OPTIMIZER_SETTING:
         return ("hint: the port's %s sets %s where the TF1 update of %s (%s) used %s: give the TF2 optimizer "
                 "TF1's settings" % (e["optimizer"], ", ".join("%s=%s" % (own, _full(value)) for _, own, _, value

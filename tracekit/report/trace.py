@@ -140,6 +140,14 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
                     lines.append("          the sum of %s, checked at its first step; each step's info holds them" % (
                         " + ".join("%g x %s" % (p.get("coefficient"), p.get("tensor")) for p in terms["parts"])
                         + (" + %g" % terms["offset"] if terms.get("offset") else "")))
+    accumulation = meta.get("accumulation") if isinstance(meta.get("accumulation"), dict) else {}
+    if accumulation:
+        forms = {str(f) for f in (accumulation.get("form") or {}).values()}
+        lines.append("steps     each applies the gradients of %s micro-batch runs (%s), accumulated in %d variables; its "
+                     "inputs, random draws, taps, losses and each micro-batch's gradients (<var>@micro) hold theirs "
+                     "along a first axis" % (accumulation.get("micro_batches"), ", ".join(
+                         {"sum": "summed", "mean": "averaged", "None": "otherwise: clipped or scaled"}.get(f, f)
+                         for f in sorted(forms)) or "how: not checked", len(accumulation.get("state") or ())))
     for line in held_lines(meta):
         lines.append(("holds     " if not line.startswith(" ") else "          ") + line.strip())
     for check in meta.get(SELF_CHECK) or []:

@@ -91,6 +91,7 @@ class ReplayMeta(Section):
     stopped: bool = False  # ended early (fail_fast)
     own_initial: List[str] = field(default_factory=list)  # slots whose initial state is the port's own
     optimizer_settings: Dict[str, Any] = field(default_factory=dict)  # per optimizer, as the port has it
+    applies: Optional[int] = None  # the optimizers' apply_gradients calls in the first step, as they ran
     distribution: Optional[Dict[str, Any]] = None  # under a tf.distribute strategy: where it ran
     nudge: Optional[int] = None  # a start moved one ulp with this seed (calibrate, the drift envelope)
     jitter: bool = False  # moved again after every step
