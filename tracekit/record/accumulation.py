@@ -18,11 +18,11 @@ gradient, the accumulated one its update read. Python 3.7 syntax.
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Set, Tuple
 
 import numpy as np
 
-from ..keys import MICRO, make_key, split_key
+from ..keys import MICRO, UNCLIPPED, make_key, split_key
 from .updates import Update, variable_name
 
 ADDS = frozenset(["AssignAdd", "AssignAddVariableOp"])
@@ -125,6 +125,38 @@ class MicroBatches:
         self.runs.append((list(feeds), list(values)))
         self.changed.update(changed)
 
+    def merged(self, plan: Any, feeds: List[Tuple[str, Any]], values: List[Tuple[str, Any]],
+               warn: Callable[[str], None]) -> Tuple[int, List[Tuple[str, Any]], List[Tuple[str, Any]]]:
+        """(how many micro-batch runs the step of `plan` applies, its feeds and values with theirs
+        stacked along a first axis added); a step whose update reads no accumulator takes none,
+        and runs it leaves are said in a warning."""
+        if not plan.accumulated:
+            if self.runs:
+                warn("micro-batch runs were followed by a step whose update reads no accumulator they added to: "
+                     "their inputs and losses are not recorded")
+                self.take()
+            return 0, feeds, values
+        count, micro_feeds, micro_values, dropped = self.take()
+        if dropped:
+            warn("micro-batch values of unequal shapes over a step's runs are not recorded: %s"
+                 % ", ".join(sorted(dropped)))
+        own, taken = {name for name, _ in feeds}, {key for key, _ in values}
+        return (count, feeds + [(name, value) for name, value in micro_feeds if name not in own],
+                values + [(key, value) for key, value in micro_values if key not in taken])
+
+    def meta(self, plan: Any, count: int, values: List[Tuple[str, Any]]) -> Dict[str, Any]:
+        """meta["accumulation"]: each accumulator's variable, every variable micro-batch runs change,
+        and how the gradient each update read is made of the micro-batches' ("sum", "mean", None:
+        otherwise), checked at the first step (the gradient before clipping, where it was clipped)."""
+        held = dict(values)
+        forms = {}
+        for var in sorted(plan.accumulated):
+            applied = held.get(make_key("grad", var + UNCLIPPED), held.get(make_key("grad", var)))
+            added = held.get(make_key("grad", var + MICRO))
+            forms[var] = None if applied is None or added is None else form(applied, added, count)
+        return {"micro_batches": count, "accumulators": {acc: var for var, acc in sorted(plan.accumulated.items())},
+                "state": sorted(self.changed), "form": forms}
+
     def take(self) -> Tuple[int, List[Tuple[str, Any]], List[Tuple[str, Any]], List[str]]:
         """(how many runs, their feeds and their values stacked along a first axis, what could not be
         stacked); the runs are forgotten."""
@@ -150,13 +182,14 @@ def _stacked(runs: List[List[Tuple[str, Any]]]) -> Tuple[List[Tuple[str, Any]], 
     return out, dropped
 
 
-def micro_key(key: str) -> str:
-    """A micro-batch run's gradient key: what it added to the variable's accumulator."""
-    kind, name = split_key(key)
-    return make_key(kind, name + MICRO)
+def held_with(plan: Any, feeds: List[Tuple[str, Any]], values: List[Tuple[str, Any]]) -> Dict[str, int]:
+    """What a step with micro-batch runs holds (store/held.py), theirs counted."""
+    held = {kind: sum(1 for key, _ in values if split_key(key)[0] == kind) for kind in plan.held}
+    held.update(input=len(feeds), grad=plan.held.get("grad", 0))
+    return held
 
 
-def form(applied: Any, added: Any, micro_batches: int) -> Optional[str]:
+def form(applied: Any, added: Any, micro_batches: int) -> "str | None":
     """How the gradient an update read is made of what the micro-batches added: "sum", "mean",
     or None (clipped, or scaled otherwise): checked within float32 round-off of the sum."""
     applied, total = np.asarray(applied, np.float64), np.sum(np.asarray(added, np.float64), axis=0)

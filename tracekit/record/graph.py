@@ -21,49 +21,29 @@ from __future__ import annotations
 import collections
 import re
 import threading
-import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..keys import MICRO, TERM, UNCLIPPED, make_key, sparse_owner, split_key
-from ..store.held import HELD_KINDS, held_gaps
 from ..sources import Lines
+from ..store.held import HELD_KINDS, held_gaps
 from ..structure import leaves
 from ..taps import graph_taps
+from .accumulation import ACCUMULATE, additions, read_accumulators
 from .declared import Declared, find_op, find_tensor
-from . import paths
-from .accumulation import ACCUMULATE, accumulators, additions, read_accumulators
+from .found import Evaluate, GraphUpdates
 from .losses import candidates, derivatives, loss_terms, run_losses
+from .notes import intercepted
 from .sources import plan_sources
-from .updates import (ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, Update, advances, assigned_updates,
-                      op_updates, pushed_update, variable_name)
-from .walk import (RANDOM_OPS, constant, executed_ops, fixed, is_random_draw, number, unique, unique_ops,
-                   unordered_reads, unordered_state_reads)
+from .updates import ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, advances, pushed_update, variable_name
+from .walk import RANDOM_OPS, constant, executed_ops, is_random_draw, unique, unique_ops, unordered_reads, \
+    unordered_state_reads
 
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
     "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
     "QueueDequeueUpTo", "QueueDequeueUpToV2",
 ])
-# Filled by interception (optimizer.py, inputs.py): graph -> losses, train ops, optimizer
-# variables, (variable name, gradient) pairs (dense, and IndexedSlices apart), (variable name,
-# gradient, loss differentiated) triples, (gradient, clipped gradient) pairs and (name, input
-# structure) pairs.
-_intercepted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-NOTES = ("loss", "train_op", "slot", "gradient", "sparse", "derivative", "clipped", "structure", "applied")
-
-
-def note_intercepted(graph: Any, what: str, value: Any) -> None:
-    notes = _intercepted.get(graph)
-    if notes is None:
-        notes = _intercepted[graph] = {kind: [] for kind in NOTES}
-    notes[what].append(value)
-
-
-def _intercepted_for(graph: Any) -> Dict[str, list]:
-    return _intercepted.get(graph) or {kind: [] for kind in NOTES}
-
-
 @dataclass
 class StepPlan:
     """What to fetch along with one kind of run; `training` False means: let it pass."""
@@ -114,9 +94,7 @@ class GraphModel:
         self._plans: Dict[Tuple[FrozenSet[str], FrozenSet[str]], StepPlan] = {}
         self._warned: Set[str] = set()
         self.warnings: List[str] = []
-        self._assigned_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, its hand-written updates)
-        self._known_at: Optional[Tuple[int, List[Update]]] = None  # (graph version, the updates optimizers made)
-        self._accumulated_at: Optional[Tuple[int, Dict[str, Tuple[str, Any]]]] = None  # (graph version, its accumulators)
+        self.updates = GraphUpdates(graph, tf, declared)  # every update of its variables (found.py)
 
     def on_worker(self, task: int) -> bool:
         """Does the graph place ops on worker task `task` ("/job:worker/task:1",
@@ -135,9 +113,9 @@ class GraphModel:
     def variables(self) -> List[Tuple[str, Any]]:
         """("var/<name>" or "slot/<name>", variable) for every global variable, in creation order."""
         slots: Set[str] = set()
-        for update in self._updates():
+        for update in self.updates.all():
             slots.update(update.slots)
-        for variable in _intercepted_for(self.graph)["slot"]:
+        for variable in intercepted(self.graph)["slot"]:
             slots.add(variable.name)
         out = []
         seen: Set[str] = set()
@@ -149,126 +127,12 @@ class GraphModel:
         return out
 
     def slot_roles(self) -> Dict[str, Dict[str, str]]:
-        """{slot name: {"var", "update", "arg"}}: each slot's variable, the update op's type and
-        the argument the slot is, so a replay pairs slots by what they are, not by their names
-        (an optimizer given its own name names its slots after it)."""
-        out: Dict[str, Dict[str, str]] = {}
-        for update in self._updates():
-            if update.var is not None:
-                for slot, arg in update.roles.items():
-                    out.setdefault(slot, {"var": update.var, "update": update.kind, "arg": arg})
-        return out
+        """Each slot's variable, update and argument (found.GraphUpdates.slot_roles)."""
+        return self.updates.slot_roles()
 
-    def update_facts(self, evaluate: Optional[Callable[[List[Any]], List[Any]]] = None) -> Dict[str, Dict[str, Any]]:
-        """{variable name: {"update": op type (ASSIGNED for a hand-written one), "lr": the learning-rate
-        tensor's name, "hyper": {argument: value}, "state": {argument: variable} (Adam's beta powers),
-        "attrs": {attribute: bool} (use_nesterov, ...), "also": [the other assign ops that move the
-        variable from its own value, where there are any]}} of every update: a replay pairs each TF2
-        optimizer with the learning rate the updates of its variables read, and compares its
-        settings with the constant ones; the audit (store/audit.py) recomputes the update.
-        `evaluate(tensors)`: their values, read in a run of their own, for hyperparameters the graph
-        computes from constants (TF 2's Ftrl adjusts its l2 so)."""
-        out: Dict[str, Dict[str, Any]] = {}
-        moves: Dict[str, List[str]] = {}  # variable -> the assign ops that move it from its own value
-        for op in self.graph.get_operations():
-            if op.type in ASSIGN_OPS and advances(op):
-                moves.setdefault(variable_name(op.inputs[0]) or "", []).append(op.name)
-        computed = self._computed(evaluate)
-        for update in self._updates():
-            if update.var is None or update.var in out:
-                continue
-            hyper = {}
-            for arg, tensor in update.hyper.items():
-                value = number(self._tf, tensor)
-                if value is None:
-                    value = computed.get(getattr(tensor, "name", None))
-                if value is not None:
-                    hyper[arg] = value
-            attrs = {}
-            for attr in ("use_nesterov", "update_slots", "multiply_linear_by_lr", "use_locking"):
-                try:
-                    attrs[attr] = bool(update.op.get_attr(attr))
-                except (ValueError, TypeError):
-                    continue  # the op has no such attribute
-            out[update.var] = {"update": update.kind, "lr": getattr(update.lr, "name", None), "hyper": hyper,
-                               "state": dict(update.state), "attrs": attrs}
-            if update.decay is not None:  # decoupled weight decay first, by the rate recorded (None: not fixed)
-                out[update.var]["decay"] = number(self._tf, update.decay)
-            also = [name for name in moves.get(update.var, []) if name != update.op.name
-                    and name not in update.decay_ops]
-            if also and update.kind != ASSIGNED:  # decoupled weight decay beside the update op, say
-                out[update.var]["also"] = also
-        return out
-
-    def _accumulators(self) -> Dict[str, Tuple[str, Any]]:
-        """{accumulator variable: (the trainable variable whose gradients micro-batch runs add to it,
-        the gradient)} (accumulation.py)."""
-        if self._accumulated_at is None or self._accumulated_at[0] != self.graph.version:
-            notes = _intercepted_for(self.graph)
-            trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
-            gradients: Dict[str, List[Any]] = {}
-            for name, grad in notes["gradient"] + notes["sparse"]:
-                gradients.setdefault(name, []).append(grad)
-            self._accumulated_at = (self.graph.version, accumulators(self.graph, trainable, gradients))
-        return self._accumulated_at[1]
-
-    def _computed(self, evaluate: Optional[Callable[[List[Any]], List[Any]]]) -> Dict[str, float]:
-        """Hyperparameters that are no graph constant but computed from constants alone: tensor
-        name -> value, read with `evaluate` once."""
-        if evaluate is None:
-            return {}
-        wanted = unique([t for u in self._updates() for t in u.hyper.values()
-                         if hasattr(t, "op") and number(self._tf, t) is None and fixed(t)])
-        try:
-            values = evaluate(wanted) if wanted else []
-        except Exception:  # a value that cannot be read is not recorded: the audit says so
-            return {}
-        return {t.name: float(v) for t, v in zip(wanted, values) if getattr(v, "size", 1) == 1}
-
-    def _updates(self) -> List[Update]:
-        """Every update of a variable in the graph: optimizer update ops and hand-written ones."""
-        return self._known() + self._assigned()
-
-    def _known(self) -> List[Update]:
-        """The updates an optimizer made: its update ops (updates.py), read anew where its
-        apply_gradients was seen making an update the op alone does not tell (paths.py: scatter
-        and assign ops, a transformed gradient, weight decay beside the op)."""
-        if self._known_at is None or self._known_at[0] != self.graph.version:
-            readings = {}
-            for applied in _intercepted_for(self.graph)["applied"]:
-                readings[applied.var.name] = paths.read(applied)
-            updates = []
-            for update in op_updates(self.graph):
-                reading = readings.get(update.var or "")
-                if reading is not None and reading.update is not None and reading.update.op.name == update.op.name:
-                    update = reading.update  # the op, with the gradient the optimizer was given
-                updates.append(update)
-            taken = {u.op.name for u in updates}
-            updates += [r.update for r in readings.values() if r.update is not None and r.update.op.name not in taken]
-            for update in updates:
-                reading = readings.get(update.var or "")
-                if reading is not None and reading.decay is not None:
-                    update.decay, update.decay_ops = reading.decay, reading.decay_ops
-            self._known_at = (self.graph.version, updates)
-        return self._known_at[1]
-
-    def _assigned(self) -> List[Update]:
-        """The graph's hand-written updates (updates.py), found again only when it has grown."""
-        if self._assigned_at is None or self._assigned_at[0] != self.graph.version:
-            notes = _intercepted_for(self.graph)
-            known = {u.var for u in self._known()}
-            trainable = {v.name for v in self.graph.get_collection(self._tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
-                         if v.name not in known}
-            gradients = {name: grad for name, grad in notes["gradient"]}
-            for var, name in self.declared.gradients:  # the user's word over what was seen
-                grad = find_tensor(self.graph, name)
-                if grad is not None:
-                    gradients[var] = grad
-            clipped = {grad.name: after for grad, after in notes["clipped"]}
-            sparse = {name: grad for name, grad in notes["sparse"] if name not in gradients}
-            self._assigned_at = (self.graph.version, assigned_updates(self.graph, trainable, gradients, clipped,
-                                                                      sparse))
-        return self._assigned_at[1]
+    def update_facts(self, evaluate: Optional[Evaluate] = None) -> Dict[str, Dict[str, Any]]:
+        """What the golden says of every update (found.GraphUpdates.facts)."""
+        return self.updates.facts(evaluate)
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -288,13 +152,13 @@ class GraphModel:
             # a SyncReplicasOptimizer chief applying what the workers pushed: it waits for their
             # steps, so it is not one (each worker's step reads the variables after it)
             return StepPlan(False, collections.OrderedDict(), None)
-        updates = [u for u in self._known() if u.op.name in names]
+        updates = [u for u in self.updates.known() if u.op.name in names]
         updates += [u for u in (pushed_update(op) for op in executed if op.type in PUSH_OPS) if u is not None]
         if any(op.type in ASSIGN_OPS for op in executed):  # the whole graph's dataflow only for these runs
-            updates += [u for u in self._assigned() if u.op.name in names]
-        intercepted = _intercepted_for(self.graph)
+            updates += [u for u in self.updates.assigned() if u.op.name in names]
+        notes = intercepted(self.graph)
         declared = self.declared
-        train_ops = [op for op in intercepted["train_op"] if op.name in names]
+        train_ops = [op for op in notes["train_op"] if op.name in names]
         train_ops += unique_ops(op for op in (find_op(self.graph, n) for n in declared.train_ops)
                                  if op is not None and op.name in names and op not in train_ops)
         global_step = self._global_step()
@@ -303,7 +167,7 @@ class GraphModel:
             for op in executed)
         training = bool(updates or train_ops or increments)
         fetch: collections.OrderedDict = collections.OrderedDict()
-        accumulating = self._accumulators()
+        accumulating = self.updates.accumulators()
         micro = [] if training else additions(executed, accumulating)
         if not training and not micro:
             return StepPlan(False, fetch, None, changes=self._changes(executed))
@@ -330,7 +194,7 @@ class GraphModel:
                            "recording it would run ops the step does not run" % (name, tensor.name))
         # The run's loss is what its gradients were taken of (losses.py); each checked at the
         # first step of its kind (selfcheck.py).
-        found = run_losses(self.graph, declared, intercepted, updates, ordered, fed)
+        found = run_losses(self.graph, declared, notes, updates, ordered, fed)
         losses: Dict[str, Dict[str, Any]] = {}
         derived: Dict[str, Dict[str, Any]] = {}
         terms: Dict[str, Dict[str, Any]] = {}
@@ -339,7 +203,7 @@ class GraphModel:
             key = make_key("loss", "loss" if len(found) == 1 else tensor.name)
             add("loss", split_key(key)[1], tensor)
             losses[key] = {"tensor": tensor.name, "how": how}
-            derived[key] = derivatives(intercepted, tensor, updated, names)
+            derived[key] = derivatives(notes, tensor, updated, names)
             parts, offset = loss_terms(tensor, lambda t: constant(self._tf, t)) if self._loss_parts else ([], 0.0)
             for index, (part, coefficient) in enumerate(parts):
                 part_key = make_key("loss", "%s%s%d" % (split_key(key)[1], TERM, index))
@@ -355,10 +219,10 @@ class GraphModel:
         rates = unique([t for t in stated if t.op.name in names] or [u.lr for u in updates if u.lr is not None])
         for tensor in rates:
             add("lr", "learning_rate" if len(rates) == 1 else tensor.name, tensor)
-        unclipped = {after.name: before for before, after in intercepted["clipped"]}
+        unclipped = {after.name: before for before, after in notes["clipped"]}
         for update in updates:
             if update.kind == ASSIGNED and update.grad is None:
-                seen = any(intercepted[kind] for kind in ("gradient", "sparse", "derivative"))
+                seen = any(notes[kind] for kind in ("gradient", "sparse", "derivative"))
                 self._warn("the gradient of %s, which the run updates by an assign op, was not found, so it is "
                            "not recorded: %s, or declare it: tracekit record --gradient %s=TENSOR" % (
                                update.var, "no gradient the program took (tf.gradients, compute_gradients) is the "
@@ -412,7 +276,7 @@ class GraphModel:
                        "the read before the update (a control dependency, or gate_gradients) and record again"
                        % race)
         inputs = {key[len("input/"):] for key in fetch if key.startswith("input/")}
-        structures = {name: stored for name, stored in intercepted["structure"]
+        structures = {name: stored for name, stored in notes["structure"]
                       if leaves(stored) and set(leaves(stored)) <= inputs}
         held = self.variables()
         moved = {var: list(ops) for var, ops in changed.items()}  # and what else the run assigns (a moving average)
@@ -451,7 +315,7 @@ class GraphModel:
 
     def loss_candidates(self, loss: Any) -> List[Any]:
         """What a loss that fails the self-check may be instead (losses.candidates)."""
-        return candidates(loss, _intercepted_for(self.graph))
+        return candidates(loss, intercepted(self.graph))
 
     def _global_step(self) -> Any:
         try:

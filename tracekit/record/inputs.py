@@ -12,7 +12,7 @@ import importlib
 from typing import Any, List
 
 from ..structure import ELEMENT, FEATURES, LABELS, encode
-from .graph import note_intercepted
+from .notes import note_intercepted
 from .patching import Patches, Target, noting
 
 _ESTIMATOR_MODULE = "tensorflow_estimator.python.estimator.estimator"

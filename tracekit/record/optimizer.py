@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any, Callable, List, Tuple
 
-from .graph import note_intercepted
+from .notes import note_intercepted
 from .paths import Applied
 from .patching import Patches, Target, noting
 

@@ -24,12 +24,12 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import LIGHT_KINDS, MICRO, REGULARIZATION_LOSSES, UNCLIPPED, make_key, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.values import estimate_stored
-from . import accumulation, inputs, keyframes, optimizer, terms
-from .accumulation import MicroBatches
+from . import inputs, keyframes, optimizer, terms
+from .accumulation import MicroBatches, held_with
 from .declared import Declared
 from .graph import GraphModel, StepPlan
 from .kinds import Kinds
@@ -367,7 +367,8 @@ class Recorder:
             self._writer.update_meta({"recording": self._recording_meta()})
             return
         extra, term_values = terms.split(plan.terms, extra)  # the loss's parts go to the step's info
-        micro, feeds, extra = self._with_micro_batches(sess.graph, plan, feeds, extra)
+        feeds = [(name, self._as_consumed(sess.graph, name, value)) for name, value in feeds if name]
+        micro, feeds, extra = self._micro.merged(plan, feeds, extra, self._model(sess.graph)._warn)
         state = self._state.read(sess, run) if self.full() else None
         after = None if state is None else named(state)
         self._witness.audit(self.steps, extra, after, plan.races)
@@ -380,7 +381,7 @@ class Recorder:
             global_step = int(run(sess, plan.global_step))
         w = self._writer
         trained = "+".join(plan.train_ops)
-        news = self._kinds.new(plan, self._held(plan, feeds, extra) if micro else None)
+        news = self._kinds.new(plan, held_with(plan, feeds, extra) if micro else None)
         if news is not None:  # a new kind of step
             w.update_meta(news)
             for message in self._parts.claim(trained, plan, term_values, extra):
@@ -391,12 +392,12 @@ class Recorder:
         if micro:
             info["micro_batches"] = micro
             if news is not None:
-                w.update_meta({"accumulation": self._accumulation(sess.graph, plan, micro, extra)})
+                w.update_meta({"accumulation": self._micro.meta(plan, micro, extra)})
         w.begin_step(info=info)
         try:
             for name, value in feeds:
                 if name:  # copied: feed buffers get reused
-                    w.add("input", name, value if micro else self._as_consumed(sess.graph, name, value))
+                    w.add("input", name, value)
             for key, value in extra:
                 self._add(key, value, keyframe)
             regularization = [value for key, value in extra if key in plan.regularization]
@@ -414,44 +415,6 @@ class Recorder:
         self.steps += 1
         if self._progress is not None:
             self._progress(self.steps, self.steps_limit)
-
-    def _with_micro_batches(self, graph: Any, plan: StepPlan, feeds: List[Tuple[str, Any]],
-                            extra: List[Tuple[str, Any]]) -> Tuple[int, List[Tuple[str, Any]], List[Tuple[str, Any]]]:
-        """(how many micro-batch runs the step applies, its feeds and values with theirs stacked
-        along a first axis); a step that reads no accumulator takes none, and those left are said."""
-        if not plan.accumulated:
-            if self._micro.runs:
-                self._model(graph)._warn("micro-batch runs were followed by a step whose update reads no accumulator "
-                                         "they added to: their inputs and losses are not recorded")
-                self._micro.take()
-            return 0, feeds, extra
-        count, micro_feeds, micro_values, dropped = self._micro.take()
-        if dropped:
-            self._model(graph)._warn("micro-batch values of unequal shapes over a step's runs are not recorded: %s"
-                                     % ", ".join(sorted(dropped)))
-        own = {name for name, _ in feeds}
-        feeds = [(name, self._as_consumed(graph, name, value)) for name, value in feeds if name]
-        feeds += [(name, value) for name, value in micro_feeds if name not in own]
-        taken = {key for key, _ in extra}
-        return count, feeds, extra + [(key, value) for key, value in micro_values if key not in taken]
-
-    def _held(self, plan: StepPlan, feeds: List[Tuple[str, Any]], extra: List[Tuple[str, Any]]) -> Dict[str, int]:
-        """What a step with micro-batch runs holds, theirs counted."""
-        held = {kind: sum(1 for key, _ in extra if split_key(key)[0] == kind) for kind in plan.held}
-        held.update(input=len(feeds), grad=plan.held.get("grad", 0))
-        return held
-
-    def _accumulation(self, graph: Any, plan: StepPlan, micro: int, extra: List[Tuple[str, Any]]) -> Dict[str, Any]:
-        """meta["accumulation"]: each accumulator's variable, and how the gradient each update read is made
-        of what the micro-batch runs added ("sum", "mean", None: otherwise), checked at the first step."""
-        values = dict(extra)
-        forms = {}
-        for var in sorted(plan.accumulated):
-            applied = values.get(make_key("grad", var + UNCLIPPED), values.get(make_key("grad", var)))
-            added = values.get(make_key("grad", var + MICRO))
-            forms[var] = None if applied is None or added is None else accumulation.form(applied, added, micro)
-        return {"micro_batches": micro, "accumulators": {acc: var for var, acc in sorted(plan.accumulated.items())},
-                "state": sorted(self._micro.changed), "form": forms}
 
     def _as_consumed(self, graph: Any, name: str, value: Any) -> Any:
         """A fed value in the dtype the graph consumed it as; the fed dtype noted in the metadata."""

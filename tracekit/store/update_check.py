@@ -12,7 +12,8 @@ import numpy as np
 
 from ..keys import ASSIGNED, make_key, step_label
 from .audit_result import AGREES, DISAGREES, OTHER_RATE, VariableAudit
-from .update_rules import DECAY, PARALLEL, WHOLE, Bounded, Rule, recompute, rule_of
+from .bounded import Bounded
+from .update_rules import DECAY, PARALLEL, WHOLE, Rule, recompute, rule_of
 
 FLOATS = ("float16", "float32", "float64")
 CHUNK = 1 << 18  # elements recomputed at a time: a few MB of float64 temporaries
