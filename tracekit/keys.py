@@ -94,6 +94,8 @@ AUDIT = "audit"  # the update audit's verdicts (store/audit.py)
 LOSSES, SELF_CHECK = "losses", "self_check"
 # What each kind of step records: kind of step -> {tensor kind: how many} (store/held.py).
 HELD = "held"
+# How far a race moved each racy gradient the update read: "grad/..." -> {"effect", "step"} (record/witness.py).
+RACE_EFFECTS = "race_effects"
 
 # An addend of a loss the recorder found (record/terms.py), "<loss>@term<i>": fetched with the
 # step, kept in its info (not a tensor of the golden's) to name a slip in one part of the loss.

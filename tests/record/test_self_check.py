@@ -8,7 +8,9 @@ own printed totals, or a separate pass from the recorded state with no train op.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -20,7 +22,8 @@ from tracekit.errors import RecordError
 from tracekit.keys import BEFORE
 from tracekit.report.trace import show
 
-from ..support.recording import record_cli
+from ..support import run_python
+from ..support.recording import SCRIPTS, record_cli
 
 
 def _printed(proc):
@@ -342,3 +345,70 @@ def test_a_failed_check_names_the_gradients_that_disagree_and_what_is_in_questio
     check = LossCheck("loss/loss", "Mean:0", FAILED, 0, "...", 3, 9.0, failing=("emb:0", "dense/kernel:0"))
     message = witness._failed([check], 3)
     assert "--loss TENSOR" in message and "emb:0" in message
+
+
+@pytest.mark.tf1  # tf.contrib is TF 1.15's
+def test_a_custom_gradient_that_rebuilds_its_layers_is_checked_in_the_programs_graph(tf, tmp_path):
+    # tf.contrib.layers.recompute_grad (gradient checkpointing) recomputes its block in the
+    # backward pass through the variable scopes of the graph it runs in: a copy of the graph cannot
+    # differentiate it, so the check's gradients are built in the program's graph (never run there)
+    # and evaluated in a copy. The program's own steps are unchanged: the losses it prints.
+    path = tmp_path / "recompute.h5"
+    proc = record_cli(path, "recompute.py", "--steps", 3)
+    with tracekit.open(str(path)) as trace:
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["variables"] == 8, check
+        assert [v["verdict"] for v in trace.meta["audit"]["variables"]] == ["agrees"] * 8
+        assert [round(float(s["loss/loss"]), 5) for s in trace] == _printed(proc)
+    plain = run_python(sys.executable, [os.path.join(SCRIPTS, "recompute.py"), "--steps", "3"])
+    assert _printed(plain) == _printed(proc)  # recording changed nothing the program computes
+
+
+def _racy_truth(state, x, y):
+    """numpy: racy_gradient.py's loss gradients of its first two layers, at `state`."""
+    w1, b1, w2, b2, w3, b3 = (state["var/%s/%s:0" % (layer, part)].astype(np.float64)
+                              for layer in ("h1", "h2", "out") for part in ("kernel", "bias"))
+    h1 = np.tanh(x @ w1 + b1)
+    h2 = np.tanh(h1 @ w2 + b2)
+    d = 2.0 * (h2 @ w3 + b3 - y) / y.size
+    d2 = (d @ w3.T) * (1 - h2 ** 2)
+    d1 = (d2 @ w2.T) * (1 - h1 ** 2)
+    return {"grad/h1/kernel:0": x.T @ d1, "grad/h1/bias:0": d1.sum(0), "grad/h2/kernel:0": h1.T @ d2,
+            "grad/h2/bias:0": d2.sum(0)}
+
+
+@pytest.mark.tf1
+@pytest.mark.parametrize("ordered", [False, True])
+def test_gradients_that_race_with_their_updates_are_named_and_measured(tmp_path, ordered):
+    # ungated tf.gradients: the first layers' gradients read kernels whose updates need only their
+    # own gradients. Every such read is named; the golden keeps each gradient as its update read
+    # it (the audit agrees) and says how far the race moved it, held here to numpy's gradient from
+    # the state the step started from. Which steps race is the scheduler's: both outcomes are
+    # asserted. With the updates ordered after the gradients, nothing races.
+    path = tmp_path / "racy.h5"
+    record_cli(path, "racy_gradient.py", "--steps", 4, *(["--ordered"] if ordered else []))
+    with tracekit.open(str(path)) as trace:
+        meta = trace.meta
+        raced = sorted(r["tensor"] for r in meta.get("races") or ())
+        if ordered:
+            assert raced == [] and "race_effects" not in meta
+            return
+        assert raced == ["grad/h1/bias:0", "grad/h1/kernel:0", "grad/h2/bias:0", "grad/h2/kernel:0"]
+        assert all(v["verdict"] == "agrees" for v in meta["audit"]["variables"])
+        moved = {}
+        for k, step in enumerate(trace):
+            truth = _racy_truth(trace.state_before(k), step["input/x:0"].astype(np.float64),
+                                step["input/y:0"].astype(np.float64))
+            for key, value in truth.items():
+                moved[key] = max(moved.get(key, 0.0), float(np.max(np.abs(step[key] - value)) / np.max(np.abs(value))))
+        effects = {key: e["effect"] for key, e in meta["race_effects"].items()}
+        assert sorted(effects) == raced
+        for key, effect in effects.items():  # the recorder's measure, against numpy's (round-off apart)
+            assert effect == pytest.approx(moved[key], abs=1e-5), (key, effect, moved[key])
+        worst = max(effects.values())
+        said = show(trace)
+        if worst > 1e-3:
+            assert "no tolerance absorbs it" in said and "tf.control_dependencies(grads)" in said
+            assert any("no tolerance absorbs it" in w for w in meta["warnings"])
+        else:
+            assert "within what a tolerance rule on them can absorb" in said

@@ -25,6 +25,10 @@ def run_python(python, code_or_args, timeout=300, env=None, check=True, unset=()
     process's environment and the variables in `unset` removed; returns CompletedProcess."""
     args = [python] + (["-c", code_or_args] if isinstance(code_or_args, str) else list(code_or_args))
     full_env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        # TF 2 sets TF2_BEHAVIOR=1 when it is imported; TF 1.15 would then give the legacy child
+        # TF 2's resource variables and control flow, not the program's own TF1 behaviour
+        full_env.pop("TF2_BEHAVIOR", None)
     full_env.update(env or {})
     for name in unset:
         full_env.pop(name, None)

@@ -36,6 +36,7 @@ import numpy as np
 from ..keys import INITIAL_STEP, make_key, split_key
 from ..store import Trace
 from ..store.meta import replay_of
+from ..store.raced import effect_of
 
 REGULARIZATION_MISSING = "regularization-missing"
 REGULARIZATION_DOUBLED = "regularization-doubled"
@@ -103,7 +104,8 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         race = None
     if race is not None:
         # the TF1 step read a variable its own update changes, unordered: its value was the scheduler's pick
-        found = SlipHint(READ_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value)})
+        found = SlipHint(READ_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),
+                                                "effect": effect_of(golden.meta, key)})
     elif kind == "loss":
         found = _regularization(golden, step, key, g_value, a_value) or _reduction(golden, step, key, g_value, a_value)
     elif kind == "lr":

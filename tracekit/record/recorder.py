@@ -27,6 +27,7 @@ from ..errors import MissingDependency, RecordError, UsageError
 from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
+from ..store.raced import raced
 from ..store.values import estimate_stored
 from . import inputs, keyframes, optimizer, terms
 from .accumulation import MicroBatches, held_with
@@ -174,8 +175,10 @@ class Recorder:
                 warnings = list(model.warnings)
         warnings.extend(self.declared.missing(self._graph))
         warnings.extend(self._schedule.warnings())
+        witnessed = self._witness.meta()
+        warnings.extend(raced(witnessed))
         meta = {"seeds": seeds, "warnings": warnings, "recording": self._recording_meta()}
-        meta.update(self._witness.meta())
+        meta.update(witnessed)
         self._writer.update_meta(meta)
 
     @property

@@ -139,8 +139,11 @@ class GraphCopy:
     state and fed its inputs and draws: the program's own graph, session and random streams are
     untouched."""
 
-    def __init__(self, tf: Any, graph: Any) -> None:
+    def __init__(self, tf: Any, graph: Any, prebuilt: Optional[Mapping[str, Mapping[str, str]]] = None) -> None:
         self._tf = tf
+        # loss name -> {variable name: its gradient's tensor name}, built in the program's graph
+        # where the copy cannot differentiate (a custom gradient that rebuilds its layers)
+        self.prebuilt = dict(prebuilt or {})
         v1 = tf.compat.v1
         self.version = graph.version  # what it copied
         keys = v1.GraphKeys
@@ -162,10 +165,11 @@ class GraphCopy:
         self._started = False
 
     @classmethod
-    def of(cls, tf: Any, graph: Any) -> "Optional[GraphCopy] | str":
+    def of(cls, tf: Any, graph: Any, prebuilt: Optional[Mapping[str, Mapping[str, str]]] = None
+           ) -> "Optional[GraphCopy] | str":
         """A copy of `graph`, or why none can be made."""
         try:
-            return cls(tf, graph)
+            return cls(tf, graph, prebuilt)
         except Exception as exc:
             return "the graph could not be copied (%s: %s)" % (type(exc).__name__, _first_line(exc))
 
@@ -202,7 +206,11 @@ class GraphCopy:
         with self.graph.as_default():
             loss = self.graph.get_tensor_by_name(loss_name)
             names = list(wanted)
-            grads = self._tf.gradients(loss, [self._variables[name] for name in names])
+            built = self.prebuilt.get(loss_name)
+            if built is not None:
+                grads = [self.graph.get_tensor_by_name(built[n]) if built.get(n) else None for n in names]
+            else:
+                grads = self._tf.gradients(loss, [self._variables[name] for name in names])
         fetch = [loss] + [g for g in grads if g is not None]
         got = self.session.run(fetch, self._feeds)
         value, values = got[0], iter(got[1:])
@@ -251,3 +259,39 @@ class Rows:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else ""
+
+
+def prebuild(graph: Any, losses: Mapping[str, Any], variables: Mapping[str, Sequence[str]]
+             ) -> Optional[Dict[str, Dict[str, str]]]:
+    """Each loss's gradients (key -> the loss tensor; `variables`: key -> the variables the step
+    updated), built in the program's own graph under a scope of the recorder's and never run
+    there: a copy of the graph then evaluates them. For gradients the copy cannot take itself (a
+    custom gradient that rebuilds its layers through variable scopes the copy lacks). None where
+    the graph takes no more ops (finalized by a MonitoredSession) or the gradients cannot be built."""
+    if getattr(graph, "finalized", False):
+        return None
+    from tensorflow.python.ops import gradients_impl  # the unpatched tf.gradients: nothing noted of these
+    built: Dict[str, Dict[str, str]] = {}
+    try:
+        with graph.as_default(), graph.name_scope("tracekit_selfcheck"):
+            for key, loss in losses.items():
+                found = {v.name: v for v in _global_variables(graph)}
+                names = [n for n in variables.get(key, ()) if n in found]
+                grads = gradients_impl.gradients(loss, [found[n] for n in names])
+                built[loss.name] = {n: _values_name(g) for n, g in zip(names, grads) if g is not None}
+    except Exception:  # the claim stays unverified, with the first reason
+        return None
+    return built
+
+
+def _global_variables(graph: Any) -> List[Any]:
+    from tensorflow.python.framework import ops
+    return graph.get_collection(ops.GraphKeys.GLOBAL_VARIABLES)
+
+
+def _values_name(grad: Any) -> str:
+    """A gradient's tensor name (an IndexedSlices: its dense conversion, made here)."""
+    if hasattr(grad, "indices"):
+        from tensorflow.python.framework import ops
+        grad = ops.convert_to_tensor(grad)
+    return grad.name

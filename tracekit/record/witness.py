@@ -19,13 +19,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import RecordError
-from ..keys import (ASSIGNED, AUDIT, LOSSES, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED, make_key,
-                    sparse_owner, split_key)
+from ..keys import (ASSIGNED, AUDIT, LOSSES, RACE_EFFECTS, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED,
+                    make_key, sparse_owner, split_key)
 from ..store.audit import AuditResult, audit_step
 from . import selfcheck
 from .graph import GraphModel, StepPlan
 
 RECOMPUTED_KINDS = ("loss", "tap")  # racy reads the recorder recomputes (a fetched structure it only reports)
+MEASURED_KINDS = RECOMPUTED_KINDS + ("grad",)  # and racy gradients, recomputed to measure the race, kept as read
 AUDIT_STEPS = 3  # steps the recorder audits (tracekit verify --audit audits every whole step later)
 
 
@@ -41,6 +42,8 @@ class Witness:
         self._shared_graph: Optional[bool] = None  # its variables are on parameter servers (GraphModel.shared)
         self._copy: Any = None  # a GraphCopy kept for recomputing racy reads (or why none can be made)
         self._recomputed: Dict[str, int] = {}  # racy keys -> steps whose value was recomputed
+        # racy gradients -> (how far the race moved them at most, relative to their size; that step)
+        self._race_effects: Dict[str, Tuple[float, int]] = {}
         self._keys: Dict[str, str] = {}  # variable name -> its key ("var/..." or "slot/...")
         self._facts: Dict[str, Any] = {}  # the golden's "updates" and "slots" metadata, for the audit
         self._audits: List[Any] = []  # StepAudit of the steps audited
@@ -96,9 +99,9 @@ class Witness:
             self.note_losses(plan)
         elif probes is not None:
             values = self._check(model, plan, step, state, fed, values, probes, probed)
-        racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in RECOMPUTED_KINDS]
+        racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in MEASURED_KINDS]
         if racy and state is not None:
-            values = self._recompute(model, plan, racy, state, fed, values)
+            values = self._recompute(model, plan, racy, state, fed, values, step)
         elif probes is not None:
             self.close()  # a second copy of the model's variables: kept only while racy reads need it
         return values
@@ -127,6 +130,7 @@ class Witness:
             results = [selfcheck.LossCheck(key, t.name, selfcheck.UNVERIFIED, step, copy) for key, t in losses.items()]
         else:
             results = selfcheck.check_losses(copy, losses, candidates, snapshot)
+            results = self._differentiated_by_the_program(model, losses, candidates, snapshot, results)
         out = list(values)
         for result in results:
             if result.verdict == selfcheck.REPLACED:
@@ -163,9 +167,31 @@ class Witness:
                 "(tracekit.tf1.record(loss=...)); tracekit show %s lists the check" % (
                     self._path, said, " (the gradients off: %s)" % ", ".join(failing) if failing else "", self._path))
 
+    def _differentiated_by_the_program(self, model: GraphModel, losses: Mapping[str, Any],
+                                       candidates: Mapping[str, Any], snapshot: selfcheck.StepSnapshot,
+                                       results: List[selfcheck.LossCheck]) -> List[selfcheck.LossCheck]:
+        """The checks a copy could not differentiate for (a custom gradient, such as
+        tf.contrib.layers.recompute_grad's, that rebuilds its layers in the graph it runs in), made
+        again with the gradients built in the program's graph and evaluated in a new copy."""
+        stuck = {r.key for r in results if r.verdict == selfcheck.UNVERIFIED and r.detail.startswith(
+            "its gradients could not be recomputed")}
+        if not stuck:
+            return results
+        prebuilt = selfcheck.prebuild(model.graph, {k: losses[k] for k in stuck},
+                                      {k: list(snapshot.gradients.get(k) or ()) for k in stuck})
+        if not prebuilt:
+            return results
+        self.close()
+        copy = self._copy = selfcheck.GraphCopy.of(self._tf, model.graph, prebuilt)
+        if isinstance(copy, str):
+            return results
+        again = {r.key: r for r in selfcheck.check_losses(copy, {k: losses[k] for k in stuck}, candidates, snapshot)}
+        return [again.get(r.key, r) for r in results]
+
     def _recompute(self, model: GraphModel, plan: StepPlan, racy: List[str], state: Dict[str, Any],
-                   fed: Dict[str, Any], values: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
-        """The racy reads' values from the state the step started from (the one its gradients saw)."""
+                   fed: Dict[str, Any], values: List[Tuple[str, Any]], step: int) -> List[Tuple[str, Any]]:
+        """The racy reads' values from the state the step started from (the one its gradients saw);
+        a racy gradient is kept as the update read it, and how far the race moved it is noted."""
         copy = self._graph_copy(model.graph)
         recorded = dict(values)
         wanted = [(key, plan.fetch[key]) for key in racy if key in plan.fetch and key in recorded]
@@ -176,6 +202,10 @@ class Witness:
             got = dict(zip([key for key, _ in wanted], copy.evaluate([t.name for _, t in wanted])))
         except Exception:  # the race stays reported, the value as fetched
             return values
+        for key in [k for k in got if split_key(k)[0] == "grad"]:  # what the update read, kept: its race measured
+            effect = race_effect(recorded[key], got.pop(key))
+            if effect is not None and effect > self._race_effects.get(key, (-1.0, 0))[0]:
+                self._race_effects[key] = (effect, step)
         for key in got:
             self._recomputed[key] = self._recomputed.get(key, 0) + 1
         return [(key, np.asarray(got[key], np.asarray(value).dtype) if key in got else value) for key, value in values]
@@ -209,6 +239,8 @@ class Witness:
         out: Dict[str, Any] = {LOSSES: dict(self._losses), SELF_CHECK: list(self._checks)}
         if self._recomputed:
             out["recomputed"] = dict(self._recomputed)
+        if self._race_effects:
+            out[RACE_EFFECTS] = {key: {"effect": e, "step": k} for key, (e, k) in sorted(self._race_effects.items())}
         if self._audits:
             out[AUDIT] = AuditResult.of_steps(self._audits).to_meta()
         return out
@@ -217,6 +249,17 @@ class Witness:
         if self._copy is not None and not isinstance(self._copy, str):
             self._copy.close()
         self._copy = None
+
+
+def race_effect(recorded: Any, clean: Any) -> Optional[float]:
+    """How far a race moved a value: max |recorded - recomputed| over max |recomputed| (None where
+    the two cannot be compared element by element)."""
+    a, b = np.asarray(recorded, np.float64), np.asarray(clean, np.float64)
+    if a.shape != b.shape or not a.size:
+        return None
+    scale = float(np.max(np.abs(b)))
+    diff = float(np.max(np.abs(a - b)))
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
 
 
 def flat_probes(probes: List[Tuple[str, str, Any]]) -> List[Any]:

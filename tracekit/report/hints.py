@@ -10,6 +10,7 @@ from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_S
                                 RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SLOT_INITIAL,
                                 SlipHint)
 from ..keys import step_label
+from ..store.raced import ABSORBED, FIX
 from .text import num
 
 
@@ -84,13 +85,19 @@ def slip(hint: SlipHint) -> str:
                 % (race.get("counter"), race.get("read"), race.get("increment"), at,
                    *("?" if v is None else _full(v) for v in (e["golden"], e["actual"])), hint.key))
     if hint.code == READ_RACE:
-        race = e["race"]
+        race, effect = e["race"], e.get("effect")
+        said = ("Order the read before the update in the TF1 program (a control dependency) and record again, or "
+                "compare %s with a tolerance rule" % hint.key)
+        if effect is not None and effect > ABSORBED:  # measured when recorded: past any tolerance
+            said = ("The race moved it by up to %.3g of its size in the TF1 run: no tolerance absorbs that; %s"
+                    % (effect, FIX))
+        elif effect is not None:
+            said = ("The race moved it by at most %.2g of its size in the TF1 run: a tolerance rule on %s absorbs it, "
+                    "or %s" % (effect, hint.key, FIX))
         return ("hint: a race in the TF1 training step, not necessarily the port. %s reads %s (op %s) with no "
                 "ordering against its update (op %s) in the same run, so the golden holds the value as fetched, "
-                "before or after the update as TF1's scheduler ran them (tracekit show lists the race). Order the "
-                "read before the update in the TF1 program (a control dependency) and record again, or compare %s "
-                "with a tolerance rule" % (hint.key, race.get("variable"), race.get("read"), race.get("update"),
-                                           hint.key))
+                "before or after the update as TF1's scheduler ran them (tracekit show lists the race). %s" % (
+                    hint.key, race.get("variable"), race.get("read"), race.get("update"), said))
     if hint.code == BN_MOMENTUM:
         return ("hint: batch-norm momentum. At %s moved %.3g times as far as in the golden while the forward pass and "
                 "the gradients agree: (1 - momentum) differs by that factor (a golden momentum of 0.9 against 0.99 "

@@ -10,6 +10,7 @@ from ..keys import ASSIGNED, AUDIT, LOSSES, RECORDING, SELF_CHECK
 from ..store import AuditResult, RecoverResult, Trace, VerifyResult, provenance
 from ..store.held import held_lines
 from ..store.meta import RecordingMeta
+from ..store.raced import effect_of, raced
 from .audit import audit_lines
 from .environment import summary
 from .provenance import origin_line
@@ -166,8 +167,12 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
             key = race.get("tensor")
             said = ("recorded as recomputed from the state the step started from at %d steps" % recomputed[key]
                     if key in recomputed else "recorded as fetched")
+            moved = effect_of(meta, key)
+            if moved is not None:  # a gradient: what the update read, its race measured
+                said = "recorded as its update read it, which the race moved by up to %.3g of its size" % moved
             lines.append("race      %s reads %s (op %s) unordered with its update (op %s): %s" % (
                 key, race.get("variable"), race.get("read"), race.get("update"), said))
+    lines += ["race      " + line for line in raced(meta)]
     fed = meta.get("fed_dtypes") if isinstance(meta.get("fed_dtypes"), dict) else {}
     for name, dtype in sorted(fed.items()):
         lines.append("input     %s was fed as %s and is stored as the graph consumed it" % (name, dtype))
