@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.keys import UNCLIPPED
-from tools.corpus import PROGRAMS, by_name, record, replay
+from tracekit.keys import MICRO, UNCLIPPED
+from tools.corpus import PROGRAMS, by_name, record, replay, step_loss
 
 from .test_optimizer_conventions import assert_keras_rmsprop_from_zero
 
@@ -33,7 +33,7 @@ def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
         if program.prints_loss:  # held to the program's own totals, computed without tracekit
             printed = recorded.losses()
             assert len(printed) == len(trace) > 0
-            assert [float(step["loss/loss"]) for step in trace] == pytest.approx(printed, rel=1e-6, abs=1e-6)
+            assert [step_loss(step) for step in trace] == pytest.approx(printed, rel=1e-6, abs=1e-6)
     if not program.ported:
         return
     result = replay(program, golden)
@@ -106,9 +106,9 @@ def _interpreter(legacy_python, program):
 
 
 def _variable(grad_name):
-    """The variable of a gradient's name: a sparse one's rows and indices are its two parts, and a
-    clipped one's gradient before clipping is beside it."""
-    for part in ("/values", "/indices", UNCLIPPED):
+    """The variable of a gradient's name: a sparse one's rows and indices are its two parts, a
+    clipped one's gradient before clipping is beside it, and each micro-batch's too."""
+    for part in ("/values", "/indices", UNCLIPPED, MICRO):
         if grad_name.endswith(part):
             return grad_name[:-len(part)]
     return grad_name

@@ -78,7 +78,27 @@ PROGRAMS = (
     Program("deepctr_deepfm", "deepctr==0.8.2", "tools/corpus/programs/deepctr_deepfm.py", ("--steps", "8"),
             "deepctr.models.DeepFM (linear, factorization machine and DNN over shared embeddings, L2 on the "
             "embeddings) trained by TF1 Keras compile/fit, the Keras optimizer's hyperparameters as variables"),
+    Program("gpt2_accumulate", "gpt-2-simple==0.7.2", "tools/corpus/programs/gpt2_simple.py",
+            ("--steps", "3", "--accumulate", "3"),
+            "gpt-2-simple's GPT-2 (token and position embeddings by tf.gather, the output tied to the token "
+            "embedding) under TF1 Adam through its AccumulatingOptimizer: steps made of three kinds of run (zero "
+            "the accumulators, add each micro-batch's gradients, apply their sum)", prints_loss=True,
+            tolerance="default"),
+    Program("gpt2_checkpointed", "gpt-2-simple==0.7.2", "tools/corpus/programs/gpt2_simple.py",
+            ("--steps", "3", "--checkpointed"),
+            "gpt-2-simple's GPT-2 under TF1 Adam, its gradients by memory_saving_gradients (gradient "
+            "checkpointing: the forward pass copied into the backward one, ordered only after the loss): the loss "
+            "inferred from the gradient seed, and the gradients racing with the updates (named and measured)",
+            ported=False, prints_loss=True),
 )
+
+
+def step_loss(step: Any) -> float:
+    """A step's loss as a program prints it: a step made of micro-batch runs holds each one's, and
+    prints their mean (gpt-2-simple's AccumulatingOptimizer returns total / count)."""
+    import numpy as np
+
+    return float(np.mean(np.asarray(step["loss/loss"], np.float64)))
 
 
 def by_name(name: str) -> Program:

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-from tools.corpus import PROGRAMS, by_name, port_lines, record, replay  # noqa: E402
+from tools.corpus import PROGRAMS, by_name, port_lines, record, replay, step_loss  # noqa: E402
 
 
 def main() -> int:
@@ -68,7 +68,7 @@ def _held(golden: str, printed: tuple) -> bool:
     import tracekit
 
     with tracekit.open(golden) as trace:
-        recorded = [float(step["loss/loss"]) for step in trace]
+        recorded = [step_loss(step) for step in trace]
     return len(recorded) == len(printed) > 0 and bool(np.allclose(recorded, printed, rtol=1e-6, atol=1e-6))
 
 
