@@ -31,10 +31,10 @@ def golden(request, legacy_python, tmp_path_factory):
     return request.param, path
 
 
-def port(tf, case, per_micro=False):
+def port(tf, case, per_micro=False, mean_loss=False):
     """accumulate.py in TF2: Keras layers, its optimizer, and a step that loops over the micro-batches
     (the inputs' first axis), adds their gradients up and applies them once (`per_micro`: applies
-    each micro-batch's gradients instead, the slip)."""
+    each micro-batch's gradients instead, the slip; `mean_loss`: returns their losses' mean)."""
     args = CASES[case]
     micro = int(args[args.index("--micro") + 1])
     mean, clip, dropout = "mean" in args, "--clip" in args, "--dropout" in args
@@ -63,7 +63,7 @@ def port(tf, case, per_micro=False):
             if clip:
                 applied, _ = tf.clip_by_global_norm(applied, 0.05)
             optimizer.apply_gradients(zip(applied, model.trainable_variables))
-        return {"loss": tf.stack(losses)}
+        return {"loss": tf.reduce_mean(tf.stack(losses)) if mean_loss else tf.stack(losses)}
     return model, step
 
 
@@ -91,3 +91,16 @@ def test_a_port_that_applies_each_micro_batch_is_caught_at_step_0(tf2, golden):
     micro = int(CASES[case][CASES[case].index("--micro") + 1])
     assert hint.evidence["micro_batches"] == micro and hint.evidence["applies"] == micro
     assert "hint: gradient accumulation" in result.report()
+
+
+def test_a_port_that_returns_one_loss_is_told_to_return_each_micro_batchs(tf2, golden):
+    import tensorflow as tf
+
+    from tracekit.comparison.slips import MICRO_LOSSES
+
+    case, path = golden
+    model, step = port(tf, case, mean_loss=True)
+    result = tf2.check(path, step, model=model)
+    assert not result.ok and result.first_divergence.key == "loss/loss"
+    hint, = [h for h in result.slips if h.code == MICRO_LOSSES]
+    assert "tf.stack(losses)" in result.report()

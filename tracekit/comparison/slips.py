@@ -50,6 +50,7 @@ OPTIMIZER_SETTING = "optimizer-setting"
 LR_RACE = "lr-race"
 READ_RACE = "read-race"
 ACCUMULATION = "accumulation"
+MICRO_LOSSES = "micro-batch-losses"
 
 RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
 BN_NAMES = ("moving_mean", "moving_variance")
@@ -94,7 +95,8 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         slot = (golden.meta.get("slots") or {}).get(name)
         update = slot.get("update") if isinstance(slot, dict) else None
         return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start, "update": update})]
-    found: Optional[SlipHint] = _accumulation(golden, step, key, actual_meta)
+    found: Optional[SlipHint] = _accumulation(golden, step, key, actual_meta) or \
+        _micro_losses(golden, step, key, g_value, a_value)
     if found is not None:
         return [found]
     # A racy value the golden holds as fetched: the race may be the news. Recomputed from the state
@@ -137,6 +139,17 @@ def _accumulation(golden: Trace, step: int, key: str, actual_meta: Mapping[str, 
     form = {f for f in forms.values() if f} if isinstance(forms, dict) else set()
     return SlipHint(ACCUMULATION, step, key, {"micro_batches": micro, "applies": applies,
                                               "form": form.pop() if len(form) == 1 else None})
+
+
+def _micro_losses(golden: Trace, step: int, key: str, g_value: Any, a_value: Any) -> Optional[SlipHint]:
+    """A step made of N micro-batch runs holds each one's loss; the port returned one value."""
+    micro = golden.step(step).info.get("micro_batches") if step >= 0 else None
+    if split_key(key)[0] != "loss" or not isinstance(micro, int) or np.shape(g_value) != (micro,) or \
+            np.size(a_value) == micro:
+        return None
+    mean = float(np.mean(np.asarray(g_value, np.float64)))
+    return SlipHint(MICRO_LOSSES, step, key, {"micro_batches": micro, "shape": list(np.shape(a_value)),
+                                              "mean": mean, "actual": _scalar(a_value)})
 
 
 def _read_race(golden: Trace, key: str) -> Optional[Dict[str, Any]]:

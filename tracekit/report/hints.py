@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
-from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED, OPTIMIZER_SETTING,
-                                RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED, REGULARIZATION_MISSING, SLOT_INITIAL,
-                                SlipHint)
+from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED,
+                                MICRO_LOSSES, OPTIMIZER_SETTING, RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED,
+                                REGULARIZATION_MISSING, SLOT_INITIAL, SlipHint)
 from ..keys import step_label
 from ..store.raced import ABSORBED, FIX
 from .text import num
@@ -122,6 +122,14 @@ def slip(hint: SlipHint) -> str:
                 "step and apply them once (divided by %d where TF1 averaged), or let the optimizer accumulate "
                 "(Keras' gradient_accumulation_steps=%d)" % (step_label(hint.step), e["micro_batches"], how,
                                                            e["applies"], e["micro_batches"], e["micro_batches"]))
+    if hint.code == MICRO_LOSSES:
+        actual = e.get("actual")
+        return ("hint: %s holds the loss of each of the TF1 step's %d micro-batch runs (their mean is %s%s); the port "
+                "returned %s. Return each micro-batch's loss from the step, stacked in order: "
+                "{\"loss\": tf.stack(losses)}" % (
+                    hint.key, e["micro_batches"], _full(e["mean"]),
+                    "" if actual is None else ", the port's value %s" % _full(actual),
+                    "one value" if not e.get("shape") else "shape %s" % tuple(e["shape"])))
     if hint.code == OPTIMIZER_SETTING:
         return ("hint: the port's %s sets %s where the TF1 update of %s (%s) used %s: give the TF2 optimizer "
                 "TF1's settings" % (e["optimizer"], ", ".join("%s=%s" % (own, _full(value)) for _, own, _, value
