@@ -412,3 +412,24 @@ def test_gradients_that_race_with_their_updates_are_named_and_measured(tmp_path,
             assert any("no tolerance absorbs it" in w for w in meta["warnings"])
         else:
             assert "within what a tolerance rule on them can absorb" in said
+
+
+@pytest.mark.tf1
+def test_a_loss_scale_optimizer_records_the_loss_trained_and_its_updates_inside_a_cond(tmp_path):
+    # The loss scale optimizer differentiates loss x scale through Adam's compute_gradients (a
+    # wrapper's inner call: the program's own call is the one noted, so the loss is the program's,
+    # not the scaled one), and applies inside a tf.cond: its branch's ops are not fetchable (the
+    # gradients are fetched where they enter it, the learning rate kept as the constant it is), and
+    # the cond's Switch, made after the branch op that reads it, orders nothing less (no race).
+    path = tmp_path / "loss_scale.h5"
+    proc = record_cli(path, "loss_scale.py", "--steps", 4)
+    printed = [float(v) for v in re.findall(r"^step loss (\S+)$", proc.stdout, re.M)]
+    with tracekit.open(str(path)) as trace:
+        assert [float(s["loss/loss"]) for s in trace] == pytest.approx(printed, rel=1e-6)
+        assert not trace.meta.get("races") and not trace.meta["warnings"], trace.meta.get("races")
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["variables"] == 4
+        assert [v["verdict"] for v in trace.meta["audit"]["variables"]] == ["agrees"] * 4
+        assert float(trace.step(0)["lr/learning_rate"]) == pytest.approx(0.01)
+        held, = trace.meta["held"].values()
+        assert held["lr"] == 1 and held["grad"] == 4 and held["loss"] == 1

@@ -32,7 +32,7 @@ class KerasCallable:
             probed = flat_probes(probes or [])
             extended = type(self._options)()
             extended.CopyFrom(self._options)
-            recorded = self._recorder.fetches(self._plan, full).values()
+            recorded = self._recorder.fetches(self._plan, full, callable_=True).values()
             extended.fetch.extend([t.name for t in recorded] + [t.name for t in probed])
             self._variants[key] = (self._make(self._sess, extended), len(probed))
         return self._variants[key]
@@ -48,4 +48,4 @@ class KerasCallable:
             end = len(out) - probed
             return out[:count], list(zip(self._options.feed, args)), out[count:end], unflat_probes(probes or [],
                                                                                                  out[end:])
-        return recorder.step(self._sess, recorder.base_run, self._plan, execute)
+        return recorder.step(self._sess, recorder.base_run, self._plan, execute, callable_=True)

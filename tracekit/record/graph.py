@@ -21,6 +21,8 @@ from __future__ import annotations
 import collections
 import re
 import threading
+
+import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
@@ -36,8 +38,8 @@ from .losses import candidates, derivatives, loss_terms, run_losses
 from .notes import intercepted
 from .sources import plan_sources
 from .updates import ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, advances, pushed_update, variable_name
-from .walk import RANDOM_OPS, constant, executed_ops, is_random_draw, unique, unique_ops, unordered_reads, \
-    unordered_state_reads
+from .walk import RANDOM_OPS, constant, executed_ops, fetchable, is_random_draw, unique, unique_ops, \
+    unordered_reads, unordered_state_reads
 
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
@@ -80,6 +82,9 @@ class StepPlan:
     micro: bool = False
     # A step's updates that read accumulators: trainable variable -> its accumulator (accumulation.py)
     accumulated: Dict[str, str] = field(default_factory=dict)
+    # What session.run cannot fetch (computed in a tf.cond branch; a callable can): key -> its
+    # constant value, recorded as such, or None (not recorded from session.run)
+    unfetchable: Dict[str, Any] = field(default_factory=dict)
 
 
 class GraphModel:
@@ -240,6 +245,7 @@ class GraphModel:
             else:
                 add("grad", update.var + "/values", update.grad)
                 add("grad", update.var + "/indices", update.indices)
+        unfetchable = self._fetchable(fetch)
         trained = sorted(op.name for op in train_ops) or sorted(op.name for op in fetch_ops)
         races = []
         if increments:
@@ -293,14 +299,30 @@ class GraphModel:
                               if k.startswith("grad/") and UNCLIPPED not in k})
         if micro:
             return StepPlan(False, fetch, None, regularization, trained, races, structures, losses, derived,
-                            terms=terms, sources=sources, changes=self._changes(executed), micro=True)
+                            terms=terms, sources=sources, changes=self._changes(executed), micro=True,
+                            unfetchable=unfetchable)
         accumulated = read_accumulators(updates, accumulating, unclipped)
         if not accumulated:  # a step whose inputs and loss are its micro-batch runs' is not without them
             for message in held_gaps("+".join(trained), counts):
                 self._warn(message)
         return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
                         terms=terms, sources=sources, held={k: counts.get(k, 0) for k in HELD_KINDS},
-                        accumulated=accumulated)
+                        accumulated=accumulated, unfetchable=unfetchable)
+
+    def _fetchable(self, fetch: "collections.OrderedDict[str, Any]") -> Dict[str, Any]:
+        """What a step records inside a tf.cond branch (a loss-scale optimizer's updates run only
+        where the gradients are finite, TF1 Keras' dropout in training only), which session.run
+        refuses to fetch (a callable fetches it): a value the branch takes in is fetched where it
+        enters; one computed in the branch is returned (key -> its constant value, or None)."""
+        unfetchable = {}
+        for key, tensor in list(fetch.items()):
+            found = fetchable(tensor)
+            if found is not None:
+                fetch[key] = found
+                continue
+            value = constant(self._tf, tensor)
+            unfetchable[key] = None if value is None else np.asarray(value, tensor.dtype.as_numpy_dtype)
+        return unfetchable
 
     def _changes(self, executed: List[Any]) -> List[str]:
         """The global variables a run changes (assign, scatter and update ops on them)."""

@@ -35,6 +35,10 @@ def _targets(tf: Any) -> List[Target]:
             classes.append(keras_class)
     out: List[Target] = [(cls, name, functools.partial(_method, name)) for cls in classes
                          for name in ("compute_gradients", "get_gradients", "apply_gradients")]
+    # A wrapper optimizer (a loss scale's, a custom one) differentiates through the one it wraps: its
+    # own compute_gradients is the program's call, noted; the inner call it makes is not
+    out += [(cls, "compute_gradients", functools.partial(_method, "compute_gradients"))
+            for cls in _subclasses(tf.compat.v1.train.Optimizer) if "compute_gradients" in vars(cls)]
     out += [(module, name, functools.partial(noting, note=note)) for module in (tf, tf.compat.v1)
             for name, note in (("gradients", _note_gradients), ("clip_by_global_norm", _note_clipped))]
     # Each variable's update: apply_gradients hands it to a processor (one class per kind of
@@ -49,7 +53,36 @@ def _targets(tf: Any) -> List[Target]:
 
 
 def _method(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    return noting(original, lambda args, kwargs, result: _note(name, args[0], args[1:], kwargs, result))
+    if name == "apply_gradients":
+        return noting(original, lambda args, kwargs, result: _note(name, args[0], args[1:], kwargs, result))
+
+    @functools.wraps(original)
+    def differentiate(*args: Any, **kwargs: Any) -> Any:
+        depth = getattr(_building, "differentiating", 0)
+        _building.differentiating = depth + 1
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            _building.differentiating = depth
+        if not depth:  # the program's own call, not one a wrapper optimizer makes of the optimizer it wraps
+            try:
+                _note(name, args[0], args[1:], kwargs, result)
+            except Exception:  # noting must never break the user's graph construction
+                pass
+        return result
+    return differentiate
+
+
+def _subclasses(cls: type) -> List[type]:
+    """Every subclass of `cls` imported so far, once."""
+    out: List[type] = []
+    stack = list(cls.__subclasses__())
+    while stack:
+        found = stack.pop()
+        if found not in out:
+            out.append(found)
+            stack.extend(found.__subclasses__())
+    return out
 
 
 _patches = Patches(_targets)
@@ -118,7 +151,7 @@ def _note(name: str, optimizer: Any, args: tuple, kwargs: dict, result: Any) -> 
         note_intercepted(graph, "slot", variable)
 
 
-_building = threading.local()  # the Applied notes of the updates being built on this thread, innermost last
+_building = threading.local()  # per thread: the updates being built (Applied notes, innermost last), differentiation depth
 # The method a processor calls for a gradient, by (sparse, resource variable); where the optimizer
 # does not override the sparse one, it sums rows by index and calls the second.
 _ENTRIES = {(False, False): ("_apply_dense", None), (False, True): ("_resource_apply_dense", None),

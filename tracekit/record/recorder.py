@@ -254,10 +254,27 @@ class Recorder:
         """Whether the coming step is recorded whole (a keyframe's values, its state read after)."""
         return self._schedule.fetch_all(self.steps)
 
-    def fetches(self, plan: StepPlan, full: bool) -> "collections.OrderedDict[str, Any]":
-        """What a step of `plan` fetches to record (key -> tensor): all of it, or the light kinds."""
+    def fetches(self, plan: StepPlan, full: bool, callable_: bool = False) -> "collections.OrderedDict[str, Any]":
+        """What a step of `plan` fetches to record (key -> tensor): all of it, or the light kinds;
+        from session.run (not `callable_`), none of what it refuses to fetch."""
         return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
-                                       if full or split_key(key)[0] in LIGHT_KINDS)
+                                       if (full or split_key(key)[0] in LIGHT_KINDS)
+                                       and (callable_ or key not in plan.unfetchable))
+
+    def _unfetched(self, graph: Any, plan: StepPlan, full: bool) -> List[Tuple[str, Any]]:
+        """What session.run could not fetch of a step: the constants among it, recorded as the
+        values they are; the rest said in a warning."""
+        out = []
+        for key, value in plan.unfetchable.items():
+            if not full and split_key(key)[0] not in LIGHT_KINDS:
+                continue
+            if value is not None:
+                out.append((key, value))
+            else:
+                self._model(graph)._warn(
+                    "%s (%s) is computed inside a tf.cond branch, which session.run does not fetch: it is not "
+                    "recorded" % (key, plan.fetch[key].name))
+        return out
 
     def record_run(self, sess: Any, run: Callable[..., Any], plan: StepPlan, fetches: Any, feed_dict: Any,
                    options: Any, run_metadata: Any) -> Any:
@@ -286,9 +303,10 @@ class Recorder:
             try:
                 self._begin(sess, run)
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))  # its loss checked once
-                extra = plan.fetch
+                extra = self.fetches(plan, True)
                 user, feeds, got, probed = execute(extra, probes)
-                values = self._witnessed(sess.graph, plan, feeds, list(zip(extra, got)), [], probes, probed)
+                got = list(zip(extra, got)) + self._unfetched(sess.graph, plan, True)
+                values = self._witnessed(sess.graph, plan, feeds, got, [], probes, probed)
                 feeds = [(name, self._as_consumed(sess.graph, name, value)) for name, value in feeds if name]
                 self._micro.add(feeds, values, plan.changes)
                 news = self._kinds.new_sources(plan)
@@ -300,20 +318,23 @@ class Recorder:
         return user
 
     def step(self, sess: Any, run: Callable[..., Any], plan: StepPlan,
-              execute: Callable[[Any, Any], Tuple[Any, List[Tuple[str, Any]], List[Any], List[Any]]]) -> Any:
+              execute: Callable[[Any, Any], Tuple[Any, List[Tuple[str, Any]], List[Any], List[Any]]],
+              callable_: bool = False) -> Any:
         """One training step, which execute(extra, probes) runs with the tensors a step records
         (`extra`: key -> tensor) and the self-check's probes fetched too, returning the caller's
-        values, the feeds, `extra`'s values in order and the probes'. Its starting state is read
-        first where it must be; what it records is checked (witness.py), then written."""
+        values, the feeds, `extra`'s values in order and the probes' (`callable_`: it runs a
+        callable, not session.run). Its starting state is read first where it must be; what it
+        records is checked (witness.py), then written."""
         with self._step_lock:
             self._local.busy = True
             try:
                 self._begin(sess, run)
                 changed = self._state.read_changed(sess, run)
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
-                extra = self.fetches(plan, self.full())
+                extra = self.fetches(plan, self.full(), callable_)
                 user, feeds, got, probed = execute(extra, probes)
-                values = self._witnessed(sess.graph, plan, feeds, list(zip(extra, got)), changed, probes, probed)
+                got = list(zip(extra, got)) + ([] if callable_ else self._unfetched(sess.graph, plan, self.full()))
+                values = self._witnessed(sess.graph, plan, feeds, got, changed, probes, probed)
                 self._record(sess, run, plan, feeds, user, values, changed)
             finally:
                 self._local.busy = False

@@ -4,6 +4,7 @@ graph fixes. graph.py builds a run's plan from these."""
 
 from __future__ import annotations
 
+import heapq
 import re
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set
 
@@ -78,9 +79,9 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
     it sees is up to the scheduler (TF1 code that adds an L2 term of the weights to the loss it
     fetches, with gate_gradients off). One entry per recorded tensor.
 
-    One pass each way over the run's ops (made after their inputs: creation order is a
-    topological order) marks, as bits, which recorded tensors and updates each op precedes and
-    which updates precede it. A control edge orders only from an op whose value the run needs
+    One pass each way over the run's ops, in an order that puts every op after what orders it
+    (creation order, but for a tf.cond's Switch, made after the branch op it feeds), marks, as
+    bits, which recorded tensors and updates each op precedes and which updates precede it. A control edge orders only from an op whose value the run needs
     (a data path to what it fetches, `fetched`, the recorded tensors or the updates) or from a
     group relaying such orderings: Grappler prunes dead ops, and the orderings only they gave
     (a tf.tuple gate's gradient of a constant factor, which reads an L2 term) with them."""
@@ -106,6 +107,7 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
         sources[op.name] = ordering
         for source in ordering:
             consumers.setdefault(source.name, []).append(op)
+    ops = topological(ops, sources)
     before: Dict[str, int] = {}  # what each op precedes (its own bits included)
     for op in reversed(ops):
         mask = bit.get(op.name, 0)
@@ -133,6 +135,32 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
                         said.add(key)
                         break
     return out
+
+
+def topological(ops: List[Any], sources: Dict[str, List[Any]]) -> List[Any]:
+    """`ops` (in creation order) ordered so that each comes after its `sources` among them: an op
+    keeps its place unless one of its sources was made after it (tf.cond makes the Switch of a
+    value a branch captures after the branch op that reads it)."""
+    place = {op.name: i for i, op in enumerate(ops)}
+    if all(place.get(s.name, -1) < place[op.name] for op in ops for s in sources.get(op.name, ())):
+        return ops  # creation order already is one (the usual graph)
+    waiting = {op.name: sum(1 for s in sources.get(op.name, ()) if s.name in place) for op in ops}
+    following: Dict[str, List[Any]] = {}
+    for op in ops:
+        for source in sources.get(op.name, ()):
+            if source.name in place:
+                following.setdefault(source.name, []).append(op)
+    queue = [(place[op.name], op.name, op) for op in ops if not waiting[op.name]]
+    heapq.heapify(queue)
+    out = []
+    while queue:
+        _, _, op = heapq.heappop(queue)
+        out.append(op)
+        for consumer in following.get(op.name, ()):
+            waiting[consumer.name] -= 1
+            if not waiting[consumer.name]:
+                heapq.heappush(queue, (place[consumer.name], consumer.name, consumer))
+    return out if len(out) == len(ops) else ops  # a cycle (a while loop's NextIteration): creation order
 
 
 def _reads(source_op: Any, names: Set[str], changing: Set[str]) -> List[Any]:
@@ -197,6 +225,20 @@ def fixed(tensor: Any, limit: int = 64) -> bool:
     return len(ops) <= limit and all(not op.op_def.is_stateful and op.type not in ("Placeholder", "PlaceholderV2",
                                                                                    "PlaceholderWithDefault")
                                      for op in ops)
+
+
+def fetchable(tensor: Any, limit: int = 16) -> Optional[Any]:
+    """A tensor a run can fetch holding `tensor`'s value: itself, or, inside a tf.cond branch
+    (whose ops no run fetches), the value the branch's Switch took in from outside; None where
+    there is none (a value computed in the branch itself)."""
+    graph = tensor.graph
+    for _ in range(limit):
+        if graph.is_fetchable(tensor):
+            return tensor
+        if tensor.op.type not in ("Switch", "RefSwitch", "Identity", "RefIdentity") or not tensor.op.inputs:
+            return None
+        tensor = tensor.op.inputs[0]
+    return None
 
 
 def number(tf: Any, value: Any) -> Optional[float]:

@@ -1,0 +1,27 @@
+"""TF 1.15's mixed-precision loss scaling: tf.compat.v1.train.experimental.
+MixedPrecisionLossScaleOptimizer with a dynamic loss scale around Adam. It differentiates the
+loss times the scale through the optimizer it wraps, unscales the gradients, and applies them
+inside a tf.cond on their being finite (the ops in its branches are not fetchable). argv:
+--steps N. Prints each step's loss."""
+import argparse
+
+import numpy as np
+import tensorflow as tf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=4)
+args = parser.parse_args()
+v1 = tf.compat.v1
+x = v1.placeholder(tf.float32, [8, 4], name="x")
+y = v1.placeholder(tf.float32, [8, 1], name="y")
+h = v1.layers.dense(x, 16, activation=tf.nn.relu, kernel_initializer=v1.glorot_uniform_initializer(seed=1), name="h")
+out = v1.layers.dense(h, 1, kernel_initializer=v1.glorot_uniform_initializer(seed=2), name="out")
+loss = tf.reduce_mean(tf.square(out - y))
+opt = v1.train.experimental.MixedPrecisionLossScaleOptimizer(v1.train.AdamOptimizer(0.01), "dynamic")
+train = opt.minimize(loss, global_step=v1.train.get_or_create_global_step())
+rng = np.random.RandomState(0)
+with v1.Session() as sess:
+    sess.run(v1.global_variables_initializer())
+    for _ in range(args.steps):
+        value, _ = sess.run([loss, train], {x: rng.randn(8, 4), y: rng.randn(8, 1)})
+        print("step loss %.9g" % value, flush=True)
