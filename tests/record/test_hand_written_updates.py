@@ -71,6 +71,24 @@ def _momentum_sgd(tf, x):
     return w, velocity, train
 
 
+def test_trainable_moments_no_gradient_was_taken_of_are_slots(tmp_path):
+    # Standalone Keras makes its optimizer's moments with K.variable: trainable variables the loss
+    # does not read. Where the program took gradients and none of them, and an update reads them,
+    # they are that update's slots, not variables updated by hand whose gradient went missing.
+    path = tmp_path / "trainable_slots.h5"
+    record_cli(path, "assign_optimizer.py", "--steps", 3, "--ordered", "--trainable-slots")
+    params = ["hidden/kernel:0", "hidden/bias:0", "out/kernel:0", "out/bias:0"]
+    with tracekit.open(str(path)) as trace:
+        assert sorted(n for n in trace.names("grad") if not n.endswith(UNCLIPPED)) == sorted(params)
+        roles = trace.meta["slots"]
+        assert sorted(trace.names("slot")) == sorted(roles) and len(roles) == 2 * len(params)
+        for param in params:
+            assert roles[param[:-2] + "/adam_m:0"]["var"] == param and roles[param[:-2] + "/adam_v:0"]["var"] == param
+        assert not trace.meta["warnings"], trace.meta["warnings"]
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["variables"] == len(params)
+
+
 def test_assigns_without_gradients_are_not_steps(tf, graph, tmp_path):
     path = str(tmp_path / "momentum.h5")
     x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")

@@ -433,3 +433,24 @@ def test_a_loss_scale_optimizer_records_the_loss_trained_and_its_updates_inside_
         assert float(trace.step(0)["lr/learning_rate"]) == pytest.approx(0.01)
         held, = trace.meta["held"].values()
         assert held["lr"] == 1 and held["grad"] == 4 and held["loss"] == 1
+
+
+@pytest.mark.tf1
+def test_a_draw_inside_a_cond_branch_is_recorded_where_the_branch_runs(tmp_path):
+    # tflearn's dropout draws inside tf.cond(is_training, ...): session.run refuses to fetch the
+    # draw, so the recorder fetches it through a Merge it adds outside the cond (reopening the
+    # finalized graph), empty where the run takes the other branch. The program trains as it does
+    # unrecorded, the draws are held where the branch ran and nowhere else, and the self-check,
+    # which recomputes the gradients from them, verifies every step.
+    path = tmp_path / "cond_dropout.h5"
+    proc = record_cli(path, "cond_dropout.py", "--steps", 4)
+    printed = [float(v) for v in re.findall(r"^step loss (\S+)$", proc.stdout, re.M)]
+    alone = run_python(sys.executable, [os.path.join(SCRIPTS, "cond_dropout.py"), "--steps", "4"])
+    assert printed == [float(v) for v in re.findall(r"^step loss (\S+)$", alone.stdout, re.M)]
+    with tracekit.open(str(path)) as trace:
+        assert not trace.meta["warnings"], trace.meta["warnings"]
+        draw, = trace.names("random")
+        assert ["random/" + draw in trace.step(i).keys() for i in range(4)] == [True, True, False, True]
+        assert [float(s["loss/loss"]) for s in trace] == pytest.approx(printed, rel=1e-6)
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["variables"] == 4

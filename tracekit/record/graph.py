@@ -38,14 +38,18 @@ from .losses import candidates, derivatives, loss_terms, run_losses
 from .notes import intercepted
 from .sources import plan_sources
 from .updates import ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, advances, pushed_update, variable_name
-from .walk import RANDOM_OPS, constant, executed_ops, fetchable, is_random_draw, unique, unique_ops, \
+from .walk import RANDOM_OPS, branch_value, constant, executed_ops, fetchable, is_random_draw, unique, unique_ops, \
     unordered_reads, unordered_state_reads
 
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
     "QueueDequeue", "QueueDequeueV2", "QueueDequeueMany", "QueueDequeueManyV2",
     "QueueDequeueUpTo", "QueueDequeueUpToV2",
+    # a StagingArea's get (Dopamine's replay buffer), and values Python computed inside the run
+    "Unstage", "StagePeek", "PyFunc", "PyFuncStateless", "EagerPyFunc",
 ])
+
+
 @dataclass
 class StepPlan:
     """What to fetch along with one kind of run; `training` False means: let it pass."""
@@ -311,9 +315,11 @@ class GraphModel:
 
     def _fetchable(self, fetch: "collections.OrderedDict[str, Any]") -> Dict[str, Any]:
         """What a step records inside a tf.cond branch (a loss-scale optimizer's updates run only
-        where the gradients are finite, TF1 Keras' dropout in training only), which session.run
-        refuses to fetch (a callable fetches it): a value the branch takes in is fetched where it
-        enters; one computed in the branch is returned (key -> its constant value, or None)."""
+        where the gradients are finite, tflearn's and TF1 Keras' dropout in training only), which
+        session.run refuses to fetch (a callable fetches it): a value the branch takes in is
+        fetched where it enters, a constant recorded as the value it is, one computed in the branch
+        fetched through a Merge that is empty where the branch is not taken (walk.branch_value);
+        what is left is returned (key -> its constant value, or None)."""
         unfetchable = {}
         for key, tensor in list(fetch.items()):
             found = fetchable(tensor)
@@ -321,6 +327,11 @@ class GraphModel:
                 fetch[key] = found
                 continue
             value = constant(self._tf, tensor)
+            if value is None:
+                found = branch_value(self._tf, tensor)
+                if found is not None:
+                    fetch[key] = found
+                    continue
             unfetchable[key] = None if value is None else np.asarray(value, tensor.dtype.as_numpy_dtype)
         return unfetchable
 

@@ -39,6 +39,7 @@ from .state import RecordedState, named
 from .intercept import Patches
 from .callables import KerasCallable
 from .sessions import as_consumed, as_op, element_name, flatten_fetches, make_hook, storable
+from .walk import taken
 from .witness import Witness
 
 
@@ -305,7 +306,7 @@ class Recorder:
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))  # its loss checked once
                 extra = self.fetches(plan, True)
                 user, feeds, got, probed = execute(extra, probes)
-                got = list(zip(extra, got)) + self._unfetched(sess.graph, plan, True)
+                got = taken(extra, got) + self._unfetched(sess.graph, plan, True)
                 values = self._witnessed(sess.graph, plan, feeds, got, [], probes, probed)
                 feeds = [(name, self._as_consumed(sess.graph, name, value)) for name, value in feeds if name]
                 self._micro.add(feeds, values, plan.changes)
@@ -333,7 +334,7 @@ class Recorder:
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
                 extra = self.fetches(plan, self.full(), callable_)
                 user, feeds, got, probed = execute(extra, probes)
-                got = list(zip(extra, got)) + ([] if callable_ else self._unfetched(sess.graph, plan, self.full()))
+                got = taken(extra, got) + ([] if callable_ else self._unfetched(sess.graph, plan, self.full()))
                 values = self._witnessed(sess.graph, plan, feeds, got, changed, probes, probed)
                 self._record(sess, run, plan, feeds, user, values, changed)
             finally:

@@ -208,21 +208,28 @@ def is_gradient_seed(op: Any) -> bool:
 
 
 def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
-                     clipped: Dict[str, Any], sparse: Optional[Dict[str, Any]] = None) -> List[Update]:
+                     clipped: Dict[str, Any], sparse: Optional[Dict[str, Any]] = None,
+                     slots: Optional[Set[str]] = None) -> List[Update]:
     """The hand-written updates of the graph's trainable variables. `gradients`: variable name ->
     the gradient tensor tf.gradients / compute_gradients gave for it; `clipped`: a gradient
     tensor's name -> what tf.clip_by_global_norm made of it; `sparse`: variable name -> the
     IndexedSlices gradient of a variable read by a gather (an embedding), which a hand-written
-    update reads converted to a dense tensor."""
+    update reads converted to a dense tensor; `slots`: the trainable variables to take as
+    candidate slots (None: those no gradient was taken of, where any was; the ones no update turns
+    out to read are then updates of their own)."""
     sparse = sparse or {}
     derived = _downstream([op for op in graph.get_operations() if is_gradient_seed(op)]
                           + [g.op for g in gradients.values()] + [s.values.op for s in sparse.values()])
+    # A trainable variable no gradient was taken of, where the program took gradients, may be a
+    # slot: standalone Keras' optimizers make their moments with K.variable, trainable.
+    differentiated = set(gradients) | set(sparse)
+    maybe_slot = (trainable - differentiated) if differentiated and slots is None else (slots or set())
     own: List[Any] = []
     state: Dict[str, Any] = {}  # other variables assigned from gradients: candidate slots
     for op in graph.get_operations():
         if op.type in ASSIGN_OPS and op.name in derived:
             target = variable_name(op.inputs[0])
-            if target in trainable:
+            if target in trainable and target not in maybe_slot:
                 own.append((op, target))
             elif target is not None:
                 state.setdefault(target, op)
@@ -270,6 +277,9 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
         update = Update(op, ASSIGNED, var, grad=grad, roles=roles, lr=_learning_rate(op, derived))
         update.unclipped = unclipped if grad is not None and grad is not unclipped else None
         updates.append(update)
+    slots = {slot for update in updates for slot in update.roles}
+    if maybe_slot - slots:  # not a slot of any update after all: an update of its own, gradient unknown
+        return assigned_updates(graph, trainable, gradients, clipped, sparse, maybe_slot & slots)
     return updates
 
 

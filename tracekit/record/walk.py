@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import heapq
 import re
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
+
+import numpy as np
 
 from .updates import ASSIGN_OPS, advances, variable_name
 
@@ -239,6 +241,48 @@ def fetchable(tensor: Any, limit: int = 16) -> Optional[Any]:
             return None
         tensor = tensor.op.inputs[0]
     return None
+
+
+def branch_value(tf: Any, tensor: Any) -> Optional[Any]:
+    """A fetchable tensor holding the value `tensor` takes in the tf.cond branch that computes it
+    (TF1 control flow: a dropout's draw under a training flag, a loss-scale optimizer's finite-step
+    branch), and an empty one where a run takes the other branch, so fetching it never fails: a
+    Merge of the value with an empty slice of the other branch's pivot. None where the branch is
+    nested in another cond or a loop (where a Merge would be dead too). The program's graph gains
+    two ops, outside every context (a finalized graph is reopened for them)."""
+    from tensorflow.python.ops import control_flow_ops  # TF1's Merge, which tf's public API lacks
+
+    context = getattr(tensor.op, "_control_flow_context", None)
+    pivot = getattr(context, "pivot", None)
+    if pivot is None or getattr(context, "outer_context", None) is not None or context.branch not in (0, 1):
+        return None
+    switch = pivot.op.inputs[0].op if pivot.op.type == "Identity" and pivot.op.inputs else None
+    if switch is None or switch.type != "Switch":
+        return None
+    graph = tensor.graph
+    finalized = graph.finalized
+    if finalized:
+        graph._unsafe_unfinalize()
+    saved = graph._get_control_flow_context()
+    try:
+        graph._set_control_flow_context(None)
+        with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None), \
+                graph.name_scope("tracekit_branch"):
+            other = switch.outputs[1 - context.branch]  # live exactly when `tensor` is not computed
+            empty = tf.reshape(tf.cast(other, tensor.dtype), [-1])[:0]
+            return control_flow_ops.merge([tensor, empty])[0]
+    finally:
+        graph._set_control_flow_context(saved)
+        if finalized:
+            graph.finalize()
+
+
+def taken(fetched: Mapping[str, Any], values: Iterable[Any]) -> List[Tuple[str, Any]]:
+    """(key, value) of what a run fetched, without the values of tf.cond branches it did not take
+    (branch_value's Merge gave an empty one): nothing was computed there to record."""
+    return [(key, value) for (key, tensor), value in zip(fetched.items(), values)
+            if not (tensor.op.type == "Merge" and tensor.op.name.startswith("tracekit_branch/") and np.size(value) == 0
+                    and tensor.op.inputs[0].shape.num_elements() != 0)]
 
 
 def number(tf: Any, value: Any) -> Optional[float]:

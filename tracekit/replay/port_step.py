@@ -5,7 +5,7 @@ and the seeds aligned with the golden's (aligned_seeds)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 

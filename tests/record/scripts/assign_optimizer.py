@@ -1,8 +1,9 @@
 """TF1 research-code style training: a custom optimizer (a tf.compat.v1.train.Optimizer subclass
 whose apply_gradients updates by assign ops: Adam with decoupled weight decay), gradients from
 tf.gradients clipped by global norm, and the global step advanced by hand in the same train op,
-unordered with the update (--ordered: after it). argv: --steps N [--ordered]. Knows nothing
-about tracekit."""
+unordered with the update (--ordered: after it). --trainable-slots: the moments are trainable
+variables, as standalone Keras' K.variable makes them. argv: --steps N [--ordered]
+[--trainable-slots]. Knows nothing about tracekit."""
 import argparse
 import re
 
@@ -14,8 +15,10 @@ if hasattr(tf.compat.v1, "disable_eager_execution"):
 
 
 class AdamWeightDecay(tf.compat.v1.train.Optimizer):
-    def __init__(self, learning_rate, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6):
+    def __init__(self, learning_rate, weight_decay=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                 trainable_slots=False):
         super(AdamWeightDecay, self).__init__(False, "AdamWeightDecay")
+        self.trainable_slots = trainable_slots
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
 
@@ -23,10 +26,10 @@ class AdamWeightDecay(tf.compat.v1.train.Optimizer):
         assignments = []
         for grad, param in grads_and_vars:
             base = re.match("^(.*):\\d+$", param.name).group(1)
-            m = tf.compat.v1.get_variable(base + "/adam_m", param.shape.as_list(), tf.float32, trainable=False,
-                                          initializer=tf.compat.v1.zeros_initializer())
-            v = tf.compat.v1.get_variable(base + "/adam_v", param.shape.as_list(), tf.float32, trainable=False,
-                                          initializer=tf.compat.v1.zeros_initializer())
+            m = tf.compat.v1.get_variable(base + "/adam_m", param.shape.as_list(), tf.float32,
+                                          trainable=self.trainable_slots, initializer=tf.compat.v1.zeros_initializer())
+            v = tf.compat.v1.get_variable(base + "/adam_v", param.shape.as_list(), tf.float32,
+                                          trainable=self.trainable_slots, initializer=tf.compat.v1.zeros_initializer())
             next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
             next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
             update = next_m / (tf.sqrt(next_v) + self.epsilon) + self.weight_decay * param
@@ -37,6 +40,7 @@ class AdamWeightDecay(tf.compat.v1.train.Optimizer):
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--ordered", action="store_true", help="advance the global step after the update (no race)")
+parser.add_argument("--trainable-slots", action="store_true", help="make the moments trainable variables")
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
 x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
@@ -49,7 +53,8 @@ learning_rate = tf.compat.v1.train.polynomial_decay(0.01, global_step, 100, end_
 tvars = tf.compat.v1.trainable_variables()
 grads = tf.gradients(loss, tvars)
 grads, _ = tf.clip_by_global_norm(grads, clip_norm=1.0)
-train = AdamWeightDecay(learning_rate).apply_gradients(zip(grads, tvars), global_step=global_step)
+optimizer = AdamWeightDecay(learning_rate, trainable_slots=args.trainable_slots)
+train = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
 if args.ordered:
     with tf.control_dependencies([train]):
         train = global_step.assign_add(1).op
