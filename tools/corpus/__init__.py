@@ -90,6 +90,54 @@ PROGRAMS = (
             "checkpointing: the forward pass copied into the backward one, ordered only after the loss): the loss "
             "inferred from the gradient seed, and the gradients racing with the updates (named and measured)",
             ported=False, prints_loss=True),
+    Program("tflearn_lstm_lm", "tflearn==0.5.0", "tools/corpus/programs/tflearn_lstm_lm.py",
+            ("--steps", "4", "{workdir}"),
+            "tflearn's character-level LSTM language model (two tflearn.lstm layers, dropout between them drawn "
+            "inside tflearn's tf.cond on is_training) trained by tflearn.SequenceGenerator.fit", ported=False),
+    Program("tflearn_gan", "tflearn==0.5.0", "tools/corpus/programs/tflearn_gan.py", ("--steps", "4", "{workdir}"),
+            "tflearn's GAN: generator and discriminator sharing weights across three towers, two regression "
+            "trainers (each its own Adam over its own variables) run one after the other in every DNN.fit step "
+            "(two kinds of steps)", ported=False),
+    Program("contrib_batchnorm", "tensorflow==1.15.5", "tools/corpus/programs/contrib_batchnorm.py",
+            ("--steps", "6"),
+            "tf.contrib.layers' fully_connected with contrib batch_norm and tf.layers' batch_normalization (moving "
+            "averages in UPDATE_OPS), trained by tf.contrib.layers.optimize_loss (UPDATE_OPS run first, gradients "
+            "clipped, learning rate decayed) under momentum SGD", ported=False, prints_loss=True),
+    Program("estimator_batchnorm_data", "tensorflow-estimator==1.15.1",
+            "tools/corpus/programs/estimator_batchnorm_data.py", ("--steps", "4", "{workdir}"),
+            "canned DNNClassifier with batch_norm=True and dropout (tf.layers batch normalization, UPDATE_OPS), fed "
+            "by a tf.data pipeline that shuffles (seeded) and adds random noise in a map (draws in the input "
+            "pipeline)", ported=False),
+    Program("estimator_loss_scale", "tensorflow-estimator==1.15.1", "tools/corpus/programs/estimator_loss_scale.py",
+            ("--steps", "4", "{workdir}"),
+            "canned DNNClassifier trained through tf.compat.v1.train.experimental.MixedPrecisionLossScaleOptimizer "
+            "(a dynamic loss scale around Adam: scaled loss, unscaled gradients, the update inside a tf.cond on "
+            "their being finite)", tolerance="default"),
+    Program("seq2seq_attention", "tensorflow==1.15.5", "tools/corpus/programs/seq2seq_attention.py", ("--steps", "6"),
+            "tf.contrib.seq2seq as the NMT tutorial uses it: embedding_lookup, an LSTM encoder (dynamic_rnn), a "
+            "Luong AttentionWrapper decoder unrolled by dynamic_decode (while loops), a masked sequence_loss on "
+            "variable-length pairs, clip_by_global_norm, Adam (sparse gradients of two embeddings)",
+            ported=False, prints_loss=True),
+    Program("tfp_vae", "tensorflow-probability==0.8.0", "tools/corpus/programs/tfp_vae.py", ("--steps", "6"),
+            "a variational autoencoder on tfp.distributions: a diagonal normal posterior sampled by "
+            "reparameterization (a draw every step), a Bernoulli decoder, the analytic KL divergence by "
+            "tfd.kl_divergence, Adam", prints_loss=True, tolerance="default"),
+    Program("sonnet_lstm_lm", "dm-sonnet==1.36", "tools/corpus/programs/sonnet_lstm_lm.py", ("--steps", "6"),
+            "a word-level LSTM language model of Sonnet 1 modules (snt.Embed's table read by embedding_lookup, "
+            "snt.LSTM unrolled by tf.nn.dynamic_rnn, snt.BatchApply(snt.Linear)) under TF1 Adam: the table's "
+            "gradient as sparse rows, Adam's sparse update path", ported=False, prints_loss=True),
+    Program("dopamine_dqn", "dopamine-rl==2.0.5", "tools/corpus/programs/dopamine_dqn.py", ("--steps", "44"),
+            "Dopamine's DQNAgent on CartPole driven through its agent API: its replay buffer sampled by a "
+            "tf.py_func into a StagingArea (the step's inputs come out of the staging area, put there by the run "
+            "before), a Huber TD loss, centered RMSProp, the target network synced by assigns between steps",
+            env=".venv-legacy-rl", ported=False),
+    # Standalone Keras 2.2 builds its optimizer's updates unordered with the gradients that read the
+    # weights they move (ref variables): its fit races, and plain runs from one seed differ by step 2.
+    Program("keras22_cnn", "keras==2.2.5", "tools/corpus/programs/keras22_cnn.py", ("--steps", "4"),
+            "standalone Keras 2.2 on its TF1 backend: Conv2D, MaxPooling2D, Dropout (a learning-phase cond), Dense "
+            "trained by Model.fit through its backend function (a session callable) and Keras' own Adam (moments "
+            "made by K.variable, trainable, updated by hand-written assigns, unordered with the gradients: races "
+            "the golden measures)", ported=False),
 )
 
 
