@@ -11,6 +11,7 @@ import pytest
 
 import tracekit
 from tracekit.keys import MICRO, UNCLIPPED
+from tracekit.store import audit_trace
 from tools.corpus import PROGRAMS, by_name, record, replay, step_loss
 
 from .test_optimizer_conventions import assert_keras_rmsprop_from_zero
@@ -30,6 +31,8 @@ def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
         assert [c["verdict"] for c in trace.meta["self_check"]] and \
             all(c["verdict"] == "verified" for c in trace.meta["self_check"]), trace.meta["self_check"]
         assert not [v for v in trace.meta["audit"]["variables"] if v["verdict"] == "disagrees"]
+        audited = audit_trace(trace)  # `tracekit verify --audit`, from the golden alone
+        assert audited.ok and audited.audited, audited
         if program.prints_loss:  # held to the program's own totals, computed without tracekit
             printed = recorded.losses()
             assert len(printed) == len(trace) > 0

@@ -13,6 +13,7 @@ from ..keys import step_label
 from ..store import Trace
 from ..store.meta import replay_of
 from ..store.digest import Digest
+from . import activations
 from .consistent import consistent
 from .conventions import ADAM_EPSILON, convention_hints
 from .distribution import distribution_hints, layout
@@ -63,6 +64,10 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
         result.slips = [hint for hint in result.slips if hint.code != OPTIMIZER_SETTING]
     if first.kind == "loss":
         result.fingerprints = loss_term(golden, first.key, first.step, losses or {}, result.tolerance.resolve)
+    elif first.kind == "tap":  # a layer's output departs first: an activation or a normalization changed
+        result.fingerprints = activations.fingerprints(
+            first.key, first.step, g_value, a_value,
+            result.tolerance.resolve("tap", first.name, first.step, np.asarray(a_value).dtype.name))
     elif from_golden_state(replay_of(actual_meta), first.step):
         result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
         # a named cause is the verified fit of what a hint guesses at from the first tensor: said once

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
+from ..comparison.activations import ACTIVATION, NORM_EPSILON
 from ..comparison.clipping import CLIP_EACH_NORM, CLIP_NORM, CLIP_VALUE
 from ..comparison.epsilon import EPSILON_INSIDE
 from ..comparison.fingerprints import (AVERAGE_RATE, BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE,
@@ -86,6 +87,9 @@ def fingerprint(hint: Fingerprint) -> str:
                 "var (TF1's by %.3g x var), %s: the port %s an L2 penalty (or decays through its loss where TF1 "
                 "decays in the update)" % (where, _names(hint.keys), hint.port, hint.golden, fit,
                                            "adds" if abs(hint.port) > abs(hint.golden) else "leaves out"))
+    text = _layer(hint, where, fit)
+    if text is not None:
+        return text
     text = _layout_and_optimizer(hint, where, fit)
     if text is not None:
         return text
@@ -105,6 +109,38 @@ def fingerprint(hint: Fingerprint) -> str:
                     where, hint.keys[0], factor, int(d.get("term", 0)) + 1, int(d.get("terms", 0)), d.get("tensor"),
                     hint.golden, together, what, hint.port, hint.golden, int(d.get("steps", 1)), fit))
     return "named cause: %s at %s on %s, %s" % (hint.code, where, _names(hint.keys), fit)
+
+
+# What to change, for the activation TF1 used (a port's usual spelling of it in TF 2).
+SPELLED = {"gelu_tanh": "GELU's tanh approximation (tf.nn.gelu(x, approximate=True); Keras' gelu takes "
+                        "approximate=True too)",
+           "gelu_erf": "the exact GELU (tf.nn.gelu(x, approximate=False), the Keras default)",
+           "silu": "SiLU / swish (tf.nn.silu)", "elu": "ELU (tf.nn.elu)", "selu": "SELU (tf.nn.selu)",
+           "softplus": "softplus (tf.nn.softplus)", "sigmoid": "the sigmoid", "tanh": "tanh"}
+
+
+def _layer(hint: Fingerprint, where: str, fit: str) -> Optional[str]:
+    """The text of a layer's output changed by its activation or its normalization."""
+    d = hint.detail
+    tap = split_key(hint.keys[0])[1]
+    if hint.code == ACTIVATION:
+        golden, port = str(d.get("golden")), str(d.get("port"))
+        wanted = SPELLED.get(golden) or ("%s (tf.nn.leaky_relu(x, alpha=%s); Keras' LeakyReLU defaults to 0.3)"
+                                         % (golden, golden[len("leaky_relu("):-1]) if golden.startswith("leaky")
+                                         else golden)
+        return ("named cause: the activation of the layer tapped as %s. At %s its output is %s of the same "
+                "pre-activations whose %s TF1 computed (TF1's values inverted through %s, on %d elements), %s. "
+                "Use %s" % (tap, where, port, golden, golden, int(d.get("elements", 0)), fit,
+                                                    wanted))
+    if hint.code == NORM_EPSILON:
+        larger = d.get("larger") == "port"
+        return ("named cause: a normalization's epsilon, in the layer tapped as %s. At %s each row of its output is "
+                "TF1's scaled about the layer's offset, by %.6g to %.6g (rows of small variance most), as %s "
+                "epsilon in sqrt(variance + epsilon) scales it, %s. Give the port's normalization TF1's epsilon "
+                "(Keras' LayerNormalization defaults to 1e-3; TF1 code often has 1e-12, 1e-6 or 1e-5)"
+                % (tap, where, d.get("least", float("nan")), d.get("most", float("nan")),
+                   "a larger" if larger else "a smaller", fit))
+    return None
 
 
 def _clip(threshold: float) -> str:
