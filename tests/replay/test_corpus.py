@@ -1,9 +1,8 @@
 """The corpus (docs/CORPUS.md): public TF1 programs installed from the package registry, each
 recorded zero-code for real in TF 1.15 and replayed through the TF2 port a team would write;
-each must match at the training preset (or, where the program says so, the default tolerance),
-and each golden must pass its own checks (the loss is what was differentiated, the updates
-agree), held to the loss the program itself printed where it prints one. Programs marked slow
-say why."""
+each must match at the default tolerance, and each golden must pass its own checks (the loss is
+what was differentiated, the updates agree) and `verify --audit`, held to the loss the program
+itself printed where it prints one. Programs marked slow say why."""
 
 from __future__ import annotations
 

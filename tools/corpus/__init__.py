@@ -24,7 +24,6 @@ class Program:
     # The driver prints "step loss X" for each training step, X the total loss its optimizer minimizes,
     # computed without tracekit: the golden's loss is held to it at every step.
     prints_loss: bool = False
-    tolerance: str = "training"  # what its port is compared at: the training preset, or "default" (Tolerance())
 
     def python(self, root: str) -> str:
         """Its legacy interpreter, in the checkout at `root`."""
@@ -70,7 +69,7 @@ PROGRAMS = (
     Program("sb_a2c", "stable-baselines==2.10.2", "tools/corpus/programs/sb_a2c.py", ("--steps", "6"),
             "stable-baselines A2C on CartPole: a composite loss (policy gradient - entropy + value loss) "
             "differentiated by tf.gradients, clip_by_global_norm, RMSProp, its own session loop",
-            env=".venv-legacy-rl", prints_loss=True, tolerance="default"),
+            env=".venv-legacy-rl", prints_loss=True),
     Program("sb_ppo2", "stable-baselines==2.10.2", "tools/corpus/programs/sb_ppo2.py", ("--updates", "2"),
             "stable-baselines PPO2 on CartPole: minibatch epochs, a clipped surrogate and clipped value loss "
             "differentiated by tf.gradients, clip_by_global_norm, Adam", env=".venv-legacy-rl", ported=False,
@@ -82,8 +81,7 @@ PROGRAMS = (
             ("--steps", "3", "--accumulate", "3"),
             "gpt-2-simple's GPT-2 (token and position embeddings by tf.gather, the output tied to the token "
             "embedding) under TF1 Adam through its AccumulatingOptimizer: steps made of three kinds of run (zero "
-            "the accumulators, add each micro-batch's gradients, apply their sum)", prints_loss=True,
-            tolerance="default"),
+            "the accumulators, add each micro-batch's gradients, apply their sum)", prints_loss=True),
     Program("gpt2_checkpointed", "gpt-2-simple==0.7.2", "tools/corpus/programs/gpt2_simple.py",
             ("--steps", "3", "--checkpointed"),
             "gpt-2-simple's GPT-2 under TF1 Adam, its gradients by memory_saving_gradients (gradient "
@@ -112,7 +110,7 @@ PROGRAMS = (
             ("--steps", "4", "{workdir}"),
             "canned DNNClassifier trained through tf.compat.v1.train.experimental.MixedPrecisionLossScaleOptimizer "
             "(a dynamic loss scale around Adam: scaled loss, unscaled gradients, the update inside a tf.cond on "
-            "their being finite)", tolerance="default"),
+            "their being finite)"),
     Program("seq2seq_attention", "tensorflow==1.15.5", "tools/corpus/programs/seq2seq_attention.py", ("--steps", "6"),
             "tf.contrib.seq2seq as the NMT tutorial uses it: embedding_lookup, an LSTM encoder (dynamic_rnn), a "
             "Luong AttentionWrapper decoder unrolled by dynamic_decode (while loops), a masked sequence_loss on "
@@ -121,12 +119,12 @@ PROGRAMS = (
     Program("tfp_vae", "tensorflow-probability==0.8.0", "tools/corpus/programs/tfp_vae.py", ("--steps", "6"),
             "a variational autoencoder on tfp.distributions: a diagonal normal posterior sampled by "
             "reparameterization (a draw every step), a Bernoulli decoder, the analytic KL divergence by "
-            "tfd.kl_divergence, Adam", prints_loss=True, tolerance="default"),
+            "tfd.kl_divergence, Adam", prints_loss=True),
     Program("sonnet_lstm_lm", "dm-sonnet==1.36", "tools/corpus/programs/sonnet_lstm_lm.py", ("--steps", "6"),
             "a word-level LSTM language model of Sonnet 1 modules (snt.Embed's table read by embedding_lookup, "
             "snt.LSTM unrolled by tf.nn.dynamic_rnn, snt.BatchApply(snt.Linear)) under TF1 Adam: the table's "
             "gradient as sparse rows, Adam's sparse update path", ported=False, prints_loss=True),
-    Program("dopamine_dqn", "dopamine-rl==2.0.5", "tools/corpus/programs/dopamine_dqn.py", ("--steps", "44"),
+    Program("dopamine_dqn", "dopamine-rl==2.0.5", "tools/corpus/programs/dopamine_dqn.py", ("--steps", "40"),
             "Dopamine's DQNAgent on CartPole driven through its agent API: its replay buffer sampled by a "
             "tf.py_func into a StagingArea (the step's inputs come out of the staging area, put there by the run "
             "before), a Huber TD loss, centered RMSProp, the target network synced by assigns between steps",
@@ -195,7 +193,7 @@ def record(program: Program, python: str, out: str, workdir: str, timeout: float
 def replay(program: Program, golden: str, forcing: str = "none", **port_args: Any) -> Any:
     """Replay the golden through the program's port (tools/corpus/ports/<name>.py, made with
     `port_args`), from the golden's state at every step where `forcing` is "state", and compare
-    at its tolerance (the training preset, or the default one); returns the comparison."""
+    at the default tolerance (Tolerance()); returns the comparison."""
     import importlib
 
     import tracekit
@@ -205,8 +203,7 @@ def replay(program: Program, golden: str, forcing: str = "none", **port_args: An
     model, step, options = module.port(tracekit.tf2.tf, **port_args)
     where = {"variables": model} if isinstance(model, (list, tuple)) else {"model": model}
     with tracekit.tf2.replay(golden, step, forcing=forcing, **where, **options) as actual:
-        tolerance = tracekit.Tolerance() if program.tolerance == "default" else tracekit.Tolerance.training()
-        return tracekit.compare(golden, actual, tolerance)
+        return tracekit.compare(golden, actual, tracekit.Tolerance())
 
 
 def port_lines(program: Program) -> int:

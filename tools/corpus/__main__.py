@@ -5,8 +5,7 @@
     .venv/bin/python -m tools.corpus --markdown      # the table of docs/CORPUS.md
 
 Prints, per program: the package, record time, golden size, port size and the verdict at the
-port's tolerance (the training preset, or the default one where the program says so: MATCH, or the
-first divergence)."""
+default tolerance (MATCH, or the first divergence)."""
 
 from __future__ import annotations
 

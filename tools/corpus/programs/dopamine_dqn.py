@@ -12,7 +12,7 @@ from dopamine.agents.dqn import dqn_agent
 from dopamine.discrete_domains import gym_lib
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--steps", type=int, default=44)
+parser.add_argument("--steps", type=int, default=40)
 args = parser.parse_args()
 np.random.seed(0)  # the replay buffer samples with numpy, the agent explores with Python's random
 import random  # noqa: E402
