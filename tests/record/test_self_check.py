@@ -415,6 +415,25 @@ def test_gradients_that_race_with_their_updates_are_named_and_measured(tmp_path,
 
 
 @pytest.mark.tf1
+@pytest.mark.parametrize("ordered", [False, True])
+def test_gradients_that_leave_a_while_loop_are_raced_where_its_input_reads_a_moving_kernel(tmp_path, ordered):
+    # The dense head's kernel is read (its MatMul's gradient) before the RNN's backward loop; the
+    # RNN's gradients reach their Exit only through the loop's back edge (NextIteration -> Merge),
+    # which the race analysis follows: both are named racing with the head's update, and left out
+    # of the self-check, which verifies the rest. Ordered, nothing races and every gradient verifies.
+    path = tmp_path / "racy_rnn.h5"
+    record_cli(path, "racy_rnn.py", "--steps", 3, *(["--ordered"] if ordered else []))
+    with tracekit.open(str(path)) as trace:
+        raced = sorted(r["tensor"] for r in trace.meta.get("races") or ())
+        rnn = ["grad/rnn/basic_rnn_cell/bias:0", "grad/rnn/basic_rnn_cell/kernel:0"]
+        assert raced == ([] if ordered else rnn)
+        assert {r["variable"] for r in trace.meta.get("races") or ()} <= {"head/kernel:0"}
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["variables"] == (4 if ordered else 2), check
+        assert all(v["verdict"] == "agrees" for v in trace.meta["audit"]["variables"])
+
+
+@pytest.mark.tf1
 def test_a_loss_scale_optimizer_records_the_loss_trained_and_its_updates_inside_a_cond(tmp_path):
     # The loss scale optimizer differentiates loss x scale through Adam's compute_gradients (a
     # wrapper's inner call: the program's own call is the one noted, so the loss is the program's,

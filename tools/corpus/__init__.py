@@ -136,6 +136,10 @@ PROGRAMS = (
             "trained by Model.fit through its backend function (a session callable) and Keras' own Adam (moments "
             "made by K.variable, trainable, updated by hand-written assigns, unordered with the gradients: races "
             "the golden measures)", ported=False),
+    Program("keras22_lstm", "keras==2.2.5", "tools/corpus/programs/keras22_lstm.py", ("--steps", "4"),
+            "standalone Keras 2.2: an Embedding, an LSTM (a while loop forward and backward) and a TimeDistributed "
+            "softmax trained by train_on_batch and Keras' RMSprop: the embedding's and the LSTM's gradients race "
+            "with the head's update through the loop (named and measured)", ported=False, prints_loss=True),
 )
 
 

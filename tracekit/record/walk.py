@@ -12,6 +12,7 @@ import numpy as np
 
 from .updates import ASSIGN_OPS, advances, variable_name
 
+LOOP_PASSES = 16  # the passes of unordered_state_reads' ordering, at most (each crosses one level of loop back edges)
 RANDOM_OPS = frozenset([
     "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
     "ParameterizedTruncatedNormal", "RandomGamma", "RandomPoisson", "RandomPoissonV2",
@@ -82,8 +83,11 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
     fetches, with gate_gradients off). One entry per recorded tensor.
 
     One pass each way over the run's ops, in an order that puts every op after what orders it
-    (creation order, but for a tf.cond's Switch, made after the branch op it feeds), marks, as
-    bits, which recorded tensors and updates each op precedes and which updates precede it. A control edge orders only from an op whose value the run needs
+    (topological: the creation order, where a tf.cond's Switch or a while loop's gradient made
+    an op after one it feeds), marks, as bits, which recorded tensors and updates each op precedes
+    and which updates precede it; a while loop's back edges take more passes, until the marks hold
+    (a body's value reaches its Exit only through the next iteration's Merge). A control edge
+    orders only from an op whose value the run needs
     (a data path to what it fetches, `fetched`, the recorded tensors or the updates) or from a
     group relaying such orderings: Grappler prunes dead ops, and the orderings only they gave
     (a tf.tuple gate's gradient of a constant factor, which reads an L2 term) with them."""
@@ -111,17 +115,11 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
             consumers.setdefault(source.name, []).append(op)
     ops = topological(ops, sources)
     before: Dict[str, int] = {}  # what each op precedes (its own bits included)
-    for op in reversed(ops):
-        mask = bit.get(op.name, 0)
-        for consumer in consumers.get(op.name, ()):
-            mask |= before.get(consumer.name, 0)
-        before[op.name] = mask
     after: Dict[str, int] = {}  # the updates each op follows
-    for op in ops:
-        mask = bit.get(op.name, 0)
-        for source in sources[op.name]:
-            mask |= after.get(source.name, 0)
-        after[op.name] = mask
+    for _ in range(LOOP_PASSES):  # once, but for a while loop's back edges: again until nothing moves
+        moved = _pass(reversed(ops), consumers, bit, before) | _pass(ops, sources, bit, after)
+        if not moved:
+            break
     changing = {op.name for changers in updates.values() for op in changers}
     by_name = {op.name: op for op in ops}
     out: List[Dict[str, str]] = []
@@ -139,19 +137,39 @@ def unordered_state_reads(recorded: Dict[str, Any], updates: Dict[str, List[Any]
     return out
 
 
+def _pass(ops: Iterable[Any], edges: Dict[str, List[Any]], bit: Dict[str, int], masks: Dict[str, int]) -> bool:
+    """masks[op] |= its own bit and the masks of the ops `edges` gives it, in `ops` order;
+    whether any mask grew."""
+    moved = False
+    for op in ops:
+        mask = masks.get(op.name, 0) | bit.get(op.name, 0)
+        for other in edges.get(op.name, ()):
+            mask |= masks.get(other.name, 0)
+        if mask != masks.get(op.name):
+            masks[op.name], moved = mask, True
+    return moved
+
+
+def _back_edge(source: Any, op: Any) -> bool:
+    """A while loop's edge from the end of its body to the start of the next iteration."""
+    return op.type in ("Merge", "RefMerge") and source.type in ("NextIteration", "RefNextIteration")
+
+
 def topological(ops: List[Any], sources: Dict[str, List[Any]]) -> List[Any]:
-    """`ops` (in creation order) ordered so that each comes after its `sources` among them: an op
-    keeps its place unless one of its sources was made after it (tf.cond makes the Switch of a
-    value a branch captures after the branch op that reads it)."""
+    """`ops` (in creation order) ordered so that each comes after its `sources` among them, a
+    while loop's back edges aside: an op keeps its place unless one of its sources was made after
+    it (tf.cond makes the Switch of a value a branch captures after the branch op that reads it;
+    tf.gradients of a while loop adds ops to the forward loop after the backward one reads them)."""
     place = {op.name: i for i, op in enumerate(ops)}
-    if all(place.get(s.name, -1) < place[op.name] for op in ops for s in sources.get(op.name, ())):
+    forward = {op.name: [s for s in sources.get(op.name, ()) if s.name in place and not _back_edge(s, op)]
+               for op in ops}
+    if all(place[s.name] < place[op.name] for op in ops for s in forward[op.name]):
         return ops  # creation order already is one (the usual graph)
-    waiting = {op.name: sum(1 for s in sources.get(op.name, ()) if s.name in place) for op in ops}
+    waiting = {op.name: len(forward[op.name]) for op in ops}
     following: Dict[str, List[Any]] = {}
     for op in ops:
-        for source in sources.get(op.name, ()):
-            if source.name in place:
-                following.setdefault(source.name, []).append(op)
+        for source in forward[op.name]:
+            following.setdefault(source.name, []).append(op)
     queue = [(place[op.name], op.name, op) for op in ops if not waiting[op.name]]
     heapq.heapify(queue)
     out = []
@@ -162,7 +180,7 @@ def topological(ops: List[Any], sources: Dict[str, List[Any]]) -> List[Any]:
             waiting[consumer.name] -= 1
             if not waiting[consumer.name]:
                 heapq.heappush(queue, (place[consumer.name], consumer.name, consumer))
-    return out if len(out) == len(ops) else ops  # a cycle (a while loop's NextIteration): creation order
+    return out if len(out) == len(ops) else ops  # a cycle no back edge makes: creation order
 
 
 def _reads(source_op: Any, names: Set[str], changing: Set[str]) -> List[Any]:
@@ -189,16 +207,35 @@ def pure(tensor: Any, names: Set[str], fed: FrozenSet[str]) -> bool:
 READS = frozenset(["ReadVariableOp", "VarHandleOp", "VariableV2", "Variable", "ResourceGather"])
 
 
+# Ops whose output is their input's buffer (a view, not a copy): who reads a ref variable through
+# them reads it when they do, not when the forwarding op ran.
+FORWARDING = frozenset(["Identity", "RefIdentity", "Reshape", "Squeeze", "ExpandDims", "Enter", "RefEnter",
+                        "Switch", "RefSwitch", "Bitcast"])
+
+
+def _forwards(op: Any) -> bool:
+    """Whether `op` hands on its input's buffer: FORWARDING, or a Transpose by the identity
+    permutation (tf.tensordot's of a kernel it does not reorder)."""
+    if op.type in FORWARDING:
+        return True
+    if op.type != "Transpose" or len(op.inputs) < 2 or op.inputs[1].op.type != "Const":
+        return False
+    from tensorflow.python.framework import tensor_util  # the Const's value, as TF itself reads it
+
+    dims = [int(d) for d in np.asarray(tensor_util.MakeNdarray(op.inputs[1].op.get_attr("value"))).reshape(-1)]
+    return bool(dims) and dims == list(range(len(dims)))
+
+
 def past_identities(reads: List[Any], within: Set[str]) -> List[Any]:
-    """The ops (among `within`) that take the value of a ref variable's reads, looking past
-    Identity ops, which forward the variable's buffer."""
+    """The ops (among `within`) that take the value of a ref variable's reads, looking past the
+    ops that forward the variable's buffer (Identity, Reshape, an identity Transpose, ...)."""
     out, stack, seen = [], list(reads), set()
     while stack:
         op = stack.pop()
         if op.name in seen:
             continue
         seen.add(op.name)
-        if op.type in ("Identity", "RefIdentity"):
+        if _forwards(op):
             stack.extend(c for t in op.outputs for c in t.consumers() if c.name in within)
         else:
             out.append(op)
