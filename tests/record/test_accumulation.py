@@ -152,3 +152,25 @@ def test_the_public_form_records_zero_code_with_its_draws(tmp_path):
             assert float(np.mean(step["loss/loss"])) == pytest.approx(printed[k], rel=1e-6)
         # the loss totals the micro-batch runs also add to accumulate, with no counterpart in a port
         assert len(trace.meta["accumulation"]["state"]) == 6
+
+
+def test_conditional_accumulators_make_a_step_of_several_runs_too(tmp_path):
+    # tf.compat.v1.ConditionalAccumulator: each micro-batch run's apply_grad adds its gradients, the
+    # apply run's take_grad returns their mean to apply_gradients; nothing is zeroed by a run of its own
+    path = tmp_path / "conditional.h5"
+    proc = record_cli(path, "accumulate.py", "--conditional", "--micro", 3, "--steps", 2)
+    printed = [float(v) for v in re.findall(r"^step \d+ loss (\S+)$", proc.stdout, re.M)]
+    with tracekit.open(str(path)) as trace:
+        assert len(trace) == 2 and not trace.meta["warnings"], trace.meta["warnings"]
+        accumulation = trace.meta["accumulation"]
+        assert accumulation["micro_batches"] == 3 and set(accumulation["form"].values()) == {"mean"}
+        assert sorted(accumulation["accumulators"].values()) == sorted(PARAMS)
+        for k, step in enumerate(trace):
+            assert step["input/x:0"].shape == (3, BATCH, 3) and step["loss/loss"].shape == (3,)
+            assert float(np.mean(step["loss/loss"])) == pytest.approx(printed[k], rel=1e-6)
+            for p in PARAMS:  # the gradient applied is the mean of the micro-batches'
+                np.testing.assert_allclose(step["grad/" + p], step["grad/" + p + MICRO].mean(axis=0), rtol=1e-5,
+                                           atol=1e-7)
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified"
+        assert all(v["verdict"] == "agrees" for v in trace.meta["audit"]["variables"])

@@ -1,5 +1,6 @@
 """A TF1 step made of several runs (gradients accumulated over micro-batches: reset, N additions,
-apply), recorded for real in TF 1.15 (accumulate.py), replayed against TF2 ports written the way
+apply; or tf.compat.v1.ConditionalAccumulator's apply_grad and take_grad), recorded for real in TF
+1.15 (accumulate.py), replayed against TF2 ports written the way
 TF2 code accumulates: a loop over the micro-batches inside one step, their gradients added up and
 applied once. Such a port matches at the default tolerance with no var_map of TF1's accumulator
 variables; a port that applies each micro-batch's gradients is caught at step 0, with a hint
@@ -20,7 +21,8 @@ from ..support.recording import SCRIPTS
 pytestmark = pytest.mark.modern
 STEPS = 3
 CASES = {"adam-mean-clip": ["--micro", "3", "--form", "mean", "--clip", "--dropout"],
-         "momentum-sum": ["--micro", "2", "--form", "sum", "--optimizer", "momentum"]}
+         "momentum-sum": ["--micro", "2", "--form", "sum", "--optimizer", "momentum"],
+         "conditional-accumulator": ["--micro", "3", "--conditional"]}  # take_grad: the mean
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
@@ -37,7 +39,7 @@ def port(tf, case, per_micro=False, mean_loss=False):
     each micro-batch's gradients instead, the slip; `mean_loss`: returns their losses' mean)."""
     args = CASES[case]
     micro = int(args[args.index("--micro") + 1])
-    mean, clip, dropout = "mean" in args, "--clip" in args, "--dropout" in args
+    mean, clip, dropout = "mean" in args or "--conditional" in args, "--clip" in args, "--dropout" in args
     layers = [tf.keras.layers.Dense(5, activation="tanh", name="hidden")]
     layers += [tf.keras.layers.Dropout(0.25)] if dropout else []
     model = tf.keras.Sequential(layers + [tf.keras.layers.Dense(1, name="out")], name="net")

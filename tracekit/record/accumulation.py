@@ -5,7 +5,8 @@ micro-batch's gradients to them (`accum.assign_add(grad)`), one applies what the
 divided by N, maybe clipped) with an optimizer's `apply_gradients`. The graph says which is which:
 
 - an accumulator is a variable no optimizer trains whose assign_add adds a value computed from a
-  trainable variable's gradient (noted where the program took it: optimizer.py);
+  trainable variable's gradient (noted where the program took it: optimizer.py), or a
+  tf.compat.v1.ConditionalAccumulator whose apply_grad adds one (its take_grad is their mean);
 - a micro-batch run is a run that adds to an accumulator and updates no trainable variable;
 - the step is the run whose update reads an accumulator.
 
@@ -23,9 +24,12 @@ from typing import Any, Callable, Dict, List, Mapping, Set, Tuple
 import numpy as np
 
 from ..keys import MICRO, UNCLIPPED, make_key, split_key
-from .updates import Update, variable_name
+from .updates import Update, pushed_by_a_worker, variable_name
 
 ADDS = frozenset(["AssignAdd", "AssignAddVariableOp"])
+# tf.compat.v1.ConditionalAccumulator: apply_grad adds a gradient, take_grad returns their mean
+PUSHES = frozenset(["AccumulatorApplyGradient", "ResourceAccumulatorApplyGradient"])
+ACCUMULATOR_OPS = frozenset(["ConditionalAccumulator", "ResourceConditionalAccumulator"])
 REACH = 48  # ops walked back from an assign_add's value to a gradient, or from an update's gradient to an accumulator
 ACCUMULATE = "accumulate"  # the kind of the Update a micro-batch run's addition is read as
 
@@ -40,17 +44,26 @@ def accumulators(graph: Any, trainable: Set[str], gradients: Mapping[str, Any]) 
             by_op[getattr(grad, "values", grad).op.name] = (var, grad)
     out: Dict[str, Tuple[str, Any]] = {}
     for op in graph.get_operations():
-        if op.type not in ADDS:
-            continue
-        target = variable_name(op.inputs[0])
+        target, added = _addition(op)
         if target is None or target in trainable or target in out:
             continue
-        found = _reaches(op.inputs[1].op, by_op)
+        found = _reaches(added.op, by_op)
         if found is not None:
             var, grad = found
             # a micro-batch's gradient as taken; an IndexedSlices' rows as the addition made them dense
-            out[target] = (var, op.inputs[1] if hasattr(grad, "indices") else grad)
+            out[target] = (var, added if hasattr(grad, "indices") else grad)
     return out
+
+
+def _addition(op: Any) -> Tuple[Any, Any]:
+    """(the accumulator `op` adds to, the value it adds), or (None, None): an assign_add to a
+    variable, or a ConditionalAccumulator's apply_grad (named by its accumulator op: the
+    SyncReplicasOptimizer's, shared as "<variable>/grad_accum", are a worker's step instead)."""
+    if op.type in ADDS:
+        return variable_name(op.inputs[0]), op.inputs[1]
+    if op.type in PUSHES and op.inputs[0].op.type in ACCUMULATOR_OPS and not pushed_by_a_worker(op):
+        return op.inputs[0].op.name + ":0", op.inputs[2]
+    return None, None
 
 
 def additions(executed: List[Any], accumulated: Mapping[str, Tuple[str, Any]]) -> List[Update]:
@@ -58,11 +71,10 @@ def additions(executed: List[Any], accumulated: Mapping[str, Tuple[str, Any]]) -
     variable, and the micro-batch's gradient of it."""
     out = []
     for op in executed:
-        if op.type in ADDS:
-            target = variable_name(op.inputs[0])
-            if target in accumulated:
-                var, grad = accumulated[target]
-                out.append(Update(op, ACCUMULATE, var, grad=grad))
+        target, _ = _addition(op)
+        if target in accumulated:
+            var, grad = accumulated[target]
+            out.append(Update(op, ACCUMULATE, var, grad=grad))
     return out
 
 
@@ -106,7 +118,7 @@ def _variables_read(op: Any) -> List[str]:
         if op.name in seen:
             continue
         seen.add(op.name)
-        if op.type in ("VariableV2", "VarHandleOp", "Variable"):
+        if op.type in ("VariableV2", "VarHandleOp", "Variable") or op.type in ACCUMULATOR_OPS:
             out.append(op.name + ":0")
             continue
         queue.extend(t.op for t in op.inputs)

@@ -37,7 +37,8 @@ from .found import Evaluate, GraphUpdates
 from .losses import candidates, derivatives, loss_terms, run_losses
 from .notes import intercepted
 from .sources import plan_sources
-from .updates import ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, advances, pushed_update, variable_name
+from .updates import ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, advances, pushed_by_a_worker, \
+    pushed_update, variable_name
 from .walk import RANDOM_OPS, branch_value, constant, executed_ops, fetchable, is_random_draw, unique, unique_ops, \
     unordered_reads, unordered_state_reads
 
@@ -157,7 +158,7 @@ class GraphModel:
     def _make_plan(self, fetch_ops: List[Any], fed: FrozenSet[str]) -> StepPlan:
         executed = sorted(executed_ops(fetch_ops, fed), key=lambda op: op._id)  # creation order: deterministic
         names = set(op.name for op in executed)
-        if any(op.type in TAKE_OPS for op in executed):
+        if any(op.type in TAKE_OPS and pushed_by_a_worker(op) for op in executed):
             # a SyncReplicasOptimizer chief applying what the workers pushed: it waits for their
             # steps, so it is not one (each worker's step reads the variables after it)
             return StepPlan(False, collections.OrderedDict(), None)

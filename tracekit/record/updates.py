@@ -178,6 +178,12 @@ def pushed_update(op: Any) -> Optional[Update]:
     return Update(op, op.type, var, grad=args.get("gradient"))
 
 
+def pushed_by_a_worker(op: Any) -> bool:
+    """Whether an accumulator op (a push or a take) works on a SyncReplicasOptimizer's
+    accumulator, shared as "<variable>/grad_accum" between the workers and the chief."""
+    return _shared_name(op.inputs[0].op).endswith(_ACCUMULATED)
+
+
 def _shared_name(op: Any) -> str:
     for _ in range(8):  # through identities to the accumulator op
         try:

@@ -2,8 +2,10 @@
 runs each add one micro-batch's gradients to them (`assign_add`), one run applies what they hold
 (summed, or divided by N; with --clip, clipped by global norm first) with a tf.compat.v1.train
 optimizer. The micro-batch runs fetch nothing but the additions; the apply run returns the mean
-of the losses the micro-batches added to a loss total. argv: --micro N, --form sum|mean,
---optimizer adam|momentum, --clip, --steps S, --resource, --dropout."""
+of the losses the micro-batches added to a loss total. --conditional: the gradients go to
+tf.compat.v1.ConditionalAccumulator's instead (apply_grad in each micro-batch run, take_grad, their
+mean, in the apply run; nothing to zero). argv: --micro N, --form sum|mean, --optimizer
+adam|momentum, --clip, --steps S, --resource, --dropout, --conditional."""
 import argparse
 
 import numpy as np
@@ -17,6 +19,7 @@ parser.add_argument("--clip", action="store_true")
 parser.add_argument("--steps", type=int, default=3)
 parser.add_argument("--resource", action="store_true")
 parser.add_argument("--dropout", action="store_true")
+parser.add_argument("--conditional", action="store_true")
 args = parser.parse_args()
 v1 = tf.compat.v1
 if hasattr(v1, "disable_eager_execution"):  # TF 2's compat.v1 graph mode too
@@ -35,13 +38,20 @@ params = v1.trainable_variables()
 opt = v1.train.AdamOptimizer(0.01) if args.optimizer == "adam" else v1.train.MomentumOptimizer(0.05, 0.9)
 step = v1.train.get_or_create_global_step()
 
-accum = [tf.Variable(tf.zeros(p.shape), trainable=False) for p in params]
 total, count = tf.Variable(0.0, trainable=False), tf.Variable(0.0, trainable=False)
-reset = tf.group([a.assign(tf.zeros_like(a)) for a in accum] + [total.assign(0.0), count.assign(0.0)])
 grads = opt.compute_gradients(loss, params)
-compute = tf.group([a.assign_add(g) for a, (g, _) in zip(accum, grads)]
-                   + [total.assign_add(loss), count.assign_add(1.0)])
-applied = [a / float(args.micro) if args.form == "mean" else a.read_value() for a in accum]
+if args.conditional:
+    accum = [v1.ConditionalAccumulator(tf.float32, shape=p.shape) for p in params]
+    reset = tf.group([total.assign(0.0), count.assign(0.0)])
+    compute = tf.group([a.apply_grad(g, local_step=step) for a, (g, _) in zip(accum, grads)]
+                       + [total.assign_add(loss), count.assign_add(1.0)])
+    applied = [a.take_grad(args.micro) for a in accum]
+else:
+    accum = [tf.Variable(tf.zeros(p.shape), trainable=False) for p in params]
+    reset = tf.group([a.assign(tf.zeros_like(a)) for a in accum] + [total.assign(0.0), count.assign(0.0)])
+    compute = tf.group([a.assign_add(g) for a, (g, _) in zip(accum, grads)]
+                       + [total.assign_add(loss), count.assign_add(1.0)])
+    applied = [a / float(args.micro) if args.form == "mean" else a.read_value() for a in accum]
 if args.clip:
     applied, _ = tf.clip_by_global_norm(applied, 0.05)
 with tf.control_dependencies([opt.apply_gradients(zip(applied, params), global_step=step)]):
