@@ -21,6 +21,8 @@ import tracekit
 from tracekit.errors import RecordError
 from tracekit.keys import BEFORE
 from tracekit.report.trace import show
+from tracekit.store import audit_trace
+from tracekit.store.audit_result import NOT_APPLIED
 
 from ..support import run_python
 from ..support.recording import SCRIPTS, record_cli
@@ -473,3 +475,37 @@ def test_a_draw_inside_a_cond_branch_is_recorded_where_the_branch_runs(tmp_path)
         assert [float(s["loss/loss"]) for s in trace] == pytest.approx(printed, rel=1e-6)
         check, = trace.meta["self_check"]
         assert check["verdict"] == "verified" and check["variables"] == 4
+
+
+@pytest.mark.tf1
+def test_a_step_a_loss_scale_optimizer_skips_is_held_as_skipped(tmp_path):
+    # A dynamic loss scale that starts too high overflows the first step's gradients: the optimizer
+    # applies nothing there and lowers the scale. The self-check waits for the first step with
+    # finite gradients and verifies it; the audit says the overflowed update was not applied (the
+    # variable and its slots as they were) rather than disagreeing with a rule fed non-finite values.
+    path = tmp_path / "skipped.h5"
+    proc = record_cli(path, "loss_scale.py", "--steps", 3, "--initial-scale", "3e38", "--multiplier", "1e20")
+    printed = [float(v) for v in re.findall(r"^step loss (\S+)$", proc.stdout, re.M)]
+    with tracekit.open(str(path)) as trace:
+        assert [float(s["loss/loss"]) for s in trace] == pytest.approx(printed, rel=1e-6)
+        finite = [all(np.all(np.isfinite(s[k])) for k in s.keys() if k.startswith("grad/")) for s in trace]
+        assert finite == [False, True, True]
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["step"] == 1 and check["variables"] == 4
+        audited = audit_trace(trace)
+        assert audited.ok
+        tallies = {v.var: dict(v.tally) for v in audited.variables}
+        overflowed = [name for name in tallies if not np.all(np.isfinite(trace.step(0)["grad/" + name]))]
+        assert overflowed and all(tallies[name].get(NOT_APPLIED) == 1 for name in overflowed)
+        for name in overflowed:  # not applied: the state after step 0 is the state before it
+            np.testing.assert_array_equal(trace.step(0)["var/" + name], trace.initial["var/" + name])
+
+
+@pytest.mark.tf1
+def test_a_recording_whose_every_step_overflows_says_its_loss_is_unverified(tmp_path):
+    path = tmp_path / "overflowing.h5"
+    # a scale of inf that never changes: every step's gradients are NaN, every update skipped
+    record_cli(path, "loss_scale.py", "--steps", 2, "--initial-scale", "inf", "--multiplier", "1.0")
+    with tracekit.open(str(path)) as trace:
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "unverified" and "not finite" in check["detail"], check

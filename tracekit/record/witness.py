@@ -48,6 +48,8 @@ class Witness:
         self._facts: Dict[str, Any] = {}  # the golden's "updates" and "slots" metadata, for the audit
         self._audits: List[Any] = []  # StepAudit of the steps audited
         self.failure: Optional[RecordError] = None  # a failed self-check: the recording ends with it
+        # kinds of steps whose check waits for a step with finite gradients -> (the steps passed, the losses)
+        self._deferred: Dict[str, Tuple[List[int], Dict[str, str]]] = {}
 
     # ---- the state steps start from ----------------------------------------------------------------
 
@@ -97,7 +99,15 @@ class Witness:
                                                          why).to_meta(), train_ops=_kind(plan))
                                 for key, found in plan.losses.items())
             self.note_losses(plan)
+        elif probes is not None and not _finite_gradients(values):
+            # an overflow a loss-scale optimizer skips: nothing to check the loss's gradients against
+            kind = _kind(plan)
+            self._checked.discard(kind)
+            steps, _ = self._deferred.setdefault(kind, ([], {}))
+            steps.append(step)
+            self._deferred[kind] = (steps, {key: found["tensor"] for key, found in plan.losses.items()})
         elif probes is not None:
+            self._deferred.pop(_kind(plan), None)
             values = self._check(model, plan, step, state, fed, values, probes, probed)
         racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in MEASURED_KINDS]
         if racy and state is not None:
@@ -236,7 +246,12 @@ class Witness:
             self._losses[_kind(plan)] = {key: dict(found) for key, found in plan.losses.items()}
 
     def meta(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {LOSSES: dict(self._losses), SELF_CHECK: list(self._checks)}
+        waiting = [dict(selfcheck.LossCheck(key, tensor, selfcheck.UNVERIFIED, steps[0],
+                                            "the gradients of every step of its kind (%d) are not finite (a loss-scale "
+                                            "optimizer's overflow): none to check the loss's against" % len(steps)
+                                            ).to_meta(), train_ops=kind)
+                   for kind, (steps, losses) in self._deferred.items() for key, tensor in losses.items()]
+        out: Dict[str, Any] = {LOSSES: dict(self._losses), SELF_CHECK: list(self._checks) + waiting}
         if self._recomputed:
             out["recomputed"] = dict(self._recomputed)
         if self._race_effects:
@@ -249,6 +264,12 @@ class Witness:
         if self._copy is not None and not isinstance(self._copy, str):
             self._copy.close()
         self._copy = None
+
+
+def _finite_gradients(values: List[Tuple[str, Any]]) -> bool:
+    """Whether every gradient a step recorded is finite."""
+    return all(np.all(np.isfinite(np.asarray(value, np.float64))) for key, value in values
+               if split_key(key)[0] == "grad" and np.asarray(value).dtype.kind == "f")
 
 
 def race_effect(recorded: Any, clean: Any) -> Optional[float]:

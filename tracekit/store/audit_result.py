@@ -14,7 +14,10 @@ AGREES = "agrees"
 DISAGREES = "disagrees"
 OTHER_RATE = "agrees at another step's rate"
 NOT_AUDITABLE = "not auditable"
-VERDICTS = (DISAGREES, OTHER_RATE, AGREES, NOT_AUDITABLE)  # a summary over steps shows the first found
+# A step whose gradient is not finite left the variable and its slots as they were (a loss-scale
+# optimizer applies only finite gradients): no update ran to recompute.
+NOT_APPLIED = "not applied"
+VERDICTS = (DISAGREES, OTHER_RATE, AGREES, NOT_APPLIED, NOT_AUDITABLE)  # a summary over steps shows the first found
 # How far a recorded element may be from the float64 recomputation, in ulps of its scale (the
 # kernel's error bound, every operation charged a whole ulp of its result): a faithful float32
 # kernel stays within 0.5; the rest covers reassociation (GPU kernels) and second-order terms.
@@ -27,7 +30,7 @@ class VariableAudit:
 
     var: str
     update: str  # the update op's type, "assign" for a hand-written update, "" if not recorded
-    verdict: str  # AGREES, DISAGREES, OTHER_RATE or NOT_AUDITABLE
+    verdict: str  # AGREES, DISAGREES, OTHER_RATE, NOT_APPLIED or NOT_AUDITABLE
     detail: str  # the errors per tensor; which tensor disagrees and by how much; why not auditable
     max_ulps: Optional[float] = None  # the largest error, in ulps of its element's scale
     max_abs: Optional[float] = None  # the largest absolute error

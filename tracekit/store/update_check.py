@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 import numpy as np
 
 from ..keys import ASSIGNED, make_key, step_label
-from .audit_result import AGREES, DISAGREES, OTHER_RATE, VariableAudit
+from .audit_result import AGREES, DISAGREES, NOT_APPLIED, OTHER_RATE, VariableAudit
 from .bounded import Bounded
 from .update_rules import DECAY, PARALLEL, WHOLE, Rule, recompute, rule_of
 
@@ -135,6 +135,10 @@ class StepContext:
             after[arg] = _Recorded(key, "slot %s (%s)" % (arg, key), "slot " + arg,
                                    self._tensor(key, self.after, "after"))
         grad, indices = self._gradient(var, before["var"], rule, sparse)
+        if not np.all(np.isfinite(grad)) and all(np.array_equal(before[arg], after[arg].value) for arg in before):
+            return VariableAudit(var, update, NOT_APPLIED, "its gradient is not finite, and the variable and its "
+                                 "slots are as they were: the step did not apply it (a loss-scale optimizer skips "
+                                 "a step whose gradients overflowed)")
         if DECAY in attrs and indices is not None and len(np.unique(indices)) < len(indices):
             raise NotAuditable("grad/%s/indices repeats an index: its weight decay is applied once per occurrence"
                                 % var)
