@@ -1,10 +1,14 @@
 """The corpus (docs/CORPUS.md): public TF1 programs installed from the package registry, each
 recorded zero-code for real in TF 1.15 and replayed through the TF2 port a team would write;
-each must match at the default tolerance, and each golden must pass its own checks (the loss is
-what was differentiated, the updates agree) and `verify --audit`, held to the loss the program
-itself printed where it prints one. Programs marked slow say why."""
+each must match at the default tolerance, with oneDNN's kernels on and off, and each golden
+must pass its own checks (the loss is what was differentiated, the updates agree) and `verify
+--audit`, held to the loss the program itself printed where it prints one. Programs marked slow
+say why."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 import pytest
 
@@ -13,6 +17,7 @@ from tracekit.keys import MICRO, UNCLIPPED
 from tracekit.store import audit_trace
 from tools.corpus import PROGRAMS, by_name, record, replay, step_loss
 
+from ..support import run_python
 from .test_optimizer_conventions import assert_keras_rmsprop_from_zero
 
 
@@ -40,6 +45,11 @@ def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
         return
     result = replay(program, golden)
     assert result.ok and not result.missing, result.report()
+    # and with oneDNN's kernels switched the other way than in this process (its round-off differs)
+    other = "0" if os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0" else "1"
+    flipped = run_python(sys.executable, ["-m", "tools.corpus", program.name, "--golden", golden],
+                         env={"TF_ENABLE_ONEDNN_OPTS": other}, check=False)
+    assert flipped.returncode == 0 and "MATCH" in flipped.stdout, (other, flipped.stdout[-3000:])
     # nothing trained is left out: every variable a step trained, and its gradient, was compared
     with tracekit.open(golden) as trace:
         trained = {_variable(n) for n in trace.names("grad")}

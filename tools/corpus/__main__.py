@@ -3,6 +3,7 @@
     .venv/bin/python -m tools.corpus                 # every program (those CI runs and the slow ones)
     .venv/bin/python -m tools.corpus sonnet_mlp      # one
     .venv/bin/python -m tools.corpus --markdown      # the table of docs/CORPUS.md
+    .venv/bin/python -m tools.corpus sonnet_mlp --golden G.h5   # replay a recording of it
 
 Prints, per program: the package, record time, golden size, port size and the verdict at the
 default tolerance (MATCH, or the first divergence)."""
@@ -27,7 +28,15 @@ def main() -> int:
     parser.add_argument("--legacy-python", help="the interpreter to record with (default: each program's own "
                                                 "legacy environment)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--golden", metavar="PATH", help="replay this recording of the one program named instead "
+                                                         "of recording it (the tests replay under other kernels so)")
     args = parser.parse_args()
+    if args.golden:
+        if len(args.names) != 1 or not by_name(args.names[0]).ported:
+            parser.error("--golden replays one ported program: name it")
+        result = replay(by_name(args.names[0]), args.golden)
+        print("MATCH" if result.ok else result.report())
+        return 0 if result.ok else 1
     programs = [by_name(n) for n in args.names] or list(PROGRAMS)
     rows, failed = [], 0
     for program in programs:
