@@ -218,15 +218,13 @@ def _rows(mask, like):
 
 
 def dense_gradient(step, var, shape):
-    """The gradient a step recorded for `var`, in the variable's shape, and the rows it names."""
+    """The gradient a step recorded for `var`, in the variable's shape (Step.gradient: kept as the
+    rows its update consumed, added up by index), and the rows it names."""
     if "grad/" + var in step:
-        return step["grad/" + var].astype(np.float64), None
-    values, indices = step["grad/%s/values" % var], step["grad/%s/indices" % var]
-    out = np.zeros(shape)
-    np.add.at(out, indices, values)
+        return step.gradient(var).astype(np.float64), None
     rows = np.zeros(shape[0], dtype=bool)
-    rows[indices] = True
-    return out, rows
+    rows[step["grad/%s/indices" % var]] = True
+    return step.gradient(var, shape).astype(np.float64), rows
 
 
 # ---- the matrix ------------------------------------------------------------------------------

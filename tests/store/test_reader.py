@@ -8,7 +8,7 @@ import pytest
 
 import tracekit
 
-from ..support import payloads
+from ..support import build_golden, payloads
 from ..support import write_steps
 
 
@@ -105,3 +105,18 @@ def test_shape_varying_tensor(tmp_path):
         assert [v.shape for v in trace.series("input", "x:0")] == [(4, 3), (4, 3), (2, 3)]
         with pytest.raises(ValueError):
             trace.series("input", "x:0").stack()
+
+
+def test_a_gradient_kept_as_rows_is_read_in_its_variables_shape(tmp_path):
+    # an embedding's gradient as its update consumed it (rows, an id as often as it was looked up)
+    rows = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
+    path = build_golden(str(tmp_path / "rows.h5"), [
+        {"grad/table:0/values": rows, "grad/table:0/indices": np.array([2, 0, 2]),
+         "var/table:0": np.zeros((4, 2), np.float32), "grad/dense:0": np.ones(3, np.float32)},
+        {"grad/table:0/values": rows[:1], "grad/table:0/indices": np.array([1])}])
+    with tracekit.open(path) as trace:
+        np.testing.assert_array_equal(trace.step(0).gradient("table:0"), [[3, 4], [0, 0], [6, 8], [0, 0]])
+        np.testing.assert_array_equal(trace.step(0).gradient("dense:0"), np.ones(3))
+        np.testing.assert_array_equal(trace.step(1).gradient("table:0", (4, 2)), [[0, 0], [1, 2], [0, 0], [0, 0]])
+        with pytest.raises(tracekit.UsageError, match="step 1 keeps the gradient of table:0 as rows"):
+            trace.step(1).gradient("table:0")

@@ -19,7 +19,8 @@ except ImportError:  # pragma: no cover
 import numpy as np
 
 from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
-from ..keys import BEFORE, INITIAL_STEP, STATE_KINDS, Kind, make_key, split_key, step_label
+from ..keys import (BEFORE, INITIAL_STEP, SPARSE_INDICES, SPARSE_VALUES, STATE_KINDS, Kind, make_key, split_key,
+                    step_label)
 from . import _metadata, digest as digests, values
 from ._backends import Backend
 from .catalog import TensorInfo
@@ -344,6 +345,22 @@ class Step(Mapping):
         kind = Kind.parse(kind).value
         prefix = kind + "/"
         return [k[len(prefix):] for k in self._key_list() if k.startswith(prefix)]
+
+    def gradient(self, var: str, shape: Optional[Tuple[int, ...]] = None) -> np.ndarray:
+        """The gradient of `var` in the variable's shape: as recorded, or, where the step keeps it
+        as the rows an update consumed (grad/<var>/values and /indices: an embedding's), those rows
+        added up by index into zeros of `shape` (default: the variable's, as this step holds it)."""
+        if self.has("grad", var):
+            return np.asarray(self.get_value("grad", var))
+        values, indices = (np.asarray(self.get_value("grad", var + part)) for part in (SPARSE_VALUES, SPARSE_INDICES))
+        if shape is None:
+            if not self.has("var", var):
+                raise UsageError("%s: %s keeps the gradient of %s as rows and does not hold the variable: pass its "
+                                 "shape" % (self._backend.path, step_label(self.index), var))
+            shape = np.shape(self.get_value("var", var))
+        out = np.zeros(tuple(shape), values.dtype)
+        np.add.at(out, indices.astype(np.int64), values)
+        return out
 
     def get_value(self, kind: str, name: str) -> Any:
         if not self.has(kind, name):
