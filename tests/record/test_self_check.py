@@ -509,3 +509,41 @@ def test_a_recording_whose_every_step_overflows_says_its_loss_is_unverified(tmp_
     with tracekit.open(str(path)) as trace:
         check, = trace.meta["self_check"]
         assert check["verdict"] == "unverified" and "not finite" in check["detail"], check
+
+
+def _replaced_truth(state, x, y, mode):
+    """numpy: replaced_gradients.py's gradients at `state`, the flow back into the first layer
+    halved (custom), clipped to 1e-3 (override) or as the chain rule has it (patched)."""
+    w1, b1, w2, b2, w3, b3 = (state["var/%s/%s:0" % (layer, part)].astype(np.float64)
+                              for layer in ("h1", "h2", "out") for part in ("kernel", "bias"))
+    h1 = np.tanh(x @ w1 + b1)
+    h2 = np.tanh(h1 @ w2 + b2)
+    d = 2.0 * (h2 @ w3 + b3 - y) / y.size
+    d2 = (d @ w3.T) * (1 - h2 ** 2)
+    back = d2 @ w2.T
+    back = {"custom": 0.5 * back, "override": np.clip(back, -1e-3, 1e-3), "patched": back}[mode]
+    d1 = back * (1 - h1 ** 2)
+    return {"h1/kernel:0": x.T @ d1, "h1/bias:0": d1.sum(0), "h2/kernel:0": h1.T @ d2, "h2/bias:0": d2.sum(0),
+            "out/kernel:0": h2.T @ d, "out/bias:0": d.sum(0)}
+
+
+@pytest.mark.tf1
+@pytest.mark.parametrize("mode", ["custom", "override", "patched"])
+def test_gradients_a_program_makes_by_its_own_rules_are_recorded_as_its_update_read_them(tmp_path, mode):
+    # tf.custom_gradient, gradient_override_map, and tf.gradients replaced by a module's own function:
+    # the gradients recorded are the ones the update read (not the chain rule's where the program
+    # changed it), held to numpy at every step, the loss found and verified, the updates audited.
+    path = tmp_path / ("%s.h5" % mode)
+    proc = record_cli(path, "replaced_gradients.py", "--mode", mode, "--steps", 3)
+    printed = [float(v) for v in re.findall(r"^step loss (\S+)$", proc.stdout, re.M)]
+    with tracekit.open(str(path)) as trace:
+        assert not trace.meta["warnings"], trace.meta["warnings"]
+        check, = trace.meta["self_check"]
+        assert check["verdict"] == "verified" and check["variables"] == 6
+        assert audit_trace(trace).ok
+        for k, step in enumerate(trace):
+            assert float(step["loss/loss"]) == pytest.approx(printed[k], rel=1e-6)
+            truth = _replaced_truth(trace.state_before(k), step["input/x:0"].astype(np.float64),
+                                    step["input/y:0"].astype(np.float64), mode)
+            for name, value in truth.items():
+                np.testing.assert_allclose(step.gradient(name), value, rtol=1e-4, atol=1e-7, err_msg=name)
