@@ -106,3 +106,40 @@ def test_a_port_that_returns_one_loss_is_told_to_return_each_micro_batchs(tf2, g
     assert not result.ok and result.first_divergence.key == "loss/loss"
     hint, = [h for h in result.slips if h.code == MICRO_LOSSES]
     assert "tf.stack(losses)" in result.report()
+
+
+@pytest.fixture(scope="module")
+def averaged(legacy_python, tmp_path_factory):
+    """The case Keras 3's accumulation has the form of: the micro-batches' mean, unclipped."""
+    path = str(tmp_path_factory.mktemp("accumulate") / "averaged.h5")
+    run_python(legacy_python, ["-m", "tracekit", "record", "-o", path, "--", os.path.join(SCRIPTS, "accumulate.py"),
+                               "--steps", str(STEPS), "--micro", "3", "--form", "mean"], cwd=ROOT)
+    return path
+
+
+def test_a_keras_3_port_whose_optimizer_accumulates_matches(tf2, averaged):
+    # Keras 3's optimizer accumulates itself (gradient_accumulation_steps=N): the port applies each
+    # micro-batch's gradients and the optimizer updates on every Nth call, with their mean. Its step
+    # count is its calls // N, loaded and read as such; the gradient it applied is the calls' mean.
+    import keras
+    import tensorflow as tf
+
+    path, micro = averaged, 3
+    model = keras.Sequential([keras.layers.Dense(5, activation="tanh", name="hidden"),
+                              keras.layers.Dense(1, name="out")], name="net")
+    model.build((None, 3))
+    optimizer = keras.optimizers.Adam(0.01, epsilon=1e-8, gradient_accumulation_steps=micro)
+
+    @tf.function
+    def step(inputs):
+        losses = []
+        for i in range(micro):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(inputs["x:0"][i]) - inputs["y:0"][i]))
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            losses.append(loss)
+        return {"loss": tf.stack(losses)}
+    result = tf2.check(path, step, model=model)
+    result.assert_ok()
+    assert {"grad/net/hidden/kernel:0", "var/net/hidden/kernel:0", "slot/net/hidden/kernel/Adam:0"} <= \
+        {t.key for t in result.tensors}

@@ -100,9 +100,12 @@ class Capture:
         self.put_many([(key, tensor)])
 
     @tf.autograph.experimental.do_not_convert  # plain Python that adds side ops, even in a tf.function
-    def put_many(self, named: List[Tuple[str, Any]], wanted: Optional[Callable[[], bool]] = None) -> None:
+    def put_many(self, named: List[Tuple[str, Any]], wanted: Optional[Callable[[], bool]] = None,
+                 mean_of: int = 1) -> None:
         """Capture ("kind/name", tensor) pairs when they run, in one side op (a step's gradients);
-        `wanted()`, asked each time they run, may say they are not needed (then nothing is copied)."""
+        `wanted()`, asked each time they run, may say they are not needed (then nothing is copied);
+        `mean_of` N: each is one of N values of a step whose mean is kept (the gradients an
+        optimizer accumulating over N calls applies once)."""
         if not named:
             return
         keys = [key for key, _ in named]
@@ -113,7 +116,11 @@ class Capture:
             if not (self.full or light) or (wanted is not None and not wanted()):
                 return
             for key, value in zip(keys, values):
-                if replica is None:
+                if replica is None and mean_of > 1:
+                    share = np.asarray(value, np.float64) / mean_of
+                    kept = self.values.get(key)
+                    self.values[key] = share if kept is None or np.shape(kept) != share.shape else kept + share
+                elif replica is None:
                     self.values[key] = np.array(value)
                 else:
                     self.replicas.setdefault(key, {})[replica] = np.array(value)

@@ -35,6 +35,17 @@ from .varmap import Mapping
 from .variables import cast_for, initial_value, unwrap
 
 
+
+def step_counter(optimizer: Any) -> Tuple[Any, int]:
+    """(the variable a Keras optimizer counts its steps in, how many apply_gradients calls make
+    a step): its `iterations`, one call each; with Keras 3's gradient_accumulation_steps=N, whose
+    `iterations` is a tensor (calls // N), the variable counting the calls, N of them."""
+    steps = getattr(optimizer, "gradient_accumulation_steps", None)
+    calls = getattr(optimizer, "_iterations", None)
+    if steps and calls is not None and hasattr(calls, "assign"):
+        return calls, int(steps)
+    return optimizer.iterations, 1
+
 class OptimizerBridge:
     """The golden's TF1 optimizer state on one side, the port's Keras optimizers on the other:
     any number of them, each over its own variables, each paired with the TF1 optimizer whose
@@ -62,7 +73,7 @@ class OptimizerBridge:
         micro = {n[:-len(MICRO)] for n in golden.names("grad") if n.endswith(MICRO)}  # each micro-batch's gradient
         # gradients a hand-written optimizer applies, and each micro-batch's
         self._watch = GradientWatch(capture, self._name_of, self._sparse, micro)
-        self._applies = 0  # the optimizers' apply_gradients calls in the step being run
+        self._applies = 0.0  # the updates the optimizers' apply_gradients calls made in the step being run
         self._inside = 0  # how deep in apply_gradients calls (a subclass's, its base's) this thread is
         self.applies: Optional[int] = None  # ... in the first step
         self._conversions = list(conversions)
@@ -76,6 +87,7 @@ class OptimizerBridge:
         self._optimizers: List[Any] = []  # in the order of their first update
         self._lr_names: Dict[int, str] = {}  # id(optimizer) -> the golden's name of its learning rate
         self._iteration_var: Any = None  # the first optimizer's: every optimizer counts the same steps
+        self._calls_per_step = 1  # what _iteration_var counts per step (Keras 3's gradient_accumulation_steps)
         self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
         self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None  # (class, method, wrapper)
         self.aggregated: Dict[str, bool] = {}  # grad key -> whether its optimizer all-reduced it over replicas
@@ -115,7 +127,7 @@ class OptimizerBridge:
             values = conv.deltas_to_golden([slot_to_tf1(value_of(var), role, lr(rate)) for var in slots])
             out.extend((make_key("slot", name), value) for name, value in zip(names, values))
         if self._iteration_var is not None:
-            step = np.asarray(value_of(self._iteration_var), dtype=np.int64)
+            step = np.asarray(value_of(self._iteration_var), dtype=np.int64) // self._calls_per_step
             out.extend((self._keys[name], step) for name in self._iterations)
         return out
 
@@ -142,7 +154,7 @@ class OptimizerBridge:
         for name in self._iterations:
             value = state.get(self._keys[name])
             if value is not None and self._iteration_var is not None:
-                self._iteration_var.assign(int(value))
+                self._iteration_var.assign(int(value) * self._calls_per_step)
                 forced.append(self._keys[name])
         return forced
 
@@ -174,14 +186,15 @@ class OptimizerBridge:
                               for cls in optimizer_classes(name)]
             self._wrappers += self._watch.wrappers()
         self._watch.start(first)
-        self._applies = 0
+        self._applies = 0.0
         with patched(self._wrappers):
             yield
         if self.applies is None:
-            self.applies = self._applies
+            self.applies = int(round(self._applies))
 
-    def _count(self, _: Any) -> None:
-        self._applies += 1
+    def _count(self, optimizer: Any) -> None:
+        """One apply_gradients call: an update, or 1/N of one (Keras 3's gradient_accumulation_steps=N)."""
+        self._applies += 1.0 / (1 if is_v1(optimizer) else step_counter(optimizer)[1])
 
     def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
         bridge = self
@@ -190,7 +203,7 @@ class OptimizerBridge:
             if delegates(optimizer):
                 return original(optimizer, grads_and_vars, *args, **kwargs)
             if not bridge._inside:  # a subclass's calling its base's is one update
-                when_run([], bridge._count)  # counted as it runs (each pass of a loop in a traced step)
+                when_run([], lambda _: bridge._count(optimizer))  # counted as it runs (each pass of a traced loop)
             bridge._inside += 1
             try:
                 return bridge._applied(original, optimizer, grads_and_vars, args, kwargs)
@@ -206,7 +219,7 @@ class OptimizerBridge:
         pairs = list(grads_and_vars)
         # TF1's optimizers count steps in the global_step they are given (Keras': iterations).
         counter = kwargs.get("global_step", args[0] if args else None) if is_v1(optimizer) else \
-            optimizer.iterations
+            step_counter(optimizer)[0]
         try:
             bridge._prepare_once(optimizer, [v for _, v in pairs], counter)
         except ReplayError as exc:  # kept: tf.function wraps it in its own error while tracing
@@ -240,8 +253,9 @@ class OptimizerBridge:
             reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grad for _, grad in named])
             bridge.capture.put_many([(key, total) for (key, _), total in zip(named, reduced)] +
                                     [(passed_key(key), grad) for key, grad in named])
-        else:
-            bridge.capture.put_many(named)  # one side op for the step's gradients
+        else:  # one side op for the step's gradients; their mean where the optimizer accumulates them
+            calls = 1 if is_v1(optimizer) else step_counter(optimizer)[1]
+            bridge.capture.put_many(named, mean_of=calls if all(g.dtype.is_floating for _, g in named) else 1)
         return original(optimizer, pairs, *args, **kwargs)
 
     def unclipped_reasons(self) -> Dict[str, str]:
@@ -299,6 +313,7 @@ class OptimizerBridge:
             first = self._iteration_var is None
             if first:
                 self._iteration_var = counter
+                self._calls_per_step = 1 if is_v1(optimizer) else step_counter(optimizer)[1]
             slots, converted = len(self._slots), len(self._converted_slots)
             plain, converted_slots = self._map_slots(optimizer, updated)
             paired = [name for name, _, _ in plain] + [n for _, names, _, _ in converted_slots for n in names]
@@ -322,7 +337,7 @@ class OptimizerBridge:
                         var.assign(cast_for(value, var))
                 for name in self._iterations:
                     if self._keys[name] in initial and counter is not None:
-                        counter.assign(int(initial[self._keys[name]]))
+                        counter.assign(int(initial[self._keys[name]]) * self._calls_per_step)
                 self._read_back(slots, converted, counter, lr)
 
     def _read_back(self, slots: int, converted: int, counter: Any, lr: float) -> None:
@@ -336,7 +351,8 @@ class OptimizerBridge:
             values = conv.deltas_to_golden([slot_to_tf1(numpy(var), role, lr) for var in port_slots])
             got += [(make_key("slot", name), value) for name, value in zip(names, values)]
         if counter is not None:
-            got += [(self._keys[name], numpy(counter)) for name in self._iterations if self._keys[name] in initial]
+            got += [(self._keys[name], numpy(counter) // self._calls_per_step) for name in self._iterations
+                    if self._keys[name] in initial]
         for key, value in got:
             self.loaded[key] = reads_back(value, initial[key])
 
