@@ -129,3 +129,50 @@ def test_a_loss_the_recorder_found_racy_names_the_race_unless_it_recomputed_it(t
     recomputed = trace(str(tmp_path / "recomputed.h5"), meta={"races": [race], "recomputed": {"loss/loss": 3}})
     _, codes = slip_of(recomputed, tmp_path, at("loss/loss", 1, lambda v: v - REG))
     assert codes == [slips.REGULARIZATION_MISSING]
+
+
+def _skipping(tmp_path, name, skipped, port_skips=False, port_rate=0.1):
+    """A loss-scale run: at the steps in `skipped` TF1's gradients overflowed (NaN) and it left w
+    and its slot as they were; the port's gradients are finite everywhere, and it applies them
+    (unless `port_skips`: it skips the same steps) at its rate (TF1's: 0.1)."""
+    rs = np.random.RandomState(3)
+    w0 = rs.randn(4).astype("f4")
+    grads = [rs.randn(4).astype("f4") for _ in range(3)]
+
+    def steps(tf1):
+        w, m = w0.copy(), np.zeros(4, "f4")
+        for k, g in enumerate(grads):
+            skip = k in skipped and (tf1 or port_skips)
+            if not skip:
+                m = (0.9 * m + g).astype("f4")
+                w = (w - (0.1 if tf1 else port_rate) * m).astype("f4")
+            yield {"grad/w:0": np.full(4, np.nan, "f4") if tf1 and k in skipped else g, "var/w:0": w.copy(),
+                   "slot/w/Momentum:0": m.copy(), "loss/loss": np.float32(k), "var/current_loss_scale:0":
+                   np.float32(2.0 ** (15 - len([s for s in skipped if s <= k])))}
+    initial = {"var/w:0": w0, "slot/w/Momentum:0": np.zeros(4, "f4"), "var/current_loss_scale:0": np.float32(2 ** 15)}
+    meta = {"slots": {"w/Momentum:0": {"var": "w:0", "update": "ApplyMomentum", "arg": "accum"}}}
+    golden = build_golden(str(tmp_path / (name + "_golden.h5")), steps(True), initial=initial, meta=meta)
+    actual = build_golden(str(tmp_path / (name + "_port.h5")), steps(False), initial=initial,
+                          meta={"replay": {"forcing": "state"}})
+    return tracekit.compare(golden, actual)
+
+
+def test_a_step_tf1_skipped_and_the_port_applied_is_named(tmp_path):
+    result = _skipping(tmp_path, "skipped", skipped={1})
+    assert not result.ok and result.first_divergence.step == 1
+    hint, = [h for h in result.slips if h.code == slips.SKIPPED_STEP]
+    assert hint.evidence["nonfinite"] == 1 and hint.evidence["loss_scale"] == 2.0 ** 14
+    assert hint.evidence["port_applied"] and "the port applied its finite ones" in result.report()
+
+
+def test_a_port_that_skips_the_same_step_is_told_only_the_gradients_differ(tmp_path):
+    # the port skips where TF1 did: its update agrees, its gradient is finite there (no loss scale)
+    result = _skipping(tmp_path, "both", skipped={1}, port_skips=True)
+    assert [t.key for t in result.tensors if not t.ok] == ["grad/w:0"]
+    hint, = [h for h in result.slips if h.code == slips.SKIPPED_STEP]
+    assert not hint.evidence["port_applied"] and "The port's update agrees" in result.report()
+
+
+def test_a_golden_with_no_skipped_step_names_none(tmp_path):
+    result = _skipping(tmp_path, "none", skipped=set(), port_rate=0.2)  # the port departs, by its rate
+    assert not result.ok and not [h for h in result.slips if h.code == slips.SKIPPED_STEP]

@@ -18,6 +18,8 @@ within RTOL), so round-off and other bugs do not trip it:
 - an optimizer slot that starts elsewhere: the port's optimizer makes it with other initial
   values than the TF1 one did (Adagrad's initial_accumulator_value), seen in the initial
   state the replay read before it loaded the golden's;
+- a step TF1 skipped: its gradients were not finite (a loss-scale optimizer's overflow) and it
+  applied nothing, where the port's were finite and it applied them;
 - an optimizer setting that differs: a variable (or its slot) diverges after its update, and
   the port's optimizer sets a hyperparameter (FTRL's l1, l2, shrinkage, learning-rate power,
   Adam's betas, RMSprop's rho, a momentum, an epsilon) to another value than the constant
@@ -33,6 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ..errors import UsageError
 from ..keys import INITIAL_STEP, make_key, split_key
 from ..store import Trace
 from ..store.meta import replay_of
@@ -51,6 +54,7 @@ LR_RACE = "lr-race"
 READ_RACE = "read-race"
 ACCUMULATION = "accumulation"
 MICRO_LOSSES = "micro-batch-losses"
+SKIPPED_STEP = "skipped-step"
 
 RTOL = 1e-3  # how closely the numbers must fit a slip, relative to the quantity they explain
 BN_NAMES = ("moving_mean", "moving_variance")
@@ -96,7 +100,7 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
         update = slot.get("update") if isinstance(slot, dict) else None
         return [SlipHint(SLOT_INITIAL, step, key, {"golden": _constant(g_value), "actual": start, "update": update})]
     found: Optional[SlipHint] = _accumulation(golden, step, key, actual_meta) or \
-        _micro_losses(golden, step, key, g_value, a_value)
+        _micro_losses(golden, step, key, g_value, a_value) or _skipped(golden, step, key, a_value, agreed)
     if found is not None:
         return [found]
     # A racy value the golden holds as fetched: the race may be the news. Recomputed from the state
@@ -150,6 +154,32 @@ def _micro_losses(golden: Trace, step: int, key: str, g_value: Any, a_value: Any
     mean = float(np.mean(np.asarray(g_value, np.float64)))
     return SlipHint(MICRO_LOSSES, step, key, {"micro_batches": micro, "shape": list(np.shape(a_value)),
                                               "mean": mean, "actual": _scalar(a_value)})
+
+
+def _skipped(golden: Trace, step: int, key: str, a_value: Any,
+             agreed: Callable[[Sequence[str]], bool]) -> Optional[SlipHint]:
+    """TF1's step held gradients that are not finite and left the variable where the step began
+    (the audit's "not applied": a loss-scale optimizer skips such a step); the port's value is
+    finite, and the port applied its update (its variables departed) or did not."""
+    kind, name = split_key(key)
+    if kind not in ("grad", "var", "slot") or step < 0:
+        return None
+    values = golden.step(step)
+    grads = [k for k in values.keys() if split_key(k)[0] == "grad"]
+    nonfinite = [k for k in grads if np.asarray(values[k]).dtype.kind == "f" and not np.all(np.isfinite(values[k]))]
+    if not nonfinite or not np.all(np.isfinite(np.asarray(a_value, np.float64))):
+        return None
+    if kind in ("var", "slot"):
+        try:
+            before = golden.state_before(step).get(key)
+        except UsageError:  # no whole state before the step (a digest golden): nothing to show it stood still
+            return None
+        if before is None or not np.array_equal(np.asarray(before), np.asarray(values[key])):
+            return None
+    scale = next((float(np.asarray(values[k]).reshape(-1)[0]) for k in values.keys()
+                  if k.startswith("var/") and "loss_scale" in k and np.size(values[k]) == 1), None)
+    return SlipHint(SKIPPED_STEP, step, key, {"nonfinite": len(nonfinite), "gradients": len(grads),
+                                              "loss_scale": scale, "port_applied": not agreed(("var", "slot"))})
 
 
 def _read_race(golden: Trace, key: str) -> Optional[Dict[str, Any]]:

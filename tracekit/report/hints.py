@@ -8,7 +8,7 @@ from typing import Any
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
 from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED,
                                 MICRO_LOSSES, OPTIMIZER_SETTING, RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED,
-                                REGULARIZATION_MISSING, SLOT_INITIAL, SlipHint)
+                                REGULARIZATION_MISSING, SKIPPED_STEP, SLOT_INITIAL, SlipHint)
 from ..keys import step_label
 from ..store.raced import ABSORBED, FIX
 from .text import num
@@ -122,6 +122,17 @@ def slip(hint: SlipHint) -> str:
                 "step and apply them once (divided by %d where TF1 averaged), or let the optimizer accumulate "
                 "(Keras' gradient_accumulation_steps=%d)" % (step_label(hint.step), e["micro_batches"], how,
                                                            e["applies"], e["micro_batches"], e["micro_batches"]))
+    if hint.code == SKIPPED_STEP:
+        scale = e.get("loss_scale")
+        said = ("hint: TF1 skipped %s: %d of its %d gradients are not finite (a loss-scale optimizer's overflow), so "
+                "it applied no update there" % (step_label(hint.step), e["nonfinite"], e["gradients"]))
+        if not e.get("port_applied"):
+            return ("%s. The port's update agrees (it applied none either); its gradients are finite and cannot "
+                    "agree with TF1's there: leave that step's gradients out of the comparison" % said)
+        return ("%s, and the port applied its finite ones. A port without TF1's loss scale does not overflow where "
+                "TF1's scaled gradients did: give it a loss-scale optimizer starting where TF1's scale stood%s, or "
+                "leave that step's update out as TF1 did" % (said, "" if scale is None else
+                                                                " (%s after the step)" % _full(scale)))
     if hint.code == MICRO_LOSSES:
         actual = e.get("actual")
         return ("hint: %s holds the loss of each of the TF1 step's %d micro-batch runs (their mean is %s%s); the port "
