@@ -103,9 +103,8 @@ class Witness:
             # an overflow a loss-scale optimizer skips: nothing to check the loss's gradients against
             kind = _kind(plan)
             self._checked.discard(kind)
-            steps, _ = self._deferred.setdefault(kind, ([], {}))
-            steps.append(step)
-            self._deferred[kind] = (steps, {key: found["tensor"] for key, found in plan.losses.items()})
+            passed = self._deferred.get(kind, ([], {}))[0] + [step]
+            self._deferred[kind] = (passed, {key: found["tensor"] for key, found in plan.losses.items()})
         elif probes is not None:
             self._deferred.pop(_kind(plan), None)
             values = self._check(model, plan, step, state, fed, values, probes, probed)

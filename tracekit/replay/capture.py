@@ -72,6 +72,7 @@ class Capture:
         self.draws: List[np.ndarray] = []
         self.replicas: "collections.OrderedDict[str, Dict[int, np.ndarray]]" = collections.OrderedDict()
         self.replica_draws: Dict[int, List[np.ndarray]] = {}
+        self._sums: Dict[str, np.ndarray] = {}  # put_many(mean_of=N)'s running sums in this step
         self.live = False  # during a step of this capture's own replay
         self._full = True
         # What the traced side ops of other kinds than LIGHT_KINDS ask before they copy anything out.
@@ -94,6 +95,7 @@ class Capture:
         self.draws = []
         self.replicas = collections.OrderedDict()
         self.replica_draws = {}
+        self._sums = {}
         del _stale[:]
 
     def put(self, key: str, tensor: Any) -> None:
@@ -116,10 +118,11 @@ class Capture:
             if not (self.full or light) or (wanted is not None and not wanted()):
                 return
             for key, value in zip(keys, values):
-                if replica is None and mean_of > 1:
+                if replica is None and mean_of > 1:  # summed in float64, kept in the value's own dtype
                     share = np.asarray(value, np.float64) / mean_of
-                    kept = self.values.get(key)
-                    self.values[key] = share if kept is None or np.shape(kept) != share.shape else kept + share
+                    kept = self._sums.get(key)
+                    self._sums[key] = share if kept is None or kept.shape != share.shape else kept + share
+                    self.values[key] = self._sums[key].astype(np.asarray(value).dtype)
                 elif replica is None:
                     self.values[key] = np.array(value)
                 else:
