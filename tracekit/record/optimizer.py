@@ -175,7 +175,7 @@ def _applying(original: Callable[..., Any]) -> Callable[..., Any]:
             result = original(self, optimizer, grad)
         finally:
             stack.pop()
-        applied.result, applied.last = result, applied.var.graph.version
+        applied.last = applied.var.graph.version
         note_intercepted(applied.var.graph, "applied", applied)
         return result
     return update_op

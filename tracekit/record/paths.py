@@ -41,7 +41,6 @@ class Applied:
     first: int  # the graph's version (its ops counted) before the call
     last: int = 0  # ... and after it: the call made the ops between
     consumed: Any = None  # (values, indices) after rows were summed by index, where they were
-    result: Any = None  # what the method returned
     slots: Dict[str, Any] = field(default_factory=dict)  # TF1 slot name ("m", "accum") -> variable
     state: Dict[str, Any] = field(default_factory=dict)  # non-slot variables ("beta1_power") -> variable
     scalars: Dict[str, Any] = field(default_factory=dict)  # the optimizer's attributes: tensors and numbers
@@ -101,7 +100,6 @@ class Reading:
     update: Optional[Update] = None
     decay: Any = None  # the weight decay's tensor or number
     decay_ops: Tuple[str, ...] = ()
-    own: bool = False  # the program's own method (no class of TF's): a hand-written update
 
 
 def read(applied: Applied) -> Reading:
@@ -114,8 +112,7 @@ def read(applied: Applied) -> Reading:
         reading.decay_ops = tuple(op.name for op in _decay_ops(applied))
     if not definers:
         return reading
-    if not definers[0].startswith(("tensorflow.", "tensorflow_core.")):
-        reading.own = True
+    if not definers[0].startswith(("tensorflow.", "tensorflow_core.")):  # the program's own: hand-written
         return reading
     path = KNOWN.get((definers[0], applied.sparse))
     if path is not None:
