@@ -120,3 +120,5 @@ def test_a_gradient_kept_as_rows_is_read_in_its_variables_shape(tmp_path):
         np.testing.assert_array_equal(trace.step(1).gradient("table:0", (4, 2)), [[0, 0], [1, 2], [0, 0], [0, 0]])
         with pytest.raises(tracekit.UsageError, match="step 1 keeps the gradient of table:0 as rows"):
             trace.step(1).gradient("table:0")
+        with pytest.raises(tracekit.TraceFormatError, match="indices 1..1 are outside its variable's 1 rows"):
+            trace.step(1).gradient("table:0", (1, 2))

@@ -19,8 +19,8 @@ from typing import Any, Collection, Dict, Optional, Tuple
 
 import numpy as np
 
-from ..errors import TraceFormatError
 from ..keys import SPARSE_INDICES, SPARSE_VALUES, make_key, split_key
+from ..store.rows import dense, summed_rows  # noqa: F401  # the comparison's, kept in store for the reader
 
 VALUES, INDICES = SPARSE_VALUES, SPARSE_INDICES
 BY_ROWS = "rows by index (both sparse, the rows of an index summed)"
@@ -67,26 +67,6 @@ def pairs(golden: Collection[str], actual: Collection[str]) -> Dict[str, SparseP
     for key, a_keys in a_sparse.items():
         if key in golden and key not in g_sparse:
             out[key] = SparsePair(key, DENSIFIED_GOLDEN_DENSE, (key,), a_keys)
-    return out
-
-
-def summed_rows(values: Any, indices: Any) -> Tuple[np.ndarray, np.ndarray]:
-    """(sorted distinct indices, the sum of each index's rows): the gradient an optimizer applies."""
-    values, indices = np.asarray(values), np.asarray(indices).reshape(-1).astype(np.int64)
-    unique, where = np.unique(indices, return_inverse=True)
-    rows = np.zeros((len(unique),) + values.shape[1:], dtype=values.dtype)
-    np.add.at(rows, where.reshape(-1), values)
-    return unique, rows
-
-
-def dense(values: Any, indices: Any, shape: Tuple[int, ...]) -> np.ndarray:
-    """The sparse gradient scattered into the variable's shape (rows of an index summed)."""
-    unique, rows = summed_rows(values, indices)
-    out = np.zeros(shape, dtype=rows.dtype)
-    if len(unique) and (unique.min() < 0 or unique.max() >= shape[0]):
-        raise TraceFormatError("a sparse gradient's indices %d..%d are outside its variable's %d rows"
-                               % (unique.min(), unique.max(), shape[0]))
-    out[unique] = rows
     return out
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .updates import ASSIGN_OPS, advances, variable_name
 
+BRANCH_SCOPE = "tracekit_branch"  # where branch_value puts the Merges it adds to a program's graph
 LOOP_PASSES = 16  # the passes of unordered_state_reads' ordering, at most (each crosses one level of loop back edges)
 RANDOM_OPS = frozenset([
     "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "TruncatedNormal",
@@ -304,7 +305,7 @@ def branch_value(tf: Any, tensor: Any) -> Optional[Any]:
     try:
         graph._set_control_flow_context(None)
         with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None), \
-                graph.name_scope("tracekit_branch"):
+                graph.name_scope(BRANCH_SCOPE):
             other = switch.outputs[1 - context.branch]  # live exactly when `tensor` is not computed
             empty = tf.reshape(tf.cast(other, tensor.dtype), [-1])[:0]
             return control_flow_ops.merge([tensor, empty])[0]
@@ -318,7 +319,7 @@ def taken(fetched: Mapping[str, Any], values: Iterable[Any]) -> List[Tuple[str, 
     """(key, value) of what a run fetched, without the values of tf.cond branches it did not take
     (branch_value's Merge gave an empty one): nothing was computed there to record."""
     return [(key, value) for (key, tensor), value in zip(fetched.items(), values)
-            if not (tensor.op.type == "Merge" and tensor.op.name.startswith("tracekit_branch/") and np.size(value) == 0
+            if not (tensor.op.type == "Merge" and tensor.op.name.startswith(BRANCH_SCOPE + "/") and np.size(value) == 0
                     and tensor.op.inputs[0].shape.num_elements() != 0)]
 
 

@@ -46,6 +46,11 @@ def step_counter(optimizer: Any) -> Tuple[Any, int]:
         return calls, int(steps)
     return optimizer.iterations, 1
 
+
+def calls_per_update(optimizer: Any) -> int:
+    """The apply_gradients calls of `optimizer` that make one update (TF1's optimizers: one)."""
+    return 1 if is_v1(optimizer) else step_counter(optimizer)[1]
+
 class OptimizerBridge:
     """The golden's TF1 optimizer state on one side, the port's Keras optimizers on the other:
     any number of them, each over its own variables, each paired with the TF1 optimizer whose
@@ -194,7 +199,7 @@ class OptimizerBridge:
 
     def _count(self, optimizer: Any) -> None:
         """One apply_gradients call: an update, or 1/N of one (Keras 3's gradient_accumulation_steps=N)."""
-        self._applies += 1.0 / (1 if is_v1(optimizer) else step_counter(optimizer)[1])
+        self._applies += 1.0 / calls_per_update(optimizer)
 
     def _apply_gradients(self, original: Callable[..., Any]) -> Callable[..., Any]:
         bridge = self
@@ -254,7 +259,7 @@ class OptimizerBridge:
             bridge.capture.put_many([(key, total) for (key, _), total in zip(named, reduced)] +
                                     [(passed_key(key), grad) for key, grad in named])
         else:  # one side op for the step's gradients; their mean where the optimizer accumulates them
-            calls = 1 if is_v1(optimizer) else step_counter(optimizer)[1]
+            calls = calls_per_update(optimizer)
             bridge.capture.put_many(named, mean_of=calls if all(g.dtype.is_floating for _, g in named) else 1)
         return original(optimizer, pairs, *args, **kwargs)
 
@@ -313,7 +318,7 @@ class OptimizerBridge:
             first = self._iteration_var is None
             if first:
                 self._iteration_var = counter
-                self._calls_per_step = 1 if is_v1(optimizer) else step_counter(optimizer)[1]
+                self._calls_per_step = calls_per_update(optimizer)
             slots, converted = len(self._slots), len(self._converted_slots)
             plain, converted_slots = self._map_slots(optimizer, updated)
             paired = [name for name, _, _ in plain] + [n for _, names, _, _ in converted_slots for n in names]

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import CorruptTrace, GoldenNotFound, NotATrace, UsageError
 from ..keys import (BEFORE, INITIAL_STEP, SPARSE_INDICES, SPARSE_VALUES, STATE_KINDS, Kind, make_key, split_key,
                     step_label)
-from . import _metadata, digest as digests, values
+from . import _metadata, digest as digests, rows, values
 from ._backends import Backend
 from .catalog import TensorInfo
 from ._format import (DIGESTS_KIND, DIGESTS_NAME, HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, PARTIAL_SUFFIX,
@@ -358,9 +358,7 @@ class Step(Mapping):
                 raise UsageError("%s: %s keeps the gradient of %s as rows and does not hold the variable: pass its "
                                  "shape" % (self._backend.path, step_label(self.index), var))
             shape = np.shape(self.get_value("var", var))
-        out = np.zeros(tuple(shape), values.dtype)
-        np.add.at(out, indices.astype(np.int64), values)
-        return out
+        return rows.dense(values, indices, tuple(shape))
 
     def get_value(self, kind: str, name: str) -> Any:
         if not self.has(kind, name):
