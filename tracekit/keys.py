@@ -90,6 +90,7 @@ def check_name(name: object) -> str:
 REGULARIZATION = "loss/regularization"
 RECORDING, REPLAY, PROGRAM, REGULARIZATION_LOSSES = "recording", "replay", "program", "regularization_losses"
 AUDIT = "audit"  # the update audit's verdicts (store/audit.py)
+REEXECUTED = "reexecuted"  # the recorder's re-execution of each update (record/rerun.py), its own verdicts
 # What the recorder found and checked of its own claims: each loss's graph tensor, the step-0 check.
 LOSSES, SELF_CHECK = "losses", "self_check"
 # What each kind of step records: kind of step -> {tensor kind: how many} (store/held.py).

@@ -39,8 +39,8 @@ from .notes import intercepted
 from .sources import plan_sources
 from .updates import ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, advances, pushed_by_a_worker, \
     pushed_update, variable_name
-from .walk import RANDOM_OPS, branch_value, constant, executed_ops, fetchable, is_random_draw, unique, unique_ops, \
-    unordered_reads, unordered_state_reads
+from .walk import RANDOM_OPS, branch_value, constant, executed_ops, fetchable, fetched_variables, is_random_draw, \
+    unique, unique_ops, unordered_reads, unordered_state_reads
 
 INPUT_OPS = frozenset([
     "IteratorGetNext", "IteratorGetNextSync", "MultiDeviceIteratorGetNextFromShard",
@@ -90,6 +90,22 @@ class StepPlan:
     # What session.run cannot fetch (computed in a tf.cond branch; a callable can): key -> its
     # constant value, recorded as such, or None (not recorded from session.run)
     unfetchable: Dict[str, Any] = field(default_factory=dict)
+    # The step's updates (updates.Update) and the ops that change their variables and slots: what
+    # re-executing them runs (rerun.py)
+    updates: List[Any] = field(default_factory=list)
+    targets: List[str] = field(default_factory=list)
+
+
+def _targets(updates: List[Any], executed: List[Any]) -> List[str]:
+    """The ops of a run that change its updates' variables and slots (and state such as Adam's
+    beta powers): the update ops, and the assign and scatter ops on those variables."""
+    moved = {name for u in updates for name in [u.var] + list(u.slots) if name is not None}
+    out = [u.op.name for u in updates]
+    for op in executed:
+        if op.type in ASSIGN_OPS or op.type.startswith(("Scatter", "ResourceScatter")):
+            if op.inputs and variable_name(op.inputs[0]) in moved and op.name not in out:
+                out.append(op.name)
+    return out
 
 
 class GraphModel:
@@ -279,7 +295,15 @@ class GraphModel:
         read.update((make_key("fetch", op.outputs[0].name), op.outputs[0]) for op in fetch_ops if op.outputs)
         # what the run executes with the recorder's fetches added (a loss the step does not need)
         extended = executed_ops(list(fetch_ops) + [t.op for t in read.values()], fed)
-        for race in unordered_state_reads(read, changed, extended, fed, fetch_ops):
+        # what the run's callers fetch (hooks too: a MonitoredSession runs their fetches with the step)
+        # also reads the step counter its increment changes
+        counter = {global_step.name: [op for op in executed if op.type in ASSIGN_OPS and advances(op)
+                                      and variable_name(op.inputs[0]) == global_step.name]} if increments else {}
+        fetched = collections.OrderedDict((key, t) for key, t in read.items() if split_key(key)[0] == "fetch")
+        raced = unordered_state_reads(read, changed, extended, fed, fetch_ops)
+        raced += unordered_state_reads(fetched, counter, extended, fed, fetch_ops) if counter else []
+        raced += fetched_variables(fetched, dict(changed, **counter))
+        for race in [r for i, r in enumerate(raced) if all(r["tensor"] != o["tensor"] for o in raced[:i])]:
             races.append(race)
             self._warn("a race in the training step: %(tensor)s reads %(variable)s (op %(read)s) with no ordering "
                        "against its update (op %(update)s) in the same run, so its value may be taken before or "
@@ -312,7 +336,8 @@ class GraphModel:
                 self._warn(message)
         return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
                         terms=terms, sources=sources, held={k: counts.get(k, 0) for k in HELD_KINDS},
-                        accumulated=accumulated, unfetchable=unfetchable)
+                        accumulated=accumulated, unfetchable=unfetchable, updates=list(updates),
+                        targets=_targets(updates, executed))
 
     def _fetchable(self, fetch: "collections.OrderedDict[str, Any]") -> Dict[str, Any]:
         """What a step records inside a tf.cond branch (a loss-scale optimizer's updates run only

@@ -258,9 +258,10 @@ class Recorder:
     def fetches(self, plan: StepPlan, full: bool, callable_: bool = False) -> "collections.OrderedDict[str, Any]":
         """What a step of `plan` fetches to record (key -> tensor): all of it, or the light kinds;
         from session.run (not `callable_`), none of what it refuses to fetch."""
+        refuted = self._witness.refuted  # a scalar re-execution showed is no learning rate
         return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
                                        if (full or split_key(key)[0] in LIGHT_KINDS)
-                                       and (callable_ or key not in plan.unfetchable))
+                                       and (callable_ or key not in plan.unfetchable) and key not in refuted)
 
     def _unfetched(self, graph: Any, plan: StepPlan, full: bool) -> List[Tuple[str, Any]]:
         """What session.run could not fetch of a step: the constants among it, recorded as the
@@ -396,7 +397,7 @@ class Recorder:
         micro, feeds, extra = self._micro.merged(plan, feeds, extra, self._model(sess.graph)._warn)
         state = self._state.read(sess, run) if self.full() else None
         after = None if state is None else named(state)
-        self._witness.audit(self.steps, extra, after, plan.races)
+        extra = self._witness.audit(self._model(sess.graph), plan, self.steps, extra, after)
         self._witness.state(after)
         keyframe = self._keyframe(feeds, extra, state)
         if self.steps == 0:

@@ -162,6 +162,7 @@ class GraphCopy:
             self._tables = v1.tables_initializer()
         self.session = v1.Session(graph=self.graph)
         self._feeds: Dict[Any, Any] = {}
+        self._reads: Dict[str, Any] = {}  # variable name -> a tensor reading it (rerun)
         self._started = False
 
     @classmethod
@@ -191,6 +192,17 @@ class GraphCopy:
     def evaluate(self, names: Sequence[str]) -> List[Any]:
         """The values of graph tensors `names` at the loaded state and feeds."""
         return self.session.run([self.graph.get_tensor_by_name(n) for n in names], self._feeds)
+
+    def rerun(self, ops: Sequence[str], read: Sequence[str]) -> Dict[str, np.ndarray]:
+        """Run the ops named `ops` at the loaded state and feeds; the values of the variables named
+        `read` after them."""
+        self.session.run([self.graph.get_operation_by_name(name) for name in ops], self._feeds)
+        with self.graph.as_default():  # a read of each, made once
+            for name in read:
+                if name not in self._reads:
+                    self._reads[name] = self._variables[name].value()
+        tensors = [self._reads[name] for name in read]
+        return dict(zip(read, self.session.run(tensors)))
 
     def close(self) -> None:
         self.session.close()

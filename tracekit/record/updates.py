@@ -41,7 +41,7 @@ class Update:
     """One variable's update: the op, the variable, gradient, learning rate and slots it uses."""
 
     __slots__ = ("op", "kind", "var", "grad", "indices", "lr", "slots", "roles", "hyper", "unclipped", "state",
-                 "decay", "decay_ops")
+                 "decay", "decay_ops", "rates")
 
     def __init__(self, op: Any, kind: str, var: Optional[str], grad: Any = None, indices: Any = None,
                  lr: Any = None, roles: Optional[Dict[str, str]] = None, state: Iterable[str] = (),
@@ -60,6 +60,7 @@ class Update:
         self.state: Dict[str, str] = {}  # optimizer state that is no slot of one variable: argument -> variable
         self.decay: Any = None  # decoupled weight decay applied first (`var -= decay * var`): its tensor or number
         self.decay_ops: Tuple[str, ...] = ()  # the ops that apply it
+        self.rates: List[Any] = []  # a hand-written update's other float scalars, nearest first: what else may be its rate
 
     @classmethod
     def of_op(cls, op: Any) -> "Update":
@@ -280,7 +281,9 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
             if grad is not None and not grad_ops & reads(assign):
                 continue  # computed from another variable's gradient
             roles[slot] = _role(slot, var)
+        rates = _scalars(op, derived)
         update = Update(op, ASSIGNED, var, grad=grad, roles=roles, lr=_learning_rate(op, derived))
+        update.rates = [t for t in rates if update.lr is None or t.name != update.lr.name]
         update.unclipped = unclipped if grad is not None and grad is not unclipped else None
         updates.append(update)
     slots = {slot for update in updates for slot in update.roles}
@@ -310,6 +313,23 @@ def _learning_rate(assign: Any, derived: Set[str], limit: int = 64) -> Any:
                     return tensor
         queue.extend(t.op for t in op.inputs)
     return None
+
+
+def _scalars(assign: Any, derived: Set[str], limit: int = 64) -> List[Any]:
+    """The float scalars a hand-written update reads from outside what the gradients flow through,
+    nearest to the assign first: where the one _learning_rate takes is no rate (rerun.py), the
+    rate may be among them (`(rate + 1e-30 * y) * x`: the rate is an addend's other term)."""
+    queue, seen, out = [assign.inputs[1].op], set(), []  # type: List[Any], Set[str], List[Any]
+    while queue and len(seen) < limit:
+        op = queue.pop(0)
+        if op.name in seen or op.name not in derived:
+            continue
+        seen.add(op.name)
+        for tensor in op.inputs:
+            if tensor.op.name not in derived and _float_scalar(tensor) and all(t.name != tensor.name for t in out):
+                out.append(tensor)
+        queue.extend(t.op for t in op.inputs)
+    return out
 
 
 def _float_scalar(tensor: Any) -> bool:

@@ -184,6 +184,22 @@ def topological(ops: List[Any], sources: Dict[str, List[Any]]) -> List[Any]:
     return out if len(out) == len(ops) else ops  # a cycle no back edge makes: creation order
 
 
+def fetched_variables(fetched: Dict[str, Any], updates: Dict[str, List[Any]]) -> List[Dict[str, str]]:
+    """{"tensor", "variable", "read", "update"} for each variable fetched itself ("fetch/..." ->
+    its tensor: a hook's fetch of the global step or of a weight, which hands back its buffer) that
+    the same run changes (`updates`: variable name -> the ops that change it): nothing orders a
+    fetch against an update, so the value returned is the scheduler's pick."""
+    out = []
+    for key, tensor in fetched.items():
+        op = tensor.op
+        while op.type == "Identity" and op.inputs:  # a snapshot of it, forwarding its buffer
+            op = op.inputs[0].op
+        changers = updates.get(op.name + ":0") if op.type in ("VariableV2", "Variable") else None
+        if changers:
+            out.append({"tensor": key, "variable": op.name + ":0", "read": tensor.op.name, "update": changers[0].name})
+    return out
+
+
 def _reads(source_op: Any, names: Set[str], changing: Set[str]) -> List[Any]:
     """The ops of a run that take a variable's value (`source_op`, its variable op, if the run holds
     it): a ref variable's readers past its Identity ops (which forward its buffer), a resource

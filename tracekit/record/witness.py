@@ -8,7 +8,9 @@
   walk.unordered_state_reads) are recomputed from that state, so the golden holds the value the
   step's gradients came from, not one the scheduler picked.
 - At the first AUDIT_STEPS full steps, the update audit (store/audit.py): each variable's update
-  recomputed in float64 from the state before, the recorded gradient and learning rate.
+  recomputed in float64 from the state before, the recorded gradient and learning rate, where its
+  kernel has a rule; and every update re-executed from them (rerun.py), which also verifies, once
+  per variable, what is claimed of it: its gradient, its learning rate and its slots' roles.
 The recorder hands each step's values through `after_run` and writes `meta()`. Python 3.7 syntax.
 """
 
@@ -19,10 +21,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import RecordError
-from ..keys import (ASSIGNED, AUDIT, LOSSES, RACE_EFFECTS, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES, UNCLIPPED,
-                    make_key, sparse_owner, split_key)
-from ..store.audit import AuditResult, audit_step
+from ..keys import (ASSIGNED, AUDIT, LOSSES, RACE_EFFECTS, REEXECUTED, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES,
+                    UNCLIPPED, make_key, sparse_owner, split_key)
+from ..store.audit import AuditResult, audit_step, with_reexecution
 from . import selfcheck
+from .rerun import REFUTED, VERIFIED, Claims, Rerun
 from .graph import GraphModel, StepPlan
 
 RECOMPUTED_KINDS = ("loss", "tap")  # racy reads the recorder recomputes (a fetched structure it only reports)
@@ -47,6 +50,10 @@ class Witness:
         self._keys: Dict[str, str] = {}  # variable name -> its key ("var/..." or "slot/...")
         self._facts: Dict[str, Any] = {}  # the golden's "updates" and "slots" metadata, for the audit
         self._audits: List[Any] = []  # StepAudit of the steps audited
+        self._reruns: List[Any] = []  # StepAudit of their updates re-executed (rerun.py)
+        self._claims: Dict[str, Claims] = {}  # variable -> what re-executing its update verified of it
+        self._fed: Dict[str, Any] = {}  # what the step being recorded was fed and drew (graph tensor name -> value)
+        self.refuted: set = set()  # learning-rate keys ("lr/..") re-execution showed are none: not recorded
         self.failure: Optional[RecordError] = None  # a failed self-check: the recording ends with it
         # kinds of steps whose check waits for a step with finite gradients -> (the steps passed, the losses)
         self._deferred: Dict[str, Tuple[List[int], Dict[str, str]]] = {}
@@ -91,6 +98,7 @@ class Witness:
         state = self._before = None if self._shared(model) else self._starting(changed)
         fed = dict((name, value) for name, value in feeds if name)
         fed.update((split_key(key)[1], value) for key, value in values if split_key(key)[0] in ("input", "random"))
+        self._fed = fed
         if probes is not None and state is None:
             why = ("its variables live on parameter servers, where other workers change them while this step runs: "
                    "no state read is the one it started from" if self._shared(model) else
@@ -111,8 +119,8 @@ class Witness:
         racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in MEASURED_KINDS]
         if racy and state is not None:
             values = self._recompute(model, plan, racy, state, fed, values, step)
-        elif probes is not None:
-            self.close()  # a second copy of the model's variables: kept only while racy reads need it
+        elif probes is not None and len(self._reruns) >= AUDIT_STEPS:
+            self.close()  # a second copy of the model's variables: kept only while racy reads or the audit need it
         return values
 
     def _shared(self, model: GraphModel) -> bool:
@@ -227,15 +235,62 @@ class Witness:
             self._copy = selfcheck.GraphCopy.of(self._tf, graph)
         return self._copy
 
-    def audit(self, step: int, values: List[Tuple[str, Any]], after: Optional[Mapping[str, Any]],
-              races: List[Dict[str, str]]) -> None:
+    def audit(self, model: GraphModel, plan: StepPlan, step: int, values: List[Tuple[str, Any]],
+              after: Optional[Mapping[str, Any]]) -> List[Tuple[str, Any]]:
         """The update audit of a step just run (before `state` takes its `after`): its variables
-        recomputed from the state before it (store/audit.py)."""
+        recomputed from the state before it by their kernels' rules (store/audit.py) and their
+        updates re-executed (rerun.py). The step's values are returned without the learning rates
+        re-execution showed are none (and later steps do not fetch them: `refuted`)."""
         if after is None or self._before is None or len(self._audits) >= AUDIT_STEPS:
-            return
+            return values
         keyed = lambda state: {self._keys[name]: value for name, value in state.items() if name in self._keys}
         self._audits.append(audit_step(self._facts["updates"], self._facts["slots"], keyed(self._before),
-                                       keyed(after), dict(values), races, step=step))
+                                       keyed(after), dict(values), plan.races, step=step))
+        copy = self._graph_copy(model.graph)
+        if isinstance(copy, str):
+            return values
+        rerun = Rerun(copy, plan, self._before, self._fed, values, self._keys)
+        audited, base = rerun.audit(step, after)
+        self._reruns.append(audited)
+        fresh = [u.var for u in rerun.updates if u.var not in self._claims]
+        found: Dict[str, Any] = {}  # a rate found where the one claimed was refuted: tensor name -> value
+        if base is not None and fresh:
+            for var, claims in rerun.claims(base, fresh).items():
+                self._claim(var, claims, plan)
+                if claims.found is not None:
+                    found.setdefault(*claims.found)
+        if len(self._reruns) >= AUDIT_STEPS and not plan.races:
+            self.close()
+        left = [key for key in plan.fetch if split_key(key)[0] == "lr" and key not in self.refuted]
+        added = []
+        for name, value in found.items():  # recorded from this step on, under the key a rate has
+            key = make_key("lr", "learning_rate" if not left and len(found) == 1 else name)
+            plan.fetch[key] = model.graph.get_tensor_by_name(name)
+            self.refuted.discard(key)
+            added.append((key, np.asarray(value)))
+        return [(key, value) for key, value in values if key not in self.refuted] + added
+
+    def _claim(self, var: str, claims: Claims, plan: StepPlan) -> None:
+        """What re-execution verified of a variable's update, written into the golden's facts."""
+        self._claims[var] = claims
+        fact = self._facts["updates"].get(var)
+        if isinstance(fact, dict):
+            fact["gradient_check"] = {"verdict": claims.gradient[0], "detail": claims.gradient[1]}
+            if claims.lr is not None and fact.get("lr"):
+                fact["lr_check"] = claims.lr_meta(fact["lr"])
+                if claims.lr[0] == REFUTED:
+                    self.refuted.update(key for key, tensor in plan.fetch.items()
+                                        if split_key(key)[0] == "lr" and tensor.name == fact["lr"])
+                    fact["lr"] = None
+                if claims.found is not None:
+                    name = claims.found[0]
+                    fact["lr"] = name
+                    fact["lr_check"] = {"verdict": VERIFIED, "tensor": name, "detail": (
+                        "found by re-execution: the scalar first taken, %s, is no rate (%s); %s scales the step"
+                        % (fact["lr_check"]["tensor"], claims.lr[1], name))}
+        for slot, role in claims.roles.items():
+            if isinstance(self._facts["slots"].get(slot), dict):
+                self._facts["slots"][slot]["role"] = role
 
     # ---- what the golden says of it ----------------------------------------------------------------
 
@@ -256,7 +311,12 @@ class Witness:
         if self._race_effects:
             out[RACE_EFFECTS] = {key: {"effect": e, "step": k} for key, (e, k) in sorted(self._race_effects.items())}
         if self._audits:
-            out[AUDIT] = AuditResult.of_steps(self._audits).to_meta()
+            rerun = AuditResult.of_steps(self._reruns) if self._reruns else None
+            out[AUDIT] = with_reexecution(AuditResult.of_steps(self._audits), rerun).to_meta()
+            if rerun is not None:
+                out[REEXECUTED] = rerun.to_meta()
+        if self._claims:  # what re-execution verified of the updates: their facts and slots' roles
+            out["updates"], out["slots"] = self._facts["updates"], self._facts["slots"]
         return out
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ import collections
 from typing import Dict, List, Optional, Sequence
 
 from ..store.audit import AGREES, DISAGREES, NOT_AUDITABLE, OTHER_RATE, VERDICTS, AuditResult, VariableAudit
+from ..store.audit_result import RERUN_ULPS, RULE
 from .text import table
 
 NAMES_SHOWN = 5  # variables named per reason they are not auditable; the rest are counted
@@ -22,9 +23,9 @@ def audit_lines(result: AuditResult, width: Optional[int] = None) -> List[str]:
               for reason, ks in why.items()]
     if not result.variables:
         return lines
-    rows = [[v.var, v.update or "-", v.verdict, _steps(v), "-" if v.max_ulps is None else "%.3g" % v.max_ulps]
-            for v in result.variables]
-    lines.extend(table(["variable", "update", "verdict", "steps", "max ulps"], rows, right=(4,), width=width,
+    rows = [[v.var, v.update or "-", v.verdict, v.by if v.verdict != NOT_AUDITABLE else "-", _steps(v),
+             "-" if v.max_ulps is None else "%.3g" % v.max_ulps] for v in result.variables]
+    lines.extend(table(["variable", "update", "verdict", "by", "steps", "max ulps"], rows, right=(5,), width=width,
                        shrink=0))
     for v in result.variables:
         if v.verdict in (DISAGREES, OTHER_RATE):
@@ -49,7 +50,9 @@ def summary(result: AuditResult) -> str:
     if not result.variables:
         return head
     counts = ["%d %s" % (result.count(v), _plural(v, result.count(v))) for v in VERDICTS if result.count(v)]
-    return "%s: %s (limit %g ulps of scale)" % (head, ", ".join(counts), result.limit_ulps)
+    rerun = any(v.by != RULE for v in result.variables)
+    return "%s: %s (limit %g ulps of scale by rule%s)" % (head, ", ".join(counts), result.limit_ulps,
+                                                          ", %g re-executed" % RERUN_ULPS if rerun else "")
 
 
 def _plural(verdict: str, n: int) -> str:

@@ -98,6 +98,24 @@ def keyframe_lines(trace: Trace) -> List[str]:
     return lines
 
 
+def _rates_said(updates: Mapping[str, Any], slots: Mapping[str, Any]) -> str:
+    """What re-executing the hand-written updates verified of their learning rates and slots."""
+    checks = collections.Counter()  # type: collections.Counter
+    for fact in updates.values():
+        if isinstance(fact, dict) and fact.get("update") == ASSIGNED:
+            check = fact.get("lr_check") if isinstance(fact.get("lr_check"), dict) else {}
+            found = str(check.get("detail", "")).startswith("found by re-execution")
+            checks["rate found by re-execution" if found else "rate verified by re-execution"
+                   if check.get("verdict") == "verified" and fact.get("lr") else "no rate (the scalar first taken scales no step, nor does another)"
+                   if check.get("verdict") == "refuted" else "rate unverified" if fact.get("lr") else "no rate found"] += 1
+    roles = collections.Counter(str(s["role"]) for s in slots.values() if isinstance(s, dict) and s.get("role"))
+    said = ["%s: %d" % kv for kv in sorted(checks.items())]
+    if roles:
+        said.append("slots by what the update does with the gradient: %s" % ", ".join(
+            "%d %s" % (n, role) for role, n in sorted(roles.items())))
+    return "; " + "; ".join(said) if said else ""
+
+
 def identified(meta: Mapping[str, Any]) -> List[str]:
     """How the recorder found what a step updates (update ops, hand-written assigns), the
     structures its inputs came in and the races it saw, from the golden's metadata."""
@@ -115,8 +133,7 @@ def identified(meta: Mapping[str, Any]) -> List[str]:
                      % (sum(kinds.values()), ", ".join("%s %d" % kv for kv in sorted(kinds.items())), len(rates)))
     if assigned:
         lines.append("updates   %d variables by hand-written assign ops: gradients from tf.gradients/"
-                     "compute_gradients, slots paired by dataflow, the learning rate as the scalar scaling the "
-                     "step" % len(assigned))
+                     "compute_gradients, slots paired by dataflow%s" % (len(assigned), _rates_said(updates, slots)))
     structures = meta.get("inputs") if isinstance(meta.get("inputs"), dict) else {}
     if structures:
         lines.append("inputs    %s: a replay's step gets them under these names too (inputs[%r], ...)"

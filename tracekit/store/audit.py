@@ -15,12 +15,13 @@ re-exported here, rendered by report/audit.py. Numpy only, Python 3.7 syntax.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import UsageError
-from ..keys import sparse_owner, step_label
-from .audit_result import (AGREES, DISAGREES, LIMIT_ULPS, NOT_AUDITABLE, OTHER_RATE, AuditResult, StepAudit,
-                           VariableAudit)
+from ..keys import REEXECUTED, sparse_owner, step_label
+from .audit_result import (AGREES, BOTH, DISAGREES, LIMIT_ULPS, NOT_AUDITABLE, OTHER_RATE, RERUN, AuditResult,
+                           StepAudit, VariableAudit)
 from .audit_result import VERDICTS  # noqa: F401  # re-exported: report/audit.py imports these from here
 from .update_check import NotAuditable, StepContext, array_of
 
@@ -97,7 +98,38 @@ def audit_trace(trace: Any, steps: Optional[Iterable[int]] = None, limit: Option
         done.append(audit_step(facts, meta.get("slots"), before, after, values, races, step=k,
                                rates_nearby=nearby, declared_rates=declared.get("learning_rates") or (),
                                limit_ulps=limit_ulps))
-    return AuditResult.of_steps(done, skipped, trace.path, limit_ulps)
+    rerun = AuditResult.of(meta[REEXECUTED]) if isinstance(meta.get(REEXECUTED), Mapping) else None
+    return with_reexecution(AuditResult.of_steps(done, skipped, trace.path, limit_ulps), rerun)
+
+
+def with_reexecution(rule: AuditResult, rerun: Optional[AuditResult]) -> AuditResult:
+    """Each variable's verdict by its kernel rule (`rule`) joined with the recorder's re-execution
+    of its update (`rerun`, what a golden keeps under meta["reexecuted"]; None: not recorded): a
+    variable no rule audits takes the re-execution's verdict; where both judge, they must agree."""
+    found = {v.var: v for v in (rerun.variables if rerun is not None else ())}
+    out = [_joined(v, found.pop(v.var, None), rerun is not None) for v in rule.variables]
+    out += [v for v in found.values()]
+    return replace(rule, variables=tuple(out))
+
+
+def _joined(rule: VariableAudit, rerun: Optional[VariableAudit], recorded: bool) -> VariableAudit:
+    if rerun is None or rerun.verdict == NOT_AUDITABLE:
+        if rule.verdict != NOT_AUDITABLE:
+            return rule
+        why = rerun.detail if rerun is not None else (
+            "not re-executed when it was recorded" if recorded else
+            "and the golden holds no re-execution of it (recorded before tracekit re-executed updates: record it "
+            "again)")
+        return replace(rule, detail="%s; %s" % (rule.detail, why))
+    steps = "re-executed when recorded (step %s)" % rerun.step if rerun.step is not None else "re-executed"
+    if rule.verdict == NOT_AUDITABLE:
+        return replace(rerun, detail="%s; %s" % (rerun.detail.replace("re-executed", steps, 1), rule.detail),
+                       tally=rerun.tally, by=RERUN)
+    if rerun.verdict == DISAGREES and rule.verdict != DISAGREES:
+        return replace(rerun, detail="its kernel rule %s, but %s" % (rule.verdict, rerun.detail), by=RERUN)
+    if rule.verdict == DISAGREES:
+        return replace(rule, detail="%s (its re-execution when recorded %s)" % (rule.detail, rerun.verdict))
+    return replace(rule, by=BOTH)
 
 
 def _state(values: Mapping[str, Any]) -> Dict[str, Any]:

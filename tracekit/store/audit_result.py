@@ -22,6 +22,12 @@ VERDICTS = (DISAGREES, OTHER_RATE, AGREES, NOT_APPLIED, NOT_AUDITABLE)  # a summ
 # kernel's error bound, every operation charged a whole ulp of its result): a faithful float32
 # kernel stays within 0.5; the rest covers reassociation (GPU kernels) and second-order terms.
 LIMIT_ULPS = 4.0
+# How a verdict was reached: the kernel's rule recomputed in float64 (store/update_rules.py), the
+# update's own ops run again by the recorder (record/rerun.py), or both, agreeing.
+RULE, RERUN, BOTH = "rule", "re-execution", "rule and re-execution"
+# Re-executed against recorded, in ulps of each element's scale (its largest magnitude before,
+# after or re-executed): the same kernels on the same machine, reassociated at most.
+RERUN_ULPS = 16.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,7 @@ class VariableAudit:
     lr_step: Optional[int] = None  # OTHER_RATE: the step whose learning rate the update read
     step: Optional[int] = None  # a summary: the step the verdict shown was found at
     tally: Tuple[Tuple[str, int], ...] = ()  # a summary: how many steps gave each verdict
+    by: str = RULE  # RULE, RERUN or BOTH
 
     @property
     def ok(self) -> bool:
@@ -50,6 +57,8 @@ class VariableAudit:
                 out[name] = getattr(self, name)
         if self.tally:
             out["tally"] = [list(pair) for pair in self.tally]
+        if self.by != RULE:
+            out["by"] = self.by
         return out
 
     @classmethod
@@ -57,7 +66,7 @@ class VariableAudit:
         return cls(str(meta.get("var")), str(meta.get("update") or ""), str(meta.get("verdict")),
                    str(meta.get("detail") or ""), meta.get("max_ulps"), meta.get("max_abs"), meta.get("tensor"),
                    meta.get("lr_step"), meta.get("step"),
-                   tuple((str(v), int(n)) for v, n in meta.get("tally") or ()))
+                   tuple((str(v), int(n)) for v, n in meta.get("tally") or ()), str(meta.get("by") or RULE))
 
 
 @dataclass(frozen=True)
