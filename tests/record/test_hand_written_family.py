@@ -4,7 +4,8 @@ re-executing their updates, their claims held to a truth computed without tracek
 - an Adafactor (a tf.compat.v1.train.Optimizer subclass: second moments factored into row and
   column means for matrices, square and not, a full one for vectors, update clipping, a rate
   from a schedule of the step counter, and the tiny addend `rate + 1e-30 * mean(g^2)` that keeps
-  an XLA rewriter from fusing across variables);
+  an XLA rewriter from fusing across variables), and again with a warmup from a rate of 0 and a
+  bias at 0, whose first step is the addend's alone;
 - a LAMB (an apply_gradients of assign ops: Adam's moments, decoupled weight decay, a per-layer
   trust ratio ||w|| / ||update||);
 - an RMSProp whose step is scaled by `rate + 1e-30 * mean(g^2)` (the same tiny addend in
@@ -30,9 +31,11 @@ B1, B2, EPS, WD = 0.9, 0.999, 1e-6, 0.01
 SHAPES = {"square": [4, 4], "wide": [4, 6], "bias": [6]}
 
 
-def schedule(step):
-    """The rate at a step counter's value: 0.05 / sqrt(max(step + 1, 2))."""
-    return 0.05 / np.sqrt(max(step + 1.0, 2.0))
+def schedule(step, name=""):
+    """The rate at a step counter's value: 0.05 / sqrt(max(step + 1, 2)); with a warmup, times
+    min(1, step / 2): 0 at the first step, as tensor2tensor's schedules start."""
+    rate = 0.05 / np.sqrt(max(step + 1.0, 2.0))
+    return rate * min(1.0, step / 2.0) if name in WARMUP else rate
 
 
 def build(tf, name):
@@ -42,12 +45,16 @@ def build(tf, name):
     with v1.variable_scope("m", use_resource=False):
         square = v1.get_variable("square", SHAPES["square"], initializer=init)
         wide = v1.get_variable("wide", SHAPES["wide"], initializer=init)
-        bias = v1.get_variable("bias", SHAPES["bias"], initializer=init)
+        # at 0, where a warmup's first step moves it by the addend's 1e-30 times its rate only
+        bias = v1.get_variable("bias", SHAPES["bias"], initializer=v1.zeros_initializer() if name in WARMUP else init)
     loss = tf.reduce_mean(tf.square(tf.matmul(tf.tanh(tf.matmul(x, square)), wide) + bias - 0.5))
     step = v1.train.get_or_create_global_step()
-    rate = 0.05 * tf.math.rsqrt(tf.maximum(tf.cast(step, tf.float32) + 1.0, 2.0))
+    counter = tf.cast(step, tf.float32)
+    rate = 0.05 * tf.math.rsqrt(tf.maximum(counter + 1.0, 2.0))
+    if name in WARMUP:
+        rate *= tf.minimum(1.0, counter / 2.0)
     params = [square, wide, bias]
-    if name == "adafactor":
+    if name.startswith("adafactor"):
         train = _adafactor(tf)(rate).minimize(loss, global_step=step)
     else:
         grads = tf.gradients(loss, params)
@@ -122,8 +129,8 @@ def _assigns(tf, name, rate, grad, param):
 
 def numpy_step(name, var, slots, g, counter):
     """The variable and its slots after the step (float64), `counter` the global step before it."""
-    lr = schedule(counter)
-    if name == "adafactor":
+    lr = schedule(counter, name)
+    if name.startswith("adafactor"):
         squared = g * g + EPS1
         decay = 1.0 - (counter + 1.0) ** DECAY_POW
         if var.ndim >= 2:
@@ -155,8 +162,10 @@ ROLES = {"adafactor": {"square": {"Adafactor": "second moment, factored: rows",
          "lamb": {"*": {"lamb_m": "first moment", "lamb_v": "second moment"}},
          "rmsprop": {"*": {"rms": "second moment"}},
          "rmsprop_addend": {"*": {"rms": "second moment"}}}
+ROLES["adafactor_warmup"] = ROLES["adafactor"]
 NAMES = tuple(ROLES)
-ADDEND = ("adafactor", "rmsprop_addend")  # the optimizers whose step reads `rate + 1e-30 * mean(g^2)`
+WARMUP = ("adafactor_warmup",)  # a rate of 0 at the first step
+ADDEND = ("adafactor", "adafactor_warmup", "rmsprop_addend")  # the optimizers whose step reads `rate + 1e-30 * mean(g^2)`
 
 
 def record(tf, path, name, plant=None):
@@ -207,7 +216,7 @@ def test_a_hand_written_update_is_audited_and_its_claims_verified(tf, tmp_path, 
                                                err_msg="slot %s of %s after step %d" % (s, var, k))
             # the rate: the schedule's at every step, or none claimed, and never the tiny addend
             rates = [step[key] for key in step.keys() if key.startswith("lr/")]
-            assert all(float(r) == pytest.approx(schedule(k), rel=1e-6) for r in rates), (k, rates)
+            assert all(float(r) == pytest.approx(schedule(k, name), rel=1e-6, abs=1e-12) for r in rates), (k, rates)
         assert trace.names("lr") == ["learning_rate"]
         for var in params:
             fact = meta["updates"][var]

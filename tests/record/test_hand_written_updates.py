@@ -33,8 +33,9 @@ def test_a_custom_assign_optimizer_records_gradients_and_slots(tmp_path):
         assert sorted(trace.names("slot")) == sorted(sum(slots.values(), []))
         roles = trace.meta["slots"]
         for param, (m, v) in slots.items():
-            assert roles[m] == {"var": param, "update": "assign", "arg": "adam_m"}
-            assert roles[v] == {"var": param, "update": "assign", "arg": "adam_v"}
+            # paired by dataflow; named by what re-executing the update showed it does with the gradient
+            assert roles[m] == {"var": param, "update": "assign", "arg": "adam_m", "role": "first moment"}
+            assert roles[v] == {"var": param, "update": "assign", "arg": "adam_v", "role": "second moment"}
         before = trace.initial
         for k, step in enumerate(trace):
             assert round(float(step["loss/loss"]), 5) == printed[k]

@@ -564,7 +564,7 @@ def test_verify_audit_and_show(tmp_path, capsys):
     bad = adam_golden(str(tmp_path / "bad.h5"), tamper=tamper)
     assert main(["verify", "--audit", good]) == 0
     out = capsys.readouterr().out
-    assert "audit     3 steps audited: 1 variable agrees (limit 4 ulps of scale)" in out
+    assert "audit     3 steps audited: 1 variable agrees (limit 4 ulps of scale by rule)" in out
     assert main(["verify", "--audit", good, bad]) == 1
     out = capsys.readouterr().out
     assert "audit     3 steps audited: 1 variable disagrees" in out
@@ -577,8 +577,8 @@ def test_verify_audit_and_show(tmp_path, capsys):
     kept = adam_golden(str(tmp_path / "kept.h5"), tamper=tamper, meta={"audit": stored})
     assert main(["show", kept]) == 0
     out = capsys.readouterr().out
-    assert "audit     3 steps audited: 1 variable disagrees (limit 4 ulps of scale)" in out
-    assert "w:0       ApplyAdam  disagrees  1 disagree, 2 agree" in out
+    assert "audit     3 steps audited: 1 variable disagrees (limit 4 ulps of scale by rule)" in out
+    assert "w:0       ApplyAdam  disagrees  rule  1 disagree, 2 agree" in out
     assert "audit.variables" not in out  # shown as the audit, not dumped with the metadata
 
 
@@ -614,3 +614,31 @@ def test_a_result_beyond_float32_is_its_infinity():
         c = case("ApplyGradientDescent", shape=(2,), var=np.array([3e38, 1], F), grad=np.array([-1e38, 1], F), lr=1.0)
     assert np.isinf(c["after"]["var/w:0"][0])
     assert audited(c).verdict == AGREES
+
+
+def test_a_variable_no_rule_covers_takes_its_recorded_re_execution():
+    from tracekit.store.audit import with_reexecution
+    from tracekit.store.audit_result import AuditResult, StepAudit, VariableAudit
+
+    rule = AuditResult.of_steps([StepAudit(0, (
+        VariableAudit("a:0", "assign", "not auditable", "a hand-written update"),
+        VariableAudit("b:0", "ApplyAdam", "agrees", "0.4 ulps", 0.4),
+        VariableAudit("c:0", "ApplyAdam", "agrees", "0.4 ulps", 0.4),
+        VariableAudit("d:0", "assign", "not auditable", "a hand-written update")))])
+    rerun = AuditResult.of_steps([StepAudit(0, (
+        VariableAudit("a:0", "assign", "agrees", "re-executed: var 0 ulps of scale (limit 16)", 0.0, by="re-execution"),
+        VariableAudit("b:0", "ApplyAdam", "agrees", "re-executed: var 0", 0.0, by="re-execution"),
+        VariableAudit("c:0", "ApplyAdam", "disagrees", "re-executing its update gives var/c:0 ...", 900.0,
+                      by="re-execution")))])
+    joined = {v.var: v for v in with_reexecution(rule, rerun).variables}
+    assert (joined["a:0"].verdict, joined["a:0"].by) == ("agrees", "re-execution")
+    assert "re-executed when recorded (step 0)" in joined["a:0"].detail
+    assert (joined["b:0"].verdict, joined["b:0"].by) == ("agrees", "rule and re-execution")
+    # the two checks must agree: either one's disagreement is the verdict
+    assert joined["c:0"].verdict == "disagrees" and joined["c:0"].detail.startswith("its kernel rule agrees, but")
+    assert joined["d:0"].verdict == "not auditable" and "not re-executed when it was recorded" in joined["d:0"].detail
+    # a golden recorded before updates were re-executed says so
+    older = {v.var: v for v in with_reexecution(rule, None).variables}
+    assert older["a:0"].verdict == "not auditable" and "record it again" in older["a:0"].detail
+    again = AuditResult.of(with_reexecution(rule, rerun).to_meta())
+    assert [v.by for v in again.variables] == ["re-execution", "rule and re-execution", "re-execution", "rule"]

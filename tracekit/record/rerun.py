@@ -22,16 +22,21 @@ Python 3.7 syntax.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..keys import MICRO, UNCLIPPED, split_key
 from ..store.audit_result import AGREES, DISAGREES, NOT_AUDITABLE, RERUN, RERUN_ULPS, StepAudit, VariableAudit
-from .updates import ASSIGNED
+from .updates import ASSIGNED, VARIABLE_OPS
 
-VERIFIED, REFUTED, UNVERIFIED = "verified", "refuted", "unverified"
+VERIFIED, REFUTED, UNVERIFIED, UNDECIDED = "verified", "refuted", "unverified", "undecided"
 SEARCHED = 6  # a refuted rate's alternatives tried, at most (two runs each, once per recording)
+# The step counter moved on by these, in turn, where the step moves nothing (a warmup from a rate of 0)
+ADVANCES = (0, 1, 2, 4, 16)
+# A rate is told by steps that move a variable beyond round-off of this magnitude at least: a step
+# of 1e-34 on a bias at 0 (a tiny addend, the rate itself 0) tells nothing
+FLOOR = 1e-6
 
 
 @dataclass
@@ -54,6 +59,8 @@ class Rerun:
     def __init__(self, copy: Any, plan: Any, before: Mapping[str, Any], fed: Mapping[str, Any],
                  values: Sequence[Tuple[str, Any]], keys: Mapping[str, str]) -> None:
         self._copy = copy
+        counter = getattr(plan.global_step, "name", None)
+        self._counter = counter if counter in before else None  # the step counter, where the state holds it
         self._keys = keys  # variable name -> its key ("var/..", "slot/..")
         self._plan = plan
         self._before = before
@@ -70,12 +77,21 @@ class Rerun:
         self.updates = [u for u in plan.updates if u.var is not None and u.var in before]
         self.reads = list(dict.fromkeys(n for u in self.updates for n in [u.var] + list(u.slots) if n in before))
 
-    def run(self, overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, np.ndarray]:
-        """The variables and slots after the step's update ops, from the state it started from."""
+    def run(self, overrides: Optional[Mapping[str, Any]] = None, advance: int = 0) -> Dict[str, np.ndarray]:
+        """The variables and slots after the step's update ops, from the state it started from
+        (`advance`: with the step counter moved on by that many steps)."""
         feeds = dict(self.feeds)
         feeds.update(overrides or {})
-        self._copy.load(self._before, feeds)
+        self._copy.load(self._state(advance), feeds)
         return self._copy.rerun(self._plan.targets, self.reads)
+
+    def _state(self, advance: int) -> Mapping[str, Any]:
+        if not advance:
+            return self._before
+        state = dict(self._before)
+        state[self._counter] = np.asarray(self._before[self._counter] + advance, np.asarray(self._before[
+            self._counter]).dtype)
+        return state
 
     def audit(self, step: int, after: Mapping[str, Any]) -> Tuple[StepAudit, Optional[Dict[str, np.ndarray]]]:
         """Each update's variable and slots, re-executed, against `after` (name -> recorded value)."""
@@ -102,55 +118,83 @@ class Rerun:
         zero = self._probe(scaled(0.0))
         double = self._probe(scaled(2.0))
         one_row = self._probe(scaled(2.0, row=True))
-        rated = [u for u in updates if u.kind == ASSIGNED and u.lr is not None]
-        rates = self._rates(sorted({u.lr.name for u in rated}))
-        lr0 = self._probe({name: _scaled(value, 0.0) for name, value in rates.items()}) if rated else None
-        lr2 = self._probe({name: _scaled(value, 2.0) for name, value in rates.items()}) if rated else None
         for update in updates:
             claims = out[update.var]
             claims.gradient = _reads_gradient(update, base, zero, self.grads, self.feeds)
-            if update in rated:
-                claims.lr = _is_rate(update.var, base, lr0, lr2)
             if update.kind == ASSIGNED:
                 for slot in update.slots:
                     if slot in base:
                         claims.roles[slot] = _role(self._before.get(slot), base[slot], zero, double, one_row, slot,
                                                    np.shape(base[update.var]))
-        self._search([u for u in rated if out[u.var].lr[0] == REFUTED], base, out)
+        rated = [u for u in updates if u.kind == ASSIGNED and u.lr is not None]
+        for var, (verdict, detail) in self.judge_rates({u.var: u.lr.name for u in rated}, together=True).items():
+            out[var].lr = (verdict, detail)
+        self._search([u for u in rated if out[u.var].lr[0] == REFUTED], out)
         return out
 
-    def _search(self, refuted: Sequence[Any], base: Mapping[str, np.ndarray], out: Dict[str, Claims]) -> None:
+    def judge_rates(self, claimed: Mapping[str, str], together: bool = False) -> Dict[str, Tuple[str, str]]:
+        """Each variable's claimed rate (variable -> the scalar's tensor name), judged by scaling it
+        (_is_rate): at the step's state, else, where its update moves nothing beyond round-off (a
+        warmup from a rate of 0), with the step counter moved on. `together`: the scalars scaled in
+        one run (each update reads its own), else one run each."""
+        out: Dict[str, Tuple[str, str]] = {}
+        pending = {}
+        for var, name in claimed.items():
+            state = _reads_updated(self._copy.graph.get_tensor_by_name(name), set(self.reads))
+            if state is not None:
+                out[var] = (REFUTED, "it reads %s, which the step updates: not a rate a schedule gives" % state)
+            else:
+                pending[var] = name
+        for advance in ADVANCES:
+            if not pending or (advance and self._counter is None):
+                break
+            base = self._probe({}, advance)
+            names = sorted(set(pending.values()))
+            values = self._rates(names, advance)
+            for group in [names] if together else [[name] for name in names]:
+                lr0 = self._probe({n: _scaled(values.get(n), 0.0) for n in group}, advance)
+                lr2 = self._probe({n: _scaled(values.get(n), 2.0) for n in group}, advance)
+                for var in [v for v, n in pending.items() if n in group]:
+                    verdict, detail = _is_rate(var, self._state(advance).get(var), base, lr0, lr2)
+                    if verdict != UNDECIDED:
+                        out[var] = (verdict, detail + (" (the step counter moved on by %d, where the step moves)"
+                                                       % advance if advance else ""))
+                        del pending[var]
+        out.update((var, (UNVERIFIED, "its update moves the variable by round-off only at this step%s: the rate "
+                          "cannot be told" % (" and %d steps on" % ADVANCES[-1] if self._counter else "")))
+                   for var in pending)
+        return out
+
+    def _search(self, refuted: Sequence[Any], out: Dict[str, Claims]) -> None:
         """For updates whose claimed rate is refuted: their other scalars (updates._scalars),
-        nearest first, each scaled in a run of its own; the first that scales a step is its rate."""
+        nearest first, each judged in turn; the first verified is its rate."""
         names: List[str] = []
         for update in refuted:
             names += [t.name for t in update.rates if t.name not in names]
-        values = self._rates(names[:SEARCHED])
         for name in names[:SEARCHED]:
-            waiting = [u for u in refuted if out[u.var].found is None and any(t.name == name for t in u.rates)]
-            if not waiting:
-                continue
-            lr0 = self._probe({name: _scaled(values.get(name), 0.0)})
-            lr2 = self._probe({name: _scaled(values.get(name), 2.0)})
-            for update in waiting:
-                if _is_rate(update.var, base, lr0, lr2)[0] == VERIFIED:
-                    out[update.var].found = (name, values[name])
+            waiting = [u.var for u in refuted if out[u.var].found is None and any(t.name == name for t in u.rates)]
+            judged = self.judge_rates({var: name for var in waiting}) if waiting else {}
+            values = self._rates([name]) if any(v == VERIFIED for v, _ in judged.values()) else {}
+            for var, (verdict, detail) in judged.items():
+                if verdict == VERIFIED and name in values:
+                    out[var].found = (name, values[name])
 
-    def _rates(self, names: Sequence[str]) -> Dict[str, Any]:
-        """The claimed rates' values at the step: as recorded, else computed in the copy."""
-        out = {name: self.feeds[name] for name in names if name in self.feeds}
+    def _rates(self, names: Sequence[str], advance: int = 0) -> Dict[str, Any]:
+        """Scalars' values at the step (`advance`: the counter moved on): as recorded, else
+        computed in the copy."""
+        out = {name: self.feeds[name] for name in names if name in self.feeds and not advance}
         missing = [name for name in names if name not in out]
         if missing:
             try:
-                self._copy.load(self._before, self.feeds)
+                self._copy.load(self._state(advance), self.feeds)
                 out.update(zip(missing, self._copy.evaluate(missing)))
             except Exception:  # its probes then fail, and say why
                 pass
         return out
 
-    def _probe(self, overrides: Mapping[str, Any]) -> "Dict[str, np.ndarray] | str":
+    def _probe(self, overrides: Mapping[str, Any], advance: int = 0) -> "Dict[str, np.ndarray] | str":
         try:
-            return self.run(overrides)
+            return self.run(overrides, advance)
         except Exception as exc:
             return "%s: %s" % (type(exc).__name__, _first_line(exc))
 
@@ -200,12 +244,12 @@ def compare(recorded: Any, got: Any, before: Any = None) -> Tuple[float, float, 
     return float(ulps.ravel()[i]), float(np.max(diff)), where
 
 
-def _ulps(*arrays: Any) -> np.ndarray:
-    """One ulp of each element's scale: its largest magnitude among `arrays` (None skipped), in
-    the first one's float type (float32 for integers)."""
+def _ulps(*arrays: Any, floor: float = 0.0) -> np.ndarray:
+    """One ulp of each element's scale: its largest magnitude among `arrays` (None skipped; at
+    least `floor`), in the first one's float type (float32 for integers)."""
     first = np.asarray(arrays[0])
     dtype = first.dtype if first.dtype.kind == "f" else np.dtype(np.float32)
-    scale = np.zeros(first.shape, np.float64)
+    scale = np.full(first.shape, floor, np.float64)
     with np.errstate(all="ignore"):
         for array in arrays:
             if array is not None and np.shape(array) == first.shape:
@@ -251,15 +295,18 @@ def _reads_gradient(update: Any, base: Mapping[str, Any], zero: Any, grads: Mapp
                      "gradient recorded as its own" % fed)
 
 
-def _is_rate(var: str, base: Mapping[str, Any], lr0: Any, lr2: Any) -> Tuple[str, str]:
-    """Does scaling the claimed rate scale the share of the step it multiplies, exactly?"""
-    for probe in (lr0, lr2):
+def _is_rate(var: str, before: Any, base: Any, lr0: Any, lr2: Any) -> Tuple[str, str]:
+    """Does scaling the claimed rate scale the share of the step it multiplies, exactly? UNDECIDED
+    where the step itself moves the variable by round-off only (nothing to tell a rate by)."""
+    for probe in (base, lr0, lr2):
         if isinstance(probe, str):
             return UNVERIFIED, "the update could not be re-executed with the rate scaled (%s)" % probe
     v0, v1, v2 = (np.asarray(p[var], np.float64) for p in (lr0, base, lr2))
-    allow = _ulps(base[var], lr0[var], lr2[var]) * RERUN_ULPS
-    share = v1 - v0  # what the rate's 1x moves the variable by
+    allow = _ulps(base[var], lr0[var], lr2[var], floor=FLOOR) * RERUN_ULPS
     with np.errstate(all="ignore"):
+        if before is None or not np.any(np.abs(v1 - np.asarray(before, np.float64)) > 4.0 * allow):
+            return UNDECIDED, ""
+        share = v1 - v0  # what the rate's 1x moves the variable by
         moved = np.max(np.abs(share) / allow) if share.size else 0.0
         off = np.max(np.abs((v2 - v1) - share) / allow) if share.size else 0.0
     if not np.isfinite(moved) or moved <= 4.0:
@@ -269,6 +316,21 @@ def _is_rate(var: str, base: Mapping[str, Any], lr0: Any, lr2: Any) -> Tuple[str
         return REFUTED, ("at 2x the step moves by %.3g times its 1x share, not by 2x: the scalar is not a factor of "
                          "the step" % (1.0 + _ratio(v2 - v1, share)))
     return VERIFIED, "the step's share it multiplies moves with it: 0x, 1x, 2x re-executed"
+
+
+def _reads_updated(tensor: Any, updated: Set[str], limit: int = 512) -> Optional[str]:
+    """The first variable of `updated` a scalar is computed from (a parameter's scale), else None."""
+    seen: Set[str] = set()
+    stack = [tensor.op]
+    while stack and len(seen) < limit:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type in VARIABLE_OPS and op.name + ":0" in updated:
+            return op.name + ":0"
+        stack.extend(t.op for t in op.inputs)
+    return None
 
 
 def _ratio(a: np.ndarray, b: np.ndarray) -> float:

@@ -1,0 +1,77 @@
+"""The judgments re-executing an update makes (record/rerun.py), on values alone: a re-executed
+tensor against the recorded one, whether a scalar is the rate of a step, and what a slot is."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracekit.record.rerun import REFUTED, UNDECIDED, VERIFIED, _is_rate, _role, compare
+
+F = np.float32
+
+
+def test_a_re_executed_tensor_is_held_to_the_recorded_one_in_ulps_of_scale():
+    recorded = np.array([1.0, -2.0, 0.0], F)
+    assert compare(recorded, recorded.copy(), recorded)[0] == 0.0
+    one_ulp = recorded.copy()
+    one_ulp[1] = np.nextafter(F(-2.0), F(-3.0))
+    assert compare(recorded, one_ulp)[0] == 1.0
+    # a step 1.5 times as long, on a weight of 1 moved by 1e-3: hundreds of ulps, located
+    before = np.ones(3, F)
+    after = (before - F(1e-3)).astype(F)
+    planted = (before - F(1.5e-3)).astype(F)
+    ulps, diff, where = compare(after, planted, before)
+    assert ulps > 1000 and abs(diff - 5e-4) < 1e-6 and where.startswith("at [0]")
+    assert compare(after, after[:2])[0] == float("inf")
+
+
+def _runs(rate, addend, g, before):
+    """The variable after `before - (rate * s + addend) * g`, the rate at 0x, 1x and 2x."""
+    return [{"w": (before - (rate * s + addend) * g).astype(F)} for s in (0.0, 1.0, 2.0)]
+
+
+def test_a_rate_scales_the_share_of_the_step_it_multiplies():
+    before, g = np.array([0.5, -0.25], F), np.array([1.0, 2.0], F)
+    lr0, base, lr2 = _runs(0.1, 0.0, g, before)
+    assert _is_rate("w", before, base, lr0, lr2)[0] == VERIFIED
+    # momentum carried in beside the rate's share: still its rate (affine in it)
+    carry = [{"w": (r["w"] - F(0.05)).astype(F)} for r in (lr0, base, lr2)]
+    assert _is_rate("w", before, carry[1], carry[0], carry[2])[0] == VERIFIED
+
+
+def test_a_tiny_addend_is_no_rate_and_a_step_of_nothing_tells_nothing():
+    before, g = np.array([0.5, -0.25], F), np.array([1.0, 2.0], F)
+    # (rate + 1e-30 * y): scaling the 1e-30 moves nothing
+    same = [{"w": (before - F(0.1) * g).astype(F)}] * 3
+    verdict, detail = _is_rate("w", before, same[1], same[0], same[2])
+    assert verdict == REFUTED and "not the learning rate" in detail
+    # a scalar that scales the step by its square is no factor of it
+    sq = [{"w": (before - F(0.1 * s * s) * g).astype(F)} for s in (0.0, 1.0, 2.0)]
+    assert _is_rate("w", before, sq[1], sq[0], sq[2])[0] == REFUTED
+    # a rate of 0 (a warmup's first step): the only move is the addend's 1e-34 on a bias at 0
+    zero = np.zeros(2, F)
+    tiny = [{"w": (zero - F(1e-34 * s) * g).astype(F)} for s in (0.0, 1.0, 2.0)]
+    assert _is_rate("w", zero, tiny[1], tiny[0], tiny[2])[0] == UNDECIDED
+
+
+def test_a_slot_is_named_by_what_the_update_does_with_the_gradient():
+    g = np.array([[1.0, -2.0, 0.5], [0.25, 1.0, -1.0]], F)
+
+    def runs(f, before):
+        """The slot after the step with the gradient at 0x, 1x, 2x, and its first row at 2x."""
+        row = g.copy()
+        row[0] *= 2
+        return [{"s": f(before, x).astype(F)} for x in (0 * g, g, 2 * g, row)]
+
+    def role(f, before):
+        zero, base, double, one_row = runs(f, before)
+        return _role(before, base["s"], zero, double, one_row, "s", g.shape)
+
+    full = np.zeros_like(g)
+    assert role(lambda s, x: 0.9 * s + 0.1 * x, full) == "first moment"
+    assert role(lambda s, x: 0.999 * s + 0.001 * x * x, full) == "second moment"
+    assert role(lambda s, x: s + x * x, np.full_like(g, 0.1)) == "accumulated squared gradient"
+    rows, columns = np.zeros(2, F), np.zeros(3, F)
+    assert role(lambda s, x: 0.5 * s + 0.5 * (x * x).mean(-1), rows) == "second moment, factored: rows"
+    assert role(lambda s, x: 0.5 * s + 0.5 * (x * x).mean(-2), columns) == "second moment, factored: columns"
+    assert role(lambda s, x: s + 1.0, full) == "state the gradient does not move"
