@@ -15,6 +15,7 @@ import pytest
 import tracekit
 from tracekit.keys import MICRO, UNCLIPPED
 from tracekit.store import audit_trace
+from tracekit.store.audit_result import NOT_AUDITABLE
 from tools.corpus import PROGRAMS, by_name, record, replay, step_loss
 
 from ..support import run_python
@@ -37,6 +38,9 @@ def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
         assert not [v for v in trace.meta["audit"]["variables"] if v["verdict"] == "disagrees"]
         audited = audit_trace(trace)  # `tracekit verify --audit`, from the golden alone
         assert audited.ok and audited.audited, audited
+        # every update agrees, by its kernel's rule or by its re-execution when recorded: none unaudited
+        assert not [v for v in audited.variables if v.verdict == NOT_AUDITABLE], audited.variables
+        TRUTHS.get(program.name, lambda trace: None)(trace)
         if program.prints_loss:  # held to the program's own totals, computed without tracekit
             printed = recorded.losses()
             assert len(printed) == len(trace) > 0
@@ -105,6 +109,30 @@ def test_bert_judged_from_digests_matches_by_the_envelope(legacy_python, tmp_pat
     result = tracekit.tf2.check(golden, make_port=port)
     assert result.ok and result.judged == "envelope", result.report()
     assert result.tensor("var", "bert/embeddings/word_embeddings:0").digest_steps == 7  # steps 1-7
+
+
+def _t2t_adafactor(trace):
+    """tensor2tensor's Adafactor, held to what t2t's code and the driver's hparams make: the rate of
+    its schedule constant * linear_warmup * rsqrt_decay * rsqrt_hidden_size (2.0, 4 warmup steps,
+    hidden size 16) at each step's counter, never Adafactor's `* 1e-30` addend; its slots, made in
+    the order vr, vc for a matrix (row and column means of g^2) and v for a vector; the hooks'
+    fetches of the global step that the train op increments, reported as races."""
+    assert trace.names("lr") == ["learning_rate"]
+    for k, step in enumerate(trace):
+        counter = step.info["global_step"] - 1
+        rate = 2.0 * min(1.0, counter / 4.0) * max(counter, 4.0) ** -0.5 * 16 ** -0.5
+        assert float(step["lr/learning_rate"]) == pytest.approx(rate, rel=1e-6, abs=1e-12), k
+    shapes = {name: trace.initial["var/" + name].shape for name in trace.initial.names("var")}
+    for slot, fact in trace.meta["slots"].items():
+        matrix = len(shapes[fact["var"]]) >= 2
+        truth = {("Adafactor", True): "second moment, factored: rows", ("Adafactor_1", True):
+                 "second moment, factored: columns", ("Adafactor", False): "second moment"}[fact["arg"], matrix]
+        assert fact["role"] == truth, (slot, fact)
+    raced = {(r["tensor"], r["variable"]) for r in trace.meta["races"]}
+    assert ("fetch/global_step:0", "global_step:0") in raced, raced
+
+
+TRUTHS = {"t2t_adafactor": _t2t_adafactor}  # a program's own truths, beside those every program is held to
 
 
 def _interpreter(legacy_python, program):

@@ -140,6 +140,17 @@ PROGRAMS = (
             "standalone Keras 2.2: an Embedding, an LSTM (a while loop forward and backward) and a TimeDistributed "
             "softmax trained by train_on_batch and Keras' RMSprop: the embedding's and the LSTM's gradients race "
             "with the head's update through the loop (named and measured)", ported=False, prints_loss=True),
+    # tensor2tensor's own pins (tensorflow-probability 0.7, tensorflow-datasets 3.2) live in their own
+    # environment (tools/requirements/legacy-t2t.txt). Its training examples arrive in a nondeterministic
+    # order (t2t's sloppy parallel_interleave): each recording is self-consistent, two differ.
+    Program("t2t_adafactor", "tensor2tensor==1.15.7", "tools/corpus/programs/t2t_adafactor.py",
+            ("--steps", "6", "{workdir}"),
+            "tensor2tensor's Transformer (transformer_tiny, one layer, dropout) trained by t2t's trainer path "
+            "(trainer_lib.create_experiment, an Estimator on t2t's input pipeline over data t2t generates) under "
+            "t2t's hand-written AdafactorOptimizer: factored second moments (vr/vc slots), update clipping, the "
+            "learning rate times each parameter's RMS plus a 1e-30 * mean(g^2) hack, t2t's warmup * rsqrt "
+            "schedule (0 at step 0), resource variables, the step's loss read by a training hook",
+            env=".venv-legacy-t2t", ported=False, prints_loss=True),
 )
 
 

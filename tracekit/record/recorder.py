@@ -258,10 +258,12 @@ class Recorder:
     def fetches(self, plan: StepPlan, full: bool, callable_: bool = False) -> "collections.OrderedDict[str, Any]":
         """What a step of `plan` fetches to record (key -> tensor): all of it, or the light kinds;
         from session.run (not `callable_`), none of what it refuses to fetch."""
-        refuted = self._witness.refuted  # a scalar re-execution showed is no learning rate
-        return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
-                                       if (full or split_key(key)[0] in LIGHT_KINDS)
-                                       and (callable_ or key not in plan.unfetchable) and key not in refuted)
+        refuted = self._witness.refuted  # a scalar re-execution showed is no learning rate, and what is
+        fetch = collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
+                                        if (full or split_key(key)[0] in LIGHT_KINDS)
+                                        and (callable_ or key not in plan.unfetchable) and key not in refuted)
+        fetch.update(self._witness.rates(plan))
+        return fetch
 
     def _unfetched(self, graph: Any, plan: StepPlan, full: bool) -> List[Tuple[str, Any]]:
         """What session.run could not fetch of a step: the constants among it, recorded as the

@@ -171,6 +171,9 @@ class Rerun:
         names: List[str] = []
         for update in refuted:
             names += [t.name for t in update.rates if t.name not in names]
+        # a scalar computed from what the step updates is no rate, and costs no run to say so
+        updated = set(self.reads)
+        names = [n for n in names if _reads_updated(self._copy.graph.get_tensor_by_name(n), updated) is None]
         for name in names[:SEARCHED]:
             waiting = [u.var for u in refuted if out[u.var].found is None and any(t.name == name for t in u.rates)]
             judged = self.judge_rates({var: name for var in waiting}) if waiting else {}

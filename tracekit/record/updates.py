@@ -329,7 +329,20 @@ def _scalars(assign: Any, derived: Set[str], limit: int = 64) -> List[Any]:
             if tensor.op.name not in derived and _float_scalar(tensor) and all(t.name != tensor.name for t in out):
                 out.append(tensor)
         queue.extend(t.op for t in op.inputs)
-    return out
+    # a product of scalars (the rate times a parameter's scale, in Adafactor): its factors too, next
+    expanded: List[Any] = []
+    for tensor in out:
+        expanded += [t for t in [tensor] + _factors(tensor) if all(o.name != t.name for o in expanded)]
+    return expanded
+
+
+def _factors(tensor: Any, depth: int = 3) -> List[Any]:
+    """The float scalars a scalar is the product or quotient of, nearest first (`depth` levels)."""
+    op = tensor.op
+    if depth <= 0 or op.type not in _SCALING:
+        return []
+    found = [t for t in op.inputs if _float_scalar(t)]
+    return found + [f for t in found for f in _factors(t, depth - 1)]
 
 
 def _float_scalar(tensor: Any) -> bool:

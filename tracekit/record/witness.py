@@ -54,6 +54,8 @@ class Witness:
         self._claims: Dict[str, Claims] = {}  # variable -> what re-executing its update verified of it
         self._fed: Dict[str, Any] = {}  # what the step being recorded was fed and drew (graph tensor name -> value)
         self.refuted: set = set()  # learning-rate keys ("lr/..") re-execution showed are none: not recorded
+        # the rates it found instead: key -> (the tensor, the variables whose updates read it)
+        self.found: Dict[str, Tuple[Any, set]] = {}
         self.failure: Optional[RecordError] = None  # a failed self-check: the recording ends with it
         # kinds of steps whose check waits for a step with finite gradients -> (the steps passed, the losses)
         self._deferred: Dict[str, Tuple[List[int], Dict[str, str]]] = {}
@@ -265,10 +267,16 @@ class Witness:
         added = []
         for name, value in found.items():  # recorded from this step on, under the key a rate has
             key = make_key("lr", "learning_rate" if not left and len(found) == 1 else name)
-            plan.fetch[key] = model.graph.get_tensor_by_name(name)
+            readers = {var for var, claims in self._claims.items() if claims.found and claims.found[0] == name}
+            self.found[key] = (model.graph.get_tensor_by_name(name), readers)
             self.refuted.discard(key)
             added.append((key, np.asarray(value)))
         return [(key, value) for key, value in values if key not in self.refuted] + added
+
+    def rates(self, plan: StepPlan) -> Dict[str, Any]:
+        """The rates re-execution found that a step of `plan` reads (key -> tensor): fetched with it."""
+        updated = {u.var for u in plan.updates}
+        return {key: tensor for key, (tensor, readers) in self.found.items() if readers & updated}
 
     def _claim(self, var: str, claims: Claims, plan: StepPlan) -> None:
         """What re-execution verified of a variable's update, written into the golden's facts."""
