@@ -32,7 +32,8 @@ def test_golden_verifies(name):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_golden_checked_its_loss_and_its_updates_agree(name):
     """The recorder's self-check verified each kind of step's loss, and the audit (recomputing
-    every optimizer update in float64, over every whole step) finds no disagreement."""
+    every optimizer update in float64, over every whole step, or its re-execution when recorded)
+    finds every variable agreeing."""
     path = os.path.join(GOLDENS, name)
     with tracekit.open(path) as trace:
         checks = trace.meta["self_check"]
@@ -40,9 +41,9 @@ def test_a_shipped_golden_checked_its_loss_and_its_updates_agree(name):
         assert len({c["train_ops"] for c in checks}) == len(trace.meta["train_ops"])  # every kind of step
         result = audit_trace(trace)
     assert result.ok, [v for v in result.variables if not v.ok]
-    updated = [v for v in result.variables if v.update not in ("assign", "")]
-    assert updated and all(v.verdict in ("agrees", "not auditable") for v in updated)
-    assert any(v.verdict == "agrees" for v in updated) or name == "keras_fit.h5", result.variables
+    # every variable agrees, by its kernel's rule or, where the golden's facts leave the rule short
+    # (TF1 Keras' Adam reads its betas from variables), by its update's re-execution when recorded
+    assert result.variables and all(v.verdict == "agrees" for v in result.variables), result.variables
 
 
 def test_a_planted_gradient_fails_the_audit(tmp_path):

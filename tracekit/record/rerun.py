@@ -11,8 +11,12 @@ Once per variable the same run is made again with what the recorder claims of th
 changed, so each claim is verified by what the update does (`Claims`):
 - its gradient: fed as zero, the variable or its slots must come out otherwise;
 - its learning rate (a hand-written update's scalar, updates._learning_rate): at 0x, 1x and 2x it
-  must move the step by the share it multiplies, exactly (affine), and by more than round-off.
-  An addend inside the arithmetic (`x + 1e-30 * y`) is no rate, and is not recorded as one;
+  must move the step by the share it multiplies, exactly (affine), and by more than round-off;
+  where the step moves nothing (a warmup's rate of 0) the step counter is moved on until it
+  does. An addend's factor inside the arithmetic (`rate + 1e-30 * y`) is no rate and is not
+  recorded as one; the update's other scalars (a product's factors next) are judged in turn, but
+  one computed from a variable the step updates (the rate times a parameter's scale) is none a
+  schedule gives;
 - its slots' roles: what the update does with the gradient in them (linear: a first moment;
   quadratic: a second moment; a sum that never decays: an accumulator; one entry per row or
   column of the variable: factored), from the gradient at 0x, 1x, 2x and one row at 2x.
@@ -28,7 +32,7 @@ import numpy as np
 
 from ..keys import MICRO, UNCLIPPED, split_key
 from ..store.audit_result import AGREES, DISAGREES, NOT_AUDITABLE, RERUN, RERUN_ULPS, StepAudit, VariableAudit
-from .updates import ASSIGNED, VARIABLE_OPS
+from .updates import ASSIGNED, DENSE_CONVERSIONS, VARIABLE_OPS
 
 VERIFIED, REFUTED, UNVERIFIED, UNDECIDED = "verified", "refuted", "unverified", "undecided"
 SEARCHED = 6  # a refuted rate's alternatives tried, at most (two runs each, once per recording)
@@ -72,6 +76,8 @@ class Rerun:
             if kind not in ("grad", "lr") or tensor is None or MICRO in name:
                 continue
             self.feeds[tensor.name] = value
+            for twin in _twins(copy.graph.get_tensor_by_name(tensor.name)):
+                self.feeds.setdefault(twin, value)
             if kind == "grad" and UNCLIPPED not in name and not name.endswith("/indices"):
                 self.grads[name[:-len("/values")] if name.endswith("/values") else name] = tensor.name
         self.updates = [u for u in plan.updates if u.var is not None and u.var in before]
@@ -114,10 +120,11 @@ class Rerun:
         if not updates:
             return out
         scaled = lambda factor, row=False: {name: _scaled(self.feeds[name], factor, row)
-                                            for var, name in self.grads.items()}
+                                            for name in self.grads.values()}
         zero = self._probe(scaled(0.0))
-        double = self._probe(scaled(2.0))
-        one_row = self._probe(scaled(2.0, row=True))
+        slotted = any(u.kind == ASSIGNED and u.slots for u in updates)  # a kernel's slots are its arguments
+        double = self._probe(scaled(2.0)) if slotted else "not run"
+        one_row = self._probe(scaled(2.0, row=True)) if slotted else "not run"
         for update in updates:
             claims = out[update.var]
             claims.gradient = _reads_gradient(update, base, zero, self.grads, self.feeds)
@@ -319,6 +326,19 @@ def _is_rate(var: str, before: Any, base: Any, lr0: Any, lr2: Any) -> Tuple[str,
         return REFUTED, ("at 2x the step moves by %.3g times its 1x share, not by 2x: the scalar is not a factor of "
                          "the step" % (1.0 + _ratio(v2 - v1, share)))
     return VERIFIED, "the step's share it multiplies moves with it: 0x, 1x, 2x re-executed"
+
+
+def _twins(tensor: Any) -> List[str]:
+    """The tensors computing what `tensor` does, by the same op on the same inputs: each use of a
+    sparse gradient in dense arithmetic converts its rows anew (`tf.square(grad)` too), and each
+    conversion is fed the value recorded, else the copy would compute it again, from a backward
+    pass whose reads the re-executed updates may overtake."""
+    op = tensor.op
+    if op.type not in DENSE_CONVERSIONS:
+        return []
+    rows = [t.name for t in op.inputs[:2]]  # the rows and their ids (each conversion slices the shape anew)
+    return [c.outputs[tensor.value_index].name for c in op.inputs[0].consumers()
+            if c.name != op.name and c.type == op.type and [t.name for t in c.inputs[:2]] == rows]
 
 
 def _reads_updated(tensor: Any, updated: Set[str], limit: int = 512) -> Optional[str]:

@@ -287,8 +287,11 @@ class Witness:
             if claims.lr is not None and fact.get("lr"):
                 fact["lr_check"] = claims.lr_meta(fact["lr"])
                 if claims.lr[0] == REFUTED:
-                    self.refuted.update(key for key, tensor in plan.fetch.items()
-                                        if split_key(key)[0] == "lr" and tensor.name == fact["lr"])
+                    # not recorded where no other update reads it as its rate (checked, or not refuted yet)
+                    if not any(isinstance(other, dict) and other.get("lr") == fact["lr"]
+                               for name, other in self._facts["updates"].items() if name != var):
+                        self.refuted.update(key for key, tensor in plan.fetch.items()
+                                            if split_key(key)[0] == "lr" and tensor.name == fact["lr"])
                     fact["lr"] = None
                 if claims.found is not None:
                     name = claims.found[0]
