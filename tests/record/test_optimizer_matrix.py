@@ -300,3 +300,41 @@ def test_what_tf1_itself_refuses(tf, name):
     with tf.Graph().as_default():
         with pytest.raises(NotImplementedError):
             build(tf, name, "resource", "gather")
+
+
+@pytest.mark.parametrize("variables,gradients", [("ref", "dense"), ("resource", "gather")])
+def test_a_planted_wrong_step_of_adagrad_da_fails_both_audits(tf, tmp_path, monkeypatch, variables, gradients):
+    # AdagradDA (its update op reads the step counter): the state read after step 1 holds the dense
+    # weight moved 1.5 times as far as its update moved it; the kernel's rule and the re-execution
+    # of the update both say so, naming the variable and the step
+    from tracekit.record.state import RecordedState
+
+    reads, original = [], RecordedState.read
+
+    def planted(self, sess, run):
+        got = original(self, sess, run)
+        reads.append(got)
+        if len(reads) == 3:  # the initial read, after step 0, after step 1
+            previous = {key: value for key, _, value in reads[-2]}
+            got = [(k, v, previous[k] + 1.5 * (value - previous[k]) if k == "var/m/w:0" else value)
+                   for k, v, value in got]
+        return got
+
+    monkeypatch.setattr(RecordedState, "read", planted)
+    path = str(tmp_path / "planted.h5")
+    with tf.Graph().as_default():
+        with tracekit.tf1.record(path) as rec:
+            (ids, x), loss, train, _, _ = build(tf, "adagrad_da", variables, gradients)
+            with tf.compat.v1.Session() as sess:
+                rec.session(sess)
+                sess.run(tf.compat.v1.global_variables_initializer())
+                for k in range(STEPS):
+                    fed_ids, fed_x = feeds(k)
+                    sess.run([loss, train], {ids: fed_ids, x: fed_x})
+    with tracekit.open(path) as trace:
+        recorded = {v["var"]: v for v in trace.meta["reexecuted"]["variables"]}
+        audited = {v.var: v for v in tracekit.store.audit_trace(trace).variables}
+    assert (recorded["m/w:0"]["verdict"], recorded["m/w:0"]["step"]) == ("disagrees", 1)
+    assert (audited["m/w:0"].verdict, audited["m/w:0"].step) == ("disagrees", 1), audited["m/w:0"]
+    assert "re-execution when recorded disagrees" in audited["m/w:0"].detail
+    assert all(v.verdict == "agrees" for var, v in audited.items() if var != "m/w:0")

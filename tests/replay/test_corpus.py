@@ -18,7 +18,7 @@ from tracekit.store import audit_trace
 from tracekit.store.audit_result import NOT_AUDITABLE
 from tools.corpus import PROGRAMS, by_name, record, replay, step_loss
 
-from ..support import run_python
+from ..support import PLANT, run_python
 from .test_optimizer_conventions import assert_keras_rmsprop_from_zero
 
 
@@ -109,6 +109,23 @@ def test_bert_judged_from_digests_matches_by_the_envelope(legacy_python, tmp_pat
     result = tracekit.tf2.check(golden, make_port=port)
     assert result.ok and result.judged == "envelope", result.report()
     assert result.tensor("var", "bert/embeddings/word_embeddings:0").digest_steps == 7  # steps 1-7
+
+
+def test_a_planted_wrong_step_of_bert_s_hand_written_update_fails_the_audit(legacy_python, tmp_path, monkeypatch):
+    # BERT's AdamWeightDecay (assign ops: no kernel rule): a golden whose step 1 moved the pooler's
+    # kernel 1.5 times as far as its update did is caught by re-executing the update, naming both
+    monkeypatch.setenv("PYTHONPATH", PLANT)
+    monkeypatch.setenv("TRACEKIT_PLANT", "bert/pooler/dense/kernel:0@1")
+    program = by_name("bert_classifier")
+    golden = str(tmp_path / "planted.h5")
+    record(program, _interpreter(legacy_python, program), golden, str(tmp_path / "work"),
+           args=("--steps", "3", "--train-steps", "1000000000", "--warmup", "0"))
+    with tracekit.open(golden) as trace:
+        audited = {v.var: v for v in audit_trace(trace).variables}
+    planted = audited.pop("bert/pooler/dense/kernel:0")
+    assert (planted.verdict, planted.step, planted.by) == ("disagrees", 1, "re-execution"), planted
+    assert "var/bert/pooler/dense/kernel:0" in planted.detail
+    assert all(v.verdict == "agrees" for v in audited.values()), [v for v in audited.values() if not v.ok]
 
 
 def _t2t_adafactor(trace):

@@ -12,6 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 GOLDENS = os.path.join(ROOT, "goldens")
 FOREIGN_GOLDENS = os.path.join(ROOT, "tests", "data", "foreign_cpu")  # the same, from another machine
 LEGACY_PYTHON = os.path.join(ROOT, ".venv-legacy", "bin", "python")
+# On PYTHONPATH with TRACEKIT_PLANT="VARIABLE@K": a recording whose step K of that variable is not its update's
+PLANT = os.path.join(ROOT, "tests", "support", "plant")
 IS_LEGACY = sys.version_info < (3, 8)
 
 

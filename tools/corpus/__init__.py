@@ -194,7 +194,7 @@ def record(program: Program, python: str, out: str, workdir: str, timeout: float
     args = [a.replace("{workdir}", workdir) for a in (program.args if args is None else args)]
     # A process that imported TensorFlow 2 set TF2_BEHAVIOR=1, which would turn TF 1.15 eager.
     env = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}
-    env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=root)
+    env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")])))
     start = time.perf_counter()
     done = subprocess.run([python, "-m", "tracekit", "record", "-o", out] + list(options) +
                           ["--", os.path.join(root, program.driver)] + args, cwd=root, stdout=subprocess.PIPE,
