@@ -1,11 +1,13 @@
-"""The judgments re-executing an update makes (record/rerun.py), on values alone: a re-executed
-tensor against the recorded one, whether a scalar is the rate of a step, and what a slot is."""
+"""The judgments re-executing an update makes (record/rerun.py, record/claims.py), on values
+alone: a re-executed tensor against the recorded one, whether a scalar is the rate of a step,
+and what a slot is."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tracekit.record.rerun import REFUTED, UNDECIDED, VERIFIED, _is_rate, _role, compare
+from tracekit.record.claims import REFUTED, UNDECIDED, VERIFIED, _is_rate, _role
+from tracekit.record.rerun import compare
 
 F = np.float32
 

@@ -258,7 +258,7 @@ class Recorder:
     def fetches(self, plan: StepPlan, full: bool, callable_: bool = False) -> "collections.OrderedDict[str, Any]":
         """What a step of `plan` fetches to record (key -> tensor): all of it, or the light kinds;
         from session.run (not `callable_`), none of what it refuses to fetch."""
-        refuted = self._witness.refuted  # a scalar re-execution showed is no learning rate, and what is
+        refuted = self._witness.refuted  # scalars re-execution showed are no learning rate; those that are, added
         fetch = collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
                                         if (full or split_key(key)[0] in LIGHT_KINDS)
                                         and (callable_ or key not in plan.unfetchable) and key not in refuted)

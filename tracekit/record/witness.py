@@ -25,8 +25,9 @@ from ..keys import (ASSIGNED, AUDIT, LOSSES, RACE_EFFECTS, REEXECUTED, SELF_CHEC
                     UNCLIPPED, make_key, sparse_owner, split_key)
 from ..store.audit import AuditResult, audit_step, with_reexecution
 from . import selfcheck
-from .rerun import REFUTED, VERIFIED, Claims, Rerun
+from .claims import Ledger, verify
 from .graph import GraphModel, StepPlan
+from .rerun import Rerun
 
 RECOMPUTED_KINDS = ("loss", "tap")  # racy reads the recorder recomputes (a fetched structure it only reports)
 MEASURED_KINDS = RECOMPUTED_KINDS + ("grad",)  # and racy gradients, recomputed to measure the race, kept as read
@@ -51,11 +52,8 @@ class Witness:
         self._facts: Dict[str, Any] = {}  # the golden's "updates" and "slots" metadata, for the audit
         self._audits: List[Any] = []  # StepAudit of the steps audited
         self._reruns: List[Any] = []  # StepAudit of their updates re-executed (rerun.py)
-        self._claims: Dict[str, Claims] = {}  # variable -> what re-executing its update verified of it
         self._fed: Dict[str, Any] = {}  # what the step being recorded was fed and drew (graph tensor name -> value)
-        self.refuted: set = set()  # learning-rate keys ("lr/..") re-execution showed are none: not recorded
-        # the rates it found instead: key -> (the tensor, the variables whose updates read it)
-        self.found: Dict[str, Tuple[Any, set]] = {}
+        self._ledger = Ledger({"updates": {}, "slots": {}})  # what re-executing the updates verified (claims.py)
         self.failure: Optional[RecordError] = None  # a failed self-check: the recording ends with it
         # kinds of steps whose check waits for a step with finite gradients -> (the steps passed, the losses)
         self._deferred: Dict[str, Tuple[List[int], Dict[str, str]]] = {}
@@ -66,6 +64,7 @@ class Witness:
         """The recorded variables (name -> key) and what the audit reads of the graph's updates."""
         self._keys = dict(keys)
         self._facts = {"updates": dict(updates), "slots": dict(slots)}
+        self._ledger = Ledger(self._facts)
 
     def state(self, values: Optional[Mapping[str, Any]]) -> None:
         """After the initial read or a step: the variables' values as read (variable name -> value;
@@ -254,54 +253,20 @@ class Witness:
         rerun = Rerun(copy, plan, self._before, self._fed, values, self._keys)
         audited, base = rerun.audit(step, after)
         self._reruns.append(audited)
-        fresh = [u.var for u in rerun.updates if u.var not in self._claims]
-        found: Dict[str, Any] = {}  # a rate found where the one claimed was refuted: tensor name -> value
-        if base is not None and fresh:
-            for var, claims in rerun.claims(base, fresh).items():
-                self._claim(var, claims, plan)
-                if claims.found is not None:
-                    found.setdefault(*claims.found)
+        fresh = [u.var for u in rerun.updates if u.var not in self._ledger.claims]
+        added = self._ledger.note(verify(rerun, base, fresh), plan, model.graph) if base is not None and fresh else []
         if len(self._reruns) >= AUDIT_STEPS and not plan.races:
             self.close()
-        left = [key for key in plan.fetch if split_key(key)[0] == "lr" and key not in self.refuted]
-        added = []
-        for name, value in found.items():  # recorded from this step on, under the key a rate has
-            key = make_key("lr", "learning_rate" if not left and len(found) == 1 else name)
-            readers = {var for var, claims in self._claims.items() if claims.found and claims.found[0] == name}
-            self.found[key] = (model.graph.get_tensor_by_name(name), readers)
-            self.refuted.discard(key)
-            added.append((key, np.asarray(value)))
-        return [(key, value) for key, value in values if key not in self.refuted] + added
+        return [(key, value) for key, value in values if key not in self._ledger.refuted] + added
+
+    @property
+    def refuted(self) -> set:
+        """Learning-rate keys ("lr/..") re-execution showed are none: not fetched."""
+        return self._ledger.refuted
 
     def rates(self, plan: StepPlan) -> Dict[str, Any]:
         """The rates re-execution found that a step of `plan` reads (key -> tensor): fetched with it."""
-        updated = {u.var for u in plan.updates}
-        return {key: tensor for key, (tensor, readers) in self.found.items() if readers & updated}
-
-    def _claim(self, var: str, claims: Claims, plan: StepPlan) -> None:
-        """What re-execution verified of a variable's update, written into the golden's facts."""
-        self._claims[var] = claims
-        fact = self._facts["updates"].get(var)
-        if isinstance(fact, dict):
-            fact["gradient_check"] = {"verdict": claims.gradient[0], "detail": claims.gradient[1]}
-            if claims.lr is not None and fact.get("lr"):
-                fact["lr_check"] = claims.lr_meta(fact["lr"])
-                if claims.lr[0] == REFUTED:
-                    # not recorded where no other update reads it as its rate (checked, or not refuted yet)
-                    if not any(isinstance(other, dict) and other.get("lr") == fact["lr"]
-                               for name, other in self._facts["updates"].items() if name != var):
-                        self.refuted.update(key for key, tensor in plan.fetch.items()
-                                            if split_key(key)[0] == "lr" and tensor.name == fact["lr"])
-                    fact["lr"] = None
-                if claims.found is not None:
-                    name = claims.found[0]
-                    fact["lr"] = name
-                    fact["lr_check"] = {"verdict": VERIFIED, "tensor": name, "detail": (
-                        "found by re-execution: the scalar first taken, %s, is no rate (%s); %s scales the step"
-                        % (fact["lr_check"]["tensor"], claims.lr[1], name))}
-        for slot, role in claims.roles.items():
-            if isinstance(self._facts["slots"].get(slot), dict):
-                self._facts["slots"][slot]["role"] = role
+        return self._ledger.rates(plan)
 
     # ---- what the golden says of it ----------------------------------------------------------------
 
@@ -326,7 +291,7 @@ class Witness:
             out[AUDIT] = with_reexecution(AuditResult.of_steps(self._audits), rerun).to_meta()
             if rerun is not None:
                 out[REEXECUTED] = rerun.to_meta()
-        if self._claims:  # what re-execution verified of the updates: their facts and slots' roles
+        if self._ledger.claims:  # what re-execution verified of the updates: their facts and slots' roles
             out["updates"], out["slots"] = self._facts["updates"], self._facts["slots"]
         return out
 

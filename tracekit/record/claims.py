@@ -1,0 +1,312 @@
+"""What is said of an update, verified by re-executing it (rerun.py), once per variable:
+
+- its gradient: fed as zero, the variable or its slots must come out otherwise;
+- a hand-written update's learning rate (the scalar updates._learning_rate takes): at 0x, 1x and
+  2x it must move the step by the share it multiplies, exactly (affine), and by more than
+  round-off; where the step moves nothing (a warmup's rate of 0) the step counter is moved on
+  until it does. An addend's factor inside the arithmetic (`rate + 1e-30 * y`) is no rate and is
+  not recorded as one; the update's other scalars (a product's factors next) are judged in turn,
+  but one computed from a variable the step updates (the rate times a parameter's scale) is none
+  a schedule gives;
+- a hand-written update's slots: what the update does with the gradient in them (linear: a first
+  moment; quadratic: a second moment; a sum that never decays: accumulated; one entry per row or
+  column of the variable: factored), from the gradient at 0x, 1x, 2x and one row at 2x.
+
+`Ledger` keeps what was verified and writes it into the golden's update facts and slots; the
+recorder leaves out the rates refuted and fetches those found. Python 3.7 syntax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from ..keys import make_key, split_key
+from ..store.audit_result import RERUN_ULPS
+from .rerun import Rerun, ulps_of
+from .updates import ASSIGNED, VARIABLE_OPS
+
+VERIFIED, REFUTED, UNVERIFIED, UNDECIDED = "verified", "refuted", "unverified", "undecided"
+SEARCHED = 6  # a refuted rate's alternatives tried, at most (two runs each, once per recording)
+# The step counter moved on by these, in turn, where the step moves nothing (a warmup from a rate of 0)
+ADVANCES = (0, 1, 2, 4, 16)
+# A rate is told by steps that move a variable beyond round-off of this magnitude at least: a step
+# of 1e-34 on a bias at 0 (a tiny addend, the rate itself 0) tells nothing
+FLOOR = 1e-6
+
+
+@dataclass
+class Claims:
+    """What re-execution found of one variable's update: each claim's verdict and why."""
+
+    gradient: Tuple[str, str] = (UNVERIFIED, "not probed")
+    lr: Optional[Tuple[str, str]] = None  # a hand-written update's claimed rate (None: none claimed)
+    roles: Dict[str, str] = field(default_factory=dict)  # slot -> its role, found by re-execution
+    found: Optional[Tuple[str, Any]] = None  # the claimed rate refuted: (the scalar that is the rate, its value)
+
+    def lr_meta(self, tensor: str) -> Dict[str, str]:
+        verdict, detail = self.lr or (UNVERIFIED, "")
+        return {"verdict": verdict, "detail": detail, "tensor": tensor}
+
+
+def verify(rerun: Rerun, base: Mapping[str, np.ndarray], wanted: Sequence[str]) -> Dict[str, Claims]:
+    """What re-execution verifies of the claims about the updates of `wanted` (variables)."""
+    updates = [u for u in rerun.updates if u.var in wanted]
+    out = {u.var: Claims() for u in updates}
+    if not updates:
+        return out
+    scaled = lambda factor, row=False: {name: _scaled(rerun.feeds[name], factor, row)
+                                        for name in rerun.grads.values()}
+    zero = rerun.probe(scaled(0.0))
+    slotted = any(u.kind == ASSIGNED and u.slots for u in updates)  # a kernel's slots are its arguments
+    double = rerun.probe(scaled(2.0)) if slotted else "not run"
+    one_row = rerun.probe(scaled(2.0, row=True)) if slotted else "not run"
+    for update in updates:
+        claims = out[update.var]
+        claims.gradient = _reads_gradient(update, base, zero, rerun.grads, rerun.feeds)
+        if update.kind == ASSIGNED:
+            for slot in update.slots:
+                if slot in base:
+                    claims.roles[slot] = _role(rerun.before.get(slot), base[slot], zero, double, one_row, slot,
+                                               np.shape(base[update.var]))
+    rated = [u for u in updates if u.kind == ASSIGNED and u.lr is not None]
+    for var, (verdict, detail) in judge_rates(rerun, {u.var: u.lr.name for u in rated}, together=True).items():
+        out[var].lr = (verdict, detail)
+    _search(rerun, [u for u in rated if out[u.var].lr[0] == REFUTED], out)
+    return out
+
+
+def judge_rates(rerun: Rerun, claimed: Mapping[str, str], together: bool = False) -> Dict[str, Tuple[str, str]]:
+    """Each variable's claimed rate (variable -> the scalar's tensor name), judged by scaling it
+    (_is_rate): at the step's state, else, where its update moves nothing beyond round-off (a
+    warmup from a rate of 0), with the step counter moved on. `together`: the scalars scaled in
+    one run (each update reads its own), else one run each."""
+    out: Dict[str, Tuple[str, str]] = {}
+    pending = {}
+    for var, name in claimed.items():
+        state = _reads_updated(rerun.copy.graph.get_tensor_by_name(name), set(rerun.reads))
+        if state is not None:
+            out[var] = (REFUTED, "it reads %s, which the step updates: not a rate a schedule gives" % state)
+        else:
+            pending[var] = name
+    for advance in ADVANCES:
+        if not pending or (advance and rerun.counter is None):
+            break
+        base = rerun.probe({}, advance)
+        names = sorted(set(pending.values()))
+        values = rerun.rates(names, advance)
+        for group in [names] if together else [[name] for name in names]:
+            lr0 = rerun.probe({n: _scaled(values.get(n), 0.0) for n in group}, advance)
+            lr2 = rerun.probe({n: _scaled(values.get(n), 2.0) for n in group}, advance)
+            for var in [v for v, n in pending.items() if n in group]:
+                verdict, detail = _is_rate(var, rerun.state(advance).get(var), base, lr0, lr2)
+                if verdict != UNDECIDED:
+                    out[var] = (verdict, detail + (" (the step counter moved on by %d, where the step moves)"
+                                                   % advance if advance else ""))
+                    del pending[var]
+    out.update((var, (UNVERIFIED, "its update moves the variable by round-off only at this step%s: the rate "
+                      "cannot be told" % (" and %d steps on" % ADVANCES[-1] if rerun.counter else "")))
+               for var in pending)
+    return out
+
+
+def _search(rerun: Rerun, refuted: Sequence[Any], out: Dict[str, Claims]) -> None:
+    """For updates whose claimed rate is refuted: their other scalars (updates._scalars),
+    nearest first, each judged in turn; the first verified is its rate."""
+    names: List[str] = []
+    for update in refuted:
+        names += [t.name for t in update.rates if t.name not in names]
+    # a scalar computed from what the step updates is no rate, and costs no run to say so
+    updated = set(rerun.reads)
+    names = [n for n in names if _reads_updated(rerun.copy.graph.get_tensor_by_name(n), updated) is None]
+    for name in names[:SEARCHED]:
+        waiting = [u.var for u in refuted if out[u.var].found is None and any(t.name == name for t in u.rates)]
+        judged = judge_rates(rerun, {var: name for var in waiting}) if waiting else {}
+        values = rerun.rates([name]) if any(v == VERIFIED for v, _ in judged.values()) else {}
+        for var, (verdict, detail) in judged.items():
+            if verdict == VERIFIED and name in values:
+                out[var].found = (name, values[name])
+
+
+def _scaled(value: Any, factor: float, row: bool = False) -> Any:
+    """A fed value scaled (`row`: only its first row, along its second-to-last axis)."""
+    if value is None:
+        return None
+    array = np.array(value)
+    if array.dtype.kind != "f":
+        return array
+    if not row:
+        return (array * factor).astype(array.dtype)
+    if array.ndim >= 2:
+        array[..., 0, :] *= factor
+    return array
+
+
+def _moved(a: Any, b: Any, allow: np.ndarray, times: float = 4.0) -> bool:
+    """Whether `b` differs from `a` beyond `times` round-off anywhere."""
+    with np.errstate(all="ignore"):
+        return bool(np.any(~(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)) <= times * allow)))
+
+
+def _reads_gradient(update: Any, base: Mapping[str, Any], zero: Any, grads: Mapping[str, str],
+                    feeds: Mapping[str, Any]) -> Tuple[str, str]:
+    fed = grads.get(update.var)
+    if fed is None:
+        return UNVERIFIED, "no gradient of it is recorded to feed"
+    if isinstance(zero, str):
+        return UNVERIFIED, "the update could not be re-executed with its gradient zeroed (%s)" % zero
+    if not np.any(np.asarray(feeds[fed], np.float64)):
+        return UNVERIFIED, "its recorded gradient is zero"
+    names = [n for n in [update.var] + list(update.slots) if n in base and n in zero]
+    for name in names:
+        if _moved(zero[name], base[name], ulps_of(base[name], zero[name]), times=0.0):
+            return VERIFIED, "fed as zero at %s, the update gives another %s" % (fed, name)
+    return REFUTED, ("fed as zero at %s, the update gives the same variable and slots: it does not read the "
+                     "gradient recorded as its own" % fed)
+
+
+def _is_rate(var: str, before: Any, base: Any, lr0: Any, lr2: Any) -> Tuple[str, str]:
+    """Does scaling the claimed rate scale the share of the step it multiplies, exactly? UNDECIDED
+    where the step itself moves the variable by round-off only (nothing to tell a rate by)."""
+    for probe in (base, lr0, lr2):
+        if isinstance(probe, str):
+            return UNVERIFIED, "the update could not be re-executed with the rate scaled (%s)" % probe
+    v0, v1, v2 = (np.asarray(p[var], np.float64) for p in (lr0, base, lr2))
+    allow = ulps_of(base[var], lr0[var], lr2[var], floor=FLOOR) * RERUN_ULPS
+    with np.errstate(all="ignore"):
+        if before is None or not np.any(np.abs(v1 - np.asarray(before, np.float64)) > 4.0 * allow):
+            return UNDECIDED, ""
+        share = v1 - v0  # what the rate's 1x moves the variable by
+        moved = np.max(np.abs(share) / allow) if share.size else 0.0
+        off = np.max(np.abs((v2 - v1) - share) / allow) if share.size else 0.0
+    if not np.isfinite(moved) or moved <= 4.0:
+        return REFUTED, ("at 0x and 1x the update gives the same %s (within round-off): the scalar does not scale the "
+                         "step, so it is not the learning rate" % var)
+    if not np.isfinite(off) or off > 2.0:
+        return REFUTED, ("at 2x the step moves by %.3g times its 1x share, not by 2x: the scalar is not a factor of "
+                         "the step" % (1.0 + _ratio(v2 - v1, share)))
+    return VERIFIED, "the step's share it multiplies moves with it: 0x, 1x, 2x re-executed"
+
+
+def _reads_updated(tensor: Any, updated: Set[str], limit: int = 512) -> Optional[str]:
+    """The first variable of `updated` a scalar is computed from (a parameter's scale), else None."""
+    seen: Set[str] = set()
+    stack = [tensor.op]
+    while stack and len(seen) < limit:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type in VARIABLE_OPS and op.name + ":0" in updated:
+            return op.name + ":0"
+        stack.extend(t.op for t in op.inputs)
+    return None
+
+
+def _ratio(a: np.ndarray, b: np.ndarray) -> float:
+    scale = float(np.max(np.abs(b)))
+    return float(np.sum(a * b) / np.sum(b * b)) if scale > 0 else float("nan")
+
+
+def _role(before: Any, base: Any, zero: Any, double: Any, one_row: Any, slot: str,
+          var_shape: Tuple[int, ...]) -> str:
+    """What the update does with the gradient in a slot, as re-executing it with the gradient
+    scaled shows (the probes are name -> value, or why they could not run)."""
+    if any(isinstance(p, str) for p in (zero, double)):
+        return "unknown: the update could not be re-executed with its gradient scaled"
+    s0, s1, s2 = (np.asarray(p, np.float64) for p in (zero[slot], base, double[slot]))
+    allow = ulps_of(base, zero[slot], double[slot])
+    d1, d2 = s1 - s0, s2 - s0
+    if not _moved(s1, s0, allow):
+        return "state the gradient does not move"
+    if not _moved(d2, 2.0 * d1, allow, times=8.0):
+        degree = "first moment"
+    elif not _moved(d2, 4.0 * d1, allow, times=16.0):
+        degree = "second moment"
+    elif not _moved(d2, d1, allow, times=8.0):
+        degree = "moment of the normalized update"
+    else:
+        return "moved by the gradient nonlinearly"
+    if before is not None and np.any(np.asarray(before, np.float64)) and not _moved(s0, before, allow):
+        degree = {"first moment": "accumulated gradient", "second moment": "accumulated squared gradient"}.get(
+            degree, degree)
+    return degree + _factored(np.shape(base), var_shape, slot, one_row, base, allow)
+
+
+def _factored(shape: Tuple[int, ...], var_shape: Tuple[int, ...], slot: str, one_row: Any, base: Any,
+              allow: np.ndarray) -> str:
+    """", factored: rows" where the slot holds one entry per row of its variable (its gradient's
+    first row moved, only its first entry moves), ", factored: columns" per column."""
+    if tuple(shape) == tuple(var_shape) or len(var_shape) < 2 or len(shape) != len(var_shape) - 1:
+        return "" if tuple(shape) == tuple(var_shape) else ", reduced to shape %s" % (tuple(shape),)
+    rows = tuple(var_shape[:-1]) == tuple(shape)
+    columns = tuple(var_shape[:-2]) + tuple(var_shape[-1:]) == tuple(shape)
+    if rows and columns and not isinstance(one_row, str):
+        moved = ~(np.abs(np.asarray(one_row[slot], np.float64) - np.asarray(base, np.float64)) <= 4.0 * allow)
+        rows = bool(np.any(moved)) and not bool(np.any(moved[..., 1:]))
+        columns = not rows
+    if rows != columns:
+        return ", factored: rows" if rows else ", factored: columns"
+    return ", factored (rows or columns: not told apart)"
+
+
+class Ledger:
+    """What re-execution verified of each update, as the golden's facts say it: `facts` is the
+    golden's {"updates", "slots"} metadata, changed in place; `refuted` the learning-rate keys not
+    recorded; `found` the rates found instead (key -> (tensor, the variables whose updates read it))."""
+
+    def __init__(self, facts: Dict[str, Any]) -> None:
+        self.facts = facts
+        self.claims: Dict[str, Claims] = {}
+        self.refuted: Set[str] = set()
+        self.found: Dict[str, Tuple[Any, Set[str]]] = {}
+
+    def note(self, claims: Mapping[str, Claims], plan: Any, graph: Any) -> List[Tuple[str, Any]]:
+        """The claims verified at a step of `plan` (in the program's `graph`), written into the
+        facts; the values of the rates found, recorded from this step on."""
+        found: Dict[str, Any] = {}
+        for var, claim in claims.items():
+            self._note(var, claim, plan)
+            if claim.found is not None:
+                found.setdefault(*claim.found)
+        left = [key for key in plan.fetch if split_key(key)[0] == "lr" and key not in self.refuted]
+        added = []
+        for name, value in found.items():  # under the key a rate has
+            key = make_key("lr", "learning_rate" if not left and len(found) == 1 else name)
+            readers = {var for var, c in self.claims.items() if c.found and c.found[0] == name}
+            self.found[key] = (graph.get_tensor_by_name(name), readers)
+            self.refuted.discard(key)
+            added.append((key, np.asarray(value)))
+        return added
+
+    def rates(self, plan: Any) -> Dict[str, Any]:
+        """The rates found that a step of `plan` reads (key -> tensor): fetched with it."""
+        updated = {u.var for u in plan.updates}
+        return {key: tensor for key, (tensor, readers) in self.found.items() if readers & updated}
+
+    def _note(self, var: str, claims: Claims, plan: Any) -> None:
+        self.claims[var] = claims
+        updates, slots = self.facts["updates"], self.facts["slots"]
+        fact = updates.get(var)
+        if isinstance(fact, dict):
+            fact["gradient_check"] = {"verdict": claims.gradient[0], "detail": claims.gradient[1]}
+            if claims.lr is not None and fact.get("lr"):
+                fact["lr_check"] = claims.lr_meta(fact["lr"])
+                if claims.lr[0] == REFUTED:
+                    # not recorded where no other update reads it as its rate (verified, or not judged yet)
+                    if not any(isinstance(other, dict) and other.get("lr") == fact["lr"]
+                               for name, other in updates.items() if name != var):
+                        self.refuted.update(key for key, tensor in plan.fetch.items()
+                                            if split_key(key)[0] == "lr" and tensor.name == fact["lr"])
+                    fact["lr"] = None
+                if claims.found is not None:
+                    name = claims.found[0]
+                    fact["lr"] = name
+                    fact["lr_check"] = {"verdict": VERIFIED, "tensor": name, "detail": (
+                        "found by re-execution: the scalar first taken, %s, is no rate (%s); %s scales the step"
+                        % (fact["lr_check"]["tensor"], claims.lr[1], name))}
+        for slot, role in claims.roles.items():
+            if isinstance(slots.get(slot), dict):
+                slots[slot]["role"] = role
