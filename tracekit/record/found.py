@@ -159,3 +159,15 @@ class GraphUpdates:
         except Exception:  # a value that cannot be read is not recorded: the audit says so
             return {}
         return {t.name: float(v) for t, v in zip(wanted, values) if getattr(v, "size", 1) == 1}
+
+
+def update_targets(updates: List[Any], executed: List[Any]) -> List[str]:
+    """The ops of a run that change its updates' variables and slots (and state such as Adam's
+    beta powers): the update ops, and the assign and scatter ops on those variables."""
+    moved = {name for u in updates for name in [u.var] + list(u.slots) if name is not None}
+    out = [u.op.name for u in updates]
+    for op in executed:
+        if op.type in ASSIGN_OPS or op.type.startswith(("Scatter", "ResourceScatter")):
+            if op.inputs and variable_name(op.inputs[0]) in moved and op.name not in out:
+                out.append(op.name)
+    return out

@@ -33,7 +33,7 @@ from ..structure import leaves
 from ..taps import graph_taps
 from .accumulation import ACCUMULATE, additions, read_accumulators
 from .declared import Declared, find_op, find_tensor
-from .found import Evaluate, GraphUpdates
+from .found import Evaluate, GraphUpdates, update_targets
 from .losses import candidates, derivatives, loss_terms, run_losses
 from .notes import intercepted
 from .sources import plan_sources
@@ -94,18 +94,6 @@ class StepPlan:
     # re-executing them runs (rerun.py)
     updates: List[Any] = field(default_factory=list)
     targets: List[str] = field(default_factory=list)
-
-
-def _targets(updates: List[Any], executed: List[Any]) -> List[str]:
-    """The ops of a run that change its updates' variables and slots (and state such as Adam's
-    beta powers): the update ops, and the assign and scatter ops on those variables."""
-    moved = {name for u in updates for name in [u.var] + list(u.slots) if name is not None}
-    out = [u.op.name for u in updates]
-    for op in executed:
-        if op.type in ASSIGN_OPS or op.type.startswith(("Scatter", "ResourceScatter")):
-            if op.inputs and variable_name(op.inputs[0]) in moved and op.name not in out:
-                out.append(op.name)
-    return out
 
 
 class GraphModel:
@@ -337,7 +325,7 @@ class GraphModel:
         return StepPlan(True, fetch, global_step, regularization, trained, races, structures, losses, derived,
                         terms=terms, sources=sources, held={k: counts.get(k, 0) for k in HELD_KINDS},
                         accumulated=accumulated, unfetchable=unfetchable, updates=list(updates),
-                        targets=_targets(updates, executed))
+                        targets=update_targets(updates, executed))
 
     def _fetchable(self, fetch: "collections.OrderedDict[str, Any]") -> Dict[str, Any]:
         """What a step records inside a tf.cond branch (a loss-scale optimizer's updates run only
