@@ -17,7 +17,7 @@ import hashlib
 import os
 import platform
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ._version import __version__
 
@@ -155,6 +155,26 @@ def fingerprint() -> Dict[str, Any]:
         "keras": _version("tf_keras") or _version("keras"),
         "env": recorded_env(dict(os.environ)),
     }
+
+
+def keras_binding(modules: Mapping[str, Any] = sys.modules) -> Optional[str]:
+    """The Keras TensorFlow 2.16+ bound `tf.keras` to ("keras_3", "tf_keras", "keras_2"); None
+    while nothing has used it (or without such a TensorFlow imported). Reads the lazy loader's
+    record, or the module it put in its place: nothing is imported."""
+    tf = modules.get("tensorflow")
+    bound = getattr(tf, "__dict__", {}).get("keras") if tf is not None else None
+    if bound is None:
+        return None
+    own = getattr(bound, "__dict__", {})
+    if "_tfll_initialized" in own:  # still the lazy loader
+        return own.get("_tfll_keras_version") if own.get("_tfll_initialized") else None
+    name = str(own.get("__name__", ""))
+    if name.startswith("tf_keras"):
+        return "tf_keras"
+    if name.startswith("keras"):
+        version = str(getattr(modules.get("keras"), "__version__", ""))
+        return "keras_3" if version.startswith("3.") else "keras_2"
+    return None
 
 
 def program_identity(entry: str, sources: Sequence[Optional[str]]) -> Dict[str, Any]:

@@ -93,6 +93,8 @@ AUDIT = "audit"  # the update audit's verdicts (store/audit.py)
 REEXECUTED = "reexecuted"  # the recorder's re-execution of each update (record/rerun.py), its own verdicts
 # What the recorder found and checked of its own claims: each loss's graph tensor, the step-0 check.
 LOSSES, SELF_CHECK = "losses", "self_check"
+# What the recording warns of (a gradient not found, a race, steps with no input): sentences.
+WARNINGS = "warnings"
 # What each kind of step records: kind of step -> {tensor kind: how many} (store/held.py).
 HELD = "held"
 # How far a race moved each racy gradient the update read: "grad/..." -> {"effect", "step"} (record/witness.py).

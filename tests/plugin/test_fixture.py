@@ -40,14 +40,44 @@ def test_a_wrong_port_fails_with_the_first_divergence_first(project):
     result = project.runpytest("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     # pytest -q's short summary line names the golden, the step, the tensor and the error.
-    result.stdout.fnmatch_lines(["FAILED test_seed.py::test_relu_port - tracekit.errors.Mismatch: golden "
+    result.stdout.fnmatch_lines(["FAILED test_seed.py::test_relu_port - Mismatch: golden "
                                  "goldens/seed_example.h5: step 0, tap/layer1: max abs * (2 of 4 elements differ)"])
-    # The traceback stops at the test: the plugin's own frames are hidden.
+    # The message leads; the test's own frame follows the report, tracekit's frames are hidden.
     out = result.stdout.str()
-    assert ">       tracekit_replay(\"seed_example\", step, model=model, steps=3)" in out
-    assert "test_seed.py:5: Mismatch" in out and "tracekit/plugin" not in out
+    result.stdout.fnmatch_lines(["_* test_relu_port _*", "Mismatch: golden goldens/seed_example.h5: step 0, tap/layer1: *",
+                                 "", "MISMATCH *"])
+    result.stdout.fnmatch_lines(["test_seed.py:5: in test_relu_port",
+                                 "    tracekit_replay(\"seed_example\", step, model=model, steps=3)",
+                                 "(tracekit's own frames are hidden; pytest --tb=long shows them)"])
+    assert "/tracekit/tf2/" not in out and "/tracekit/plugin/" not in out
     assert "first divergence: step 0, tap/layer1 (taps)" in out  # the report follows
     assert "the actual trace is kept as pending seed_example" in out
+
+
+UNPAIRED = """
+from port import make
+
+def test_renamed_port(tracekit_replay):
+    model, step = make()
+    tracekit_replay("seed_example", step, model=model, steps=3, var_map={"dense/kernel:0": "no/such:0"})
+"""
+
+
+def test_a_var_map_refusal_leads_with_its_message_and_the_tests_frame(project):
+    project.makepyfile(test_seed=UNPAIRED)
+    result = project.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["_* test_renamed_port _*", "ReplayError: the TF2 variables do not match the golden's:",
+                                 "*only in the golden: dense/kernel:0 (3, 2)*"])
+    result.stdout.fnmatch_lines(["*var_map = {*", "test_seed.py:5: in test_renamed_port",
+                                 "    tracekit_replay(\"seed_example\", step, model=model, steps=3, var_map=*",
+                                 "(tracekit's own frames are hidden; pytest --tb=long shows them)"])
+    out = result.stdout.str()
+    assert "/tracekit/replay/" not in out and "/tracekit/plugin/" not in out
+    # --tb=long shows everything, tracekit's frames included
+    result = project.runpytest("-q", "-p", "no:cacheprovider", "--tb=long")
+    out = result.stdout.str()
+    assert "tracekit/replay/variables.py" in out and "tracekit.errors.ReplayError: the TF2 variables" in out
 
 
 def test_report_dir_gets_a_page_for_each_failing_replay(project):

@@ -52,7 +52,7 @@ def test_all_rewrites_a_failing_golden_twice_and_log_shows_both(project, capsys)
     project.makepyfile(test_port=WRONG % "tanh")
     result = project.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["E       golden is DERIVED: its data comes from a TF2 run (updated *: relu on purpose), "
+    result.stdout.fnmatch_lines(["golden is DERIVED: its data comes from a TF2 run (updated *: relu on purpose), "
                                  "not from the legacy code; the legacy recording it replaced is kept at "
                                  ".tracekit/history/goldens/seed_example.*.h5 (tracekit log *seed_example.h5)"])
     project.runpytest("-p", "no:cacheprovider", "--tracekit-update=all", "--tracekit-reason",
@@ -96,7 +96,7 @@ def test_port(tracekit_replay):
     before = golden_bytes(project)
     result = project.runpytest("-p", "no:cacheprovider", "--tracekit-update=all")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["E       tracekit.errors.Mismatch: golden goldens/seed_example.h5: step 0, tap/layer1: *",
-                                 "E       not rewritten: *replayed 3 of the 10 steps of * (steps=3): writing it would "
+    result.stdout.fnmatch_lines(["Mismatch: golden goldens/seed_example.h5: step 0, tap/layer1: *",
+                                 "not rewritten: *replayed 3 of the 10 steps of * (steps=3): writing it would "
                                  "drop the golden's last 7 steps; replay every step to update it"])
     assert golden_bytes(project) == before

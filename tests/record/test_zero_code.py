@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tracekit
+from tracekit.report.trace import show
 from tracekit.store import provenance
 
 from ..support import ROOT
@@ -119,3 +120,49 @@ def test_tf_slim_learning_train(tmp_path):
         assert any("BatchNorm/moving_mean" in n for n in trace.names("var"))
         assert any(n.endswith("/Momentum:0") for n in trace.names("slot"))
         assert len(trace.names("loss")) > 2  # the loss and slim's L2 weight decay terms
+
+
+@pytest.mark.tf1
+def test_the_goldens_warnings_are_printed_whole_at_the_end_and_strict_fails(tmp_path):
+    # racy_gradient.py's ungated gradients race with their ref variables' updates (TF 1.15): the
+    # golden warns of each race.
+    out = tmp_path / "racy.h5"
+    proc = record_cli(out, "racy_gradient.py", "--steps", 2)
+    with tracekit.open(str(out)) as trace:
+        warnings = trace.meta["warnings"]
+        said = show(trace)
+    assert warnings and all(isinstance(w, str) for w in warnings)
+    tail = proc.stderr[proc.stderr.index("recorded %s" % out):].splitlines()
+    assert tail[1] == "%s carries %d warnings (tracekit show prints them again):" % (out, len(warnings))
+    assert tail[2:] == ["  WARNING " + w for w in warnings]  # whole, a line each, once
+    assert all(said.count("WARNING   " + w) == 1 for w in warnings)
+    strict = record_cli(tmp_path / "strict.h5", "racy_gradient.py", "--steps", 2, strict=True, check=False)
+    assert strict.returncode == 3 and "WARNING a race in the training step" in strict.stderr
+    assert os.path.exists(str(tmp_path / "strict.h5"))  # written all the same
+    clean = record_cli(tmp_path / "clean.h5", "racy_gradient.py", "--steps", 2, "--ordered", strict=True, check=False)
+    assert clean.returncode == 0 and "WARNING" not in clean.stderr.replace("WARNING:tensorflow", "")
+
+
+def test_the_api_recorder_returns_and_logs_its_warnings(tmp_path, caplog):
+    import logging
+
+    import tensorflow as tf
+
+    import tracekit.tf1
+
+    graph = tf.Graph()
+    with graph.as_default(), caplog.at_level(logging.WARNING, logger="tracekit.record"):
+        x = tf.constant(np.ones((2, 3), np.float32))  # fed nothing: the golden warns it holds no input
+        w = tf.compat.v1.get_variable("w", [3, 3], initializer=tf.compat.v1.ones_initializer())
+        loss = tf.reduce_sum(tf.matmul(x, w) ** 2)
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        with tracekit.tf1.record(str(tmp_path / "api.h5"), steps=2) as recorder:
+            with recorder.session(tf.compat.v1.Session(graph=graph)) as sess:
+                sess.run(tf.compat.v1.global_variables_initializer())
+                for _ in range(2):
+                    sess.run(train)
+    with tracekit.open(str(tmp_path / "api.h5")) as trace:
+        assert recorder.warnings == trace.meta["warnings"]
+    assert any("record no inputs" in w for w in recorder.warnings), recorder.warnings
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("tracekit.record")]
+    assert logged == ["%s: %s" % (tmp_path / "api.h5", w) for w in recorder.warnings]

@@ -17,8 +17,8 @@ def record_cli(out, script, *script_args, **options):
     """`python -m tracekit record -o out [options] -- script args` in this interpreter."""
     check, env, timeout = options.pop("check", True), options.pop("env", None), options.pop("timeout", 300)
     args = ["-m", "tracekit", "record", "-o", str(out)]
-    for key, value in options.items():
-        args += ["--" + key.replace("_", "-"), str(value)]
+    for key, value in options.items():  # a flag as True
+        args += ["--" + key.replace("_", "-")] + ([] if value is True else [str(value)])
     args += ["--", os.path.join(SCRIPTS, script)] + [str(a) for a in script_args]
     return run_python(sys.executable, args, check=check, env=env, timeout=timeout)
 

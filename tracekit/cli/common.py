@@ -14,9 +14,10 @@ from ..comparison.profiles import AUTO, profile_names, resolve_tolerance
 from ..errors import CorruptTrace, UsageError
 from ..report.terminal import is_terminal
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_WARNED = 0, 1, 2, 3
 
-EPILOG = """exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unreadable input.
+EPILOG = """exit codes: 0 ok; 1 mismatch, damaged or unfinished trace; 2 usage error or unreadable input;
+3 (record --strict) the golden was written with warnings.
 docs: README.md (workflow) and docs/ (the replay API, the golden format, numerics)."""
 
 

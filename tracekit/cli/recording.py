@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 
 from ..report.terminal import Progress
-from .common import EXIT_OK, Command
+from ..report.trace import warning_lines
+from .common import EXIT_OK, EXIT_WARNED, Command
 
 
 def add(command: Command) -> None:
@@ -47,6 +49,9 @@ def add(command: Command) -> None:
     p.add_argument("--worker", type=int, metavar="N",
                    help="parameter-server training: record the steps of worker task N (runs placed on "
                         "/job:worker/task:N); default: the first graph that trains")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 3 when the golden carries warnings (a gradient or learning rate not found, a "
+                        "race, steps that record no input): the golden is written all the same")
     p.add_argument("script", nargs=argparse.REMAINDER, metavar="-- script.py ARGS",
                    help="the script and its arguments (or -m module ARGS)")
 
@@ -74,11 +79,16 @@ def _record(args: argparse.Namespace) -> int:
     if script and script[0] == "--":
         script = script[1:]
     declared = Declared.of(args.loss, args.learning_rate, args.train_op, args.gradient)
+    logging.getLogger("tracekit.record").setLevel(logging.ERROR)  # its warnings are printed below, once
     with Progress("recording %s" % args.output) as progress:
-        code = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
+        code, warnings = run_script(script, args.output, seed=args.seed, seed_mode=args.seed_mode, every=args.every,
                           steps=args.steps, progress=progress, declared=declared, worker=args.worker,
                           budget=args.budget, digests=not args.no_digests, loss_parts=args.loss_parts)
     print("recorded %s" % args.output, file=sys.stderr)
+    for line in warning_lines(args.output, warnings):
+        print(line, file=sys.stderr)
+    if warnings and args.strict and code == 0:
+        return EXIT_WARNED
     return code
 
 

@@ -84,6 +84,8 @@ class Comparer:
         self._forms: Dict[str, str] = {}  # key -> how a gradient sparse on some side is compared
         self._var_shapes = {t.name: t.shape for t in golden.catalog if t.kind == "var"}
         self._first_step: Optional[Mapping[str, Any]] = None  # the replay's step 0, until judged (carried.py)
+        # step -> {var: indices some side's sparse gradient has more than once}, until the step is judged
+        self._repeated: Dict[int, Dict[str, Set[int]]] = {}
 
     def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
         """Compare the initial states, when the golden has one."""
@@ -103,6 +105,7 @@ class Comparer:
         copies = _replica_copies(a_step)
         keys = []
         sparse_pairs = sparse.pairs(g_step.keys(), a_step.keys())
+        self._repeated[index] = sparse.repeated(sparse_pairs.values(), g_step, a_step)
         # Where a side keeps digests (store/digest.py), those tensors are judged from digests.
         g_digests, a_digests = g_step.digests, getattr(a_step, "digests", {})
         for key in _in_order(list(g_step) + list(g_digests)) if g_digests else g_step:
@@ -181,6 +184,8 @@ class Comparer:
                                     if failed is not None and t.key == found.key)
         if self._first is not None and self._first is not before[0]:
             self._step_values = _fingerprinted(compared)
+        if self._first is None or self._first.step != index:
+            self._repeated.pop(index, None)
 
     def _carried(self, index: int, compared: "Compared") -> Dict[str, Noise]:
         """Step 0's failing variables and slots that their update carried past their tolerance
@@ -305,7 +310,8 @@ class Comparer:
         values = None if first is None else self._values[first.step, first.key]
         result.first_divergence = None if values is None else with_values(first, *values)
         diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
-                 self._scalars.get(first.key, {}) if first is not None else {})
+                 self._scalars.get(first.key, {}) if first is not None else {},
+                 self._repeated.get(first.step, {}) if first is not None else {})
         result.rates = {key: dict(values) for key, values in self._scalars.items() if key.startswith("lr/")}
         if first is not None:
             shown = {first.key: first.key}

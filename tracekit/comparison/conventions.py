@@ -11,12 +11,15 @@ fingerprint of such a difference, the comparison says so (as data; report/ rende
   the update: the gradients and Adam's m and v agree, the updated variables do not.
 - RMSPropOptimizer -> RMSprop: the same with TF1's 1e-10 against Keras' 1e-7 (TF1 also adds
   epsilon inside the square root, Keras outside).
+- A sparse gradient (an embedding's rows) with an index looked up twice: TF1's optimizers (and
+  tf-keras') sum the rows of an index before the update; Keras 3's apply a function of each row
+  (Adam's square) before summing them, so only the rows of repeated indices differ.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -26,6 +29,7 @@ from ..store import Trace
 MOMENTUM = "momentum-convention"
 ADAM_EPSILON = "adam-epsilon"
 RMSPROP_EPSILON = "rmsprop-epsilon"
+SPARSE_ROWS = "sparse-repeated-rows"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class ConventionHint:
     lr_change: Optional[Tuple[int, float, float]] = None  # (step, lr before, lr at that step)
     # Adam: the epsilon the replay's update fits, taking TF1's default (TF1_ADAM_EPSILON) for the golden's.
     fitted_epsilon: Optional[float] = None
+    # sparse rows: (rows that differ, of them rows whose index repeats, rows whose index repeats)
+    rows: Optional[Tuple[int, int, int]] = None
 
 
 TF1_ADAM_EPSILON = 1e-8
@@ -46,10 +52,10 @@ TF1_ADAM_EPSILON = 1e-8
 
 def convention_hints(golden: Trace, step: int, kind: str, key: str,
                      agreed: Callable[[Sequence[str]], bool], g_value: Any = None,
-                     a_value: Any = None) -> List[ConventionHint]:
+                     a_value: Any = None, repeated: Optional[Mapping[str, Set[int]]] = None) -> List[ConventionHint]:
     """The known differences the first divergence (`step`, `kind`, `key`, its two values)
     looks like; agreed(kinds) tells whether every tensor of those kinds compared at that
-    step agreed."""
+    step agreed; `repeated`: {variable: the indices its sparse gradient holds more than once}."""
     if kind not in ("var", "slot") or step < 0:
         return []
     slots = set(golden.names("slot"))
@@ -60,6 +66,10 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
         return base + "/%s:0" % suffix in slots if kind == "var" else name.endswith("/%s:0" % suffix)
 
     hints = []
+    rows = _repeated_rows(golden, kind, name, g_value, a_value, repeated or {})
+    if rows is not None and agreed(("grad", "lr")):
+        hints.append(ConventionHint(SPARSE_ROWS, step, key, rows=rows))
+        return hints  # the epsilon's fingerprint (only the update differs) is this one's too
     if step >= 1 and optimized_by("Momentum"):
         change = _first_lr_change(golden, step)
         if change is not None:
@@ -70,6 +80,34 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
     if kind == "var" and optimized_by("RMSProp") and agreed(("grad", "lr", "slot")):
         hints.append(ConventionHint(RMSPROP_EPSILON, step, key))
     return hints
+
+
+def _repeated_rows(golden: Trace, kind: str, name: str, g_value: Any, a_value: Any,
+                   repeated: Mapping[str, Set[int]]) -> Optional[Tuple[int, int, int]]:
+    """Where the variable (or slot) `name` has a sparse gradient some index of which occurs more
+    than once (`repeated`), and the rows that differ clearly (by more than 1e-3 of the largest
+    difference) are all rows of repeated indices, at least half of which differ: (rows that
+    differ, of them repeated ones, rows whose index repeats). None otherwise."""
+    var = name
+    if kind == "slot":
+        owner = ((golden.meta.get("slots") or {}).get(name) or {}).get("var")
+        if not isinstance(owner, str):
+            return None
+        var = owner
+    rows = repeated.get(var)
+    if not rows or g_value is None or a_value is None:
+        return None
+    g, a = np.asarray(g_value, np.float64), np.asarray(a_value, np.float64)
+    if g.shape != a.shape or g.ndim < 1:
+        return None
+    diff = np.abs(g - a).reshape(g.shape[0], -1).max(axis=1)
+    worst = float(diff.max()) if diff.size else 0.0
+    if not worst > 0:
+        return None
+    differing = set(int(r) for r in np.nonzero(diff > 1e-3 * worst)[0])
+    if not differing <= rows or 2 * len(differing) < len(rows):
+        return None
+    return len(differing), len(rows & differing), len(rows)
 
 
 def _first_lr_change(golden: Trace, until: int) -> Optional[Tuple[int, float, float]]:

@@ -57,6 +57,20 @@ def _tf_version(meta: Meta) -> Any:
     return _tf(meta).get("version")
 
 
+def _keras(meta: Meta) -> Any:
+    """The Keras a trace computed with: a replay's port's (its model's and optimizers', as the
+    replay found them), TF 1.x's own tf.keras for a recording on it; None where the trace does not
+    say (the Keras installed is not the one a program used: TF 2 may have two)."""
+    found = _section(meta, "replay").get("keras")
+    if isinstance(found, dict):
+        parts = {part: ", ".join(found.get(part) or []) for part in ("model", "optimizer")}
+        if parts["model"] == parts["optimizer"]:
+            return parts["model"] or "none (no Keras model or optimizer)"
+        return "; ".join("%s %s" % (part, text or "none") for part, text in parts.items())
+    version = str(_tf_version(meta) or "")
+    return "TF %s's tf.keras" % version if version.startswith("1.") else None
+
+
 def _isa(meta: Meta) -> Any:
     isa = _recorded(_env(meta), "cpu_isa")
     return tuple(isa) if isinstance(isa, list) else isa
@@ -169,7 +183,7 @@ FIELDS: List[Tuple[str, Callable[[Meta], Any], bool]] = [
     ("Keras dtype policy", _tf_field("dtype_policy"), False),  # mixed precision: the port's own computation
     ("cpu", _env_field("cpu"), False),
     ("python", _env_field("python"), False),
-    ("keras", _env_field("keras"), False),
+    ("keras", _keras, False),
     ("numpy", _env_field("numpy"), False),
 ]
 FRAMEWORK = "tensorflow"

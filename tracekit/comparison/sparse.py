@@ -15,7 +15,7 @@ No TensorFlow here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Collection, Dict, Optional, Tuple
+from typing import Any, Collection, Dict, Iterable, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
@@ -96,3 +96,17 @@ def values(pair: SparsePair, golden: Any, actual: Any, shape: Optional[Tuple[int
     if pair.form == DENSIFIED:
         return dense(g[0], g[1], tuple(shape) if shape else np.shape(a[0])), a[0]
     return g[0], dense(a[0], a[1], np.shape(g[0]))
+
+
+def repeated(found: Iterable[SparsePair], golden: Mapping[str, Any], actual: Mapping[str, Any]) -> Dict[str, Set[int]]:
+    """{variable: the indices its sparse gradient holds more than once, on either side} at one
+    step: the rows an optimizer that applies rows one at a time treats otherwise than TF1's."""
+    out: Dict[str, Set[int]] = {}
+    for pair in found:
+        for keys, values in ((pair.golden, golden), (pair.actual, actual)):
+            if len(keys) != 2 or keys[1] not in values:
+                continue
+            ids, counts = np.unique(np.asarray(values[keys[1]]).ravel(), return_counts=True)
+            if (counts > 1).any():
+                out.setdefault(split_key(pair.key)[1], set()).update(int(i) for i in ids[counts > 1])
+    return out

@@ -60,15 +60,17 @@ class RunSelection:
     deselected: int = 0  # deselected by -k, -m or node ids
     collection_errors: int = 0  # modules that failed to collect (their tests are unknown)
     incomplete: bool = False  # a pytest-xdist worker ended without saying what it collected
+    warnings: List[str] = field(default_factory=list)  # what collection showed (plugin/kerases.py)
 
     def to_wire(self) -> Dict[str, object]:
         return {"requesting": list(self.requesting), "deselected": self.deselected,
-                "collection_errors": self.collection_errors}
+                "collection_errors": self.collection_errors, "warnings": list(self.warnings)}
 
     @classmethod
     def from_wire(cls, data: Mapping[str, object]) -> "RunSelection":
         return cls(list(data.get("requesting") or []), int(data.get("deselected") or 0),  # type: ignore[call-overload]
-                   int(data.get("collection_errors") or 0))  # type: ignore[call-overload]
+                   int(data.get("collection_errors") or 0),  # type: ignore[call-overload]
+                   warnings=[str(w) for w in data.get("warnings") or []])  # type: ignore[attr-defined]
 
     def merge(self, other: Optional["RunSelection"]) -> None:
         """Add a pytest-xdist worker's (None: it reported nothing). Every worker collects every
@@ -79,6 +81,7 @@ class RunSelection:
         self.requesting = sorted(set(self.requesting) | set(other.requesting))
         self.deselected = max(self.deselected, other.deselected)
         self.collection_errors = max(self.collection_errors, other.collection_errors)
+        self.warnings += [w for w in other.warnings if w not in self.warnings]
 
     def not_run(self, accounted: Set[str]) -> List[str]:
         """Why replay tests did not all run to the end (none: they did). `accounted`: the tests
@@ -104,6 +107,7 @@ class RunSummary:
     possibly_unused: List[str] = field(default_factory=list)  # unused but for the tests that did not run
     unjudged: List[str] = field(default_factory=list)  # why unused goldens were not judged (RunSelection.not_run)
     problems: List[str] = field(default_factory=list)  # what could not be done (a golden that did not move)
+    warnings: List[str] = field(default_factory=list)  # what collection showed (RunSelection.warnings)
     ci: bool = False
     pending_dir: str = ".tracekit/pending"
 
@@ -117,7 +121,8 @@ class RunSummary:
     @property
     def active(self) -> bool:
         """Anything to report: a replay ran, or a golden is unused."""
-        return bool(self.uses or self.unused or self.unreadable or self.possibly_unused or self.problems)
+        return bool(self.uses or self.unused or self.unreadable or self.possibly_unused or self.problems or
+                    self.warnings)
 
 
 def golden_files(directory: str) -> List[str]:

@@ -17,4 +17,4 @@ import pytest
 
 if int(pytest.__version__.split(".")[0]) >= 7:
     from .hooks import (pytest_addoption, pytest_configure, pytest_configure_node, pytest_report_header,  # noqa: F401
-                        tracekit_replay)
+                        pytest_runtest_makereport, tracekit_replay)

@@ -15,6 +15,8 @@ from ..errors import TracekitError
 from ..lifecycle.run import RunSelection, RunSummary, Unused, Use, find_unused, golden_files, owners
 from ..lifecycle.update import retire
 from ..report.lifecycle import summary_lines
+from .failures import shown
+from .kerases import import_order_note
 from .replay import UNUSED_MODES, UPDATE_MODES, GoldenReplay, Settings, for_workers, header, settings_from
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -70,6 +72,17 @@ def pytest_report_header(config: Any) -> List[str]:
     return header(config.stash[SETTINGS])
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+    """A tracekit error fails a test with its message first and the user's frames (failures.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and report.failed:
+        text = shown(call.excinfo, item.config.getoption("tbstyle", "auto"))
+        if text is not None:
+            report.longrepr = text
+
+
 @pytest.fixture
 def tracekit_replay(request: Any) -> GoldenReplay:
     """Replay a TF2 port against a golden and compare: tracekit_replay(golden, step, model=...)."""
@@ -95,6 +108,12 @@ class Observer:
     def pytest_collection_finish(self, session: Any) -> None:
         self.selection.requesting.extend(item.nodeid for item in session.items
                                          if FIXTURE in getattr(item, "fixturenames", ()))
+        note = import_order_note() if self.selection.requesting else None
+        if note is not None:
+            self.selection.warnings.append(note)
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None and not hasattr(self.config, "workerinput"):
+                reporter.write_line("tracekit: WARNING " + note, yellow=True)
 
     def pytest_sessionfinish(self, session: Any) -> None:
         if hasattr(self.config, "workeroutput"):
@@ -129,7 +148,8 @@ class Bookkeeper:
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
         settings = self.settings
         summary = RunSummary(uses=[use for uses in self.uses.values() for use in uses], ci=settings.ci,
-                             pending_dir=os.path.relpath(settings.workspace.pending, settings.root))
+                             pending_dir=os.path.relpath(settings.workspace.pending, settings.root),
+                             warnings=list(self.selection.warnings))
         self.summary = summary
         if not os.path.isdir(settings.goldens) or not (summary.uses or self.selection.requesting or
                                                        settings.unused_given):

@@ -19,7 +19,7 @@ import importlib.util
 import os
 import runpy
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from ..errors import UsageError
 from .declared import Declared
@@ -37,9 +37,11 @@ def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode:
                every: int = 1, steps: Optional[int] = None,
                progress: Optional[Callable[[int, Optional[int]], None]] = None,
                declared: Optional[Declared] = None, worker: Optional[int] = None,
-               budget: "int | str | None" = None, digests: bool = True, loss_parts: bool = False) -> int:
+               budget: "int | str | None" = None, digests: bool = True,
+               loss_parts: bool = False) -> Tuple[int, List[str]]:
     """Run `argv` (a script and its arguments, or `-m module ...`) recorded; returns its exit
-    code. progress(steps recorded, steps asked for or None) is called after each step."""
+    code and the golden's warnings. progress(steps recorded, steps asked for or None) is called
+    after each step."""
     if not argv:
         raise UsageError("nothing to record: give the script after --, e.g. tracekit record -o out.h5 -- train.py")
     module = None
@@ -72,4 +74,4 @@ def run_script(argv: List[str], out: str, seed: Optional[int] = None, seed_mode:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    return code
+    return code, recorder.warnings

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import logging
 import os
 import sys
 import threading
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, make_key, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, WARNINGS, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.raced import raced
@@ -41,6 +42,8 @@ from .callables import KerasCallable
 from .sessions import as_consumed, as_op, element_name, flatten_fetches, make_hook, storable
 from .walk import taken
 from .witness import Witness
+
+LOG = logging.getLogger(__name__)  # the golden's warnings, as the recording closes
 
 
 class StopRecording(BaseException):
@@ -101,6 +104,8 @@ class Recorder:
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
         self.steps = 0
         self.done = False
+        # What the golden's metadata warns of, once the recording is closed (also logged then)
+        self.warnings: List[str] = []
         self._progress = progress  # (steps recorded, steps asked for or None), after each step
 
     # ---- the context --------------------------------------------------------------------------
@@ -178,9 +183,12 @@ class Recorder:
         warnings.extend(self._schedule.warnings())
         witnessed = self._witness.meta()
         warnings.extend(raced(witnessed))
-        meta = {"seeds": seeds, "warnings": warnings, "recording": self._recording_meta()}
+        meta = {"seeds": seeds, WARNINGS: warnings, "recording": self._recording_meta()}
         meta.update(witnessed)
         self._writer.update_meta(meta)
+        self.warnings = warnings
+        for warning in warnings:
+            LOG.warning("%s: %s", self.path, warning)
 
     @property
     def seed_control(self) -> Optional[SeedControl]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Optional
 
 from .optimizer_terms import is_v1
 from .tf_import import tf
@@ -62,3 +62,21 @@ def optimizer_classes(method: str) -> List[Any]:
                         out.append(base)
                     break
     return out
+
+
+_KERASES = {"keras": "Keras", "tf_keras": "tf-keras"}
+
+
+def keras_of(obj: Any) -> Optional[str]:
+    """Which Keras a port's model or optimizer comes from, with its version ("Keras 3.13.1",
+    "tf-keras 2.21.0"); "tf.compat.v1" for TensorFlow's own (tf.compat.v1.train's optimizers,
+    a tf.Module), None for none of them (a hand-written optimizer). A subclass is judged by the
+    first class of its MRO that one of them defines."""
+    for cls in type(obj).__mro__:
+        root = (cls.__module__ or "").split(".")[0]
+        if root in _KERASES:
+            version = getattr(sys.modules.get(root), "__version__", "?")
+            return "%s %s" % (_KERASES[root], version)
+        if root == "tensorflow" and cls is not object:
+            return "tf.compat.v1" if is_v1(obj) else "TensorFlow %s" % cls.__name__
+    return None

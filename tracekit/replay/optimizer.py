@@ -89,7 +89,7 @@ class OptimizerBridge:
         # (conversion, golden slot names, the port's slot variables, convention) per converted slot role
         self._converted_slots: List[Tuple[Conversion, List[str], List[Any], str, str]] = []
         self._slots: List[Tuple[str, Any, str, str]] = []  # golden name, TF2 slot variable, convention, lr name
-        self._optimizers: List[Any] = []  # in the order of their first update
+        self.optimizers: List[Any] = []  # in the order of their first update
         self._lr_names: Dict[int, str] = {}  # id(optimizer) -> the golden's name of its learning rate
         self._iteration_var: Any = None  # the first optimizer's: every optimizer counts the same steps
         self._calls_per_step = 1  # what _iteration_var counts per step (Keras 3's gradient_accumulation_steps)
@@ -269,7 +269,7 @@ class OptimizerBridge:
                 "norm, or the optimizer's global_clipnorm, clipnorm, clipvalue): the gradient before clipping "
                 "is not compared" for name in sorted(self._unclipped - self._unclipped_seen)
                 if not name.startswith("#")
-                if self._optimizers or self._watch.seen}
+                if self.optimizers or self._watch.seen}
 
     def _minimize(self, original: Callable[..., Any]) -> Callable[..., Any]:
         capture = self.capture
@@ -292,7 +292,7 @@ class OptimizerBridge:
         return self._by_var.get(id(variable)) or self._by_var.get(id(unwrap(variable)))
 
     def _prepare_once(self, optimizer: Any, var_list: List[Any], counter: Any) -> None:
-        if any(known is optimizer for known in self._optimizers):
+        if any(known is optimizer for known in self.optimizers):
             return
         if replica_id() is None:
             self._prepare(optimizer, var_list, counter)
@@ -303,7 +303,7 @@ class OptimizerBridge:
     def _prepare(self, optimizer: Any, var_list: List[Any], counter: Any) -> None:
         """An optimizer's first update: build its slots, pair them with the golden's slots of
         the variables it updates, and load their initial state. `counter`: its step count."""
-        self._optimizers.append(optimizer)
+        self.optimizers.append(optimizer)
         updated = {self._by_var.get(id(v)) or self._by_var.get(id(unwrap(v))) for v in var_list}
         with tf.init_scope():  # runs once, eagerly, also while a tf.function is traced
             own = {"optimizer": type(optimizer).__name__,
@@ -374,7 +374,7 @@ class OptimizerBridge:
     def counted(self) -> Dict[str, str]:
         """After the first step: the golden's step counters no optimizer counts -> why (a TF1
         optimizer given no global_step)."""
-        if self._iteration_var is not None or not self._optimizers:
+        if self._iteration_var is not None or not self.optimizers:
             return {}
         return {self._keys[name]: "no step counter: pass global_step= to the TF1 optimizer's apply_gradients "
                                   "or minimize to compare it" for name in self._iterations}
@@ -390,7 +390,7 @@ class OptimizerBridge:
         paired.update(name for _, names, _, _, _ in self._converted_slots for name in names)
         wanted = set(updated)
         left = [(s.name, s.var) for s in self._golden_slots if s.name not in paired and s.var in wanted]
-        if left and self._optimizers:
+        if left and self.optimizers:
             raise ReplayError("step %d: the golden's step updated the variables of %d optimizer slots that no TF2 "
                               "optimizer has updated yet:\n%s\nupdate them with an optimizer in this step (one per TF1 "
                               "optimizer is fine; with a step function per train op, check which one ran)"

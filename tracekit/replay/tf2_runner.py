@@ -21,6 +21,7 @@ from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, make_key, replica_name, split_key
 from .capture import Capture, VariableReader, numpy, passed_key
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
+from .keras_optimizers import keras_of
 from .optimizer import OptimizerBridge
 from .optimizer_terms import one_value
 from .options import ReplayOptions
@@ -281,6 +282,7 @@ class TF2Runner:
         found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial),
                                  "optimizer_settings": self.optimizer.settings,
                                  "applies": self.optimizer.applies,
+                                 "keras": self.kerases(),
                                  "reshaped_draws": dict(self.tape.reshaped), "sources": self.sources.meta(),
                                  "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                                             "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}
@@ -291,6 +293,12 @@ class TF2Runner:
         out["slips"] = dict(self._slips)
         found["distribution"] = out
         return found
+
+    def kerases(self) -> Dict[str, List[str]]:
+        """Which Keras the port's model and optimizers come from (keras_optimizers.keras_of)."""
+        out = {"model": [keras_of(self._model)] if self._model is not None else [],
+               "optimizer": [keras_of(o) for o in self.optimizer.optimizers]}
+        return {part: sorted({k for k in found if k is not None}) for part, found in out.items()}
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         self.tape.check(index)

@@ -149,6 +149,10 @@ def mismatch_lines(mapping: varmap.Mapping) -> List[str]:
         out.append("  only in the golden: %s %s" % (name, shape))
     for cand in mapping.unmatched_tf2:
         out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
+    auto = [(name, cand) for name, cand in mapping.pairs.items() if mapping.how.get(name) != "explicit"]
+    if auto:
+        out.append("paired automatically (check them too):")
+        out += ["  %s -> %s (%s)" % (name, cand.name, varmap.explain(mapping.how.get(name, "?"))) for name, cand in auto]
     return out
 
 

@@ -35,6 +35,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 # weights, bias and embedding tables, and the short names of other libraries.
 _ROLES = {"weights": "kernel", "biases": "bias", "bias_weights": "bias", "embedding_weights": "embeddings",
           "w": "kernel", "W": "kernel", "b": "bias"}  # Sonnet's and tflearn's w/W and b
+# Each automatic rule's name (Mapping.how), said in words where a user must check a pairing.
+_HOW = {"name": "the same name", "suffix": "one name ends the other", "suffix, uniquified": "one name ends the "
+        "other, TF's _<n> dropped", "words": "the same last words", "shared words": "the most words in common",
+        "order": "left over with this role and shape on both sides, paired in order: check it"}
+
+
+def explain(how: str) -> str:
+    """Why a pair was made, in words (the rule's name where it has none)."""
+    return _HOW.get(how, how)
+
+
 PARTITION = re.compile(r"^(?P<var>.+)/part_(?P<index>\d+):0$")
 
 

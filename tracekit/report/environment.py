@@ -64,6 +64,8 @@ def summary(side: Dict[str, Any]) -> str:
     gpus = side.get("GPUs")
     if gpus:
         parts.append("GPU " + value_text("GPUs", gpus))
+    if side.get("keras"):
+        parts.append("Keras: %s" % side["keras"])
     return ", ".join(parts)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, ConventionHint
+from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, SPARSE_ROWS, ConventionHint
 from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED,
                                 MICRO_LOSSES, OPTIMIZER_SETTING, RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED,
                                 REGULARIZATION_MISSING, SKIPPED_STEP, SLOT_INITIAL, SlipHint)
@@ -35,6 +35,15 @@ def convention(hint: ConventionHint) -> str:
         return ("possible cause: RMSprop's epsilon. At %s the gradients, the learning rate and the RMSprop slots all "
                 "agree, but %s does not: only the update differs. TF1's RMSPropOptimizer uses epsilon=1e-10 (inside "
                 "the square root), Keras RMSprop 1e-7: pass epsilon=1e-10" % (step_label(hint.step), hint.key))
+    if hint.code == SPARSE_ROWS and hint.rows is not None:
+        differing, _, repeated = hint.rows
+        return ("possible cause: a sparse gradient's repeated rows. At %s the gradients and the learning rate agree, "
+                "and %s differs only in rows whose index occurs more than once in the step's sparse gradient (%d "
+                "rows differ; %d indices repeat). TF1's optimizers, like tf-keras', sum the rows of an index before "
+                "the update; Keras 3's apply each row in turn (Adam's v gets the sum of their squares, not the "
+                "square of their sum). Use tf-keras (TF_USE_LEGACY_KERAS=1 before TensorFlow is imported), or "
+                "give the Keras 3 optimizer dense gradients (tf.convert_to_tensor(grad) for a tf.IndexedSlices)"
+                % (step_label(hint.step), hint.key, differing, repeated))
     return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
 
 

@@ -50,6 +50,7 @@ def summary_lines(run: RunSummary) -> List[str]:
     for path in run.unreadable:
         lines.append("  unreadable %s: not checked for use (tracekit verify %s)" % (path, path))
     lines += ["  " + problem for problem in run.problems]
+    lines += ["  WARNING " + warning for warning in run.warnings]
     lines += ["next: " + step for step in _next(run)]
     return lines
 

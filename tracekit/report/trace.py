@@ -6,7 +6,7 @@ import collections
 from typing import Any, List, Mapping
 
 from ..comparison.envdiff import numerics
-from ..keys import ASSIGNED, AUDIT, LOSSES, RECORDING, SELF_CHECK
+from ..keys import ASSIGNED, AUDIT, LOSSES, RECORDING, SELF_CHECK, WARNINGS
 from ..store import AuditResult, RecoverResult, Trace, VerifyResult, provenance
 from ..store.held import held_lines
 from ..store.meta import RecordingMeta
@@ -37,10 +37,11 @@ def show(trace: Trace) -> str:
     lines += identified(trace.meta)
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
     lines += keyframe_lines(trace)
+    lines += ["WARNING   " + warning for warning in _warnings(trace.meta)]
     if isinstance(trace.meta.get(AUDIT), dict):  # the audit the recorder kept, as `verify --audit` prints one
         lines += audit_lines(AuditResult.of(trace.meta[AUDIT], trace.path))
     # `tracekit log` shows the provenance; the audit is shown above
-    described = {k: v for k, v in trace.meta.items() if k not in (provenance.META_KEY, AUDIT)}
+    described = {k: v for k, v in trace.meta.items() if k not in (provenance.META_KEY, AUDIT, WARNINGS)}
     if described:
         lines.append("metadata")
         nested_lines("", described, lines)
@@ -61,6 +62,19 @@ def show(trace: Trace) -> str:
         lines.append("total: %s stored, %s raw, ratio %.2f" % (
             size(stored_total), size(raw_total), raw_total / stored_total if stored_total else 1.0))
     return "\n".join(lines)
+
+
+def _warnings(meta: Mapping[str, Any]) -> List[str]:
+    stored = meta.get(WARNINGS)
+    return [str(w) for w in stored] if isinstance(stored, list) else []
+
+
+def warning_lines(path: str, warnings: List[str]) -> List[str]:
+    """What a recording ends with: each of the golden's warnings whole, a line each."""
+    if not warnings:
+        return []
+    return ["%s carries %d warning%s (tracekit show prints them again):" % (
+        path, len(warnings), "" if len(warnings) == 1 else "s")] + ["  WARNING %s" % w for w in warnings]
 
 
 def keyframe_lines(trace: Trace) -> List[str]:

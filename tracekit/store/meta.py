@@ -92,6 +92,8 @@ class ReplayMeta(Section):
     own_initial: List[str] = field(default_factory=list)  # slots whose initial state is the port's own
     optimizer_settings: Dict[str, Any] = field(default_factory=dict)  # per optimizer, as the port has it
     applies: Optional[int] = None  # the optimizers' apply_gradients calls in the first step, as they ran
+    # which Keras the port's model and optimizers come from: {"model": ["Keras 3.13.1"], "optimizer": [...]}
+    keras: Dict[str, List[str]] = field(default_factory=dict)
     distribution: Optional[Dict[str, Any]] = None  # under a tf.distribute strategy: where it ran
     nudge: Optional[int] = None  # a start moved one ulp with this seed (calibrate, the drift envelope)
     jitter: bool = False  # moved again after every step
