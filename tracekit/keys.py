@@ -95,6 +95,8 @@ REEXECUTED = "reexecuted"  # the recorder's re-execution of each update (record/
 LOSSES, SELF_CHECK = "losses", "self_check"
 # What the recording warns of (a gradient not found, a race, steps with no input): sentences.
 WARNINGS = "warnings"
+# What the program does with its random draws: "random/<tensor>" -> {"use": "dropout", "rate"} (record/draws.py).
+DRAWS = "draws"
 # What each kind of step records: kind of step -> {tensor kind: how many} (store/held.py).
 HELD = "held"
 # How far a race moved each racy gradient the update read: "grad/..." -> {"effect", "step"} (record/witness.py).

@@ -96,6 +96,36 @@ def test_missing_and_not_replayed(golden, tmp_path):
     assert "missing from the replay (1): tap/layer2" in result.report()
 
 
+def test_a_missing_tensor_gets_a_hint_and_a_rule_can_leave_it_out(tmp_path):
+    # TF1 Adam's sparse path computes a rate inside its update: a port has no such tensor.
+    meta = {"updates": {"dense/kernel:0": {"update": "ApplyAdam", "lr": "Adam/learning_rate:0"}}}
+    rate = "lr/Adam/update_embedding/table/truediv:0"
+    golden = write(str(tmp_path / "golden.h5"), meta=meta)
+    with tracekit.create(str(tmp_path / "g2.h5"), meta=meta) as w:  # the golden, with that rate at each step
+        with tracekit.open(golden) as source:
+            with w.initial():
+                for key, value in source.initial.items():
+                    w.add(*key.split("/", 1), value=value)
+            for step in source:
+                with w.step():
+                    for key in step:
+                        w.add(*key.split("/", 1), value=step[key])
+                    w.add("lr", rate.split("/", 1)[1], value=np.float32(0.05))
+    actual = write(str(tmp_path / "actual.h5"))
+    result = tracekit.compare(str(tmp_path / "g2.h5"), actual)
+    assert not result.ok and result.missing == [rate]
+    hint = result.missing_hints[rate]
+    assert "made by TF1's op Adam/update_embedding/table/truediv, inside an optimizer's update" in hint
+    assert hint in result.report()
+    ignore = tracekit.Tolerance().rule(kind="lr", name="Adam/update_*", ignore=True)
+    result = tracekit.compare(str(tmp_path / "g2.h5"), actual, ignore)
+    assert result.ok and not result.missing
+    assert result.not_compared[rate] == "ignored by a tolerance rule (missing from the replay)"
+    # a rule for some steps only does not excuse a tensor missing at every step
+    assert not tracekit.compare(str(tmp_path / "g2.h5"), actual, tracekit.Tolerance().rule(
+        kind="lr", name="Adam/*", steps=(1, None), ignore=True)).ok
+
+
 def test_tolerance_rules_apply(golden, tmp_path):
     actual = write(str(tmp_path / "actual.h5"),
                    change=lambda k, key, v: v + np.float32(1e-3) if key == "loss/loss" else v)

@@ -78,6 +78,20 @@ def test_a_conversion_that_does_not_fit_is_refused_before_anything_runs():
                          lambda v: v.shape)
 
 
+def test_a_conversion_named_for_a_slot_follows_its_variables_or_is_refused_saying_so():
+    # BERT's hand-written Adam: output_weights/adam_m:0 is the optimizer's state of output_weights:0.
+    from tracekit.replay.variables import following
+
+    kernel = _var((2, 3))
+    weights = conversions.transpose("output_weights:0", kernel)
+    moment = conversions.transpose("output_weights/adam_m:0", kernel)
+    owners = {"output_weights/adam_m:0": "output_weights:0", "output_weights/adam_v:0": "output_weights:0"}
+    assert following([weights, moment], owners) == [weights]  # the slot follows its variable's conversion
+    with pytest.raises(tracekit.ReplayError, match=r"output_weights/adam_m:0 is a slot of output_weights:0 \(its "
+                                                   r"optimizer's state\).*convert output_weights:0 instead"):
+        following([moment], owners)  # never "the golden has no output_weights/adam_m:0"
+
+
 def test_the_gru_conversion_computes_what_the_tf1_cell_computes():
     layer = _keras_lstm()
     layer.cell.kernel, layer.cell.recurrent_kernel, layer.cell.bias = _var((I, 3 * U)), _var((U, 3 * U)), _var((3 * U,))

@@ -12,16 +12,17 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Set, Tuple, Type
 
 import numpy as np
 
-from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
+from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key, step_label
 from ..sources import paired
 from ..store import Trace, provenance
 from ..store.digest import Digest
 from ..store.held import uncompared
 from ..store.meta import ReplayMeta, replay_of
-from . import sparse
+from . import dropout, sparse
 from .diagnosis import diagnose, with_values
 from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, held_to_proportion
 from .loss_terms import port_source_key, source_key
+from .missing import missing_hint
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
@@ -187,6 +188,12 @@ class Comparer:
         if self._first is None or self._first.step != index:
             self._repeated.pop(index, None)
 
+    def _ignored(self, key: str) -> bool:
+        """A tolerance rule leaves `key` out at every step compared."""
+        kind, name = split_key(key)
+        resolve = self.result.tolerance.resolve
+        return all(resolve(kind, name, step, "float32").ignore for step in range(max(1, self.result.steps)))
+
     def _carried(self, index: int, compared: "Compared") -> Dict[str, Noise]:
         """Step 0's failing variables and slots that their update carried past their tolerance
         (carried.py), from the golden's initial state, which the replay started from."""
@@ -292,18 +299,28 @@ class Comparer:
         elif len(golden) != actual_steps:
             result.notes.append("the golden has %d steps, the replay %d: %d compared"
                                 % (len(golden), actual_steps, result.steps))
+        misused = dropout.rates(golden.meta, replay.draw_rates)
+        for tensor in result.tensors:
+            if tensor.key in misused:
+                tensor.misused = "fed, but the port's dropout used it at rate %.4g where TF1's used %.4g" % (
+                    misused[tensor.key]["actual"], misused[tensor.key]["golden"])
         for name, (recorded, port) in sorted(replay.reshaped_draws.items()):
             result.notes.append("random draw %s fed reshaped: the golden drew %s, the port asks for %s (as many "
                                 "numbers, the same distribution)" % (name, tuple(recorded), tuple(port)))
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
+        first = self._first or self._explained_first
+        result.notes += _under_the_floor(result.tensors, None if first is None else first.step)
         # A tensor may be absent from some steps (slots before the first update): missing means never.
         reasons = replay.not_replayed
         for key in sorted(self._absent - self._seen):
             if key in reasons:  # learnt after the step that lacked it
                 result.not_compared.setdefault(key, reasons[key])
+            elif self._ignored(key):
+                result.not_compared.setdefault(key, "ignored by a tolerance rule (missing from the replay)")
             else:
                 result.missing.append(key)
+                result.missing_hints[key] = missing_hint(golden.meta, key)
         if result.steps and not any(t.kind in ("input", "loss") and t.steps for t in result.tensors):
             result.uncompared = uncompared(golden.meta)
         first = self._first or self._explained_first  # an unexplained failure, however late, is the news
@@ -360,6 +377,31 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
             first = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
     return first, explained_first
+
+
+# A slot that passes only under the absolute tolerance, its error this many ulps of its own scale
+# (eps * its largest |golden|) or more, is said: Adam's v of a small gradient lies wholly under atol.
+FLOOR_ULPS = 1e4
+
+
+def _under_the_floor(tensors: List[TensorResult], until: Optional[int]) -> List[str]:
+    """Notes on the slots that agree, up to step `until` (the first divergence's; None: every
+    step), only because the absolute tolerance exceeds their scale."""
+    notes = []
+    for t in tensors:
+        if t.kind != "slot" or t.driven_by_noise:
+            continue
+        steps = [(t.by_step[k], k) for k in t.by_step if until is None or k <= until]
+        passing = [(s.ulps, k, s) for s, k in steps if s.ok and not s.discrete and s.max_abs > 0]
+        if not passing:
+            continue
+        ulps, step, worst = max(passing, key=lambda p: p[0])
+        if ulps >= FLOOR_ULPS:
+            notes.append("%s passes under the absolute tolerance (atol %.3g) but differs by up to %.3g ulps of its "
+                         "own scale (its largest value %.3g) at %s: the floor hides the difference; a rule with "
+                         "ulps= (or a smaller atol) on it holds the slot to its scale" % (
+                             t.key, worst.atol, ulps, worst.golden_scale, step_label(step)))
+    return notes
 
 
 def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:

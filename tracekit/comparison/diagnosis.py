@@ -11,9 +11,9 @@ import numpy as np
 
 from ..keys import step_label
 from ..store import Trace
-from ..store.meta import replay_of
+from ..store.meta import ReplayMeta, replay_of
 from ..store.digest import Digest
-from . import activations
+from . import activations, dropout
 from .consistent import consistent
 from .conventions import ADAM_EPSILON, convention_hints
 from .distribution import distribution_hints, layout
@@ -63,6 +63,8 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     result.conventions = convention_hints(golden, first.step, first.kind, first.key, agreed, g_value, a_value,
                                           repeated or {})
     result.slips = slip_hints(golden, first.step, first.key, g_value, a_value, agreed, actual_meta)
+    misused = dropout.rates(golden.meta, (replay_of(actual_meta) or ReplayMeta()).draw_rates)
+    result.slips = dropout.dropout_slips(golden, first.step, misused) + result.slips  # the draws say it first
     if result.conventions:  # the convention fitted from the numbers says it: its setting again is noise
         result.slips = [hint for hint in result.slips if hint.code != OPTIMIZER_SETTING]
     if first.kind == "loss":
@@ -75,6 +77,12 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
         result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
         # a named cause is the verified fit of what a hint guesses at from the first tensor: said once
         named = {hint.code for hint in result.fingerprints}
+        if {EPSILON, EPSILON_INSIDE} <= named:  # one optimizer, one form: the value alone is the simpler fit
+            inside = [hint for hint in result.fingerprints if hint.code == EPSILON_INSIDE]
+            result.fingerprints = [hint for hint in result.fingerprints if hint.code != EPSILON_INSIDE]
+            result.notes.append("not named: the updates of %s also fit an epsilon inside the square root, but the "
+                                "others fit another epsilon in TF1's place, which one optimizer setting explains"
+                                % ", ".join(sorted({k for hint in inside for k in hint.keys})))
         if named & {EPSILON, EPSILON_INSIDE}:
             result.conventions = [hint for hint in result.conventions if hint.code != ADAM_EPSILON]
         if AVERAGE_RATE in named:

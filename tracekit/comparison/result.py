@@ -46,6 +46,7 @@ class TensorResult:
     form: str = ""  # how it was compared where the sides hold it in other forms (sparse.py), else ""
     digest_steps: int = 0  # steps judged from digests (a sample and statistics, or equal bytes), not values
     judged_steps: Set[int] = field(default_factory=set)  # failing steps a later judgment accepted (tf2/verdict.py)
+    misused: str = ""  # a random draw fed as recorded but used otherwise (dropout.py), else ""
 
     @property
     def key(self) -> str:
@@ -169,6 +170,7 @@ class Comparison:
     tensors: List[TensorResult] = field(default_factory=list)  # data-flow order
     first_divergence: Optional[Divergence] = None
     missing: List[str] = field(default_factory=list)  # golden tensors the replay did not produce
+    missing_hints: Dict[str, str] = field(default_factory=dict)  # missing key -> what it is, what to do
     not_compared: Dict[str, str] = field(default_factory=dict)  # key -> why
     notes: List[str] = field(default_factory=list)
     short: Optional[str] = None  # why the replay has fewer steps than it should
@@ -208,6 +210,12 @@ class Comparison:
 
     def __bool__(self) -> bool:
         return self.ok
+
+    @property
+    def names_a_slip(self) -> bool:
+        """The diagnosis names what the port does otherwise than TF1 (a slip, a convention, a
+        fitted cause): a fix to make, not a change to accept."""
+        return not self.ok and bool(self.slips or self.conventions or self.fingerprints)
 
     def __repr__(self) -> str:
         where = "" if self.first_divergence is None else ", first divergence at %s, %s" % (

@@ -34,6 +34,7 @@ class Use:
     outcome: str  # PASSED, FAILED, MISSING, CREATED or UPDATED
     pending: Optional[str] = None  # the pending entry it left
     headline: str = ""  # what the comparison said, in a line
+    slip: bool = False  # the report names a slip in the port (a fix, not a golden to accept)
 
     def to_wire(self) -> Dict[str, object]:
         """As a test report's user property (crosses from pytest-xdist workers as plain data)."""

@@ -192,9 +192,10 @@ class GoldenReplay:
             return result
         line = headline(result) if not result.ok else "matches, but cannot replace it"
         entry = self._keep(actual, path, pending.MISMATCH, line, result.report(), result.profile.name)
-        self._use(rel, FAILED, entry.name, line)
-        raise Mismatch("golden %s: %s%s\n\n%s\n\n%s%s" % (rel, line, refused, result.report(), self._what_now(entry),
-                                                         self._html(result)))
+        slip = result.names_a_slip
+        self._use(rel, FAILED, entry.name, line, slip=slip)
+        raise Mismatch("golden %s: %s%s\n\n%s\n\n%s%s" % (rel, line, refused, result.report(),
+                                                         self._what_now(entry, slip), self._html(result)))
 
     def _judged(self, tf2: Any, path: str, step: Any, model: Any, variables: Any, tol: Any, make_port: Any,
                 options: Mapping[str, Any]) -> Tuple[Reported, Any]:
@@ -271,14 +272,18 @@ class GoldenReplay:
                      reason=settings.reason, test=self._item.nodeid, keep=settings.keep)
         self._use(rel, outcome, headline=line)
 
-    def _use(self, rel: str, outcome: str, entry: Optional[str] = None, headline: str = "") -> None:
+    def _use(self, rel: str, outcome: str, entry: Optional[str] = None, headline: str = "", slip: bool = False) -> None:
         # Reported through the test report's user properties: under pytest-xdist they reach the
         # controller, which alone sees every test's use of every golden.
-        self._item.user_properties.append(("tracekit", Use(self._item.nodeid, rel, outcome, entry, headline).to_wire()))
+        self._item.user_properties.append(("tracekit", Use(self._item.nodeid, rel, outcome, entry, headline,
+                                                           slip).to_wire()))
 
-    def _what_now(self, entry: pending.Pending) -> str:
+    def _what_now(self, entry: pending.Pending, slip: bool = False) -> str:
         settings = self._settings
         kept = "the actual trace is kept as pending %s (%s)" % (entry.name, os.path.relpath(entry.trace, settings.root))
+        if slip:
+            return ("%s. The report names a slip in the port (above): fix the port and run again; the golden stays "
+                    "what TF1 computed" % kept)
         if settings.ci:
             return ("%s. CI is set (CI=%s): goldens are never rewritten in CI, whatever --tracekit-update says; keep "
                     "%s as a build artifact and review it locally (tracekit review)"

@@ -39,6 +39,7 @@ from .notes import intercepted
 from .sources import plan_sources
 from .updates import ASSIGN_OPS, ASSIGNED, PUSH_OPS, TAKE_OPS, UPDATE_OP, advances, pushed_by_a_worker, \
     pushed_update, variable_name
+from .draws import draw_uses
 from .walk import RANDOM_OPS, branch_value, constant, executed_ops, fetchable, fetched_variables, is_random_draw, \
     unique, unique_ops, unordered_reads, unordered_state_reads
 
@@ -387,3 +388,7 @@ class GraphModel:
                 except ValueError:
                     ops[op.name] = None
         return {"graph_seed": self.graph.seed, "ops": ops}
+
+    def draw_uses(self) -> Dict[str, Dict[str, Any]]:
+        """What the program does with each random draw, where the graph says (draws.py)."""
+        return draw_uses(self._tf, [t for op in self.graph.get_operations() if is_random_draw(op) for t in op.outputs])

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import LIGHT_KINDS, REGULARIZATION_LOSSES, WARNINGS, make_key, split_key
+from ..keys import DRAWS, LIGHT_KINDS, REGULARIZATION_LOSSES, WARNINGS, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.raced import raced
@@ -174,16 +174,18 @@ class Recorder:
         if self._seeds is not None:
             seeds.update(self._seeds.describe())
         warnings: List[str] = []
+        draws: Dict[str, Any] = {}
         if self._graph is not None:
             model = self._models.get(self._graph)
             if model is not None:
                 seeds.update(model.seeds())
+                draws = model.draw_uses()
                 warnings = list(model.warnings)
         warnings.extend(self.declared.missing(self._graph))
         warnings.extend(self._schedule.warnings())
         witnessed = self._witness.meta()
         warnings.extend(raced(witnessed))
-        meta = {"seeds": seeds, WARNINGS: warnings, "recording": self._recording_meta()}
+        meta = {"seeds": seeds, WARNINGS: warnings, DRAWS: draws, "recording": self._recording_meta()}
         meta.update(witnessed)
         self._writer.update_meta(meta)
         self.warnings = warnings

@@ -7,6 +7,7 @@ why. Nothing here is applied: the proposal is printed for a person to check and 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -42,6 +43,22 @@ class Line:
         else:
             value = '"%s"' % self.port
         return '        "%s": %s,  # %s' % (self.golden, value, self.why)
+
+
+# The names Keras gives a model it is not told to name: "sequential", "sequential_1", ... Keras 3
+# puts them in front of every variable's path and counts them per process, so a test's model
+# is "sequential_1" where it runs second.
+_AUTO_MODEL = re.compile(r"^(sequential|functional|model)(_\d+)?/")
+
+
+def stable(name: str, names: Sequence[str]) -> str:
+    """`name` without a model name Keras made up, where what is left still names one variable
+    (a var_map entry matches a variable's path by its end)."""
+    rest = _AUTO_MODEL.sub("", name)
+    if rest == name:
+        return name
+    ends = [n for n in names if n == rest or n.endswith("/" + rest)]
+    return rest if ends == [name] else name
 
 
 def followers(port: Sequence[Tuple[str, Shape]]) -> List[str]:
@@ -113,7 +130,8 @@ def _best(name: str, shape: Shape, golden: Sequence[Tuple[str, Shape]], left: Di
 
 def proposed(golden: Sequence[Tuple[str, Shape]], port: Sequence[Tuple[str, Shape]]) -> List[str]:
     """The var_map to paste, as the lines of an error or of `tracekit map` ([] if nothing is left)."""
-    lines = propose(golden, port)
+    lines = [Line(l.golden, stable(l.port, [n for n, _ in port]) if l.port else l.port, l.transposed, l.why,
+                  l.undecided) for l in propose(golden, port)]
     if not lines:
         return []
     taken = {line.port for line in lines} | set(followers(port))

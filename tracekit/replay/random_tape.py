@@ -91,6 +91,8 @@ class RandomTape:
         self.error: Optional[ReplayError] = None  # raised inside a tf.function's numpy op
         # golden draw -> [its shape, the port's]: draws fed reshaped (same count, dtype and distribution)
         self.reshaped: Dict[str, List[List[int]]] = {}
+        # golden draw -> the rate of the port's dropout that drew it (where a dropout did: _dropout_rate)
+        self.rates: Dict[str, float] = {}
         # (owner, attribute, wrapper) of every name a random function is reached by: made once, installed each step
         self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None
 
@@ -139,9 +141,10 @@ class RandomTape:
                 return value
             if tape.inject:
                 shape = tf.cast(call["shape"], tf.int64)
+                rate = _dropout_rate(inspect.currentframe())  # known as the port builds the draw
 
                 def next_draw(want: np.ndarray) -> np.ndarray:
-                    return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype, replica)
+                    return tape._next(fname, tuple(int(d) for d in np.reshape(want, [-1])), dtype, replica, rate)
                 if tf.executing_eagerly():
                     raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
                 else:
@@ -159,7 +162,8 @@ class RandomTape:
             return _affine(fname, call, dtype, raw)
         return draw
 
-    def _next(self, fname: str, shape: Tuple[int, ...], dtype: Any, replica: Optional[int] = None) -> np.ndarray:
+    def _next(self, fname: str, shape: Tuple[int, ...], dtype: Any, replica: Optional[int] = None,
+              rate: Optional[float] = None) -> np.ndarray:
         self.capture.check_live()
         position = self._pos.get(replica, 0)
         where = "step %d, random draw %d (%s)%s" % (self._step, position, fname,
@@ -187,6 +191,8 @@ class RandomTape:
                           % (where, self._tape[position][1].dtype, recorded, name, dtype.name, shape,
                              "" if replica is None else " (a replica draws its rows of the global batch's draw)"))
         self._pos[replica] = position + 1
+        if rate is not None:
+            self.rates.setdefault(name, rate)
         return value.astype(dtype.as_numpy_dtype, copy=False)
 
     def _failure(self, message: str) -> None:
@@ -204,6 +210,21 @@ def _distribution(name: str) -> Optional[str]:
     for kind, marks in _DISTRIBUTIONS:  # truncated first: a truncated normal's name holds "normal" too
         if any(mark in lowered for mark in marks):
             return kind
+    return None
+
+
+def _dropout_rate(frame: Any, depth: int = 12) -> Optional[float]:
+    """The rate of the dropout a random draw is made for: the `rate` (or `keep_prob`) a caller
+    named like a dropout holds as a number (tf.nn.dropout's, Keras 2's and 3's). None where no
+    caller within `depth` frames is one, or its rate is a tensor."""
+    while frame is not None and depth:
+        if "dropout" in frame.f_code.co_name.lower():
+            names = frame.f_locals
+            for key, flip in (("rate", False), ("keep_prob", True)):
+                value = names.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return 1.0 - float(value) if flip else float(value)
+        frame, depth = frame.f_back, depth - 1
     return None
 
 

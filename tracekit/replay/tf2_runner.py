@@ -283,7 +283,8 @@ class TF2Runner:
                                  "optimizer_settings": self.optimizer.settings,
                                  "applies": self.optimizer.applies,
                                  "keras": self.kerases(),
-                                 "reshaped_draws": dict(self.tape.reshaped), "sources": self.sources.meta(),
+                                 "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
+                                 "sources": self.sources.meta(),
                                  "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                                             "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}
         if self.distribution is None:

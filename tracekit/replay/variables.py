@@ -188,6 +188,33 @@ def partitioned_conversions(given: Sequence[Conversion], golden: List[Tuple[str,
     return [partitioned([name for name, _ in groups[whole]], cand.obj) for whole, cand in found.pairs.items()]
 
 
+def slot_owners(golden: Any) -> Dict[str, str]:
+    """The golden's slots (optimizer state) -> the variable each belongs to."""
+    found = golden.meta.get("slots") if isinstance(golden.meta.get("slots"), dict) else {}
+    owners = {name: str(s["var"]) for name, s in found.items() if isinstance(s, dict) and s.get("var")}
+    return {name: owners[name] for name in golden.names("slot") if name in owners}
+
+
+def following(conversions: Sequence[Conversion], owners: Dict[str, str]) -> List[Conversion]:
+    """The conversions without those of slots whose variables are converted: a slot follows its
+    variable's conversion, so converting it too says what the port means already. A conversion
+    of a slot whose variable is not converted is refused, saying so."""
+    converted = {name for conv in conversions for name in conv.golden if name not in owners}
+    kept = []
+    for conv in conversions:
+        slots = [name for name in conv.golden if name in owners]
+        if not slots:
+            kept.append(conv)
+            continue
+        alone = [name for name in slots if owners[name] not in converted]
+        if alone or len(slots) < len(conv.golden):
+            name = (alone or slots)[0]
+            raise ReplayError("conversion %s: %s is a slot of %s (its optimizer's state), and a slot follows its "
+                              "variable's conversion: convert %s instead and leave its slots out"
+                              % (conv.describe, name, owners[name], owners[name]))
+    return kept
+
+
 LEFT_OUT = "left out by var_map (mapped to None: the port has no counterpart)"
 
 
@@ -211,7 +238,7 @@ def pair_port(golden: Any, tf_vars: Sequence[Any], var_map: Any, convert: List[C
     Stops the replay, listing both sides, where they do not pair."""
     shapes = {t.name: t.shape for t in golden.catalog if t.kind in ("var", "slot")}
     var_map, carried = carried_conversions(var_map)
-    converts = by_names(convert + carried, {name_of(v): v for v in tf_vars})
+    converts = by_names(following(convert + carried, slot_owners(golden)), {name_of(v): v for v in tf_vars})
     converts += partitioned_conversions(converts, [(n, shapes.get(n) or ()) for n in model_names], tf_vars, var_map)
     bind(converts, {n: shapes.get(n) or () for n in model_names}, shape_of)
     converted = {name for conv in converts for name in conv.golden}

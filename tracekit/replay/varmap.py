@@ -144,6 +144,13 @@ class Mapping:
         return not (self.unmatched_golden or self.unmatched_tf2 or self.shape_mismatch)
 
 
+def _ending(target: str, tf2: Sequence[Candidate]) -> Optional[Candidate]:
+    """The one candidate whose path ends in `target` at a scope boundary (a var_map names
+    "embed/embeddings" for Keras 3's "sequential_1/embed/embeddings"); None if none or several."""
+    found = [c for c in tf2 if c.name.endswith(("/" + target, "/" + target + ":0"))]
+    return found[0] if len(found) == 1 else None
+
+
 def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate], explicit: Any = "auto",
           rules: str = "all") -> Mapping:
     """Pair golden (name, shape) with TF2 candidates: the explicit mapping, then the automatic
@@ -174,7 +181,8 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
         if target is None:
             todo.append((name, shape))
             continue
-        cand = by_obj.get(id(target)) or by_name.get(target) or by_name.get(str(target) + ":0")
+        cand = by_obj.get(id(target)) or by_name.get(target) or by_name.get(str(target) + ":0") or \
+            _ending(str(target), tf2)
         if cand is None or cand not in left:
             result.unmatched_golden.append((name, tuple(shape)))
         else:

@@ -203,6 +203,8 @@ def forcing_line(forcing: str, forced: Optional[Dict[str, Any]] = None) -> str:
 
 
 def _status(t: TensorResult) -> str:
+    if t.misused:
+        return "MISUSED"
     if t.failed_steps:  # "(noise)": every failing step is explained, and not accepted
         unexplained = any(not s.ok and step not in t.noise for step, s in t.by_step.items())
         return "FAIL" if unexplained else "FAIL (noise)"
@@ -315,6 +317,8 @@ def render(result: Comparison, selection: Optional[Selection] = None, width: Opt
     if result.missing:
         lines.append("missing from the replay (%d): %s" % (len(result.missing), ", ".join(result.missing[:12])
                                                             + (" ..." if len(result.missing) > 12 else "")))
+        lines += ["  %s: %s" % (key, result.missing_hints[key]) for key in result.missing[:4]
+                  if key in result.missing_hints]
     lines += form_lines(result)
     lines += digest_lines(result)
     selection = selection if selection is not None and not selection.everything else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..comparison.dropout import DROPOUT_RATE
 from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, SPARSE_ROWS, ConventionHint
 from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED,
                                 MICRO_LOSSES, OPTIMIZER_SETTING, RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED,
@@ -156,4 +157,10 @@ def slip(hint: SlipHint) -> str:
                                                                in e["differ"]),
                                      e["variable"], e["update"], ", ".join("%s=%s" % (arg, _full(value))
                                                                            for arg, _, value, _ in e["differ"])))
+    if hint.code == DROPOUT_RATE:
+        return ("hint: the dropout rate. The replay fed the port's dropout the golden's draws %s, and it dropped at "
+                "rate %s (keeping %.1f%% of them at %s) where TF1 dropped at %s (keeping %.1f%%): the same numbers, "
+                "other units kept. Give the port's dropout rate=%s (TF1's keep_prob k is rate 1 - k)"
+                % (hint.key, _full(e["actual"]), 100 * e["kept_actual"], step_label(hint.step), _full(e["golden"]),
+                   100 * e["kept_golden"], "%.6g" % e["golden"]))
     return "hint: %s at %s" % (hint.code, at)

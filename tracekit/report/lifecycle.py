@@ -57,7 +57,11 @@ def summary_lines(run: RunSummary) -> List[str]:
 
 def _next(run: RunSummary) -> List[str]:
     steps = []
-    if run.pending:
+    slips = [use for use in run.pending if use.slip]
+    if slips:
+        steps.append("fix the port%s whose report names a slip (%s), then rerun: a named slip is the port's, not a "
+                     "change to accept" % ("s" * (len(slips) > 1), ", ".join(use.test for use in slips)))
+    if len(slips) < len(run.pending):
         if run.ci:
             steps.append("keep %s as a build artifact, then review it locally: tracekit review" % run.pending_dir)
         else:

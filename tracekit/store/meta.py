@@ -100,6 +100,8 @@ class ReplayMeta(Section):
     restarted_at: List[int] = field(default_factory=list)  # steps forced to the golden's state
     # golden draw -> [its shape, the port's]: draws the random tape fed reshaped
     reshaped_draws: Dict[str, List[List[int]]] = field(default_factory=dict)
+    # golden draw -> the rate of the port's dropout that took it (where the port's call says)
+    draw_rates: Dict[str, float] = field(default_factory=dict)
     # teacher forcing, as checked at its first step: {"step", "set": {kind: count}, "not_set": {"kind/name": why}}
     forced: Optional[Dict[str, Any]] = None
     # the golden's initial state the optimizers' first updates loaded (slots, step counters), read back
