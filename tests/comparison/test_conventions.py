@@ -63,3 +63,41 @@ def test_an_update_that_alone_differs_names_adams_epsilon(tmp_path):
                                                 grad_delta=1e-3)).conventions == []
     moving = tracekit.compare(golden, _adam_trace(str(tmp_path / "c.h5"), moving_delta=1e-3))
     assert moving.first_divergence.key == "var/bn/moving_mean:0" and moving.conventions == []
+
+
+def _sparse_trace(path, moved_rows=(), port_indices=None):
+    """An embedding table of 6 rows whose step-0 sparse gradient names rows 1, 3 and 4 (TF1's,
+    deduplicated); the port's names row 1 twice (`port_indices`). `moved_rows` of the updated
+    table differ by 1e-3, as another optimizer rule would make them."""
+    table = np.arange(24, dtype="f4").reshape(6, 4) / 24
+    named = np.array([1, 3, 4])
+    indices = named if port_indices is None else np.array(port_indices)
+    counts = np.array([list(indices).count(i) for i in indices], "f4")
+    values = np.ones((len(indices), 4), "f4") / counts[:, None]  # each index's rows sum to TF1's row
+    after = table.copy()
+    after[named] -= np.float32(0.01)
+    for row in moved_rows:
+        after[row] += np.float32(1e-3)
+    step = {"input/ids:0": np.array([1, 3, 4], "i4"), "lr/learning_rate": np.float32(0.01),
+            "grad/table:0/values": values, "grad/table:0/indices": indices, "var/table:0": after}
+    return build_golden(path, [step], {"var/table:0": table}, meta={"slots": {}})
+
+
+def test_a_difference_in_the_rows_of_a_repeated_index_names_the_sparse_per_row_update(tmp_path):
+    from tracekit.comparison.conventions import SPARSE_ROWS, SPARSE_UNNAMED
+
+    golden = _sparse_trace(str(tmp_path / "g.h5"))
+    # Keras 3's Adam: the port's gradient repeats row 1 (summed, the same rows), only row 1 moves
+    actual = _sparse_trace(str(tmp_path / "a.h5"), moved_rows=[1], port_indices=[1, 3, 1, 4])
+    result = tracekit.compare(golden, actual)
+    assert [(h.code, h.key, h.rows) for h in result.conventions] == [(SPARSE_ROWS, "var/table:0", (1, 1, 1))], \
+        result.report()
+    assert "possible cause: a sparse gradient's repeated rows" in result.report()
+    # the rows no index names moved: a densified sparse update (both Kerases' Ftrl)
+    actual = _sparse_trace(str(tmp_path / "b.h5"), moved_rows=[0, 2, 5])
+    result = tracekit.compare(golden, actual)
+    assert [(h.code, h.rows) for h in result.conventions] == [(SPARSE_UNNAMED, (3, 3, 3))], result.report()
+    assert "possible cause: a sparse gradient made dense" in result.report()
+    # a named row moved as well: neither
+    actual = _sparse_trace(str(tmp_path / "c.h5"), moved_rows=[0, 2, 3, 5])
+    assert not [h for h in tracekit.compare(golden, actual).conventions if h.code in (SPARSE_ROWS, SPARSE_UNNAMED)]

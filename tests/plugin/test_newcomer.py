@@ -1,6 +1,6 @@
 """A newcomer's first hour, end to end: their own TF1 script (an embedding_lookup table, a dense
 layer, dropout, AdamOptimizer, 20 steps) recorded zero-code on TF 1.15, then a pytest project
-with a Keras port under layer names of their own, as docs/index.md shows it. With tf-keras the
+with a Keras port under layer names of their own, as docs/index.md and docs/FIRST.md show it. With tf-keras the
 port passes with the var_map the first failure proposes and nothing else; with Keras 3 the
 report names the sparse update that differs; a Keras-default epsilon and a dropout-rate slip are
 each named. Each project runs pytest in a child process: the Keras a process gets is decided once."""

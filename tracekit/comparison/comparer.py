@@ -12,7 +12,7 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Set, Tuple, Type
 
 import numpy as np
 
-from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key, step_label
+from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
 from ..sources import paired
 from ..store import Trace, provenance
 from ..store.digest import Digest
@@ -22,6 +22,7 @@ from . import dropout, sparse
 from .diagnosis import diagnose, with_values
 from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, held_to_proportion
 from .loss_terms import port_source_key, source_key
+from .floor import under_the_floor
 from .missing import missing_hint
 from .digests import WHOLE, as_digest, compare_digests
 from .envdiff import EnvironmentDiff, Profile
@@ -85,8 +86,8 @@ class Comparer:
         self._forms: Dict[str, str] = {}  # key -> how a gradient sparse on some side is compared
         self._var_shapes = {t.name: t.shape for t in golden.catalog if t.kind == "var"}
         self._first_step: Optional[Mapping[str, Any]] = None  # the replay's step 0, until judged (carried.py)
-        # step -> {var: indices some side's sparse gradient has more than once}, until the step is judged
-        self._repeated: Dict[int, Dict[str, Set[int]]] = {}
+        # step -> {var: the rows of its sparse gradient (sparse.rows)}, until the step is judged
+        self._rows: Dict[int, Dict[str, sparse.SparseRows]] = {}
 
     def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
         """Compare the initial states, when the golden has one."""
@@ -106,7 +107,7 @@ class Comparer:
         copies = _replica_copies(a_step)
         keys = []
         sparse_pairs = sparse.pairs(g_step.keys(), a_step.keys())
-        self._repeated[index] = sparse.repeated(sparse_pairs.values(), g_step, a_step)
+        self._rows[index] = sparse.rows(set(sparse_pairs.values()), g_step, a_step)
         # Where a side keeps digests (store/digest.py), those tensors are judged from digests.
         g_digests, a_digests = g_step.digests, getattr(a_step, "digests", {})
         for key in _in_order(list(g_step) + list(g_digests)) if g_digests else g_step:
@@ -186,7 +187,7 @@ class Comparer:
         if self._first is not None and self._first is not before[0]:
             self._step_values = _fingerprinted(compared)
         if self._first is None or self._first.step != index:
-            self._repeated.pop(index, None)
+            self._rows.pop(index, None)
 
     def _ignored(self, key: str) -> bool:
         """A tolerance rule leaves `key` out at every step compared."""
@@ -310,7 +311,7 @@ class Comparer:
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         first = self._first or self._explained_first
-        result.notes += _under_the_floor(result.tensors, None if first is None else first.step)
+        result.notes += under_the_floor(result.tensors, None if first is None else first.step)
         # A tensor may be absent from some steps (slots before the first update): missing means never.
         reasons = replay.not_replayed
         for key in sorted(self._absent - self._seen):
@@ -328,7 +329,7 @@ class Comparer:
         result.first_divergence = None if values is None else with_values(first, *values)
         diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
                  self._scalars.get(first.key, {}) if first is not None else {},
-                 self._repeated.get(first.step, {}) if first is not None else {})
+                 self._rows.get(first.step, {}) if first is not None else {})
         result.rates = {key: dict(values) for key, values in self._scalars.items() if key.startswith("lr/")}
         if first is not None:
             shown = {first.key: first.key}
@@ -377,31 +378,6 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
             first = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
     return first, explained_first
-
-
-# A slot that passes only under the absolute tolerance, its error this many ulps of its own scale
-# (eps * its largest |golden|) or more, is said: Adam's v of a small gradient lies wholly under atol.
-FLOOR_ULPS = 1e4
-
-
-def _under_the_floor(tensors: List[TensorResult], until: Optional[int]) -> List[str]:
-    """Notes on the slots that agree, up to step `until` (the first divergence's; None: every
-    step), only because the absolute tolerance exceeds their scale."""
-    notes = []
-    for t in tensors:
-        if t.kind != "slot" or t.driven_by_noise:
-            continue
-        steps = [(t.by_step[k], k) for k in t.by_step if until is None or k <= until]
-        passing = [(s.ulps, k, s) for s, k in steps if s.ok and not s.discrete and s.max_abs > 0]
-        if not passing:
-            continue
-        ulps, step, worst = max(passing, key=lambda p: p[0])
-        if ulps >= FLOOR_ULPS:
-            notes.append("%s passes under the absolute tolerance (atol %.3g) but differs by up to %.3g ulps of its "
-                         "own scale (its largest value %.3g) at %s: the floor hides the difference; a rule with "
-                         "ulps= (or a smaller atol) on it holds the slot to its scale" % (
-                             t.key, worst.atol, ulps, worst.golden_scale, step_label(step)))
-    return notes
 
 
 def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:

@@ -13,23 +13,28 @@ fingerprint of such a difference, the comparison says so (as data; report/ rende
   epsilon inside the square root, Keras outside).
 - A sparse gradient (an embedding's rows) with an index looked up twice: TF1's optimizers (and
   tf-keras') sum the rows of an index before the update; Keras 3's apply a function of each row
-  (Adam's square) before summing them, so only the rows of repeated indices differ.
+  (Adam's square) before summing them, so only the rows of repeated indices differ
+  (tools/keras_sparse.py measures Adam, Adagrad and Adadelta so).
+- A sparse gradient given to an optimizer that densifies it (both Kerases' Ftrl): rows that no
+  index names are updated as with a zero gradient, where TF1's sparse update leaves them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..keys import make_key
 from ..store import Trace
+from .sparse import SparseRows
 
 MOMENTUM = "momentum-convention"
 ADAM_EPSILON = "adam-epsilon"
 RMSPROP_EPSILON = "rmsprop-epsilon"
 SPARSE_ROWS = "sparse-repeated-rows"
+SPARSE_UNNAMED = "sparse-unnamed-rows"
 
 
 @dataclass(frozen=True)
@@ -52,10 +57,10 @@ TF1_ADAM_EPSILON = 1e-8
 
 def convention_hints(golden: Trace, step: int, kind: str, key: str,
                      agreed: Callable[[Sequence[str]], bool], g_value: Any = None,
-                     a_value: Any = None, repeated: Optional[Mapping[str, Set[int]]] = None) -> List[ConventionHint]:
+                     a_value: Any = None, rows: Optional[Mapping[str, SparseRows]] = None) -> List[ConventionHint]:
     """The known differences the first divergence (`step`, `kind`, `key`, its two values)
     looks like; agreed(kinds) tells whether every tensor of those kinds compared at that
-    step agreed; `repeated`: {variable: the indices its sparse gradient holds more than once}."""
+    step agreed; `rows`: {variable: the rows of its sparse gradient at that step}."""
     if kind not in ("var", "slot") or step < 0:
         return []
     slots = set(golden.names("slot"))
@@ -66,10 +71,15 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
         return base + "/%s:0" % suffix in slots if kind == "var" else name.endswith("/%s:0" % suffix)
 
     hints = []
-    rows = _repeated_rows(golden, kind, name, g_value, a_value, repeated or {})
-    if rows is not None and agreed(("grad", "lr")):
-        hints.append(ConventionHint(SPARSE_ROWS, step, key, rows=rows))
-        return hints  # the epsilon's fingerprint (only the update differs) is this one's too
+    sparse = (rows or {}).get(_owner(golden, kind, name) or "")
+    if sparse is not None and agreed(("grad", "lr")):
+        for code, which in ((SPARSE_ROWS, sparse.repeated), (SPARSE_UNNAMED, None)):
+            if which is None:  # the rows no index names
+                which = frozenset(range(np.shape(g_value)[0])) - sparse.named if np.ndim(g_value) else frozenset()
+            found = _only_rows(g_value, a_value, which)
+            if found is not None:
+                hints.append(ConventionHint(code, step, key, rows=found))
+                return hints  # the epsilon's fingerprint (only the update differs) is this one's too
     if step >= 1 and optimized_by("Momentum"):
         change = _first_lr_change(golden, step)
         if change is not None:
@@ -82,19 +92,18 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
     return hints
 
 
-def _repeated_rows(golden: Trace, kind: str, name: str, g_value: Any, a_value: Any,
-                   repeated: Mapping[str, Set[int]]) -> Optional[Tuple[int, int, int]]:
-    """Where the variable (or slot) `name` has a sparse gradient some index of which occurs more
-    than once (`repeated`), and the rows that differ clearly (by more than 1e-3 of the largest
-    difference) are all rows of repeated indices, at least half of which differ: (rows that
-    differ, of them repeated ones, rows whose index repeats). None otherwise."""
-    var = name
-    if kind == "slot":
-        owner = ((golden.meta.get("slots") or {}).get(name) or {}).get("var")
-        if not isinstance(owner, str):
-            return None
-        var = owner
-    rows = repeated.get(var)
+def _owner(golden: Trace, kind: str, name: str) -> Optional[str]:
+    """The variable a diverging variable or slot belongs to."""
+    if kind == "var":
+        return name
+    owner = ((golden.meta.get("slots") or {}).get(name) or {}).get("var")
+    return owner if isinstance(owner, str) else None
+
+
+def _only_rows(g_value: Any, a_value: Any, rows: FrozenSet[int]) -> Optional[Tuple[int, int, int]]:
+    """Where the rows that differ clearly (by more than 1e-3 of the largest difference) are all
+    among `rows`, and make up at least half of them: (rows that differ, of them in `rows`, rows).
+    None otherwise."""
     if not rows or g_value is None or a_value is None:
         return None
     g, a = np.asarray(g_value, np.float64), np.asarray(a_value, np.float64)

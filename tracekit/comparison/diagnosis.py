@@ -5,7 +5,7 @@ and the first divergence's values where it happened."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from .epsilon import EPSILON_INSIDE
 from .fingerprints import AVERAGE_RATE, EPSILON, fingerprints, from_golden_state
 from .loss_terms import loss_term
 from .result import Comparison, Divergence, RoundoffCause
+from .sparse import SparseRows
 from .slips import BN_MOMENTUM, OPTIMIZER_SETTING, slip_hints
 from .tolerance import ROUNDOFF_ULPS
 
@@ -42,15 +43,15 @@ def with_values(first: Divergence, g_value: Any, a_value: Any) -> Divergence:
 def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]], actual_meta: Mapping[str, Any],
              code: Optional[bool], step_values: Optional[Mapping[str, Tuple[Any, Any]]] = None,
              losses: Optional[Mapping[int, Tuple[float, float]]] = None,
-             repeated: Optional[Mapping[str, Set[int]]] = None) -> None:
+             rows: Optional[Mapping[str, SparseRows]] = None) -> None:
     """Fill in what the finished `result` can tell of why: whether machine round-off explains
     it, the strategy the replay ran under, and for its first divergence (whose golden and
     replay values are `values`) the TF1/Keras conventions, migration slips and distribution
     slips it looks like (none where the golden keeps a digest of it), and the fingerprints of the
     failing variables (or gradients) at its step, whose two values are `step_values`, or of a
     loss's parts, from its two values at each step that started from the golden's (`losses`). `code`:
-    whether the same program made both traces (engine.same_code); `repeated`: at the first
-    divergence's step, the indices each variable's sparse gradient holds more than once."""
+    whether the same program made both traces (engine.same_code); `rows`: at the first
+    divergence's step, the rows of each variable's sparse gradient."""
     result.likely_cause = _roundoff_cause(result, code)
     result.distribution = layout(actual_meta)
     first = result.first_divergence
@@ -61,7 +62,7 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     def agreed(kinds: Sequence[str]) -> bool:
         return _agreed(result, first.step, kinds)
     result.conventions = convention_hints(golden, first.step, first.kind, first.key, agreed, g_value, a_value,
-                                          repeated or {})
+                                          rows or {})
     result.slips = slip_hints(golden, first.step, first.key, g_value, a_value, agreed, actual_meta)
     misused = dropout.rates(golden.meta, (replay_of(actual_meta) or ReplayMeta()).draw_rates)
     result.slips = dropout.dropout_slips(golden, first.step, misused) + result.slips  # the draws say it first

@@ -15,7 +15,7 @@ No TensorFlow here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Collection, Dict, Iterable, Mapping, Optional, Set, Tuple
+from typing import Any, Collection, Dict, FrozenSet, Iterable, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
@@ -98,15 +98,27 @@ def values(pair: SparsePair, golden: Any, actual: Any, shape: Optional[Tuple[int
     return g[0], dense(a[0], a[1], np.shape(g[0]))
 
 
-def repeated(found: Iterable[SparsePair], golden: Mapping[str, Any], actual: Mapping[str, Any]) -> Dict[str, Set[int]]:
-    """{variable: the indices its sparse gradient holds more than once, on either side} at one
-    step: the rows an optimizer that applies rows one at a time treats otherwise than TF1's."""
-    out: Dict[str, Set[int]] = {}
+@dataclass(frozen=True)
+class SparseRows:
+    """A variable's sparse gradient at one step: the rows TF1's names (the golden's indices) and
+    the indices some side holds more than once."""
+
+    named: FrozenSet[int]
+    repeated: FrozenSet[int]
+
+
+def rows(found: Iterable[SparsePair], golden: Mapping[str, Any], actual: Mapping[str, Any]) -> Dict[str, SparseRows]:
+    """{variable: its SparseRows} at one step, for each gradient sparse on the golden's side: what
+    tells an optimizer that applies rows one at a time, or updates rows no index names, from TF1's."""
+    out: Dict[str, SparseRows] = {}
     for pair in found:
+        if len(pair.golden) != 2 or pair.golden[1] not in golden:
+            continue
+        named = np.asarray(golden[pair.golden[1]]).ravel()
+        repeated: Set[int] = set()
         for keys, values in ((pair.golden, golden), (pair.actual, actual)):
-            if len(keys) != 2 or keys[1] not in values:
-                continue
-            ids, counts = np.unique(np.asarray(values[keys[1]]).ravel(), return_counts=True)
-            if (counts > 1).any():
-                out.setdefault(split_key(pair.key)[1], set()).update(int(i) for i in ids[counts > 1])
+            if len(keys) == 2 and keys[1] in values:
+                ids, counts = np.unique(np.asarray(values[keys[1]]).ravel(), return_counts=True)
+                repeated.update(int(i) for i in ids[counts > 1])
+        out[split_key(pair.key)[1]] = SparseRows(frozenset(int(i) for i in named), frozenset(repeated))
     return out

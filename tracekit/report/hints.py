@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..comparison.dropout import DROPOUT_RATE
-from ..comparison.conventions import ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, SPARSE_ROWS, ConventionHint
+from ..comparison.conventions import (ADAM_EPSILON, MOMENTUM, RMSPROP_EPSILON, SPARSE_ROWS, SPARSE_UNNAMED,
+                                      ConventionHint)
 from ..comparison.slips import (ACCUMULATION, BN_MOMENTUM, LOSS_AVERAGED, LOSS_SUMMED, LR_RACE, LR_SHIFTED,
                                 MICRO_LOSSES, OPTIMIZER_SETTING, RANDOM_DRAWS, READ_RACE, REGULARIZATION_DOUBLED,
                                 REGULARIZATION_MISSING, SKIPPED_STEP, SLOT_INITIAL, SlipHint)
@@ -45,6 +46,14 @@ def convention(hint: ConventionHint) -> str:
                 "square of their sum). Use tf-keras (TF_USE_LEGACY_KERAS=1 before TensorFlow is imported), or "
                 "give the Keras 3 optimizer dense gradients (tf.convert_to_tensor(grad) for a tf.IndexedSlices)"
                 % (step_label(hint.step), hint.key, differing, repeated))
+    if hint.code == SPARSE_UNNAMED and hint.rows is not None:
+        differing, _, unnamed = hint.rows
+        return ("possible cause: a sparse gradient made dense. At %s the gradients and the learning rate agree, and "
+                "%s differs only in rows that no index of the step's sparse gradient names (%d of those %d rows "
+                "differ): TF1's sparse update leaves them, the port's optimizer updated them as with a zero gradient "
+                "(both Kerases' Ftrl do). Use TF1's optimizer in the port (tf.compat.v1.train's runs in TF 2 and "
+                "tracekit replays it), or one that updates only the rows a sparse gradient names"
+                % (step_label(hint.step), hint.key, differing, unnamed))
     return "possible cause: %s at %s, %s" % (hint.code, step_label(hint.step), hint.key)
 
 
