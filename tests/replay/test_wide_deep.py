@@ -176,7 +176,7 @@ def test_a_wide_part_of_embeddings_pairs_by_shared_words(tf2, golden, capsys):
         "linear/linear_model/size/weights/part_0:0": "words"}
     assert main(["map", golden, "tools.corpus.ports.estimator_wide_deep:port_with_embeddings"]) == 0
     out = capsys.readouterr().out
-    assert "every variable pairs" in out and "/wide/linear_color/embeddings:0  (shared words)" in out
+    assert "every variable pairs" in out and "/wide/linear_color/embeddings:0  (the most words in common)" in out
 
 
 def test_the_proposed_var_map_is_pasted_and_replays(tf2, golden, capsys):

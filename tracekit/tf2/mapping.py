@@ -10,6 +10,7 @@ from typing import Any, Callable, List
 from ..errors import ReplayError
 from ..replay.options import ReplayOptions
 from ..replay.tf2_runner import TF2Runner
+from ..replay.varmap import explain
 from ..store import open_trace
 from .drive import _LOCALIZE_SETS, _made
 
@@ -31,8 +32,8 @@ def map_port(golden: str, make_port: Callable[[], Any]) -> PortMap:
         except ReplayError as exc:
             return PortMap(False, str(exc))
     lines: List[str] = ["%s: every variable pairs" % golden]
-    rows = [(name, cand.name, runner.mapping.how.get(name, "")) for name, cand in runner.mapping.pairs.items()]
-    rows += [(name, cand.name, runner.port_state.mapping.how.get(name, "") + ", optimizer state")
+    rows = [(name, cand.name, explain(runner.mapping.how.get(name, ""))) for name, cand in runner.mapping.pairs.items()]
+    rows += [(name, cand.name, explain(runner.port_state.mapping.how.get(name, "")) + ", optimizer state")
              for name, cand in runner.port_state.mapping.pairs.items()]
     rows += [(name, conv.describe, "converted") for conv in runner.conversions for name in conv.golden]
     width = max((len(name) for name, _, _ in rows), default=0)
