@@ -38,7 +38,7 @@ def test_the_binding_is_read_without_importing_anything():
 
 def test_the_note_says_when_import_order_chooses():
     unset = import_order_note({}, {"tensorflow": _tensorflow()})
-    assert "imported TensorFlow with TF_USE_LEGACY_KERAS unset" in unset and "conftest.py" in unset
+    assert "imported TensorFlow before tracekit with TF_USE_LEGACY_KERAS unset" in unset and "conftest.py" in unset
     assert "tf.keras is Keras 3 here" in import_order_note({}, {"tensorflow": _tensorflow("keras_3")})
     late = import_order_note({"TF_USE_LEGACY_KERAS": "1"}, {"tensorflow": _tensorflow("keras_3")})
     assert "tf.keras is Keras 3 although TF_USE_LEGACY_KERAS=1" in late
@@ -66,7 +66,7 @@ def test_the_plugin_warns_at_collection_where_import_order_chooses(tmp_path):
     out = proc.stdout
     assert proc.returncode == 0, out
     head, _, summary = out.partition("= tracekit =")
-    assert "tracekit: WARNING the tests imported TensorFlow with TF_USE_LEGACY_KERAS unset" in head, out
+    assert "tracekit: WARNING the tests imported TensorFlow before tracekit with TF_USE_LEGACY_KERAS unset" in head, out
     assert "WARNING the tests imported TensorFlow" in summary  # and again in the summary block
     (tmp_path / "conftest.py").write_text('import os\nos.environ.setdefault("TF_USE_LEGACY_KERAS", "1")\n')
     proc = run_python(sys.executable, args, check=False, cwd=str(tmp_path), unset=("TF_USE_LEGACY_KERAS",))

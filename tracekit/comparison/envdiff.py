@@ -58,17 +58,13 @@ def _tf_version(meta: Meta) -> Any:
 
 
 def _keras(meta: Meta) -> Any:
-    """The Keras a trace computed with: a replay's port's (its model's and optimizers', as the
-    replay found them), TF 1.x's own tf.keras for a recording on it; None where the trace does not
+    """The Keras a trace computed with: a replay's port's model's (tensorflow.keras, known as the
+    replay starts), TF 1.x's own tf.keras for a recording on it; None where the trace does not
     say (the Keras installed is not the one a program used: TF 2 may have two)."""
-    found = _section(meta, "replay").get("keras")
-    if isinstance(found, dict):
-        parts = {part: ", ".join(found.get(part) or []) for part in ("model", "optimizer")}
-        if parts["model"] == parts["optimizer"]:
-            return parts["model"] or "none (no Keras model or optimizer)"
-        return "; ".join("%s %s" % (part, text or "none") for part, text in parts.items())
     version = str(_tf_version(meta) or "")
-    return "TF %s's tf.keras" % version if version.startswith("1.") else None
+    if version.startswith("1."):
+        return "TF %s's tf.keras" % version
+    return _tf(meta).get("keras")
 
 
 def _isa(meta: Meta) -> Any:

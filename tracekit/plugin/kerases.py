@@ -1,11 +1,11 @@
 """Which Keras `tf.keras` gives a run's tests, told at collection, without importing anything.
 
 TensorFlow 2.16 and later bind `tf.keras` to Keras 3 or, where TF_USE_LEGACY_KERAS is true when
-`tf.keras` is first used, to tf-keras. tracekit.tf2 sets the variable (to tf-keras) if nothing has
-used `tf.keras` yet. So where the tests import TensorFlow themselves and the variable is not set,
-the Keras a port gets depends on whether it touches `tf.keras` before its replay imports
-tracekit: an import-order trap, and the two Kerases update some things differently (a sparse
-gradient's repeated rows, say). The plugin says so once collection has imported the tests.
+`tf.keras` is first used, to tf-keras. tracekit.tf2 sets the variable (to tf-keras) when it is the
+first to import TensorFlow. So where the variable is not set, the Keras a port gets depends on
+whether a test module imports TensorFlow before tracekit does: an import-order trap, and the two
+Kerases update some things differently (a sparse gradient's repeated rows, say). The plugin says
+so once collection has imported the tests.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def import_order_note(environ: Mapping[str, str] = os.environ, modules: Mapping[
                 "tracekit picks tf-keras where it imports TensorFlow first: which Keras a port gets depends on "
                 "import order; %s" % (VARIABLE, CHOOSE))
     if bound is None:
-        return ("the tests imported TensorFlow with %s unset: a port that uses tf.keras before its replay starts "
-                "gets Keras 3, one that does not gets tf-keras (tracekit's pick); %s" % (VARIABLE, CHOOSE))
+        return ("the tests imported TensorFlow before tracekit with %s unset, so tf.keras will be Keras 3, where "
+                "tracekit picks tf-keras when it imports TensorFlow first: which Keras a port gets depends on "
+                "import order; %s" % (VARIABLE, CHOOSE))
     return None

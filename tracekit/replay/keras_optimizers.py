@@ -70,8 +70,10 @@ _KERASES = {"keras": "Keras", "tf_keras": "tf-keras"}
 def keras_of(obj: Any) -> Optional[str]:
     """Which Keras a port's model or optimizer comes from, with its version ("Keras 3.13.1",
     "tf-keras 2.21.0"); "tf.compat.v1" for TensorFlow's own (tf.compat.v1.train's optimizers,
-    a tf.Module), None for none of them (a hand-written optimizer). A subclass is judged by the
-    first class of its MRO that one of them defines."""
+    a tf.Module), None for none of them (a hand-written optimizer) or for None. A subclass is
+    judged by the first class of its MRO that one of them defines."""
+    if obj is None:
+        return None
     for cls in type(obj).__mro__:
         root = (cls.__module__ or "").split(".")[0]
         if root in _KERASES:

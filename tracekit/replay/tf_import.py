@@ -1,9 +1,10 @@
 """TensorFlow, imported for the replay: tf-keras (Keras 2) is selected first.
 
-TF >= 2.16 binds `tf.keras` to Keras 3 unless TF_USE_LEGACY_KERAS is set when
+TF >= 2.16 binds `tf.keras` to Keras 3 unless TF_USE_LEGACY_KERAS is true when
 `tf.keras` is first used; TF1-style layers and the Keras 2 optimizers whose slots the
-replay maps need tf-keras. A process that used `tf.keras` already keeps its choice, as
-does one that set the variable.
+replay maps need tf-keras. A process that imported TensorFlow already keeps its choice
+(its code imported TensorFlow on its own terms), as does one that set the variable: the
+pytest plugin warns where that choice is import order's (plugin/kerases.py).
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ import importlib.util
 import os
 import sys
 
-from ..environment import keras_binding
 from ..errors import MissingDependency
 
 INSTALL = "pip install 'tracekit[tf2]' (TensorFlow 2 and tf-keras of the same minor version)"
 
-if "tensorflow" not in sys.modules or keras_binding() is None:
+if "tensorflow" not in sys.modules:
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 try:

@@ -13,6 +13,7 @@ import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..environment import fingerprint, program_identity, tensorflow_environment
+from ..replay.keras_optimizers import keras_of
 from ..errors import UsageError
 from ..keys import REPLAY
 from ..replay.capture import numpy
@@ -177,8 +178,8 @@ def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str],
             tensors = structured(tensors, structures)  # + inputs["features"]["color"], ...
             return call_step(step_for(step_fn, info, index, trace.path), tensors, options.inputs)
         # the environment here, not left to the writer: a check compares it before anything is written
-        meta = {"environment": fingerprint(), "tensorflow": tensorflow_environment(tf),
-                "program": _program(step_fn, options.model)}
+        meta = {"environment": fingerprint(), "program": _program(step_fn, options.model),
+                "tensorflow": dict(tensorflow_environment(tf), keras=keras_of(options.model))}
         # a sink judges as the replay runs: it is told now which steps will start from the golden's state
         plan = {REPLAY: {"init": options.init, "forcing": options.forcing, "restarted_at": sorted(restart_at)}}
         return replay_steps(trace, runner, call, options, out, about, meta=meta, write=write,
