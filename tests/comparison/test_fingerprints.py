@@ -221,5 +221,7 @@ def test_a_cause_whose_advice_the_port_follows_is_not_named(tmp_path, has):
         assert result.fingerprints == [] and "named cause" not in result.report()
         assert any(note.startswith("not named:") and "epsilon=1e-06 already" in note for note in result.notes), \
             result.notes
+        # and what fits instead, or that nothing tracekit knows does
+        assert result.notes[-1].startswith(("what fits instead", "nothing else tracekit knows fits")), result.notes
     else:
         assert [f.code for f in result.fingerprints] == [fp.EPSILON]

@@ -30,6 +30,7 @@ def consistent(result: Comparison, golden: Trace, actual_meta: Mapping[str, Any]
     ported = replay.optimizer_settings if replay is not None else {}
     if not ported:
         return
+    said = len(result.notes)
     kept: List[Fingerprint] = []
     for hint in result.fingerprints:
         advice = _advice(hint)
@@ -51,6 +52,11 @@ def consistent(result: Comparison, golden: Trace, actual_meta: Mapping[str, Any]
         else:
             hints.append(convention)
     result.conventions = hints
+    if len(result.notes) > said:  # something was not said: what else fits, or that nothing does
+        result.notes.append("what fits instead: the causes named below" if result.fingerprints or result.conventions
+                            or result.slips else
+                            "nothing else tracekit knows fits: look at the update's other settings (betas, "
+                            "amsgrad, momentum) and at how the gradient reaches it (clipping, a sparse gradient)")
 
 
 def _advice(hint: Fingerprint) -> Optional[Tuple[str, float]]:

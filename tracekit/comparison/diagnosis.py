@@ -18,7 +18,7 @@ from .consistent import consistent
 from .conventions import ADAM_EPSILON, convention_hints
 from .distribution import distribution_hints, layout
 from .epsilon import EPSILON_INSIDE
-from .fingerprints import AVERAGE_RATE, EPSILON, fingerprints, from_golden_state
+from .fingerprints import AVERAGE_RATE, EPSILON, EPSILONS, fingerprints, from_golden_state
 from .loss_terms import loss_term
 from .result import Comparison, Divergence, RoundoffCause
 from .sparse import SparseRows
@@ -78,12 +78,15 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
         result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
         # a named cause is the verified fit of what a hint guesses at from the first tensor: said once
         named = {hint.code for hint in result.fingerprints}
-        if {EPSILON, EPSILON_INSIDE} <= named:  # one optimizer, one form: the value alone is the simpler fit
-            inside = [hint for hint in result.fingerprints if hint.code == EPSILON_INSIDE]
-            result.fingerprints = [hint for hint in result.fingerprints if hint.code != EPSILON_INSIDE]
-            result.notes.append("not named: the updates of %s also fit an epsilon inside the square root, but the "
-                                "others fit another epsilon in TF1's place, which one optimizer setting explains"
-                                % ", ".join(sorted({k for hint in inside for k in hint.keys})))
+        if {EPSILON, EPSILON_INSIDE} <= named:  # one optimizer, one form: a fit to no usual epsilon gives way
+            fits = [hint for hint in result.fingerprints if hint.code in (EPSILON, EPSILON_INSIDE)]
+            odd = [hint for hint in fits if not any(abs(hint.port / e - 1) < 0.01 for e in EPSILONS)]
+            if odd and len(odd) < len(fits):
+                result.fingerprints = [hint for hint in result.fingerprints if hint not in odd]
+                result.notes.append("not named: the updates of %s also fit epsilon=%s, no epsilon an optimizer "
+                                    "defaults to or a team passes; the others' fit, named below, is one setting"
+                                    % (", ".join(sorted({k for hint in odd for k in hint.keys})),
+                                       ", ".join("%.2g" % hint.port for hint in odd)))
         if named & {EPSILON, EPSILON_INSIDE}:
             result.conventions = [hint for hint in result.conventions if hint.code != ADAM_EPSILON]
         if AVERAGE_RATE in named:

@@ -42,16 +42,11 @@ def dropout_slips(golden: Trace, step: int, differing: Mapping[str, Mapping[str,
     golden's draw at `step` (its first step, if it was not drawn then) each rate keeps."""
     hints = []
     for key, pair in sorted(differing.items()):
-        value = None
-        for index in [step] + list(range(len(golden))):
-            if 0 <= index < len(golden):
-                value = golden.step(index).get(key)
-                if value is not None:
-                    at = index
-                    break
-        if value is None:
+        steps = [i for i in [step, *range(len(golden))] if 0 <= i < len(golden)]
+        at = next((i for i in steps if golden.step(i).get(key) is not None), None)
+        if at is None:
             continue
-        draws = np.asarray(value, np.float64)
+        draws = np.asarray(golden.step(at)[key], np.float64)
         hints.append(SlipHint(DROPOUT_RATE, at, key, {
             "golden": pair["golden"], "actual": pair["actual"],
             "kept_golden": float(np.mean(draws >= pair["golden"])), "kept_actual": float(np.mean(draws >= pair["actual"]))}))
