@@ -86,8 +86,9 @@ class Comparer:
         self._forms: Dict[str, str] = {}  # key -> how a gradient sparse on some side is compared
         self._var_shapes = {t.name: t.shape for t in golden.catalog if t.kind == "var"}
         self._first_step: Optional[Mapping[str, Any]] = None  # the replay's step 0, until judged (carried.py)
-        # step -> {var: the rows of its sparse gradient (sparse.rows)}, until the step is judged
-        self._rows: Dict[int, Dict[str, sparse.SparseRows]] = {}
+        # step -> its sparse gradients' pairs and both steps, until the step is judged: the rows of
+        # the first divergence's step are read once it is known (sparse.rows), no other step's
+        self._sparse: Dict[int, Tuple[Any, Mapping[str, Any], Mapping[str, Any]]] = {}
 
     def initial(self, a_step: Mapping[str, Any], reasons: Optional[Mapping[str, str]] = None) -> None:
         """Compare the initial states, when the golden has one."""
@@ -107,7 +108,8 @@ class Comparer:
         copies = _replica_copies(a_step)
         keys = []
         sparse_pairs = sparse.pairs(g_step.keys(), a_step.keys())
-        self._rows[index] = sparse.rows(set(sparse_pairs.values()), g_step, a_step)
+        if sparse_pairs:
+            self._sparse[index] = (set(sparse_pairs.values()), g_step, a_step)
         # Where a side keeps digests (store/digest.py), those tensors are judged from digests.
         g_digests, a_digests = g_step.digests, getattr(a_step, "digests", {})
         for key in _in_order(list(g_step) + list(g_digests)) if g_digests else g_step:
@@ -187,7 +189,7 @@ class Comparer:
         if self._first is not None and self._first is not before[0]:
             self._step_values = _fingerprinted(compared)
         if self._first is None or self._first.step != index:
-            self._rows.pop(index, None)
+            self._sparse.pop(index, None)
 
     def _ignored(self, key: str) -> bool:
         """A tolerance rule leaves `key` out at every step compared."""
@@ -329,7 +331,7 @@ class Comparer:
         result.first_divergence = None if values is None else with_values(first, *values)
         diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
                  self._scalars.get(first.key, {}) if first is not None else {},
-                 self._rows.get(first.step, {}) if first is not None else {})
+                 sparse.rows(*self._sparse[first.step]) if first is not None and first.step in self._sparse else {})
         result.rates = {key: dict(values) for key, values in self._scalars.items() if key.startswith("lr/")}
         if first is not None:
             shown = {first.key: first.key}

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..keys import split_key
 from ..store import Trace
 from ..store.meta import replay_of
-from .conventions import ADAM_EPSILON, RMSPROP_EPSILON, TF1_ADAM_EPSILON, ConventionHint
+from .conventions import ADAM_EPSILON, RMSPROP_EPSILON, TF1_ADAM_EPSILON, ConventionHint, variable_of
 from .fingerprints import EPSILON, Fingerprint
 from .momentum import MOMENTUM, NESTEROV
 from .result import Comparison
@@ -79,7 +78,7 @@ def _convention_advice(golden: Trace, hint: ConventionHint) -> Optional[Tuple[st
 
 def _follows(golden: Trace, ported: Mapping[str, Any], keys: Tuple[str, ...], setting: str, value: float) -> bool:
     """Does the port's optimizer of every variable `keys` name have `setting` at `value`?"""
-    owners = [_variable(golden, key) for key in keys]
+    owners = [variable_of(golden, key) for key in keys]
     if not owners or any(owner is None for owner in owners):
         return False
     for owner in owners:
@@ -93,19 +92,7 @@ def _follows(golden: Trace, ported: Mapping[str, Any], keys: Tuple[str, ...], se
     return True
 
 
-def _variable(golden: Trace, key: str) -> Optional[str]:
-    """The golden variable a "var/", "slot/" or "grad/" key belongs to."""
-    try:
-        kind, name = split_key(key)
-    except KeyError:
-        return None
-    if kind == "slot":
-        slot = (golden.meta.get("slots") or {}).get(name)
-        return slot.get("var") if isinstance(slot, dict) else None
-    return name if kind in ("var", "grad") else None
-
-
 def _facts(golden: Trace, key: str) -> Dict[str, Any]:
-    name = _variable(golden, key)
+    name = variable_of(golden, key)
     facts = (golden.meta.get("updates") or {}).get(name) if name else None
     return facts if isinstance(facts, dict) else {}

@@ -26,7 +26,7 @@ from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, 
 
 import numpy as np
 
-from ..keys import make_key
+from ..keys import make_key, split_key
 from ..store import Trace
 from .sparse import SparseRows
 
@@ -71,7 +71,7 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
         return base + "/%s:0" % suffix in slots if kind == "var" else name.endswith("/%s:0" % suffix)
 
     hints = []
-    sparse = (rows or {}).get(_owner(golden, kind, name) or "")
+    sparse = (rows or {}).get(variable_of(golden, key) or "")
     if sparse is not None and agreed(("grad", "lr")):
         for code, which in ((SPARSE_ROWS, sparse.repeated), (SPARSE_UNNAMED, None)):
             if which is None:  # the rows no index names
@@ -92,12 +92,16 @@ def convention_hints(golden: Trace, step: int, kind: str, key: str,
     return hints
 
 
-def _owner(golden: Trace, kind: str, name: str) -> Optional[str]:
-    """The variable a diverging variable or slot belongs to."""
-    if kind == "var":
-        return name
-    owner = ((golden.meta.get("slots") or {}).get(name) or {}).get("var")
-    return owner if isinstance(owner, str) else None
+def variable_of(golden: Trace, key: str) -> Optional[str]:
+    """The golden variable a "var/", "slot/" or "grad/" key belongs to."""
+    try:
+        kind, name = split_key(key)
+    except KeyError:
+        return None
+    if kind == "slot":
+        slot = (golden.meta.get("slots") or {}).get(name)
+        return slot.get("var") if isinstance(slot, dict) else None
+    return name if kind in ("var", "grad") else None
 
 
 def _only_rows(g_value: Any, a_value: Any, rows: FrozenSet[int]) -> Optional[Tuple[int, int, int]]:

@@ -42,11 +42,11 @@ def dropout_slips(golden: Trace, step: int, differing: Mapping[str, Mapping[str,
     golden's draw at `step` (its first step, if it was not drawn then) each rate keeps."""
     hints = []
     for key, pair in sorted(differing.items()):
-        steps = [i for i in [step, *range(len(golden))] if 0 <= i < len(golden)]
-        at = next((i for i in steps if golden.step(i).get(key) is not None), None)
-        if at is None:
+        found = ((i, golden.step(i).get(key)) for i in [step, *range(len(golden))] if 0 <= i < len(golden))
+        at, value = next(((i, v) for i, v in found if v is not None), (None, None))
+        if value is None:
             continue
-        draws = np.asarray(golden.step(at)[key], np.float64)
+        draws = np.asarray(value, np.float64)
         hints.append(SlipHint(DROPOUT_RATE, at, key, {
             "golden": pair["golden"], "actual": pair["actual"],
             "kept_golden": float(np.mean(draws >= pair["golden"])), "kept_actual": float(np.mean(draws >= pair["actual"]))}))
