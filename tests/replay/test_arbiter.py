@@ -20,29 +20,33 @@ X = np.array([[1.0, -1.0, 1e-8]], dtype=np.float32)
 FAR = np.array([[1.0, 1.0, 1.0]], dtype=np.float32)  # every sum far from the kink
 
 
-def _kink_layer(tf, order, dtype=None):
+def _kink_layer(tf, order, dtype=None, attribute=False):
     """relu of two sums: x0 w0 + x1 w1 + x2 w2 summed in `order` ("golden": (x0 w0 + x1 w1) + x2 w2,
     exactly 1e-8 in float32; "port": (x0 w0 + x2 w2) + x1 w1, 0 in float32 and 1e-8 in float64),
-    and x0 w0 (= 1, the layer's scale)."""
+    and x0 w0 (= 1, the layer's scale); `attribute`: the ReLU is the layer's `activation`, as a
+    Dense's, not a tf.nn.relu of its own."""
 
     class Kink(tf.keras.layers.Layer):
         def build(self, shape):
             self.w = self.add_weight(name="w", shape=(3,), initializer="ones")
+            self.activation = tf.keras.activations.get("relu") if attribute else None
 
         def call(self, x):
             terms = [x[:, i] * self.w[i] for i in range(3)]
             first = (terms[0] + terms[1]) + terms[2] if order == "golden" else (terms[0] + terms[2]) + terms[1]
-            return tf.nn.relu(tf.stack([first, terms[0]], axis=1))
+            z = tf.stack([first, terms[0]], axis=1)
+            return self.activation(z) if attribute else tf.nn.relu(z)
     return Kink(name="kink", dtype=dtype)
 
 
-def make(order="port", doubled=False, float32=None):
+def make(order="port", doubled=False, float32=None, tapped=True, attribute=False):
     """(model, step): the kink model, an SGD of rate 0 (every step sees the same state); doubled:
     a wrong port (its loss twice the golden's); float32: a port that makes float32 of its own:
     a float32 tf.constant, tf.one_hot and tf.cast in its loss ("created", which the arbiter
-    widens), a raw op's float32 ("op") or its layer's dtype ("layer"), which it cannot."""
+    widens), a raw op's float32 ("op") or its layer's dtype ("layer"), which it cannot; tapped:
+    its output is tapped "kink"; attribute: its ReLU is the layer's activation attribute."""
     tf = tracekit.tf2.tf
-    kink = _kink_layer(tf, order, "float32" if float32 == "layer" else None)
+    kink = _kink_layer(tf, order, "float32" if float32 == "layer" else None, attribute)
     model = tf.keras.Sequential([kink])
     model.build((None, 3))
     optimizer = tf.keras.optimizers.SGD(0.0)
@@ -50,7 +54,8 @@ def make(order="port", doubled=False, float32=None):
     def step(inputs):  # eager: Grappler would fold the two additions into one AddN, in one order
 
         with tf.GradientTape() as tape:
-            out = tracekit.tap("kink", model(inputs["x"]))
+            out = model(inputs["x"])
+            out = tracekit.tap("kink", out) if tapped else out
             loss = tf.reduce_sum(out) * (2.0 if doubled else 1.0)
             if float32 == "created":
                 one = tf.reduce_sum(tf.one_hot([0], 2)) * tf.cast(tf.constant(1), tf.float32)
@@ -69,15 +74,16 @@ def goldens(tmp_path_factory):
     first `kinks` of them (all by default) at the kink."""
     made = {}
 
-    def golden(order, steps, kinks=None):
+    def golden(order, steps, kinks=None, **options):
         kinks = steps if kinks is None else kinks
-        if (order, steps, kinks) not in made:
+        key = (order, steps, kinks) + tuple(sorted(options.items()))
+        if key not in made:
             path = str(tmp_path_factory.mktemp("kink") / ("%s-%d-%d.h5" % (order, steps, kinks)))
-            model, step = make(order)
+            model, step = make(order, **options)
             data = [{"x": X if index < kinks else FAR} for index in range(steps)]
             tracekit.tf2.derive(step, data, model=model).save(path)
-            made[order, steps, kinks] = path
-        return made[order, steps, kinks]
+            made[key] = path
+        return made[key]
     return golden
 
 
@@ -113,6 +119,34 @@ def test_the_goldens_float32_crossing_the_kink_is_explained_at_its_tap(tf2, gold
     assert not all(t.float64_ok for t in arbitration.tensors)
     (flip,) = arbitration.golden_flips
     assert flip.layer == "golden tap kink" and flip.margin_ulps < 1
+
+
+def test_the_goldens_float32_crossing_the_kink_is_found_without_taps(tf2, goldens):
+    # No taps: the float64 port's pre-activation 1e-8 is the one within round-off of the kink, and its
+    # replay with that decision turned over agrees with the golden on every tensor.
+    options = dict(tapped=False, attribute=True)
+    golden = goldens("port", 2, **options)
+    result = tf2.check(golden, make_port=functools.partial(make, "golden", **options), judge="local")
+    assert result.ok, result.report()
+    for arbitration in result.arbitration.steps:
+        assert arbitration.side == "golden" and arbitration.reproduced and not arbitration.flips
+        (flip,) = arbitration.golden_flips
+        assert flip.layer == "layer kink (pre-activation)" and flip.where == ((0, 0),) and flip.margin_ulps < 1
+    text = result.report()
+    assert "once it takes the other side of the kink where the golden's float32 did" in text
+    assert "layer kink (pre-activation): 1 of 2 elements zero in one precision only" in text
+
+
+@pytest.mark.parametrize("options", [dict(tapped=False, attribute=True, doubled=True),
+                                     dict(tapped=False, attribute=False)])
+def test_turning_a_decision_over_does_not_excuse_a_wrong_port_or_an_unseen_relu(tf2, goldens, options):
+    # A wrong port stays wrong with the kink's decision turned over; a tf.nn.relu of the port's own
+    # is not seen without a tap, so the golden's side is not claimed.
+    golden = goldens("port", 2, tapped=False, attribute=True)
+    result = tf2.check(golden, make_port=functools.partial(make, "golden", **options), judge="local")
+    assert not result.ok and result.first_divergence.step == 0
+    (arbitration,) = result.arbitration.steps
+    assert arbitration.verdict == PORT and not arbitration.reproduced
 
 
 def test_a_wrong_port_is_the_ports_error(tf2, goldens):

@@ -14,6 +14,14 @@ computing in float64 from the same state and inputs (tf2/arbiter.py) and judges 
   taps is zero where the float64 port's is not (or the reverse), within KINK_ULPS of the kink,
   and every forward value (taps, loss, learning rate) agrees otherwise (EXPLAINED, on the
   golden's side). Only a tapped layer can show this: tap the layers with kinks.
+  Without taps, the float64 port finds the golden's side itself (tf2/arbiter.py): the
+  pre-activations of its ReLUs within KINK_ULPS of the kink are the candidates, and the step is
+  replayed in float64 with one candidate's decision (or all of theirs) turned over; a replay that
+  then agrees with the golden on every tensor reproduces what the golden's float32 did (EXPLAINED,
+  on the golden's side, `reproduced`).
+- a variable or slot the float64 port disagrees on, whose gradient agrees, is judged by the
+  golden's update rule (comparison/downstream.py): Adam's normalization turns a gradient's
+  round-off at the noise floor into a learning-rate-sized move, in float64 as in float32.
 - otherwise the error is the port's (PORT).
 - the float64 port could not run (a port that casts to float32 itself): UNDECIDED, which
   counts as the port's.
@@ -104,6 +112,10 @@ class Arbitration:
     # or for the port's own run (tracekit.tf2.arbiter.crossed) "between" its trajectory and the golden's
     side: str = ""
     golden_flips: Tuple[Flip, ...] = ()
+    # the golden's side found by replaying the float64 port with `golden_flips` turned over
+    reproduced: bool = False
+    # variables (and their slots) whose difference the golden's update rule makes of a gradient that agrees
+    by_update: Tuple[str, ...] = ()
 
     @property
     def explained(self) -> bool:
@@ -118,16 +130,27 @@ class Arbitration:
         if worst is not None:
             head += " (%s: float32 port %.3g ulps, float64 port %.3g ulps from the golden)" % (
                 worst.key, worst.float32_ulps, worst.float64_ulps)
+        if self.reproduced:
+            head += "; the float64 port agrees with the golden on every tensor once it takes the other side of " \
+                    "the kink where the golden's float32 did (below)"
+        if self.by_update:
+            head += "; %s follow%s the golden's update rule from a gradient that agrees (the update's image of " \
+                    "its round-off)" % (", ".join(self.by_update[:4]) + (" and %d more" % (len(self.by_update) - 4)
+                                                                       if len(self.by_update) > 4 else ""),
+                                        "s" if len(self.by_update) == 1 else "")
         return head
 
 
 def judge(step: int, failing: Mapping[str, Stats], float64: Mapping[str, Stats], flips: Sequence[Flip],
-          seconds: float, golden_flips: Sequence[Flip] = ()) -> Arbitration:
+          seconds: float, golden_flips: Sequence[Flip] = (), reproduced: bool = False,
+          by_update: Sequence[str] = ()) -> Arbitration:
     """The verdict on step `step`: `failing` are the float32 port's failing tensors there (key ->
     its statistics against the golden), `float64` every tensor of the float64 port's replay of the
-    step against the golden, under arbiter_tolerance(); `flips` where the port's float32 and
-    float64 runs decided differently, `golden_flips` where the golden and the float64 port did
-    (at the golden's taps)."""
+    step against the golden, under arbiter_tolerance(), with the variables `by_update` names
+    counted as agreeing (downstream.by_update); `flips` where the port's float32 and float64 runs
+    decided differently, `golden_flips` where the golden and the float64 port did: at the
+    golden's taps, or (`reproduced`) the decisions turned over in the float64 replay `float64`
+    comes from."""
     tensors = []
     for key, stats in sorted(failing.items()):
         other = float64.get(key)
@@ -135,13 +158,22 @@ def judge(step: int, failing: Mapping[str, Stats], float64: Mapping[str, Stats],
                                      other is not None and other.ok))
     also = tuple(TensorVerdict(key, 0.0, stats.ulps, False) for key, stats in sorted(float64.items())
                  if not stats.ok and key not in failing)
-    if bool(tensors) and all(t.float64_ok for t in tensors) and not also:
-        return Arbitration(step, EXPLAINED, tuple(tensors), tuple(flips), also, seconds, side="port")
+    agrees = bool(tensors) and all(t.float64_ok for t in tensors) and not also
+    if agrees or reproduced:
+        side = "golden" if reproduced else "port"
+        return Arbitration(step, EXPLAINED if agrees else PORT, tuple(tensors), tuple(flips), also, seconds,
+                           side=side if agrees else "", golden_flips=tuple(golden_flips), reproduced=agrees and
+                           reproduced, by_update=tuple(by_update))
     near = [f for f in golden_flips if f.margin_ulps is not None and f.margin_ulps <= KINK_ULPS]
-    forward = all(stats.ok for key, stats in float64.items() if key.split("/", 1)[0] in FORWARD_KINDS)
+    forward = forward_agrees(float64)
     verdict, side = (EXPLAINED, "golden") if tensors and near and forward else (PORT, "")
     return Arbitration(step, verdict, tuple(tensors), tuple(flips), also, seconds, side=side,
-                       golden_flips=tuple(golden_flips))
+                       golden_flips=tuple(golden_flips), by_update=tuple(by_update))
+
+
+def forward_agrees(float64: Mapping[str, Stats]) -> bool:
+    """Every forward value of the float64 port (taps, loss, learning rate) agrees with the golden."""
+    return all(stats.ok for key, stats in float64.items() if key.split("/", 1)[0] in FORWARD_KINDS)
 
 
 def step_stats(result: Any, step: int = 0) -> Dict[str, Stats]:

@@ -37,7 +37,7 @@ def audit_step(facts_by_var: Optional[Mapping[str, Any]], slots_meta: Optional[M
     its meta["slots"], `races` its meta["races"]. `rates_nearby` ({step: {"lr/..": value}}, the
     steps before and after this one) lets a disagreement be told apart from a racy read of the
     step counter; `declared_rates` are the learning rates the recording was told of."""
-    slots = _slots_by_var(slots_meta)
+    slots = slots_by_var(slots_meta)
     grads = _gradient_vars(step_values)
     names = list(facts_by_var or ()) + [v for v in grads if v not in (facts_by_var or ())]
     context = StepContext(before, after, step_values, races, step, rates_nearby or {}, tuple(declared_rates),
@@ -145,7 +145,7 @@ def _unchanged(before: Any, after: Any) -> bool:
     return a is not None and b is not None and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def _slots_by_var(slots_meta: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, str]]:
+def slots_by_var(slots_meta: Optional[Mapping[str, Any]]) -> Dict[str, Dict[str, str]]:
     """{variable: {argument: slot name}} from a golden's meta["slots"]."""
     out: Dict[str, Dict[str, str]] = {}
     for slot, fact in (slots_meta or {}).items():

@@ -88,6 +88,22 @@ def array_of(value: Any) -> Optional[np.ndarray]:
 
 
 @dataclass
+class _Setup:
+    """One variable's update, ready to recompute."""
+
+    rule: Rule
+    before: Dict[str, np.ndarray]  # "var" and the slot arguments
+    after: Dict[str, _Recorded]
+    grad: np.ndarray
+    indices: Optional[np.ndarray]
+    attrs: Dict[str, Any]
+    scalars: Dict[str, float]
+    rate_key: str
+    rate: float
+    dtype: np.dtype
+
+
+@dataclass
 class StepContext:
     """What the variables of one step share."""
 
@@ -100,7 +116,8 @@ class StepContext:
     declared: Tuple[str, ...]
     limit: float
 
-    def audit(self, var: str, update: str, fact: Any, slots: Mapping[str, str]) -> VariableAudit:
+    def _setup(self, var: str, update: str, fact: Any, slots: Mapping[str, str]) -> "_Setup":
+        """What recomputing the variable's update reads, or NotAuditable: why it cannot be."""
         if not isinstance(fact, Mapping):
             raise NotAuditable("meta \"updates\" holds no facts of its update (its gradient is recorded, its "
                                 "update op was not found)")
@@ -135,16 +152,32 @@ class StepContext:
             after[arg] = _Recorded(key, "slot %s (%s)" % (arg, key), "slot " + arg,
                                    self._tensor(key, self.after, "after"))
         grad, indices = self._gradient(var, before["var"], rule, sparse)
-        if not np.all(np.isfinite(grad)) and all(np.array_equal(before[arg], after[arg].value) for arg in before):
-            return VariableAudit(var, update, NOT_APPLIED, "its gradient is not finite, and the variable and its "
-                                 "slots are as they were: the step did not apply it (a loss-scale optimizer skips "
-                                 "a step whose gradients overflowed)")
         if DECAY in attrs and indices is not None and len(np.unique(indices)) < len(indices):
             raise NotAuditable("grad/%s/indices repeats an index: its weight decay is applied once per occurrence"
                                 % var)
         rate_key = self._rate_key(str(fact.get("lr") or ""))
         scalars = self._scalars(rule, fact, dtype)
         rate = self._scalar(rate_key, self.values, "at", dtype)
+        return _Setup(rule, before, after, grad, indices, attrs, scalars, rate_key, rate, dtype)
+
+    def recomputed(self, var: str, update: str, fact: Any, slots: Mapping[str, str]) -> Dict[str, np.ndarray]:
+        """The variable and its slots after the step by its update's rule, from the state before,
+        the step's gradient and learning rate (key -> float64 array); NotAuditable where the audit
+        could not recompute it, or the gradient is sparse."""
+        u = self._setup(var, update, fact, slots)
+        if u.indices is not None:
+            raise NotAuditable("a sparse gradient's update is recomputed by the audit alone")
+        out = recompute(u.rule, u.before, dict(u.scalars, lr=u.rate), u.grad, u.attrs, float(np.finfo(u.dtype).eps))
+        return {u.after[arg].key: np.asarray(value.val) for arg, value in out.items() if arg in u.after}
+
+    def audit(self, var: str, update: str, fact: Any, slots: Mapping[str, str]) -> VariableAudit:
+        u = self._setup(var, update, fact, slots)
+        rule, before, after, grad, indices, attrs = u.rule, u.before, u.after, u.grad, u.indices, u.attrs
+        scalars, rate_key, rate, dtype = u.scalars, u.rate_key, u.rate, u.dtype
+        if not np.all(np.isfinite(grad)) and all(np.array_equal(before[arg], after[arg].value) for arg in before):
+            return VariableAudit(var, update, NOT_APPLIED, "its gradient is not finite, and the variable and its "
+                                 "slots are as they were: the step did not apply it (a loss-scale optimizer skips "
+                                 "a step whose gradients overflowed)")
         checks = self._checks(rule, before, after, dict(scalars, lr=rate), grad, indices, attrs, dtype)
         if all(c.ulps <= self.limit for c in checks):
             worst = max(checks, key=lambda c: c.ulps)

@@ -18,17 +18,19 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from .. import taps
-from ..comparison.arbiter import (EXPLAINED, PORT, Arbitration, Flip, TensorVerdict, arbiter_tolerance, judge,
-                                   selection_flips, step_stats, undecided, zero_flips)
+from ..comparison.arbiter import (EPS32, EXPLAINED, KINK_ULPS, PORT, SHOWN, Arbitration, Flip, TensorVerdict,
+                                   arbiter_tolerance, forward_agrees, judge, selection_flips, step_stats, undecided,
+                                   zero_flips)
+from ..comparison.downstream import by_update
 from ..comparison.engine import compare_data as compare
 from ..comparison.stats import Stats
-from ..errors import ReplayError
+from ..errors import ReplayError, TracekitError
 from ..keys import make_key
 from ..replay.options import ReplayOptions
 from ..replay.tf_import import tf
@@ -157,46 +159,95 @@ def _layers(model: Any) -> List[Any]:
 
 @dataclass
 class _Probed:
-    """One layer as the probe saw it: its name in the float32 model, and whether it selects."""
+    """One layer as the probe saw it: its name in the float32 model, whether it selects, and
+    where its ReLU's pre-activation is: "activation" (its `activation` attribute is a ReLU, as a
+    Dense's or Conv's relu), "input" (a ReLU layer: its input), or "" (no ReLU of its own)."""
 
     index: int
     name: str
     selecting: bool
+    kink: str = ""
 
 
 class Probe:
-    """While installed, every layer of `model` taps its output (a selecting layer its input too),
-    under PREFIX names numbered in the model's layer order: the same numbers in a float32 and a
-    float64 build of one port."""
+    """While installed, every layer of `model` taps its output (a selecting layer its input too,
+    a layer with a ReLU its pre-activation, as "#z"), under PREFIX names numbered in the model's
+    layer order: the same numbers in a float32 and a float64 build of one port. `flips`
+    ({layer index: an array of -1, 0, +1 shaped as its pre-activation}) turns over the ReLU's
+    decision where nonzero: its output is unchanged (the pre-activation is within round-off of
+    the kink there), its derivative becomes 1 (+1) or 0 (-1)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, flips: Optional[Mapping[int, np.ndarray]] = None) -> None:
         self.layers = _layers(model) if model is not None else []
-        self.probed = [_Probed(i, getattr(layer, "name", "?"), type(layer).__name__.startswith(SELECTING))
-                       for i, layer in enumerate(self.layers)]
+        self.probed = [_Probed(i, getattr(layer, "name", "?"), type(layer).__name__.startswith(SELECTING),
+                               _kink(layer)) for i, layer in enumerate(self.layers)]
+        self.flips = dict(flips or {})
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
+        activations = {}
         for layer, probed in zip(self.layers, self.probed):
-            object.__setattr__(layer, "call", _tapping(layer.call, probed))
+            object.__setattr__(layer, "call", _tapping(layer.call, probed, self.flips))
+            if probed.kink == "activation":
+                activations[probed.index] = layer.activation
+                object.__setattr__(layer, "activation", _kinked(layer.activation, probed, self.flips))
         try:
             yield
         finally:
             for layer in self.layers:
                 with contextlib.suppress(AttributeError):
                     object.__delattr__(layer, "call")
+            for index, activation in activations.items():
+                object.__setattr__(self.layers[index], "activation", activation)
 
 
-def _tapping(call: Callable[..., Any], probed: _Probed) -> Callable[..., Any]:
+def _kink(layer: Any) -> str:
+    activation = getattr(layer, "activation", None)
+    if callable(activation) and getattr(activation, "__name__", "") == "relu":
+        return "activation"
+    plain = all(not getattr(layer, attr, None) for attr in ("max_value", "negative_slope", "threshold"))
+    return "input" if type(layer).__name__ == "ReLU" and plain else ""
+
+
+def _live(value: Any) -> bool:
+    """A tensor of the step as it runs (eager, or in its tf.function), not of a symbolic build."""
+    return tf.is_tensor(value) and not tf.is_symbolic_tensor(value) or _in_function(value)
+
+
+def _turned(out: Any, z: Any, flip: Optional[np.ndarray]) -> Any:
+    """`out` (a ReLU of `z`) with the decisions `flip` names turned over in its derivative."""
+    if flip is None:
+        return out
+    return out + (z - tf.stop_gradient(z)) * tf.constant(flip, dtype=z.dtype)
+
+
+def _tapping(call: Callable[..., Any], probed: _Probed, flips: Mapping[int, np.ndarray]) -> Callable[..., Any]:
     name = "%s%d" % (PREFIX, probed.index)
 
     def tapped(*args: Any, **kwargs: Any) -> Any:
         out = call(*args, **kwargs)
-        if tf.is_tensor(out) and not tf.is_symbolic_tensor(out) or _in_function(out):
+        if _live(out):
+            if probed.kink == "input" and args and tf.is_tensor(args[0]):
+                taps.tap(name + "#z", args[0])
+                out = _turned(out, args[0], flips.get(probed.index))
             taps.tap(name, out)
             if probed.selecting and args and tf.is_tensor(args[0]):
                 taps.tap(name + "#in", args[0])
         return out
     return tapped
+
+
+def _kinked(activation: Callable[..., Any], probed: _Probed, flips: Mapping[int, np.ndarray]) -> Callable[..., Any]:
+    name = "%s%d#z" % (PREFIX, probed.index)
+
+    def kinked(z: Any, *args: Any, **kwargs: Any) -> Any:
+        out = activation(z, *args, **kwargs)
+        if _live(out) and tf.is_tensor(z):
+            taps.tap(name, z)
+            out = _turned(out, z, flips.get(probed.index))
+        return out
+    kinked.__name__ = getattr(activation, "__name__", "relu")
+    return kinked
 
 
 def _in_function(value: Any) -> bool:
@@ -213,13 +264,79 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
         runs = _both(excerpt, folder, make_port, replay_one)
         if isinstance(runs, str):
             return undecided(index, runs, time.perf_counter() - start)
-        flips, stats64, step64 = runs
-        g_step = golden.step(index)
+        g_step, before = golden.step(index), _before(golden, index)
+        stats64, updated = by_update(golden.meta, before, g_step, runs.values, runs.stats,
+                                     arbiter_tolerance())
         golden_flips = tuple(flip for flip in (zero_flips("golden tap %s" % name, g_step["tap", name],
-                                                          step64[make_key("tap", name)])
-                                               for name in g_step.names("tap") if make_key("tap", name) in step64)
+                                                          runs.values[make_key("tap", name)])
+                                               for name in g_step.names("tap")
+                                               if make_key("tap", name) in runs.values)
                              if flip is not None)
-    return judge(index, failing, stats64, flips, time.perf_counter() - start, golden_flips)
+        verdict = judge(index, failing, stats64, runs.flips, 0.0, golden_flips, by_update=updated)
+        if verdict.verdict == PORT and forward_agrees(stats64):
+            for trial in _golden_sides(runs):
+                ran = _float64(excerpt, folder, make_port, replay_one, {i: f for i, (f, _) in trial.items()})
+                if isinstance(ran, str):
+                    break
+                stats, updated = by_update(golden.meta, before, g_step, ran.values, ran.stats,
+                                             arbiter_tolerance())
+                if all(s.ok for s in stats.values()):
+                    verdict = judge(index, failing, stats, runs.flips, 0.0, tuple(f for _, f in trial.values()),
+                                    reproduced=True, by_update=updated)
+                    break
+    return replace(verdict, seconds=time.perf_counter() - start)
+
+
+# How many of the float64 port's ReLU decisions nearest their kink are tried as the golden's other side,
+# and how many replays that may take: one decision each, then all of them at once.
+CANDIDATES = 4
+
+
+def _golden_sides(runs: "_Runs") -> Iterator[Dict[int, Tuple[np.ndarray, Flip]]]:
+    """The decisions the golden's float32 may have taken the other way, as trials for `_float64`:
+    each of the CANDIDATES ReLU pre-activations nearest the kink (within KINK_ULPS of it, in
+    float32 eps x the layer's scale) alone, then all of them ({layer index: (flip array, the
+    Flip it stands for)})."""
+    near = []  # (margin, layer index, flat element, z)
+    for p in runs.probed:
+        z = runs.values.get(make_key("tap", "%s%d#z" % (PREFIX, p.index)))
+        if p.kink and z is not None and np.size(z) and np.isfinite(z).all():
+            z = np.asarray(z, dtype=np.float64)
+            margin = np.abs(z).ravel() / (EPS32 * (float(np.abs(z).max()) or 1.0))
+            for element in np.flatnonzero(margin <= KINK_ULPS):
+                near.append((float(margin[element]), p.index, int(element), z))
+    near.sort(key=lambda n: n[0])
+    near = near[:CANDIDATES]
+    names = {p.index: p.name for p in runs.probed}
+
+    def trial(chosen: List[Tuple[float, int, int, np.ndarray]]) -> Dict[int, Tuple[np.ndarray, Flip]]:
+        out: Dict[int, Tuple[np.ndarray, Flip]] = {}
+        for layer in sorted({c[1] for c in chosen}):
+            mine = [c for c in chosen if c[1] == layer]
+            z = mine[0][3]
+            flip = np.zeros(z.shape, dtype=np.float64)
+            where = []
+            for _, _, element, _ in mine:
+                at = np.unravel_index(element, z.shape)
+                flip[at] = 1.0 if z[at] <= 0 else -1.0  # let through where float64 cut it, and the reverse
+                where.append(tuple(int(i) for i in at))
+            out[layer] = (flip, Flip("layer %s (pre-activation)" % names[layer], "zero", len(mine), int(z.size),
+                                     tuple(where[:SHOWN]), min(c[0] for c in mine)))
+        return out
+    for one in near:
+        yield trial([one])
+    if len(near) > 1:
+        yield trial(near)
+
+
+def _before(golden: Trace, index: int) -> Dict[str, Any]:
+    """The golden's variables and slots before step `index` ({} where it does not keep them whole:
+    then no update rule is applied)."""
+    try:
+        values = golden.state_before(index)
+    except TracekitError:
+        return {}
+    return {key: values[key] for key in values if key.split("/", 1)[0] in ("var", "slot")}
 
 
 def crossed(golden: Trace, own: Trace, index: int, make_port: MakePort, replay_one: ReplayOne) -> Arbitration:
@@ -234,8 +351,8 @@ def crossed(golden: Trace, own: Trace, index: int, make_port: MakePort, replay_o
         runs = _both(excerpt, folder, make_port, replay_one)
         if isinstance(runs, str):
             return undecided(index, runs, time.perf_counter() - start)
-        flips, stats64, own64 = runs
-        apart = tuple(TensorVerdict(key, 0.0, stats.ulps, False) for key, stats in sorted(stats64.items())
+        flips, own64 = runs.flips, runs.values
+        apart = tuple(TensorVerdict(key, 0.0, stats.ulps, False) for key, stats in sorted(runs.stats.items())
                       if not stats.ok)
         between: Tuple[Flip, ...] = ()
         if not apart:
@@ -262,31 +379,58 @@ def _between(excerpt: str, own64: Mapping[str, Any], folder: str, make_port: Mak
         return _flips(probe.probed, values, own64)
 
 
-def _both(excerpt: str, folder: str, make_port: MakePort,
-          replay_one: ReplayOne) -> "Tuple[Tuple[Flip, ...], Dict[str, Stats], Any] | str":
-    """Replay the one-step `excerpt` with the port in float32 and in float64: the layers whose
-    decisions differ, the float64 run's statistics against the excerpt under the arbiter's
-    tolerance, and its step's values; or why the float64 port could not run."""
+@dataclass
+class _Runs:
+    """The one-step replays of the port in float32 and float64: the layers whose decisions differ,
+    the float64 run's statistics against the step, its values and the layers its probe saw."""
+
+    flips: Tuple[Flip, ...]
+    stats: Dict[str, Stats]
+    values: Dict[str, Any]
+    probed: List[_Probed]
+
+
+@dataclass
+class _Float64:
+    stats: Dict[str, Stats]
+    values: Dict[str, Any]
+    probe: Probe
+
+
+def _both(excerpt: str, folder: str, make_port: MakePort, replay_one: ReplayOne) -> "_Runs | str":
+    """Replay the one-step `excerpt` with the port in float32 and in float64 (or why the float64
+    port could not run)."""
     model32, step32, own32 = make_port()
     probe32 = Probe(model32)
     with probe32.installed():
         ran32 = replay_one(excerpt, model32, step32, own32, os.path.join(folder, "float32.h5"))
+    with ran32:
+        ran64 = _float64(excerpt, folder, make_port, replay_one)
+        if isinstance(ran64, str):
+            return ran64
+        flips = _flips(probe32.probed, ran32.step(0), ran64.values, (probe32.layers, ran64.probe.layers))
+    return _Runs(flips, ran64.stats, ran64.values, ran64.probe.probed)
+
+
+def _float64(excerpt: str, folder: str, make_port: MakePort, replay_one: ReplayOne,
+             flips: Optional[Mapping[int, np.ndarray]] = None) -> "_Float64 | str":
+    """The port built and run in float64 on the one-step `excerpt`, probed (its ReLU decisions
+    turned over at `flips`), compared with it under the arbiter's tolerance; or why it could not run."""
     try:
         with float64_policy(), float64_creations():
             model64, step64, own64 = make_port()
             _check_float64(model64)
-            probe64 = Probe(model64)
+            probe64 = Probe(model64, flips)
             with probe64.installed():
-                ran64 = replay_one(excerpt, model64, cast_up(step64), own64, os.path.join(folder, "float64.h5"))
+                ran64 = replay_one(excerpt, model64, cast_up(step64), own64,
+                                   os.path.join(folder, "float64-%d.h5" % len(os.listdir(folder))))
     except Exception as exc:  # the port cannot compute in float64: no verdict, which counts as the port's
-        ran32.close()
         return _mixed(exc)
-    with ran32, ran64:
+    with ran64:
         values64 = ran64.step(0)
         values = {key: values64[key] for key in values64}
-        flips = _flips(probe32.probed, ran32.step(0), values, (probe32.layers, probe64.layers))
         stats64 = step_stats(compare(excerpt, ran64, arbiter_tolerance()))
-    return flips, stats64, values
+    return _Float64(stats64, values, probe64)
 
 
 def _check_float64(model: Any) -> None:

@@ -1,0 +1,51 @@
+"""The judged check on the generated family of long runs (tools/family_spec.py), at the size CI
+holds: the first FAMILY runs (a ReLU, tanh and GELU MLP and a max-pooling conv net; Adam,
+Momentum and RMSProp; batch 8 to 32; dropout on and off) shortened to STEPS steps, recorded on
+TF 1.15 at test time. Each correct port MATCHes; each wrong port MISMATCHes at its slip's step.
+tools/family.py runs the whole family, 200 to 400 steps, under both oneDNN settings
+(docs/REPLAY.md has its table)."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from tools import family_spec as spec
+from tools.ports import family
+
+from ..support import ROOT, run_python
+
+FAMILY, STEPS = 8, 80
+RUNS = spec.family(FAMILY, STEPS)
+
+
+@pytest.fixture(scope="module")
+def goldens(legacy_python, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("family"))
+    run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "family.py"), out, "--size", str(FAMILY),
+                               "--steps", str(STEPS)], timeout=600)
+    return out
+
+
+def test_the_family_covers_its_axes():
+    runs = spec.family()
+    assert len(runs) >= 24 and {r.model for r in runs} == set(spec.MODELS)
+    assert {r.optimizer for r in runs} == set(spec.OPTIMIZERS) and {r.depth for r in runs} == {2, 3, 4, 5}
+    assert min(r.width for r in runs) == 64 and max(r.width for r in runs) == 1024
+    assert {r.batch for r in runs} == {8, 16, 32, 64} and {bool(r.dropout) for r in runs} == {True, False}
+    assert {r.steps for r in runs} == {200, 300, 400} and {r.slip for r in runs} == set(spec.SLIPS)
+    assert all(r.slip_at < r.steps and not (r.slip == "late" and r.optimizer == "momentum") for r in runs)
+    assert spec.family() == runs  # the same family on every call and machine
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
+def test_the_correct_port_matches_and_its_slip_fails_at_its_step(tf2, goldens, run):
+    golden = os.path.join(goldens, run.name + ".h5")
+    result = tf2.check(golden, make_port=functools.partial(family.make_port, run))
+    assert result.ok and result.judged == "local", result.report()
+    wrong = tf2.check(golden, make_port=functools.partial(family.make_port, run, True))
+    assert not wrong.ok and wrong.first_divergence.step == run.slip_at, wrong.report()
+    assert wrong.arbitration.steps[-1].verdict == "port"
