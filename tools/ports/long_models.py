@@ -2,7 +2,9 @@
 them; each `make_*` returns (model, step) and takes `slip=`, a mistake that only shows late,
 for the wrong ports the tests must catch (None: the right port).
 
-Slips: "nudge" moves one weight by 1e-3 at step NUDGE_AT (or nudge_at=); "schedule" (mlp) decays the learning
+Slips: "nudge" moves one weight by 1e-3 at step NUDGE_AT (or nudge_at=); "scale" (mlp) multiplies the
+second hidden layer's kernel (the first, in a one-layer net) by 1 + 1e-3 after step NUDGE_AT's update;
+"schedule" (mlp) decays the learning
 rate from step 100 over 500 steps instead of 1000; "late" (mlp) starts the decay one step late (its
 schedule off by one, a step counted from 1); "decay" (mlp) leaves out the weight decay the golden
 adds from its warm-up's end.
@@ -14,7 +16,7 @@ import tracekit
 
 CLASSES = 10
 NUDGE_AT = 150
-SLIPS = ("nudge", "schedule", "late", "decay")
+SLIPS = ("nudge", "scale", "schedule", "late", "decay")
 
 
 class _Rate(tf.keras.optimizers.schedules.LearningRateSchedule):
@@ -79,6 +81,9 @@ def make_mlp(slip=None, features=784, hidden=128, layers=3, nudge_at=NUDGE_AT, a
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         _nudged(dense[0].kernel, at, slip, nudge_at)
+        if slip == "scale":
+            scaled = dense[min(1, len(dense) - 1)].kernel
+            scaled.assign(scaled * (1.0 + 1e-3 * tf.cast(tf.equal(at, nudge_at), scaled.dtype)))
         return {"loss": loss}
 
     return model, step
