@@ -11,7 +11,7 @@ per port and setting (a rerun skips those written); the table and a last line
 "family: ... false failures ..., slips found at their step ..." are printed. Exit 1 on any false
 failure or slip not found at its step.
 
-    .venv/bin/python tools/family.py [--out build/family] [--size 24] [--steps N] [--onednn 1,0]
+    .venv/bin/python tools/family.py [--out DIR] [--size 24] [--steps N] [--onednn 1,0] [--roundoff ULPS]
         [--only NAME,...] [--markdown]
 
 Wall-clock seconds are this machine's (2 threads by default: TF_NUM_*_THREADS are not set).
@@ -36,10 +36,11 @@ sys.path.insert(0, ROOT)
 from tools import family_spec as spec  # noqa: E402
 
 
-def record(out: str, size: int, steps: int, only: str) -> None:
+def record(args: argparse.Namespace) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}  # TF2's export turns TF 1.15 eager
     subprocess.run([os.path.join(ROOT, ".venv-legacy", "bin", "python"), os.path.join(ROOT, "tools", "goldens",
-                    "family.py"), out, "--size", str(size), "--steps", str(steps), "--only", only], check=True, env=env)
+                    "family.py"), args.out, "--size", str(args.size), "--steps", str(args.steps), "--only", args.only,
+                    "--roundoff", str(args.roundoff)], check=True, env=env)
 
 
 def _arbitrated(result: Any) -> List[Dict[str, Any]]:
@@ -50,12 +51,12 @@ def _arbitrated(result: Any) -> List[Dict[str, Any]]:
             for view, found in (("local", steps), ("drift", drift)) for a in found]
 
 
-def check(run: spec.Run, golden: str, slip: bool) -> Dict[str, Any]:
+def check(run: spec.Run, golden: str, slip: bool, roundoff: float) -> Dict[str, Any]:
     """One port of `run` judged (and the correct one also checked plain), as a result line."""
     import tracekit.tf2
     from tools.ports import family
 
-    make = functools.partial(family.make_port, run, slip)
+    make = functools.partial(family.make_port, run, slip, roundoff)
     line: Dict[str, Any] = {"run": run.name, "port": "slip" if slip else "correct", "slip": run.slip,
                             "slip_at": run.slip_at}
     if not slip:
@@ -90,7 +91,7 @@ def child(args: argparse.Namespace) -> None:
         for slip in (False, True):
             if (run.name, "slip" if slip else "correct") in done:
                 continue
-            line = check(run, os.path.join(args.out, run.name + ".h5"), slip)
+            line = check(run, os.path.join(args.out, run.name + ".h5"), slip, args.roundoff)
             line["onednn"] = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1")
             with open(path, "a") as f:
                 f.write(json.dumps(line) + "\n")
@@ -107,6 +108,21 @@ def verdicts(lines: List[Dict[str, Any]]) -> Dict[str, Any]:
             "found": [d for d in slips if not d["ok"] and d["step"] == d["slip_at"]]}
 
 
+def _explained(arbitrated: List[Dict[str, Any]]) -> str:
+    """The discontinuities the judged check explained in a run, counted by side: "3 (port 2,
+    golden 1 of which 1 without taps; update rule 2)"."""
+    explained = [a for a in arbitrated if a["verdict"] == "round-off"]
+    if not explained:
+        return "-"
+    sides = {side: sum(a["side"] == side for a in explained) for side in ("port", "golden", "between")}
+    parts = ["%s %d" % (side, n) for side, n in sides.items() if n]
+    reproduced = sum(a["reproduced"] for a in explained)
+    if reproduced:
+        parts[[p.split()[0] for p in parts].index("golden")] += " (%d without taps)" % reproduced
+    updated = sum(bool(a["by_update"]) for a in explained)
+    return "%d: %s%s" % (len(explained), ", ".join(parts), "; update rule %d" % updated if updated else "")
+
+
 def table(args: argparse.Namespace, lines: List[Dict[str, Any]]) -> List[List[str]]:
     by = {(d["run"], d["port"], d["onednn"]): d for d in lines}
     settings = args.onednn.split(",")
@@ -120,9 +136,7 @@ def table(args: argparse.Namespace, lines: List[Dict[str, Any]]) -> List[List[st
             row.append("-" if c is None else "MATCH" if c["ok"] else "MISMATCH %s" % c["step"])
             row.append("-" if w is None else "MATCH (missed)" if w["ok"] else "step %s%s" % (
                 w["step"], "" if w["step"] == run.slip_at else " (expected %d)" % run.slip_at))
-            explained = [a for a in c["arbitrated"] if a["verdict"] == "round-off"] if c else []
-            row.append(", ".join("%d %s%s" % (a["step"], a["side"], "+update" if a["by_update"] else "")
-                                 for a in explained) or "-")
+            row.append(_explained(c["arbitrated"]) if c else "-")
             row.append("-" if c is None else "%.1f / %.1f" % (c["seconds"], c["plain_seconds"]))
         rows.append(row)
     return rows
@@ -130,22 +144,27 @@ def table(args: argparse.Namespace, lines: List[Dict[str, Any]]) -> List[List[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.path.join(ROOT, "build", "family"))
+    parser.add_argument("--out", default=None, help="default: build/family (build/family-roundoff<N> with --roundoff)")
     parser.add_argument("--size", type=int, default=spec.SIZE)
     parser.add_argument("--steps", type=int, default=0, help="at most this many steps per run (0: as specified)")
     parser.add_argument("--onednn", default="1,0", help="TF_ENABLE_ONEDNN_OPTS settings, one child each")
     parser.add_argument("--only", default="", help="run names, comma-separated")
+    parser.add_argument("--roundoff", type=float, default=0.0,
+                        help="ULPS: emulate kernels that round this far apart, on both sides (family_spec)")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.out = args.out or os.path.join(ROOT, "build", "family" + ("-roundoff%g" % args.roundoff if args.roundoff
+                                                                   else ""))
     os.makedirs(args.out, exist_ok=True)
     if args.child:
         child(args)
         return
-    record(args.out, args.size, args.steps, args.only)
+    record(args)
     for setting in args.onednn.split(","):
         subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "--out", args.out, "--size",
-                        str(args.size), "--steps", str(args.steps), "--only", args.only],
+                        str(args.size), "--steps", str(args.steps), "--only", args.only, "--roundoff",
+                        str(args.roundoff)],
                        env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS=setting), check=True)
     lines = []
     for setting in args.onednn.split(","):
@@ -154,7 +173,7 @@ def main() -> None:
     names = {run.name for run in spec.family(args.size, args.steps)}
     lines = [d for d in lines if d["run"] in names and (not args.only or d["run"] in args.only.split(","))]
     head = ["run", "slip"] + [h % s for s in args.onednn.split(",") for h in (
-        "correct, oneDNN %s", "slip found, oneDNN %s", "explained discontinuities (step side), oneDNN %s",
+        "correct, oneDNN %s", "slip found, oneDNN %s", "explained steps, oneDNN %s",
         "judged / plain (s), oneDNN %s")]
     rows = table(args, lines)
     if args.markdown:
@@ -165,8 +184,9 @@ def main() -> None:
 
         print("\n".join(text_table(head, rows)))
     v = verdicts(lines)
-    print("family: %d runs x %d oneDNN settings: %d false failures of %d correct ports, %d of %d slips found at their "
-          "step" % (len(rows), len(args.onednn.split(",")), len(v["false"]), v["correct"], len(v["found"]),
+    print("family%s: %d runs x %d oneDNN settings: %d false failures of %d correct ports, %d of %d slips found at their "
+          "step" % (" (round-off emulated: %g ulps)" % args.roundoff if args.roundoff else "", len(rows),
+                    len(args.onednn.split(",")), len(v["false"]), v["correct"], len(v["found"]),
                     v["slips"]))
     sys.exit(1 if v["false"] or len(v["found"]) < v["slips"] else 0)
 

@@ -16,6 +16,13 @@ constant (a Keras SGD port carries lr x accum, equivalent to TF1's accum under a
 only). Each run's slip starts at a drawn step: "scale" multiplies one layer's kernel by 1 + 1e-3
 after that step's update, "late" reads the learning rate schedule one step late from there
 (Adam and RMSProp), "decay" leaves the weight decay out of the loss from there.
+
+With a round-off emulation (tools/family.py --roundoff N), the golden's and the port's float32
+ReLU pre-activations are each moved by a pseudo-random amount of up to N eps x the layer's
+largest |pre-activation|, a function of the value itself with another salt on each side (no
+random op, so nothing for the replay to feed): kernels that round N ulps apart, so that either
+side's float32 puts elements near the kink on the other side, as another CPU's would. The
+float64 port computes without it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ SLIPS = ("scale", "late", "decay")
 MODELS = ("relu", "tanh", "gelu", "conv")
 OPTIMIZERS = ("adam", "momentum", "rmsprop")
 SIZE = 24
+SALTS = {"golden": 12.9898, "port": 78.233}  # the round-off emulation's, one per side
+EPS32 = 2.0 ** -23
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,10 @@ class Run:
     def name(self) -> str:
         return "%02d-%s-d%d-w%d-%s-b%d%s-%d" % (self.index, self.model, self.depth, self.width, self.optimizer,
                                                  self.batch, "-drop" if self.dropout else "", self.steps)
+
+    @property
+    def features(self) -> int:
+        return FEATURES
 
     @property
     def channels(self) -> int:

@@ -3,7 +3,7 @@ as a TF1 graph (tf.compat.v1.layers, tf.nn.dropout, its optimizer from tf.compat
 trained on random data (numpy seed = the run's seed) and recorded whole at every step with the
 tracekit.tf1.record API, no taps. A golden that exists is kept.
 
-    .venv-legacy/bin/python tools/goldens/family.py OUT_DIR [--size 24] [--steps N] [--only NAME,...]
+    .venv-legacy/bin/python tools/goldens/family.py OUT_DIR [--size 24] [--steps N] [--only NAME,...] [--roundoff ULPS]
 """
 
 from __future__ import print_function
@@ -31,18 +31,30 @@ def gelu(x):
 ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.nn.tanh, "gelu": gelu, "conv": tf.nn.relu}
 
 
-def build(run, x, y):
-    """The run's loss (cross-entropy plus the weight decay) on inputs `x`, labels `y`."""
+def rounded(z, ulps):
+    """z moved by up to `ulps` eps x max |z|, pseudo-randomly by its own value (family_spec's
+    round-off emulation, the golden's salt); no gradient of its own."""
+    if not ulps:
+        return z
+    hashed = tf.sin(z * (spec.SALTS["golden"] * 1e4)) * 43758.5453
+    noise = (2.0 * (hashed - tf.floor(hashed)) - 1.0) * (ulps * spec.EPS32) * tf.reduce_max(tf.abs(z))
+    return z + tf.stop_gradient(noise)
+
+
+def build(run, x, y, roundoff=0.0):
+    """The run's loss (cross-entropy plus the weight decay) on inputs `x`, labels `y`; `roundoff`:
+    its ReLUs' pre-activations moved by up to that many ulps (family_spec)."""
     layers = tf.compat.v1.layers
     h = x
     if run.model == "conv":
         for i in range(run.depth - 1):
-            h = layers.conv2d(h, run.channels, 3, padding="same", activation=tf.nn.relu, name="conv_%d" % i)
-            h = layers.max_pooling2d(h, 2, 2, name="pool_%d" % i)
+            h = layers.conv2d(h, run.channels, 3, padding="same", activation=None, name="conv_%d" % i)
+            h = layers.max_pooling2d(tf.nn.relu(rounded(h, roundoff)), 2, 2, name="pool_%d" % i)
         h = tf.reshape(h, [run.batch, -1])
     else:
         for i in range(run.depth - 1):
-            h = layers.dense(h, run.width, ACTIVATIONS[run.model], name="dense_%d" % i)
+            h = layers.dense(h, run.width, None, name="dense_%d" % i)
+            h = tf.nn.relu(rounded(h, roundoff)) if run.model == "relu" else ACTIVATIONS[run.model](h)
     if run.dropout:
         h = tf.nn.dropout(h, rate=run.dropout)
     logits = layers.dense(h, spec.CLASSES, name="logits")
@@ -61,16 +73,17 @@ def optimizer(run, step):
     return tf.compat.v1.train.RMSPropOptimizer(rate, decay=spec.RHO, epsilon=spec.RMS_EPSILON)
 
 
-def record(run, path):
+def record(run, path, roundoff=0.0):
     rng = np.random.RandomState(run.seed)
-    shape = [run.batch, spec.IMAGE, spec.IMAGE, 3] if run.model == "conv" else [run.batch, spec.FEATURES]
+    shape = [run.batch, spec.IMAGE, spec.IMAGE, 3] if run.model == "conv" else [run.batch, run.features]
     with tf.Graph().as_default():
         tf.compat.v1.set_random_seed(run.seed)
-        with tracekit.tf1.record(path, seed=run.seed, meta={"example": "family", "run": run.to_dict()},
+        with tracekit.tf1.record(path, seed=run.seed, meta={"example": "family", "run": run.to_dict(),
+                                                                           "roundoff": roundoff},
                                  steps=run.steps) as rec:
             x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
             y = tf.compat.v1.placeholder(tf.float32, [run.batch, spec.CLASSES], name="y")
-            loss = build(run, x, y)
+            loss = build(run, x, y, roundoff)
             step = tf.compat.v1.train.get_or_create_global_step()
             with tf.control_dependencies([loss]):  # the loss reads the kernels before their update
                 train = optimizer(run, step).minimize(loss, global_step=step)
@@ -88,6 +101,7 @@ def main():
     parser.add_argument("--size", type=int, default=spec.SIZE)
     parser.add_argument("--steps", type=int, default=0, help="at most this many steps per run (0: as specified)")
     parser.add_argument("--only", default="", help="run names, comma-separated")
+    parser.add_argument("--roundoff", type=float, default=0.0, help="ULPS: the round-off emulation (family_spec)")
     args = parser.parse_args()
     if not os.path.isdir(args.out):
         os.makedirs(args.out)
@@ -96,7 +110,7 @@ def main():
         path = os.path.join(args.out, run.name + ".h5")
         if (only and run.name not in only) or os.path.exists(path):
             continue
-        record(run, path + ".part")
+        record(run, path + ".part", args.roundoff)
         os.rename(path + ".part", path)
         print("recorded %s" % path, flush=True)
 

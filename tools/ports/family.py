@@ -4,8 +4,8 @@ optimizer with TF1's hyperparameters set (Adam's epsilon 1e-8, RMSprop's 1e-10 a
 squares starting at 1), Keras's
 ExponentialDecay for TF1's exponential_decay, a hand-written step with the L2 weight decay.
 
-make_port(run, slip=False) -> (model, step): slip=True makes the run's wrong port (its slip from
-run.slip_at on).
+make_port(run, slip=False, roundoff=0.0) -> (model, step): slip=True makes the run's wrong port (its
+slip from run.slip_at on); roundoff: the round-off emulation's ulps (family_spec).
 """
 
 import tensorflow as tf
@@ -20,24 +20,49 @@ def _gelu(x):
 ACTIVATIONS = {"relu": "relu", "tanh": "tanh", "gelu": _gelu}
 
 
+class RoundOff(tf.keras.layers.Layer):
+    """family_spec's round-off emulation, the port's salt: float32 pre-activations moved by up to
+    `ulps` eps x their largest magnitude; float64 ones (the arbiter's float64 port) left alone."""
+
+    def __init__(self, ulps, **kwargs):
+        super().__init__(**kwargs)
+        self.ulps = ulps
+
+    def call(self, z):
+        if z.dtype != tf.float32:
+            return z
+        hashed = tf.sin(z * (spec.SALTS["port"] * 1e4)) * 43758.5453
+        noise = (2.0 * (hashed - tf.floor(hashed)) - 1.0) * (self.ulps * spec.EPS32) * tf.reduce_max(tf.abs(z))
+        return z + tf.stop_gradient(noise)
+
+
 class Net(tf.keras.Model):
-    def __init__(self, run):
+    """With `roundoff`, each ReLU is a ReLU layer after the emulation's RoundOff; without, the
+    layer's activation."""
+
+    def __init__(self, run, roundoff=0.0):
         super().__init__(name="net")
         self.run = run
+        relu = run.model in ("relu", "conv")
+        own = None if roundoff and relu else "relu" if relu else ACTIVATIONS[run.model]
         if run.model == "conv":
-            self.hidden = [tf.keras.layers.Conv2D(run.channels, 3, padding="same", activation="relu",
+            self.hidden = [tf.keras.layers.Conv2D(run.channels, 3, padding="same", activation=own,
                                                   name="conv_%d" % i) for i in range(run.depth - 1)]
             self.pools = [tf.keras.layers.MaxPooling2D(2, 2, name="pool_%d" % i) for i in range(run.depth - 1)]
         else:
-            self.hidden = [tf.keras.layers.Dense(run.width, activation=ACTIVATIONS[run.model], name="dense_%d" % i)
+            self.hidden = [tf.keras.layers.Dense(run.width, activation=own, name="dense_%d" % i)
                            for i in range(run.depth - 1)]
             self.pools = []
+        self.kinks = [tf.keras.Sequential([RoundOff(roundoff), tf.keras.layers.ReLU()], name="relu_%d" % i)
+                      for i in range(run.depth - 1)] if own is None else []
         self.dropout = tf.keras.layers.Dropout(run.dropout) if run.dropout else None
         self.logits = tf.keras.layers.Dense(spec.CLASSES, name="logits")
 
     def call(self, x, training=False):
         for i, layer in enumerate(self.hidden):
             x = layer(x)
+            if self.kinks:
+                x = self.kinks[i](x)
             if self.pools:
                 x = self.pools[i](x)
         x = tf.reshape(x, [tf.shape(x)[0], -1])
@@ -83,10 +108,10 @@ def _optimizer(run, late):
     return TF1StartRMSprop(schedule, rho=spec.RHO, epsilon=spec.RMS_EPSILON)
 
 
-def make_port(run, slip=False):
+def make_port(run, slip=False, roundoff=0.0):
     slip = run.slip if slip else None
-    model = Net(run)
-    shape = (1, spec.IMAGE, spec.IMAGE, 3) if run.model == "conv" else (1, spec.FEATURES)
+    model = Net(run, roundoff)
+    shape = (1, spec.IMAGE, spec.IMAGE, 3) if run.model == "conv" else (1, run.features)
     model(tf.zeros(shape))
     optimizer = _optimizer(run, slip == "late")
     cross_entropy = tf.keras.losses.CategoricalCrossentropy(from_logits=True)

@@ -16,9 +16,9 @@ computing in float64 from the same state and inputs (tf2/arbiter.py) and judges 
   golden's side). Only a tapped layer can show this: tap the layers with kinks.
   Without taps, the float64 port finds the golden's side itself (tf2/arbiter.py): the
   pre-activations of its ReLUs within KINK_ULPS of the kink are the candidates, and the step is
-  replayed in float64 with one candidate's decision (or all of theirs) turned over; a replay that
-  then agrees with the golden on every tensor reproduces what the golden's float32 did (EXPLAINED,
-  on the golden's side, `reproduced`).
+  replayed in float64 with candidates' decisions turned over, chosen greedily; a replay that then
+  agrees with the golden on every tensor reproduces what the golden's float32 did (EXPLAINED, on
+  the golden's side, `reproduced`).
 - a variable or slot the float64 port disagrees on, whose gradient agrees, is judged by the
   golden's update rule (comparison/downstream.py): Adam's normalization turns a gradient's
   round-off at the noise floor into a learning-rate-sized move, in float64 as in float32.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
 import sys
 import tempfile
@@ -174,8 +175,8 @@ class Probe:
     a layer with a ReLU its pre-activation, as "#z"), under PREFIX names numbered in the model's
     layer order: the same numbers in a float32 and a float64 build of one port. `flips`
     ({layer index: an array of -1, 0, +1 shaped as its pre-activation}) turns over the ReLU's
-    decision where nonzero: its output is unchanged (the pre-activation is within round-off of
-    the kink there), its derivative becomes 1 (+1) or 0 (-1)."""
+    decision where nonzero (`_turned`): the pre-activation is within round-off of the kink
+    there, so its output moves by as little."""
 
     def __init__(self, model: Any, flips: Optional[Mapping[int, np.ndarray]] = None) -> None:
         self.layers = _layers(model) if model is not None else []
@@ -215,10 +216,16 @@ def _live(value: Any) -> bool:
 
 
 def _turned(out: Any, z: Any, flip: Optional[np.ndarray]) -> Any:
-    """`out` (a ReLU of `z`) with the decisions `flip` names turned over in its derivative."""
+    """`out` (a ReLU of `z`) with the decisions `flip` names turned over: where +1 (float64 cut
+    it) the output is |z| and its derivative 1, where -1 the output is 0 and its derivative 0.
+    The value moves by |z|, within round-off of the kink, which is what decides a max-pooling
+    window of zeros: the golden's tiny positive element is the one its window chose."""
     if flip is None:
         return out
-    return out + (z - tf.stop_gradient(z)) * tf.constant(flip, dtype=z.dtype)
+    up = tf.constant(flip > 0, dtype=z.dtype)
+    down = tf.constant(flip < 0, dtype=z.dtype)
+    through = z - tf.stop_gradient(z)  # 0, with derivative 1
+    return out + up * (tf.stop_gradient(tf.abs(z) - out) + through) - down * (tf.stop_gradient(out) + through)
 
 
 def _tapping(call: Callable[..., Any], probed: _Probed, flips: Mapping[int, np.ndarray]) -> Callable[..., Any]:
@@ -274,59 +281,98 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
                              if flip is not None)
         verdict = judge(index, failing, stats64, runs.flips, 0.0, golden_flips, by_update=updated)
         if verdict.verdict == PORT and forward_agrees(stats64):
-            for trial in _golden_sides(runs):
-                ran = _float64(excerpt, folder, make_port, replay_one, {i: f for i, (f, _) in trial.items()})
+            def float64_with(flips: Dict[int, np.ndarray]) -> "Tuple[Dict[str, Stats], Tuple[str, ...]] | None":
+                ran = _float64(excerpt, folder, make_port, replay_one, flips)
                 if isinstance(ran, str):
-                    break
-                stats, updated = by_update(golden.meta, before, g_step, ran.values, ran.stats,
-                                             arbiter_tolerance())
-                if all(s.ok for s in stats.values()):
-                    verdict = judge(index, failing, stats, runs.flips, 0.0, tuple(f for _, f in trial.values()),
-                                    reproduced=True, by_update=updated)
-                    break
+                    return None
+                return by_update(golden.meta, before, g_step, ran.values, ran.stats, arbiter_tolerance())
+            found = _golden_side(_near_kink(runs), stats64, float64_with)
+            if found is not None:
+                stats, updated, sides = found
+                verdict = judge(index, failing, stats, runs.flips, 0.0, sides, reproduced=True, by_update=updated)
     return replace(verdict, seconds=time.perf_counter() - start)
 
 
-# How many of the float64 port's ReLU decisions nearest their kink are tried as the golden's other side,
-# and how many replays that may take: one decision each, then all of them at once.
-CANDIDATES = 4
+# The golden's side of a kink, searched without taps: the CANDIDATES ReLU pre-activations of the float64
+# port nearest the kink (within KINK_ULPS), turned over in at most REPLAYS one-step float64 replays.
+CANDIDATES, REPLAYS = 6, 12
 
 
-def _golden_sides(runs: "_Runs") -> Iterator[Dict[int, Tuple[np.ndarray, Flip]]]:
-    """The decisions the golden's float32 may have taken the other way, as trials for `_float64`:
-    each of the CANDIDATES ReLU pre-activations nearest the kink (within KINK_ULPS of it, in
-    float32 eps x the layer's scale) alone, then all of them ({layer index: (flip array, the
-    Flip it stands for)})."""
-    near = []  # (margin, layer index, flat element, z)
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds its layer's array
+class _Near:
+    """A pre-activation of the float64 port within KINK_ULPS of a ReLU's kink."""
+
+    margin: float  # in float32 eps x the layer's largest |pre-activation|
+    layer: int
+    name: str  # the layer's
+    element: int  # flat
+    z: np.ndarray  # the layer's pre-activations
+
+
+def _near_kink(runs: "_Runs") -> List[_Near]:
+    near = []
     for p in runs.probed:
         z = runs.values.get(make_key("tap", "%s%d#z" % (PREFIX, p.index)))
         if p.kink and z is not None and np.size(z) and np.isfinite(z).all():
             z = np.asarray(z, dtype=np.float64)
             margin = np.abs(z).ravel() / (EPS32 * (float(np.abs(z).max()) or 1.0))
-            for element in np.flatnonzero(margin <= KINK_ULPS):
-                near.append((float(margin[element]), p.index, int(element), z))
-    near.sort(key=lambda n: n[0])
-    near = near[:CANDIDATES]
-    names = {p.index: p.name for p in runs.probed}
+            near += [_Near(float(margin[e]), p.index, p.name, int(e), z) for e in np.flatnonzero(margin <= KINK_ULPS)]
+    return sorted(near, key=lambda n: n.margin)[:CANDIDATES]
 
-    def trial(chosen: List[Tuple[float, int, int, np.ndarray]]) -> Dict[int, Tuple[np.ndarray, Flip]]:
-        out: Dict[int, Tuple[np.ndarray, Flip]] = {}
-        for layer in sorted({c[1] for c in chosen}):
-            mine = [c for c in chosen if c[1] == layer]
-            z = mine[0][3]
-            flip = np.zeros(z.shape, dtype=np.float64)
-            where = []
-            for _, _, element, _ in mine:
-                at = np.unravel_index(element, z.shape)
-                flip[at] = 1.0 if z[at] <= 0 else -1.0  # let through where float64 cut it, and the reverse
-                where.append(tuple(int(i) for i in at))
-            out[layer] = (flip, Flip("layer %s (pre-activation)" % names[layer], "zero", len(mine), int(z.size),
-                                     tuple(where[:SHOWN]), min(c[0] for c in mine)))
-        return out
-    for one in near:
-        yield trial([one])
-    if len(near) > 1:
-        yield trial(near)
+
+Trial = Callable[[Dict[int, np.ndarray]], "Tuple[Dict[str, Stats], Tuple[str, ...]] | None"]
+
+
+def _golden_side(near: List[_Near], stats: Mapping[str, Stats],
+                 float64_with: Trial) -> "Tuple[Dict[str, Stats], Tuple[str, ...], Tuple[Flip, ...]] | None":
+    """The decisions the golden's float32 took the other way, found greedily: each round turns over
+    the candidate (`near`) that, with those already chosen, brings the float64 replay
+    (`float64_with`) closest to the golden, until it agrees on every tensor: then (its stats, the
+    variables its update rule explains, the Flips); None when no candidate brings it closer, the
+    replays run out, or the float64 port cannot run."""
+    chosen: List[_Near] = []
+    best, replays = _distance(stats), 0
+    while len(chosen) < len(near) and replays < REPLAYS:
+        round_best: "Tuple[float, _Near] | None" = None
+        for candidate in [n for n in near if n not in chosen][:REPLAYS - replays]:
+            replays += 1
+            ran = float64_with(_flip_arrays(chosen + [candidate]))
+            if ran is None:
+                return None
+            if all(s.ok for s in ran[0].values()):
+                return ran[0], ran[1], _flip_records(chosen + [candidate])
+            distance = _distance(ran[0])
+            if distance < best and (round_best is None or distance < round_best[0]):
+                round_best = (distance, candidate)
+        if round_best is None:
+            return None
+        best = round_best[0]
+        chosen.append(round_best[1])
+    return None
+
+
+def _distance(stats: Mapping[str, Stats]) -> float:
+    """How far a float64 replay is from the golden: its failing tensors' errors, summed in log ulps."""
+    return sum(math.log2(2.0 + min(s.ulps, 1e30)) for s in stats.values() if not s.ok)
+
+
+def _flip_arrays(chosen: List[_Near]) -> Dict[int, np.ndarray]:
+    out: Dict[int, np.ndarray] = {}
+    for n in chosen:
+        flip = out.setdefault(n.layer, np.zeros(n.z.shape, dtype=np.float64))
+        at = np.unravel_index(n.element, n.z.shape)
+        flip[at] = 1.0 if n.z[at] <= 0 else -1.0  # let through where float64 cut it, and the reverse
+    return out
+
+
+def _flip_records(chosen: List[_Near]) -> Tuple[Flip, ...]:
+    out = []
+    for layer in sorted({n.layer for n in chosen}):
+        mine = [n for n in chosen if n.layer == layer]
+        where = tuple(tuple(int(i) for i in np.unravel_index(n.element, n.z.shape)) for n in mine)
+        out.append(Flip("layer %s (pre-activation)" % mine[0].name, "zero", len(mine),
+                        int(mine[0].z.size), where[:SHOWN], min(n.margin for n in mine)))
+    return tuple(out)
 
 
 def _before(golden: Trace, index: int) -> Dict[str, Any]:
