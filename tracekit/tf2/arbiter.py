@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import os
 import sys
 import tempfile
@@ -25,9 +24,9 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .. import taps
-from ..comparison.arbiter import (EPS32, EXPLAINED, KINK_ULPS, PORT, SHOWN, Arbitration, Flip, TensorVerdict,
-                                   arbiter_tolerance, forward_agrees, judge, selection_flips, step_stats, undecided,
-                                   zero_flips)
+from ..comparison import golden_side
+from ..comparison.arbiter import (EXPLAINED, PORT, Arbitration, Flip, TensorVerdict, arbiter_tolerance,
+                                   forward_agrees, judge, selection_flips, step_stats, undecided, zero_flips)
 from ..comparison.downstream import by_update
 from ..comparison.engine import compare_data as compare
 from ..comparison.stats import Stats
@@ -286,93 +285,13 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
                 if isinstance(ran, str):
                     return None
                 return by_update(golden.meta, before, g_step, ran.values, ran.stats, arbiter_tolerance())
-            found = _golden_side(_near_kink(runs), stats64, float64_with)
+            pre = ((p.index, p.name, runs.values.get(make_key("tap", "%s%d#z" % (PREFIX, p.index))))
+                   for p in runs.probed if p.kink)
+            found = golden_side.search(golden_side.near_kink(pre), stats64, float64_with)
             if found is not None:
                 stats, updated, sides = found
                 verdict = judge(index, failing, stats, runs.flips, 0.0, sides, reproduced=True, by_update=updated)
     return replace(verdict, seconds=time.perf_counter() - start)
-
-
-# The golden's side of a kink, searched without taps: the CANDIDATES ReLU pre-activations of the float64
-# port nearest the kink (within KINK_ULPS), turned over in at most REPLAYS one-step float64 replays.
-CANDIDATES, REPLAYS = 6, 12
-
-
-@dataclass(frozen=True, eq=False)  # compared by identity: it holds its layer's array
-class _Near:
-    """A pre-activation of the float64 port within KINK_ULPS of a ReLU's kink."""
-
-    margin: float  # in float32 eps x the layer's largest |pre-activation|
-    layer: int
-    name: str  # the layer's
-    element: int  # flat
-    z: np.ndarray  # the layer's pre-activations
-
-
-def _near_kink(runs: "_Runs") -> List[_Near]:
-    near = []
-    for p in runs.probed:
-        z = runs.values.get(make_key("tap", "%s%d#z" % (PREFIX, p.index)))
-        if p.kink and z is not None and np.size(z) and np.isfinite(z).all():
-            z = np.asarray(z, dtype=np.float64)
-            margin = np.abs(z).ravel() / (EPS32 * (float(np.abs(z).max()) or 1.0))
-            near += [_Near(float(margin[e]), p.index, p.name, int(e), z) for e in np.flatnonzero(margin <= KINK_ULPS)]
-    return sorted(near, key=lambda n: n.margin)[:CANDIDATES]
-
-
-Trial = Callable[[Dict[int, np.ndarray]], "Tuple[Dict[str, Stats], Tuple[str, ...]] | None"]
-
-
-def _golden_side(near: List[_Near], stats: Mapping[str, Stats],
-                 float64_with: Trial) -> "Tuple[Dict[str, Stats], Tuple[str, ...], Tuple[Flip, ...]] | None":
-    """The decisions the golden's float32 took the other way, found greedily: each round turns over
-    the candidate (`near`) that, with those already chosen, brings the float64 replay
-    (`float64_with`) closest to the golden, until it agrees on every tensor: then (its stats, the
-    variables its update rule explains, the Flips); None when no candidate brings it closer, the
-    replays run out, or the float64 port cannot run."""
-    chosen: List[_Near] = []
-    best, replays = _distance(stats), 0
-    while len(chosen) < len(near) and replays < REPLAYS:
-        round_best: "Tuple[float, _Near] | None" = None
-        for candidate in [n for n in near if n not in chosen][:REPLAYS - replays]:
-            replays += 1
-            ran = float64_with(_flip_arrays(chosen + [candidate]))
-            if ran is None:
-                return None
-            if all(s.ok for s in ran[0].values()):
-                return ran[0], ran[1], _flip_records(chosen + [candidate])
-            distance = _distance(ran[0])
-            if distance < best and (round_best is None or distance < round_best[0]):
-                round_best = (distance, candidate)
-        if round_best is None:
-            return None
-        best = round_best[0]
-        chosen.append(round_best[1])
-    return None
-
-
-def _distance(stats: Mapping[str, Stats]) -> float:
-    """How far a float64 replay is from the golden: its failing tensors' errors, summed in log ulps."""
-    return sum(math.log2(2.0 + min(s.ulps, 1e30)) for s in stats.values() if not s.ok)
-
-
-def _flip_arrays(chosen: List[_Near]) -> Dict[int, np.ndarray]:
-    out: Dict[int, np.ndarray] = {}
-    for n in chosen:
-        flip = out.setdefault(n.layer, np.zeros(n.z.shape, dtype=np.float64))
-        at = np.unravel_index(n.element, n.z.shape)
-        flip[at] = 1.0 if n.z[at] <= 0 else -1.0  # let through where float64 cut it, and the reverse
-    return out
-
-
-def _flip_records(chosen: List[_Near]) -> Tuple[Flip, ...]:
-    out = []
-    for layer in sorted({n.layer for n in chosen}):
-        mine = [n for n in chosen if n.layer == layer]
-        where = tuple(tuple(int(i) for i in np.unravel_index(n.element, n.z.shape)) for n in mine)
-        out.append(Flip("layer %s (pre-activation)" % mine[0].name, "zero", len(mine),
-                        int(mine[0].z.size), where[:SHOWN], min(n.margin for n in mine)))
-    return tuple(out)
 
 
 def _before(golden: Trace, index: int) -> Dict[str, Any]:
@@ -415,14 +334,8 @@ def _between(excerpt: str, own64: Mapping[str, Any], folder: str, make_port: Mak
              replay_one: ReplayOne) -> Tuple[Flip, ...]:
     """The layers whose float64 decisions differ between the golden's state (`excerpt`) and the
     port's own run's (`own64`, the float64 step from it, probed)."""
-    with float64_policy(), float64_creations():
-        model64, step64, own = make_port()
-        probe = Probe(model64)
-        with probe.installed():
-            ran = replay_one(excerpt, model64, cast_up(step64), own, os.path.join(folder, "golden-float64.h5"))
-    with ran:
-        values = ran.step(0)
-        return _flips(probe.probed, values, own64)
+    ran = _float64(excerpt, folder, make_port, replay_one)
+    return () if isinstance(ran, str) else _flips(ran.probe.probed, ran.values, own64)
 
 
 @dataclass
