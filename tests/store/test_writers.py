@@ -14,6 +14,7 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
+from tracekit.store._format import PARTIAL_SUFFIX
 
 from ..support import ROOT, write_steps
 
@@ -111,6 +112,35 @@ def test_exclusive_mode_names_a_running_recording(tmp_path):
         w.close()
     with pytest.raises(tracekit.TraceWriteError, match="already exists"):
         tracekit.create(path, mode="x")
+
+
+@pytest.mark.parametrize("moment", ["journal", "chunks"])
+def test_a_recording_that_finishes_while_a_reader_opens_it_reads_as_the_golden(tmp_path, monkeypatch, moment):
+    # The writer finishes (chunks renamed into the golden, journal removed) just as the reader
+    # opens the journal, or after it has the journal and before it opens the chunks.
+    from tracekit.store._backends import journal as backend
+
+    path = str(tmp_path / "g.h5")
+    writer = tracekit.create(path)
+    with writer.step():
+        writer.add("var", "w", np.arange(4096, dtype=np.float32))
+    real_open, real_init = open, backend.JournalBackend.__init__
+
+    def finish_then(opened):
+        def late(*args, **kwargs):
+            if not writer.closed:
+                writer.close()
+            return opened(*args, **kwargs)
+        return late
+
+    if moment == "journal":
+        monkeypatch.setattr(backend.JournalBackend, "__init__", finish_then(real_init))
+    else:
+        def opens(name, *args, **kwargs):  # the journal opens, then the writer finishes
+            return (finish_then(real_open) if name.endswith(PARTIAL_SUFFIX) else real_open)(name, *args, **kwargs)
+        monkeypatch.setattr(backend, "open", opens, raising=False)
+    with tracekit.open(path) as trace:
+        assert trace.complete and np.array_equal(trace.step(0)["var/w"], np.arange(4096, dtype=np.float32))
 
 
 def test_a_reader_polling_a_recording_never_sees_damage(tmp_path):

@@ -43,11 +43,19 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
     if named:
         path = path[:-len(JOURNAL_SUFFIX)]  # the journal was named: read its trace
     journal = journal_path(path)
-    data = unfinished_data(path, journal) if os.path.exists(journal) else None
-    if data is not None and (named or data == path or not os.path.exists(path)):
+    for _ in range(3):  # a recording that finishes as we look moves its files: look again
+        data = unfinished_data(path, journal) if os.path.exists(journal) else None
+        if data is None or not (named or data == path or not os.path.exists(path)):
+            break
         from ._backends.journal import JournalBackend
 
-        return Trace(JournalBackend(path, journal, data))
+        try:
+            return Trace(JournalBackend(path, journal, data))
+        except (FileNotFoundError, CorruptTrace):
+            # A journal that went, or chunks renamed into the golden, while we opened them: the
+            # recording finished between our looks. Damage that stays is reported as it is.
+            if os.path.exists(journal) and unfinished_data(path, journal) == data:
+                raise
     recording = None
     if data is not None:  # beside a golden that stays whole until the recording replaces it
         recording = ("a new recording to this path %s (`tracekit show %s`)" % (

@@ -8,8 +8,7 @@ incomplete, with the reason, until `tracekit recover` makes it a golden.
 
 from __future__ import annotations
 
-import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -33,7 +32,10 @@ class JournalBackend(Backend):
         self.journal = journal
         self.data = path if data is None else data
         self._fh = open(journal, "rb")
-        self._data = open(self.data, "rb") if os.path.exists(self.data) else None
+        try:
+            self._data: Optional[IO[bytes]] = open(self.data, "rb")
+        except FileNotFoundError:  # no chunk written yet, or the file was just renamed into the golden
+            self._data = None
         self._steps: Dict[int, Tuple[Dict[str, Any], Dict[Tuple[str, str], Tuple[ValueRecord, int]]]] = {}
         try:
             self._load()
