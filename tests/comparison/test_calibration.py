@@ -103,6 +103,39 @@ def test_spread_takes_each_tensor_s_largest_deviation_per_step_over_the_runs(tmp
     assert spread.largest()["var"] == pytest.approx(max(var.values()))
 
 
+def test_moments_measured_as_digests_become_a_rule_per_band_over_the_floor_until_one_is_unbounded():
+    floor = TRAINING_ULPS["var"]
+    spread = Spread(moments={("var", "w:0"): {1: 10.0, 2: floor, 5: 3 * floor, 9: float("inf")},
+                             ("var", "b:0"): {1: 1.0}}, runs=2, steps=16)
+    tolerance = derive(spread, margin=4.0).tolerance
+    moments = [tolerance.resolve("var", "w:0", k, "float32").moments for k in (0, 1, 2, 4, 8, 12)]
+    # step 0 and the band from step 8 (a run moved it without bound) get none; band 1 the floor;
+    # 2-3 4 x floor; 4-7 12 x floor rounded up to 16 x
+    assert moments == [float("inf"), floor, 4 * floor, 16 * floor, float("inf"), float("inf")]
+    assert tolerance.resolve("var", "b:0", 12, "float32").moments == floor  # the last band held open
+    assert tolerance.resolve("var", "other:0", 3, "float32").moments == float("inf")
+
+
+def test_spread_keeps_how_far_digests_moved_as_a_whole():
+    from types import SimpleNamespace
+
+    from tracekit.comparison.digests import compare_digests
+    from tracekit.comparison.series import StatsSeries
+    from tracekit.comparison.stats import compare_values
+    from tracekit.store.digest import digest
+
+    g = np.linspace(-1, 1, 5000, dtype=np.float32)
+    exact = tracekit.Tolerance.exact().resolve("var", "w:0", 1, "float32")
+    # step 1 compared as digests, step 2 in full (a keyframe): only the first measures moments
+    by_step = StatsSeries()  # as a comparison keeps them
+    by_step.append(1, compare_digests(digest(g), digest(g * np.float32(1.001)), exact))
+    by_step.append(2, compare_values(g, g * np.float32(1.001), exact))
+    spread = Spread()
+    spread.add(SimpleNamespace(tensors=[SimpleNamespace(kind="var", name="w:0", by_step=by_step)], steps=3))
+    assert spread.moments[("var", "w:0")] == {1: pytest.approx(1e-3 / np.finfo(np.float32).eps, rel=0.01)}
+    assert spread.deviation[("var", "w:0")][1] > 0
+
+
 ODD = 'quote" back\\slash \U0001f600 del\x7f tab\t[*]'  # each needs its own escape in TOML
 
 

@@ -94,3 +94,30 @@ def test_other_shapes_fail():
     stats = compare_digests(digest(np.zeros((40, 50), np.float32)), digest(np.zeros((50, 40), np.float32)),
                             Tolerance().resolve("var", "w", 0, "float32"))
     assert not stats.ok and "shape" in stats.problem
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2 ** 31 - 1), st.integers(20000, 60000), st.sampled_from([1e-2, 1.0]))
+def test_a_moments_bound_catches_a_whole_tensor_scaled_that_the_elementwise_envelope_holds(seed, n, scale):
+    # Adam's noise-floor flips widen an envelope elementwise to about a learning rate; a layer
+    # scaled by 1 + 1e-3 stays inside that, element by element, but moves its norm 8389 eps.
+    g, rng = _pair(seed, n, scale)
+    wide = Tolerance(atol=0, rtol=0, ulps=2.0 ** 17)
+    scaled = (g * np.float32(1 + 1e-3)).astype(np.float32)
+    noisy = (g + 64 * np.finfo(np.float32).eps * np.abs(g).max() * rng.uniform(-1, 1, n)).astype(np.float32)
+    loose, bounded = wide.resolve("var", "w", 8, "float32"), wide.rule(moments=2048).resolve("var", "w", 8, "float32")
+    assert compare_digests(digest(g), digest(scaled), loose).ok  # the elementwise bound alone holds it
+    caught = compare_digests(digest(g), digest(scaled), bounded)
+    assert not caught.ok and "the drift envelope allows" in caught.problem
+    assert caught.moments == pytest.approx(1e-3 / np.finfo(np.float32).eps, rel=0.02)
+    kept = compare_digests(digest(g), digest(noisy), bounded)  # round-off moves the whole far less
+    assert kept.ok and 0 < kept.moments < 2048
+
+
+def test_moments_are_measured_from_digests_only_and_an_unset_bound_changes_nothing():
+    g = np.linspace(-1, 1, 5000, dtype=np.float32)
+    a = (g * np.float32(1.01)).astype(np.float32)
+    tol = Tolerance(atol=0.1).resolve("var", "w", 3, "float32")
+    assert tol.moments == float("inf")
+    assert compare_digests(digest(g), digest(a), tol).ok  # 1% is within atol=0.1 everywhere
+    assert compare_values(g, a, tol).moments == 0.0  # a full comparison has its elements

@@ -82,6 +82,17 @@ def test_a_slip_that_recurs_is_caught_at_its_step_by_the_envelope(tf2, keyframed
     assert hint is None or hint in result.report()
 
 
+def test_a_layer_scaled_between_keyframes_is_caught_at_its_step_by_its_norm(tf2, keyframed):
+    # Element by element the envelope is wide (Adam's noise-floor updates); the kernel scaled by
+    # 1 + 1e-3 moves its norm ~8,400 eps of itself, where round-off moves it far less.
+    port = functools.partial(long_models.make_mlp, "scale", nudge_at=SLIP_AT, **SIZE)
+    result = tf2.check(keyframed, make_port=port)
+    first = result.first_divergence
+    assert result.judged == "envelope" and (first.step, first.key) == (SLIP_AT, "var/dense_1/kernel:0"), \
+        result.report()
+    assert first.stats.basis == "digest" and "the drift envelope allows" in first.stats.problem
+
+
 def test_a_port_made_wrong_between_keyframes_is_caught_at_its_step(tf2, keyframed, tmp_path):
     # A weight moved once by 1e-3 is within what Adam makes of round-off over steps (the envelope
     # holds it); judged plain, from the digests, it is seen at its step.

@@ -13,7 +13,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 FIELDS = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol", "needed_rtol",
-          "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps", "discrete", "basis")
+          "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps", "discrete", "basis",
+          "moments")
 
 
 class OracleStats:
@@ -27,6 +28,7 @@ class OracleStats:
         self.problem: Optional[str] = None
         self.atol, self.rtol, self.allowed_ulps = tol.atol, tol.rtol, tol.ulps
         self.discrete, self.basis = False, "full"
+        self.moments = 0.0  # digests only
 
     @property
     def fraction(self) -> float:

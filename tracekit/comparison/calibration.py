@@ -14,6 +14,9 @@ a bias before batch norm under Adam), held at the cap and left to the noise anal
 (comparison/noise.py): the calibrated tolerance then accepts the failures that analysis
 explains (accept_noise, one switch for every tensor, as in the training profile) and lists
 them. Deviations count in each dtype's own eps: the cap is 1/64 of the scale for float32.
+Where the runs were compared as digests (a golden with keyframes), how far each tensor moved
+as a whole (its sum, sum of |x| and norm: Stats.moments) becomes a `moments` rule per band too,
+with no cap: noise of either sign cancels there, a scaled or shifted layer does not.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ..keys import make_key
+from .digests import DIGEST
 from .result import Comparison
 from .tolerance import TRAINING_ULPS, Tolerance, literal
 
@@ -50,6 +54,8 @@ class Spread:
     step, in eps x the tensor's scale at that step (inf: a value not finite in one run only)."""
 
     deviation: Dict[Tuple[str, str], Dict[int, float]] = field(default_factory=dict)
+    # where the runs were compared as digests: how far each tensor moved as a whole (Stats.moments)
+    moments: Dict[Tuple[str, str], Dict[int, float]] = field(default_factory=dict)
     runs: int = 0
     steps: int = 0
 
@@ -61,8 +67,13 @@ class Spread:
             seen = self.deviation.setdefault((tensor.kind, tensor.name), {})
             for step, stats in tensor.by_step.items():
                 if step >= 1:  # not step 0 (module doc) nor the initial state (-1)
-                    ulps = float("inf") if stats.problem or stats.nonfinite else stats.ulps
-                    seen[step] = max(seen.get(step, 0.0), ulps)
+                    # A digest's problem is a statistic beyond its bound, which an exact comparison
+                    # always finds; its ulps and moments measure how far (inf where the shapes differ).
+                    broken = stats.nonfinite or (stats.problem is not None and stats.basis != DIGEST)
+                    seen[step] = max(seen.get(step, 0.0), float("inf") if broken else stats.ulps)
+                    if stats.basis == DIGEST:
+                        moved = self.moments.setdefault((tensor.kind, tensor.name), {})
+                        moved[step] = max(moved.get(step, 0.0), float("inf") if broken else stats.moments)
         self.runs += 1
         self.steps = max(self.steps, run.steps)
 
@@ -146,4 +157,24 @@ def derive(spread: Spread, margin: float = DEFAULT_MARGIN, cap: float = CAP_ULPS
     for bound in bounds:
         tolerance = tolerance.rule(kind=bound.kind, name=literal(bound.name), steps=(bound.start, bound.stop),
                                    ulps=bound.ulps)
+    for (kind, name), by_step in spread.moments.items():
+        for start, stop, moments in _moment_bands(by_step, spread.steps, margin, TRAINING_ULPS[kind]):
+            tolerance = tolerance.rule(kind=kind, name=literal(name), steps=(start, stop), moments=moments)
     return Derived(tolerance, bounds, unbounded)
+
+
+def _moment_bands(by_step: Dict[int, float], steps: int, margin: float,
+                  floor: float) -> List[Tuple[int, Optional[int], float]]:
+    """Per band of steps, what a tensor's sums and norm may move as a whole (Stats.moments): the
+    largest the runs moved them x margin, at least the floor, rounded up to a power of two; none
+    from the first band where a run moved them without bound (a value not finite in one run)."""
+    out: List[Tuple[int, Optional[int], float]] = []
+    measured = 0.0
+    for start, stop in bands(steps):
+        inside = [moved for step, moved in by_step.items() if step >= start and (stop is None or step < stop)]
+        measured = max(inside) if inside else measured
+        if not math.isfinite(measured):
+            break
+        need = max(margin * measured, floor)
+        out.append((start, stop, 2.0 ** math.ceil(math.log2(need))))
+    return out

@@ -8,10 +8,15 @@ the golden's largest |g| (which its digest holds). A digest verdict fails when
     | ||a|| - ||g|| |                   <=  sqrt(n) * T + rtol * ||g||   (triangle inequality on ||a - g||)
     |min a - min g|, |max a - max g|, |max|a| - max|g||  <=  T + rtol * S
   (each plus the float64 round-off of the sums themselves), or
-- the NaN or Inf counts differ, or NaNs are there without equal_nan.
+- the NaN or Inf counts differ, or NaNs are there without equal_nan, or
+- where the tolerance sets `moments` (the drift envelope does, from what its perturbed replays
+  measured), the sum, sum of |x| or norm differs by more than moments * eps * its own scale (sum
+  of |x| for the sums, the norm for the norm) when that is the tighter bound: a whole tensor or
+  layer scaled or shifted moves these far beyond what round-off moves them, while the sampled
+  elements, each within an envelope that Adam's noise-floor flips widen, need not show it.
 
-A tensor that passes a full comparison therefore passes its digest: every bound is implied
-by every element passing, so a digest adds no false alarm. It cannot pass what its sample
+A tensor that passes a full comparison therefore passes its digest: every bound but `moments`
+is implied by every element passing, so a digest adds no false alarm of its own. It cannot pass what its sample
 fails, since the sample is judged by the full rule. What it can miss is a departure of a
 few unsampled elements too small to move a statistic past its bound; docs/NUMERICS.md
 says how small. Equal crc32s with no NaN (or equal_nan) pass at once: the bytes are the same.
@@ -36,6 +41,7 @@ SUM_SLACK = 1e-9
 BITS = "bits"  # identical bytes (crc32)
 DIGEST = "digest"  # sample and statistics
 WHOLE = "whole"  # a digest holding every element: compared in full
+MOMENTS = ("sum", "sum of |x|", "norm")  # the statistics a `moments` setting bounds as a whole
 
 
 def as_digest(value: Any, other: Optional[Digest] = None) -> Optional[Digest]:
@@ -58,6 +64,7 @@ def compare_digests(g: Digest, a: Digest, tol: Resolved) -> Stats:
         stats = Stats()
         stats.ok, stats.total, stats.mismatched, stats.basis = False, max(g.count, 1), max(g.count, 1), DIGEST
         stats.problem = "shape %s, golden %s" % (a.shape, g.shape)
+        stats.ulps = float("inf")  # no finite error: what a spread of runs reads (calibration.Spread)
         return stats
     if g.whole and a.whole:  # every element is there
         stats = compare_values(g.value(), a.value(), tol)
@@ -107,19 +114,30 @@ def _bounds(stats: Stats, g: Digest, a: Digest, tol: Resolved, roundoff: float) 
         stats.nonfinite = max(stats.nonfinite, g.nan)
     n, per = g.count - g.nonfinite, tol.atol + roundoff
     scale = stats.golden_scale
-    checks: List[Tuple[str, float, float, float, float]] = []  # name, |difference|, bound, n-weight, rtol-term
+    # name, |difference|, bound, n-weight, rtol-term, its own scale (the moments' unit) or 0
+    checks: List[Tuple[str, float, float, float, float, float]] = []
     if n and not math.isnan(g.min) and not math.isnan(a.min):
         slack = SUM_SLACK * (g.sumabs + a.sumabs)
-        checks += [("sum", abs(a.sum - g.sum), n * per + tol.rtol * g.sumabs + slack, n, tol.rtol * g.sumabs),
+        checks += [("sum", abs(a.sum - g.sum), n * per + tol.rtol * g.sumabs + slack, n, tol.rtol * g.sumabs,
+                    g.sumabs),
                    ("sum of |x|", abs(a.sumabs - g.sumabs), n * per + tol.rtol * g.sumabs + slack, n,
-                    tol.rtol * g.sumabs),
+                    tol.rtol * g.sumabs, g.sumabs),
                    ("norm", abs(a.norm - g.norm), math.sqrt(n) * per + tol.rtol * g.norm + SUM_SLACK * (g.norm + a.norm),
-                    math.sqrt(n), tol.rtol * g.norm)]
+                    math.sqrt(n), tol.rtol * g.norm, g.norm)]
         for name, x, y in (("min", a.min, g.min), ("max", a.max, g.max), ("max |x|", a.maxabs, g.maxabs)):
-            checks.append((name, abs(x - y), per + tol.rtol * scale, 1.0, tol.rtol * scale))
-    for name, diff, bound, weight, relative in checks:
+            checks.append((name, abs(x - y), per + tol.rtol * scale, 1.0, tol.rtol * scale, 0.0))
+    for name, diff, bound, weight, relative, own in checks:
         # An error of at least diff / weight somewhere (n elements make the sum's difference).
         stats.max_abs = max(stats.max_abs, diff / weight)
+        if name in MOMENTS and own > 0:
+            moved = diff / (tol.eps * own)
+            stats.moments = max(stats.moments, moved)
+            whole = (tol.moments * tol.eps + SUM_SLACK) * own
+            if whole < bound:  # the envelope's bound on the tensor as a whole is the tighter
+                if diff > whole:
+                    problems.append("%s differs by %.6g (%.4g eps of its scale), beyond the %.4g eps the drift "
+                                    "envelope allows" % (name, diff, moved, tol.moments))
+                continue
         if diff > bound:
             problems.append("%s differs by %.6g, beyond the %.6g elements within tolerance allow" % (name, diff, bound))
             stats.needed_atol = max(stats.needed_atol, (diff - relative) / weight - roundoff)

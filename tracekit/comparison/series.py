@@ -15,7 +15,8 @@ from typing import Dict, Iterator, Mapping
 
 from .stats import Stats
 
-_FLOATS = ("max_abs", "max_rel", "needed_atol", "needed_rtol", "golden_scale", "atol", "rtol", "ulps", "allowed_ulps")
+_FLOATS = ("max_abs", "max_rel", "needed_atol", "needed_rtol", "golden_scale", "atol", "rtol", "ulps", "allowed_ulps",
+           "moments")
 _INTS = ("total", "mismatched", "nonfinite")
 _ROW_INTS = 2 + len(_INTS) + 2  # ok, discrete, _INTS, the worst index's start and length
 

@@ -24,11 +24,13 @@ class Stats:
     booleans, strings and structures, compared for equality only: no tolerance applies, and no
     difference of theirs is round-off. `basis`: what the verdict came from: "full" values, or
     where the golden keeps a digest (comparison/digests.py) "digest" (a sample and statistics),
-    "bits" (the same bytes) or "whole" (a digest holding every element)."""
+    "bits" (the same bytes) or "whole" (a digest holding every element). `moments`, from a digest:
+    how far the tensor moved as a whole, the largest difference of its sum, sum of |x| and norm
+    in eps x their own scale (sum of |x| for the sums, the norm for the norm)."""
 
     __slots__ = ("ok", "total", "mismatched", "max_abs", "max_rel", "worst_index", "needed_atol",
                  "needed_rtol", "nonfinite", "golden_scale", "problem", "atol", "rtol", "ulps", "allowed_ulps",
-                 "discrete", "basis")
+                 "discrete", "basis", "moments")
 
     def __init__(self) -> None:
         self.ok = True
@@ -48,6 +50,7 @@ class Stats:
         self.allowed_ulps = 0.0
         self.discrete = False
         self.basis = "full"
+        self.moments = 0.0
 
     @property
     def fraction(self) -> float:

@@ -84,7 +84,9 @@ REDUCTION_ULPS = {"tap": 16.0, "loss": 16.0, "fetch": 16.0, "grad": 16.0}
 # Per kind, before dtype defaults: inputs and random draws are fed as recorded; a learning
 # rate is small, so only a relative bound says anything about it.
 KIND_DEFAULTS = {"input": EXACT, "random": EXACT, "lr": (0.0, 1e-6)}
-FIELDS = ("atol", "rtol", "equal_nan", "ignore", "ulps")
+# `moments` bounds a digest's sums and norm as a whole (comparison/digests.py), in eps x their own
+# scale: what the drift envelope measured them to move. Unset, only the elementwise rule bounds them.
+FIELDS = ("atol", "rtol", "equal_nan", "ignore", "ulps", "moments")
 
 
 def literal(name: str) -> str:
@@ -153,6 +155,7 @@ class Resolved:
     exact: bool
     ulps: float = 0.0
     eps: float = EPSILON["float32"]
+    moments: float = math.inf  # a digest's sums and norm, in eps x their scale (FIELDS)
 
 
 @dataclass
@@ -192,7 +195,8 @@ class Tolerance:
         default_ulps = REDUCTION_ULPS.get(kind, 0.0) if unset and not exact else 0.0
         ulps = found.get("ulps", self.ulps if self.ulps is not None else default_ulps)
         return Resolved(float(atol), float(rtol), bool(found.get("equal_nan", self.equal_nan)),
-                        bool(found.get("ignore", False)), exact, float(ulps), EPSILON.get(dtype, EPSILON["float32"]))
+                        bool(found.get("ignore", False)), exact, float(ulps), EPSILON.get(dtype, EPSILON["float32"]),
+                        float(found.get("moments", math.inf)))
 
     def to_dict(self) -> Dict[str, Any]:
         return {"atol": self.atol, "rtol": self.rtol, "equal_nan": self.equal_nan, "ulps": self.ulps,
