@@ -116,6 +116,17 @@ def test_moments_measured_as_digests_become_a_rule_per_band_over_the_floor_until
     assert tolerance.resolve("var", "other:0", 3, "float32").moments == float("inf")
 
 
+def test_a_tensor_of_few_elements_is_bounded_by_its_band_and_the_next():
+    # one element's deviation is one draw: the loss's at step 8 counts for steps 4-7 too
+    floor = TRAINING_ULPS["loss"]
+    deviation = {("loss", "loss"): {7: 4 * floor, 8: 16 * floor}, ("tap", "h"): {7: 4 * floor, 8: 16 * floor}}
+    spread = spread_of(deviation)
+    spread.few = {("loss", "loss")}
+    tolerance = derive(spread, margin=1.0).tolerance
+    assert tolerance.resolve("loss", "loss", 7, "float32").ulps == 16 * floor
+    assert tolerance.resolve("tap", "h", 7, "float32").ulps == 4 * floor  # many elements: its own band
+
+
 def test_spread_keeps_how_far_digests_moved_as_a_whole():
     from types import SimpleNamespace
 
