@@ -17,6 +17,8 @@ Variants, each over one float32 variable of --elements values:
     sums32      only the sum and sum of squares, in float32, and the sample: the least a digest
                 with statistics could hold
     sample      the sample alone by tf.gather: what the envelope verdict compares between keyframes
+    pass        one float32 sum over the variable in the graph: the floor of any single pass over it
+    xla64       (TF 2) graph64's ops compiled by XLA (jit_compile), free to fuse them
 
 Prints milliseconds (best of --repeat) and each variant's ratio to `numpy`. A benchmark, not a test.
 """
@@ -71,6 +73,10 @@ def variants(count: int) -> Dict[str, Callable[[], Any]]:
                         tf.function(lambda: cheap_digest(var, positions, False)))
         run_wide, run_narrow = (lambda: [t.numpy() for t in wide()]), (lambda: [t.numpy() for t in narrow()])
         run_sums, run_sample = (lambda: [t.numpy() for t in sums()]), (lambda: [t.numpy() for t in sample()])
+        one = tf.function(lambda: tf.reduce_sum(var))
+        run_pass = lambda: one().numpy()  # noqa: E731
+        xla = tf.function(lambda: graph_digest(var, positions, True), jit_compile=True)
+        extra = {"xla64": lambda: [t.numpy() for t in xla()]}
     else:  # TF 1.15: graph and Session
         var = tf.compat.v1.Variable(value)
         wide_ops, narrow_ops = graph_digest(var, positions, True), graph_digest(var, positions, False)
@@ -80,9 +86,12 @@ def variants(count: int) -> Dict[str, Callable[[], Any]]:
         sums_ops, sample_ops = cheap_digest(var, positions, True), cheap_digest(var, positions, False)
         run_wide, run_narrow = (lambda: session.run(wide_ops)), (lambda: session.run(narrow_ops))
         run_sums, run_sample = (lambda: session.run(sums_ops)), (lambda: session.run(sample_ops))
+        one = tf.reduce_sum(var)
+        run_pass = lambda: session.run(one)  # noqa: E731
+        extra = {}
     return {"fetch": fetch, "numpy": lambda: digest.digest(fetch()),
             "numpy-nocrc": lambda: digest.digest(fetch(), crc=False), "graph64": run_wide, "graph32": run_narrow,
-            "sums32": run_sums, "sample": run_sample}
+            "sums32": run_sums, "sample": run_sample, "pass": run_pass, **extra}
 
 
 def main() -> None:
