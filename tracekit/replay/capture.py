@@ -10,6 +10,7 @@ step, so they cost no copy to the host and no Python call then, in the one trace
 from __future__ import annotations
 
 import collections
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -41,17 +42,38 @@ def numpy(value: Any) -> np.ndarray:
     return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
-def when_run(tensors: List[Any], callback: Callable[[List[np.ndarray]], None], only_if: Any = None) -> None:
+def weakly(func: Callable[..., Any], keep: List[Any]) -> Callable[..., Any]:
+    """`func` for a TensorFlow py op, held by `keep` (a list its owner holds) and by the op only
+    weakly. TensorFlow's default graph keeps every py op a traced function registers for good;
+    holding the function, it would hold the replay's runner, capture and port with it, and a
+    judged check, which replays a fresh port several times, would hold every one of them. Run
+    after its owner is gone (an earlier replay's traced function), it says so (STALE)."""
+    keep.append(func)
+    ref = weakref.ref(func)
+
+    def call(*args: Any) -> Any:
+        target = ref()
+        if target is None:
+            _stale.append(STALE)
+            raise ReplayError(STALE)
+        return target(*args)
+    return call
+
+
+def when_run(tensors: List[Any], callback: Callable[[List[np.ndarray]], None], keep: List[Any],
+             only_if: Any = None) -> None:
     """callback(values of tensors) now when eager, else each time the traced function runs: one
     tf.numpy_function side op for them all (stateful, so tf.function runs it in program order),
     and with `only_if` (a boolean variable) only in the runs where it holds. The values may
-    share TensorFlow's buffers: a callback that keeps one copies it."""
+    share TensorFlow's buffers: a callback that keeps one copies it. `keep`: the owner's list
+    that holds the callback (weakly)."""
     if tf.executing_eagerly():
         callback([numpy(t) for t in tensors])
         return
+    target = weakly(callback, keep)
 
     def call(*values: np.ndarray) -> np.ndarray:
-        callback(list(values))
+        target(list(values))
         return np.zeros((), np.int32)
 
     def run() -> Any:
@@ -75,6 +97,7 @@ class Capture:
         self._sums: Dict[str, np.ndarray] = {}  # put_many(mean_of=N)'s running sums in this step
         self.live = False  # during a step of this capture's own replay
         self._full = True
+        self.held: List[Any] = []  # the functions of this capture's py ops (weakly)
         # What the traced side ops of other kinds than LIGHT_KINDS ask before they copy anything out.
         self._full_flag = tf.Variable(True, trainable=False, name="tracekit_capture_full") \
             if tf.executing_eagerly() else None
@@ -127,16 +150,16 @@ class Capture:
                     self.values[key] = np.array(value)
                 else:
                     self.replicas.setdefault(key, {})[replica] = np.array(value)
-        when_run([tensor for _, tensor in named], self._keep(store), None if light else self._full_flag)
+        when_run([tensor for _, tensor in named], self._keep(store), self.held, None if light else self._full_flag)
 
     @tf.autograph.experimental.do_not_convert
     def draw(self, tensor: Any) -> None:
         replica = replica_id()
         if replica is None:  # this step's list, not the first's
-            when_run([tensor], self._keep(lambda values: self.draws.append(np.array(values[0]))))
+            when_run([tensor], self._keep(lambda values: self.draws.append(np.array(values[0]))), self.held)
         else:
             when_run([tensor], self._keep(lambda values: self.replica_draws.setdefault(replica, []).append(
-                np.array(values[0]))))
+                np.array(values[0]))), self.held)
 
     def check_live(self) -> None:
         """Raise (and remember) that a stale tf.function runs, if this capture is not live."""

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ..errors import ReplayError
-from .capture import Capture
+from .capture import Capture, weakly
 from .distribute import Distribution, replica_id
 from .patched import patched
 from .tf_import import tf
@@ -148,7 +148,7 @@ class RandomTape:
                 if tf.executing_eagerly():
                     raw = tf.constant(next_draw(shape.numpy()), dtype=dtype)
                 else:
-                    raw = tf.numpy_function(next_draw, [shape], dtype, name="tracekit_tape")
+                    raw = tf.numpy_function(weakly(next_draw, tape.capture.held), [shape], dtype, name="tracekit_tape")
                     raw.set_shape(_static_shape(call["shape"]))
             else:  # TF2's own draw, in the form the golden holds (uniform in [0, 1) or standard normal)
                 raw = original(**dict(call, **STANDARD[fname]))

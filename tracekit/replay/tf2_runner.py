@@ -19,7 +19,7 @@ import numpy as np
 from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, make_key, replica_name, split_key
-from .capture import Capture, VariableReader, numpy, passed_key
+from .capture import Capture, VariableReader, numpy, passed_key, weakly
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .keras_optimizers import keras_of
 from .optimizer import OptimizerBridge
@@ -339,6 +339,7 @@ class TF2Runner:
             if self._tap_error is not None:
                 raise self._tap_error
             return np.asarray(value, dtype=dtype.as_numpy_dtype)
-        forced = tf.numpy_function(golden, [], dtype, stateful=True, name="tracekit_forced_tap")
+        forced = tf.numpy_function(weakly(golden, self.capture.held), [], dtype, stateful=True,
+                                   name="tracekit_forced_tap")
         forced.set_shape(shape)
         return forced
