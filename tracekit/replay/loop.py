@@ -22,6 +22,7 @@ from .._threads import pool
 from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, Kind, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
+from ..store.digest import Digest, digest, digestible
 from ..store.meta import ReplayMeta
 from .forcing import forced_record
 from .micro import micro_batches, restacked, unstacked
@@ -273,6 +274,8 @@ class _Drive:
         if full:
             produced.update(runner.read_state())
         values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in self.light)
+        if full:
+            _digest_where_kept(values, g_step.digests)
         assert self.ahead is not None
         self.ahead.wait()
         if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
@@ -321,6 +324,17 @@ class _Ahead:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def _digest_where_kept(values: Dict[str, Any], kept: Mapping[str, Digest]) -> None:
+    """Where the golden keeps only a digest at this step, the replay's value becomes its digest
+    now, before a sink queues the step: a step of a big model's state then waits as digests, not
+    as arrays (the comparison and the writer judge and keep digests there anyway). Its crc32 is
+    made only where the sampled bytes equal the golden's, the one case a comparison reads it."""
+    for key, golden in kept.items():
+        value = values.get(key)
+        if value is not None and not isinstance(value, Digest) and digestible(value):
+            values[key] = digest(value, crc_if=golden.sample)
 
 
 def _send_initial(sinks: Sequence[Sink], initial: Dict[str, Any], runner: Runner) -> None:
