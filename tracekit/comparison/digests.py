@@ -16,8 +16,8 @@ the golden's largest |g| (which its digest holds). A digest verdict fails when
   elements, each within an envelope that Adam's noise-floor flips widen, need not show it.
 
 A tensor that passes a full comparison therefore passes its digest: every bound but `moments`
-is implied by every element passing, so a digest adds no false alarm of its own. It cannot pass what its sample
-fails, since the sample is judged by the full rule. What it can miss is a departure of a
+is implied by every element passing, so a digest adds no false alarm of its own. It cannot
+pass what its sample fails, since the sample is judged by the full rule. What it can miss is a departure of a
 few unsampled elements too small to move a statistic past its bound; docs/NUMERICS.md
 says how small. Equal crc32s with no NaN (or equal_nan) pass at once: the bytes are the same.
 Integers and booleans compare exactly: their crc32s decide, the sample shows where.

@@ -208,7 +208,8 @@ class OptimizerBridge:
             if delegates(optimizer):
                 return original(optimizer, grads_and_vars, *args, **kwargs)
             if not bridge._inside:  # a subclass's calling its base's is one update
-                when_run([], lambda _: bridge._count(optimizer), bridge.capture.held)  # counted as it runs (each pass of a traced loop)
+                # counted as it runs (each pass of a traced loop)
+                when_run([], lambda _: bridge._count(optimizer), bridge.capture.held)
             bridge._inside += 1
             try:
                 return bridge._applied(original, optimizer, grads_and_vars, args, kwargs)
