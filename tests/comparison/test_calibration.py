@@ -155,7 +155,8 @@ ODD = 'quote" back\\slash \U0001f600 del\x7f tab\t[*]'  # each needs its own esc
     tracekit.Tolerance(atol=np.float32(1e-4), ulps=np.float64(3.0)).rule(kind="grad", steps=(None, 3), atol=0)
     .rule(kind="var", steps=(None, None), ignore=True).rule(kind="slot", steps=(2, None), rtol=np.float64(0.5)),
     tracekit.Tolerance().rule(name=literal(ODD), ulps=8),
-], ids=["exact", "open-steps-and-numpy", "odd-name"])
+    tracekit.Tolerance().rule(kind="var", name="w:0", steps=(2, 4), moments=2048.0),
+], ids=["exact", "open-steps-and-numpy", "odd-name", "moments"])
 def test_any_tolerance_reads_back_from_its_toml(tmp_path, tolerance):
     path = tmp_path / "t.toml"
     path.write_text(tolerance.to_toml(), encoding="utf-8")
