@@ -21,7 +21,8 @@ from .audit import audit_step, audit_trace
 from .audit_result import AuditResult, StepAudit, VariableAudit
 from .catalog import TensorInfo
 from ._format import FORMAT_VERSION, journal_path
-from .reader import Series, Step, Trace, open_trace
+from .opening import open_trace
+from .reader import Series, Step, Trace
 from .recover import RecoverResult, recover
 from .verify import VerifyResult, verify
 from .writer import TraceWriter, create

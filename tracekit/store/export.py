@@ -22,7 +22,8 @@ import numpy as np
 
 from ..errors import TraceWriteError, TracekitError, UsageError
 from ..keys import INITIAL_STEP
-from .reader import Trace, open_trace
+from .opening import open_trace
+from .reader import Trace
 from .remote import is_url, refuse_url
 from .values import contiguous, flatten, is_ml_dtype
 

@@ -48,7 +48,8 @@ def tmp_path(path: str) -> str:
 def recover(path: str) -> RecoverResult:
     """Turn the unfinished trace at `path` into a golden of its committed steps, in place."""
     from ._backends.journal import JournalBackend
-    from .reader import Trace, open_trace, unfinished_data
+    from .opening import open_trace, unfinished_data
+    from .reader import Trace
     from .remote import refuse_url
 
     refuse_url(path, "recover a trace")  # it writes the golden in place

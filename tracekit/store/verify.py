@@ -13,7 +13,7 @@ from ._backends.base import short
 from ._h5compat import phil
 from .held import blind
 from ._screen import CRASHES, off_in_this_process
-from .reader import open_trace
+from .opening import open_trace
 
 
 @dataclass
