@@ -137,9 +137,8 @@ def derive(spread: Spread, margin: float = DEFAULT_MARGIN, cap: float = CAP_ULPS
         over: Optional[int] = None
         measured = 0.0
         for start, stop, reach in _reaches(spread.steps, (kind, name) in spread.few):
-            inside = [ulps for step, ulps in by_step.items() if step >= start and (reach is None or step < reach)]
-            if inside:  # a band with no step captured (replay(every=K)) keeps the band before's
-                measured = max(inside)
+            # a band with no step captured (replay(every=K)) keeps the band before's
+            measured = _largest(by_step, start, reach, measured)
             need = margin * measured
             if need <= TRAINING_ULPS[kind]:  # the floor
                 continue
@@ -186,10 +185,15 @@ def _moment_bands(by_step: Dict[int, float], steps: int, margin: float,
     out: List[Tuple[int, Optional[int], float]] = []
     measured = 0.0
     for start, stop in bands(steps):
-        inside = [moved for step, moved in by_step.items() if step >= start and (stop is None or step < stop)]
-        measured = max(inside) if inside else measured
+        measured = _largest(by_step, start, stop, measured)
         if not math.isfinite(measured):
             break
         need = max(margin * measured, floor)
         out.append((start, stop, 2.0 ** math.ceil(math.log2(need))))
     return out
+
+
+def _largest(by_step: Dict[int, float], start: int, stop: Optional[int], otherwise: float) -> float:
+    """The largest value at steps [start, stop), or `otherwise` where none was measured there."""
+    inside = [value for step, value in by_step.items() if step >= start and (stop is None or step < stop)]
+    return max(inside) if inside else otherwise
