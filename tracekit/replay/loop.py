@@ -63,7 +63,7 @@ class Runner(Protocol):
         `full`: capture everything (else only the LIGHT_KINDS: loss, learning rate, draws)."""
 
     def own_initial(self) -> Dict[str, np.ndarray]:
-        """After the first step: the port's own initial optimizer state that the golden's replaced
+        """After the first step, asked once: the port's own initial optimizer state that the golden's replaced
         when its optimizer made it ("slot/<golden name>" -> value, in the golden's convention).
         It is the replay's initial state of those slots, so a port whose optimizer would start
         elsewhere (an Adagrad accumulator of 0.0 where TF1's was 0.1) differs there."""
@@ -280,6 +280,7 @@ class _Drive:
         self.ahead.wait()
         if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
             _send_initial(self.sinks, self.initial, runner)
+            self.initial = {}  # the sinks have it: a whole state is not held for the rest of the replay
         reasons = _not_replayed(golden, runner)
         for sink in self.sinks:
             sink.step(index, values, reasons, fed)

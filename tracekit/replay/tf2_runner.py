@@ -12,7 +12,7 @@ replay/loop.py drives the steps, port_step.py calls the port's.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -91,6 +91,7 @@ class TF2Runner:
         self._jitter: Optional[Jitter] = None  # nudge(every_step=True): moves the variables after every step
         self._gradient_jitter: Optional[GradientJitter] = None  # and every gradient the steps take
         self._own_initial: Dict[str, np.ndarray] = {}  # "slot/<name>" -> the port's own start of a state it holds
+        self._own_named: Set[str] = set()  # the optimizer's own_initial keys, once handed over
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -173,7 +174,11 @@ class TF2Runner:
         self._forced_taps = dict(taps)
 
     def own_initial(self) -> Dict[str, np.ndarray]:
-        return dict(self.optimizer.own_initial, **self._own_initial)
+        """Handed over once: the runner keeps their names only (they weigh as much as the slots)."""
+        out = dict(self.optimizer.own_initial, **self._own_initial)
+        self._own_named.update(self.optimizer.own_initial)
+        self.optimizer.own_initial, self._own_initial = {}, {}
+        return out
 
     def read_state(self) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped variable, slot and the step counter."""
@@ -279,7 +284,7 @@ class TF2Runner:
         """What the replay learned, for the actual trace's replay metadata; `own_initial`: the
         slots whose initial state in the trace is the port's own, the golden's being what the
         steps started from."""
-        found: Dict[str, Any] = {"own_initial": sorted(self.optimizer.own_initial),
+        found: Dict[str, Any] = {"own_initial": sorted(self._own_named.union(self.optimizer.own_initial)),
                                  "optimizer_settings": self.optimizer.settings,
                                  "applies": self.optimizer.applies,
                                  "keras": self.kerases(),
