@@ -225,3 +225,73 @@ def test_a_cause_whose_advice_the_port_follows_is_not_named(tmp_path, has):
         assert result.notes[-1].startswith(("what fits instead", "nothing else tracekit knows fits")), result.notes
     else:
         assert [f.code for f in result.fingerprints] == [fp.EPSILON]
+
+
+# A golden under a size budget keeps digests at step 0 (a fixed sample of each large tensor and its
+# statistics); the state it started from is whole. The kernel w, its gradient and its moments are
+# kept so; the bias b (under the sample's size) whole.
+SAMPLED_KEYS = ("var/w:0", "grad/w:0", "slot/w/adam_m:0", "slot/w/adam_v:0")
+
+
+def _as_digests(path, out, keys=SAMPLED_KEYS):
+    """The trace at `path` again, `keys` kept as digests at every step."""
+    with tracekit.open(path) as trace:
+        meta = {key: trace.meta[key] for key in ("slots", "replay") if key in trace.meta}
+        with tracekit.create(out, meta=meta) as writer:
+            with writer.initial():
+                for key in trace.initial:
+                    writer.add(*key.split("/", 1), value=trace.initial[key])
+            for step in trace:
+                with writer.step():
+                    for key in step:
+                        writer.add(*key.split("/", 1), value=step[key], digest=key in keys)
+    return out
+
+
+def sampled_traces(tmp_path, seed, slip, shape, lr, noise=1e-4):
+    golden, actual = traces(tmp_path, seed, slip, 0, steps=2, shape=shape, lr=lr, noise=noise)
+    return _as_digests(golden, str(tmp_path / "golden-digests.h5")), _as_digests(actual, str(tmp_path / "digests.h5"))
+
+
+@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 31 - 1), slip=st.sampled_from(sorted(set(EXPECTED) - {"decay-all"})),
+       rows=st.integers(40, 80), cols=st.integers(26, 40), lr=st.sampled_from([1e-3, 1e-2]))
+def test_a_slip_at_a_digest_step_from_the_golden_state_is_named_from_the_samples(tmp_path, seed, slip, rows, cols, lr):
+    golden, actual = sampled_traces(tmp_path, seed, slip, (rows, cols), lr)
+    with tracekit.open(golden) as trace:
+        assert set(trace.step(0).digests) == set(SAMPLED_KEYS) and not trace.step(0).digests["var/w:0"].whole
+    result = tracekit.compare(golden, actual)
+    assert not result.ok and result.first_divergence.step == 0, result.report()
+    code, keys, golden_value, port_value = EXPECTED[slip]
+    named = [f for f in result.fingerprints if f.code == code]
+    assert len(result.fingerprints) == 1 and named, (slip, result.fingerprints)
+    found, = named
+    assert set(found.keys) <= set(keys)
+    w = [key for key in found.keys if key.endswith("/w:0")]
+    assert found.detail.get("sampled", 0) == len(w)  # fitted on w's sample, where w is among them
+    rel = 0.25 if slip == "epsilon" else 0.05
+    assert found.golden == pytest.approx(golden_value, rel=rel, abs=1e-4 * rel) and \
+        found.port == pytest.approx(port_value, rel=rel, abs=1e-4 * rel)
+    assert not w or "fitted on the elements a digest samples" in result.report()
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 31 - 1), noise=st.sampled_from([None, 1e-4, 1e-3, 1e-2]))
+def test_at_a_digest_step_a_correct_port_passes_and_a_difference_no_transformation_explains_gets_no_name(
+        tmp_path, seed, noise):
+    golden, actual = sampled_traces(tmp_path, seed, None if noise is None else "noise", (48, 32), 1e-3,
+                                    noise=noise or 0.0)
+    result = tracekit.compare(golden, actual)
+    assert result.fingerprints == [] and result.ok == (noise is None), result.report()
+
+
+def test_the_proportion_is_held_on_a_digest_s_sample(tmp_path):
+    # lr 3e-4 x 0.01 left out of w's update: 3e-6 of each weight, within one step's tolerance (the
+    # sample's elements and the statistics)
+    golden, actual = sampled_traces(tmp_path, 5, "decay-missing", (48, 32), 3e-4)
+    result = tracekit.compare(golden, actual)
+    first = result.first_divergence
+    assert (first.step, first.key, first.stats.basis) == (0, "var/w:0", "digest"), result.report()
+    assert "on every sampled element: not round-off" in first.stats.problem
+    found, = result.fingerprints
+    assert found.code == fp.DECAY_MISSING and found.detail["sampled"] == 1

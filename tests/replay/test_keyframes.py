@@ -11,6 +11,8 @@ import pytest
 
 import tracekit
 from tools.ports import long_models
+from tracekit.comparison.fingerprints import DECAY_ADDED, EPSILON
+from tracekit.keys import split_key
 from tracekit.report.trace import keyframe_lines
 
 from ..support import ROOT, run_python
@@ -131,6 +133,30 @@ def test_a_budget_golden_still_locates_a_wrong_port(tf2, budgeted):
     wrong = functools.partial(long_models.make_mlp, "nudge", nudge_at=SLIP_AT, **WIDE)
     first = tf2.check(path, make_port=wrong, judge="plain").first_divergence
     assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")
+
+
+@pytest.fixture(scope="module")
+def digests_only(legacy_python, tmp_path_factory):
+    """The wide MLP under a budget that holds no keyframe: digests from step 0 on (as a model far
+    larger than its budget is recorded)."""
+    return _record(legacy_python, str(tmp_path_factory.mktemp("digests") / "mlp.h5"), WIDE, "--batch=32",
+                   "--budget", "5MB")
+
+
+@pytest.mark.parametrize("slip, code", [("epsilon", EPSILON), ("adamw", DECAY_ADDED)])
+def test_a_keras_default_at_step_0_of_a_budget_golden_is_named_from_the_samples(tf2, digests_only, slip, code):
+    # Keras Adam's epsilon (1e-7 against TF1's 1e-8), Keras AdamW's decay (0.004, TF1's Adam has none):
+    # step 0 starts from the golden's whole initial state, and its digests' samples line up with it.
+    path, key = digests_only, "var/dense_0/kernel:0"
+    with tracekit.open(path) as golden:
+        assert not any(split_key(k)[0] == "var" for step in golden for k in step)  # no keyframe
+        assert not golden.step(0).digests[key].whole
+    result = tf2.check(path, make_port=functools.partial(long_models.make_mlp, slip, **WIDE))
+    first = result.first_divergence
+    assert (first.step, first.key, first.stats.basis) == (0, key, "digest"), result.report()
+    named = [f for f in result.fingerprints if f.code == code]
+    assert named and key in named[0].keys and named[0].detail["sampled"] >= 1, result.report()
+    assert "fitted on the elements a digest samples" in result.report()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,8 @@ second hidden layer's kernel (the first, in a one-layer net) by 1 + 1e-3 after s
 "schedule" (mlp) decays the learning
 rate from step 100 over 500 steps instead of 1000; "late" (mlp) starts the decay one step late (its
 schedule off by one, a step counted from 1); "decay" (mlp) leaves out the weight decay the golden
-adds from its warm-up's end.
+adds from its warm-up's end; "epsilon" (mlp) keeps Keras Adam's default epsilon (1e-7; TF1's is 1e-8);
+"adamw" (mlp) takes Keras AdamW, whose default weight decay (0.004 x the learning rate) TF1's Adam lacks.
 """
 
 import tensorflow as tf
@@ -16,7 +17,7 @@ import tracekit
 
 CLASSES = 10
 NUDGE_AT = 150
-SLIPS = ("nudge", "scale", "schedule", "late", "decay")
+SLIPS = ("nudge", "scale", "schedule", "late", "decay", "epsilon", "adamw")
 
 
 class _Rate(tf.keras.optimizers.schedules.LearningRateSchedule):
@@ -66,7 +67,8 @@ def make_mlp(slip=None, features=784, hidden=128, layers=3, nudge_at=NUDGE_AT, a
     dense = model.dense
     logits = model.logits
     rate = _Rate(500 if slip == "schedule" else 1000, decay_from + (slip == "late"))
-    optimizer = tf.keras.optimizers.Adam(rate, epsilon=1e-8)
+    optimizer = tf.keras.optimizers.AdamW(rate, epsilon=1e-8) if slip == "adamw" else \
+        tf.keras.optimizers.Adam(rate, epsilon=1e-7 if slip == "epsilon" else 1e-8)
     cross_entropy = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
     kernels = [layer.kernel for layer in dense + [logits]]
 

@@ -25,6 +25,7 @@ from .loss_terms import port_source_key, source_key
 from .floor import under_the_floor
 from .missing import missing_hint
 from .digests import WHOLE, as_digest, compare_digests
+from .sampled import samples
 from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
 from .noise import Noise, NoiseTracker
@@ -226,11 +227,8 @@ class Comparer:
             stats = compare_values(g_value, a_value, tol)
             if kind == "loss" and from_golden_state(self._replay, index) or kind == "lr":
                 self._keep_scalar(key, index, g_value, a_value)
-            if kind == "var" and stats.ok and not stats.discrete and stats.ulps >= PROPORTIONAL_ULPS and \
-                    from_golden_state(self._replay, index):
-                before = self.golden.before(index)  # the state the step started from
-                if before is not None and key in before:
-                    held_to_proportion(stats, g_value, a_value, before[key], tol)
+            if kind == "var":
+                self._proportion(index, key, stats, g_value, a_value, tol)
             outcomes.append((a_key, a_value, stats))
         return tol, g_value, outcomes
 
@@ -254,7 +252,20 @@ class Comparer:
         stats = compare_digests(g_digest, a_digest, tol)
         if stats.basis == WHOLE:
             return tol, g_digest.value(), [(key, a_digest.value(), stats)]
+        if kind == "var":
+            self._proportion(index, key, stats, g_digest, a_digest, tol)
         return tol, g_digest, [(key, a_digest, stats)]
+
+    def _proportion(self, index: int, key: str, stats: Stats, g_value: Any, a_value: Any, tol: Resolved) -> None:
+        """held_to_proportion, where the step started from the golden's state; on a digest's
+        sampled elements, the state cut to them (comparison/sampled.py)."""
+        if not stats.ok or stats.discrete or stats.ulps < PROPORTIONAL_ULPS or \
+                not from_golden_state(self._replay, index):
+            return
+        before = self.golden.before(index)  # the state the step started from
+        if before is None or key not in before:
+            return
+        held_to_proportion(stats, g_value, a_value, before[key], tol)
 
     def _pair_sparse(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any],
                      pair: sparse.SparsePair, indices: bool) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
@@ -383,18 +394,25 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
 
 
 def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:
-    """The failing variables' and gradients' two values at a step, up to FINGERPRINT_BYTES."""
+    """The failing variables' and gradients' two values at a step, up to FINGERPRINT_BYTES (two
+    digests of a sampled tensor: their samples are fitted, comparison/sampled.py)."""
     kept: Dict[str, Tuple[Any, Any]] = {}
     left = FINGERPRINT_BYTES
     for tensor, _, failed in compared:
-        if failed is None or tensor.kind not in ("var", "grad") or not isinstance(failed[0], np.ndarray) or \
-                not isinstance(failed[1], np.ndarray):
+        if failed is None or tensor.kind not in ("var", "grad"):
             continue
-        left -= failed[0].nbytes + failed[1].nbytes
+        if samples(failed[0], failed[1]) is None and not (isinstance(failed[0], np.ndarray) and
+                                                          isinstance(failed[1], np.ndarray)):
+            continue
+        left -= _nbytes(failed[0]) + _nbytes(failed[1])
         if left < 0:
             break
         kept[tensor.key] = failed[0], failed[1]
     return kept
+
+
+def _nbytes(value: Any) -> int:
+    return int(value.sample.nbytes if isinstance(value, Digest) else value.nbytes)
 
 
 def _in_order(keys: List[str]) -> List[str]:

@@ -55,7 +55,12 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     result.likely_cause = _roundoff_cause(result, code)
     result.distribution = layout(actual_meta)
     first = result.first_divergence
-    if first is None or values is None or isinstance(values[0], Digest):  # no values: nothing to diagnose
+    if first is None or values is None:
+        return
+    if isinstance(values[0], Digest):  # only a sample of each side: the updates are fitted on it (sampled.py)
+        if first.kind in ("var", "slot", "grad") and from_golden_state(replay_of(actual_meta), first.step):
+            _fit_updates(result, golden, first, step_values)
+            consistent(result, golden, actual_meta)
         return
     g_value, a_value = values
 
@@ -75,22 +80,7 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
             first.key, first.step, g_value, a_value,
             result.tolerance.resolve("tap", first.name, first.step, np.asarray(a_value).dtype.name))
     elif from_golden_state(replay_of(actual_meta), first.step):
-        result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
-        # a named cause is the verified fit of what a hint guesses at from the first tensor: said once
-        named = {hint.code for hint in result.fingerprints}
-        if {EPSILON, EPSILON_INSIDE} <= named:  # one optimizer, one form: a fit to no usual epsilon gives way
-            fits = [hint for hint in result.fingerprints if hint.code in (EPSILON, EPSILON_INSIDE)]
-            odd = [hint for hint in fits if not any(abs(hint.port / e - 1) < 0.01 for e in EPSILONS)]
-            if odd and len(odd) < len(fits):
-                result.fingerprints = [hint for hint in result.fingerprints if hint not in odd]
-                result.notes.append("not named: the updates of %s also fit epsilon=%s, no epsilon an optimizer "
-                                    "defaults to or a team passes; the others' fit, named below, is one setting"
-                                    % (", ".join(sorted({k for hint in odd for k in hint.keys})),
-                                       ", ".join("%.2g" % hint.port for hint in odd)))
-        if named & {EPSILON, EPSILON_INSIDE}:
-            result.conventions = [hint for hint in result.conventions if hint.code != ADAM_EPSILON]
-        if AVERAGE_RATE in named:
-            result.slips = [hint for hint in result.slips if hint.code != BN_MOMENTUM]
+        _fit_updates(result, golden, first, step_values)
     elif first.kind in ("var", "slot", "grad") and replay_of(actual_meta) is not None:
         result.notes.append("the failing updates are not fitted to known slips: %s started from the port's own "
                             "state, not the golden's (replay with forcing='state' to have them named)"
@@ -98,6 +88,28 @@ def diagnose(result: Comparison, golden: Trace, values: Optional[Tuple[Any, Any]
     consistent(result, golden, actual_meta)
     result.distribution_hints = distribution_hints(golden, result.distribution, first.step, first.kind,
                                                    first.key, g_value, a_value)
+
+
+def _fit_updates(result: Comparison, golden: Trace, first: Divergence,
+                 step_values: Optional[Mapping[str, Tuple[Any, Any]]]) -> None:
+    """The fingerprints of the failing updates at the first divergence's step (it started from
+    the golden's state), and what a named cause makes redundant among the hints."""
+    result.fingerprints = fingerprints(golden, first.step, step_values or {}, result.tolerance.resolve, first.kind)
+    # a named cause is the verified fit of what a hint guesses at from the first tensor: said once
+    named = {hint.code for hint in result.fingerprints}
+    if {EPSILON, EPSILON_INSIDE} <= named:  # one optimizer, one form: a fit to no usual epsilon gives way
+        fits = [hint for hint in result.fingerprints if hint.code in (EPSILON, EPSILON_INSIDE)]
+        odd = [hint for hint in fits if not any(abs(hint.port / e - 1) < 0.01 for e in EPSILONS)]
+        if odd and len(odd) < len(fits):
+            result.fingerprints = [hint for hint in result.fingerprints if hint not in odd]
+            result.notes.append("not named: the updates of %s also fit epsilon=%s, no epsilon an optimizer "
+                                "defaults to or a team passes; the others' fit, named below, is one setting"
+                                % (", ".join(sorted({k for hint in odd for k in hint.keys})),
+                                   ", ".join("%.2g" % hint.port for hint in odd)))
+    if named & {EPSILON, EPSILON_INSIDE}:
+        result.conventions = [hint for hint in result.conventions if hint.code != ADAM_EPSILON]
+    if AVERAGE_RATE in named:
+        result.slips = [hint for hint in result.slips if hint.code != BN_MOMENTUM]
 
 
 def _sample(value: Any) -> Any:

@@ -45,6 +45,7 @@ from ..store import Trace
 from ..store.meta import ReplayMeta
 from . import adam, clipping, forms
 from .explained import Explained
+from .sampled import SAMPLED, SampledStep, cut, sampled_state, samples
 from .fitting import ELEMENTS_PER_PARAMETER, EPS32, LEFT, f64, lstsq, same, smallest_change
 from .slips import batch_size
 from .stats import Stats
@@ -132,15 +133,22 @@ def proportional(golden: Any, actual: Any, start: Any, eps: float) -> Optional[f
 def held_to_proportion(stats: Stats, g_value: Any, a_value: Any, start: Any, tol: Resolved) -> None:
     """Fail a variable that passed its tolerance where its step, taken from the golden's state,
     moved it by a fixed proportion of its value on every element (proportional):
-    a weight decay one side applies, which no single step's tolerance sees."""
+    a weight decay one side applies, which no single step's tolerance sees. Two digests: on
+    their sampled elements, `start` cut to them (sampled.py)."""
+    pair = samples(g_value, a_value)
+    sampled = pair is not None
+    if pair is not None:
+        g_value, a_value, start = pair[0], pair[1], cut(start, g_value.count)
     c = proportional(g_value, a_value, start, tol.eps)
     if c is None:
         return
+    every = "every sampled element" if sampled else "every element"
     stats.ok = False
-    stats.mismatched = int(np.count_nonzero(np.asarray(g_value) != np.asarray(a_value)))
-    stats.problem = ("every element is within the tolerance, but the port's value differs from the golden's by "
-                     "%.3g x the value the step started from, on every element: not round-off, whose signs go either "
-                     "way, but a weight decay one side applies" % -c)
+    if not sampled:
+        stats.mismatched = int(np.count_nonzero(np.asarray(g_value) != np.asarray(a_value)))
+    stats.problem = ("%s is within the tolerance, but the port's value differs from the golden's by %.3g x the value "
+                     "the step started from, on %s: not round-off, whose signs go either way, but a weight decay "
+                     "one side applies" % (every[0].upper() + every[1:], -c, every))
 
 
 def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]], resolve: Resolve,
@@ -154,7 +162,13 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         before = golden.state_before(step)
     except UsageError:  # no state before the step (a digest golden): nothing to fit from
         return []
-    recorded = golden.step(step)
+    kept = golden.step(step)
+    recorded: Mapping[str, Any] = kept
+    cut: Set[str] = set()
+    if kept.digests:  # a digest step from the golden's whole state: fitted on the samples (sampled.py)
+        recorded = SampledStep(kept)
+        before = sampled_state(before, recorded)
+        values, cut = _sampled(values)
     batch, rate = batch_size(golden, step), _learning_rate(golden, step)
     decays = [0.0] + ([rate * d for d in DECAYS] if rate is not None else [])
     grad_factors = [-1.0] + ([float(batch), 1.0 / batch] if batch and batch > 1 else [])
@@ -175,20 +189,35 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         if fit is not None and fit.changed:
             fits.append(fit)
         elif kind == "grad":
-            found += forms.gradient(key, g_value, a_value, tol)
+            found += forms.gradient(key, g_value, a_value, tol, shaped=key not in cut)
         elif start is not None:
-            found += forms.variable(golden, key, start, g_value, a_value, tol, before, recorded, moments, EPSILONS)
+            found += forms.variable(golden, key, start, g_value, a_value, tol, before, recorded, moments, EPSILONS,
+                                    shaped=key not in cut)
     # factors of their own on each gradient, each to one round norm: clipped by its own norm
     scales = {f.key: f.changed["scale"][1] for f in fits if f.key.startswith("grad/") and list(f.changed) == ["scale"]}
-    each = clipping.by_each_norm(scales, recorded)
+    # a clip by norm is told by the gradients' norms, which a sample does not hold
+    each = clipping.by_each_norm(scales, recorded) if not cut else None
     if each is not None:  # each gradient's own scale is the prediction: its fit's ulps stand
         found += [Explained(f.key, clipping.CLIP_EACH_NORM, each[0], each[1], f.ulps, each[2]) for f in fits
                   if f.key in scales]
         fits = [f for f in fits if f.key not in scales]
     # a factor every gradient shares, not the batch size's, may be a clip by global norm
-    norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" else None
-    return [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f
-            for f in _named(golden, step, fits, found, {split_key(k)[1] for k in recorded if k.startswith("grad/")})]
+    norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" and not cut else None
+    named = [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f
+             for f in _named(golden, step, fits, found, {split_key(k)[1] for k in recorded if k.startswith("grad/")})]
+    return [replace(f, detail=dict(f.detail, **{SAMPLED: len(cut & set(f.keys))})) if cut & set(f.keys) else f
+            for f in named]
+
+
+def _sampled(values: Mapping[str, Tuple[Any, Any]]) -> Tuple[Dict[str, Tuple[Any, Any]], Set[str]]:
+    """The two values of each tensor, digests as their samples; and the keys so cut."""
+    out, cut = {}, set()
+    for key, pair in values.items():
+        found = samples(*pair)
+        out[key] = pair if found is None else found
+        if found is not None:
+            cut.add(key)
+    return out, cut
 
 
 def _numeric(*values: Any) -> bool:

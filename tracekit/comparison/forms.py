@@ -24,19 +24,22 @@ def first(found: Optional[Explained]) -> List[Explained]:
     return [] if found is None else [found]
 
 
-def gradient(key: str, g_value: Any, a_value: Any, tol: Resolved) -> List[Explained]:
+def gradient(key: str, g_value: Any, a_value: Any, tol: Resolved, shaped: bool = True) -> List[Explained]:
     """A gradient as the golden's clipped by value (or the golden's as the port's clipped), or
-    transposed or permuted."""
+    transposed or permuted (`shaped`: the values are the tensors, not a digest's sample)."""
     clipped = clipping.by_value(key, g_value, a_value, tol)
-    return [clipped] if clipped is not None else first(permuted.fit(key, None, g_value, a_value, tol))
+    if clipped is not None or not shaped:
+        return first(clipped)
+    return first(permuted.fit(key, None, g_value, a_value, tol))
 
 
 def variable(golden: Trace, key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
               before: Mapping[str, Any], recorded: Mapping[str, Any], moments: Optional[Moments],
-              epsilons: Sequence[float]) -> List[Explained]:
+              epsilons: Sequence[float], shaped: bool = True) -> List[Explained]:
     """A variable's update as Adam's with its epsilon on the other side of the square root (its
     moments verified), as another of Momentum's conventions (its accumulator verified), or as
-    the golden's transposed or permuted; `epsilons`: the usual epsilons."""
+    the golden's transposed or permuted (only `shaped` values: a sample has no axes); `epsilons`:
+    the usual epsilons."""
     if moments is not None:
         inside = epsilon.fit(key, start, g_value, a_value, tol, moments[0], moments[1], epsilons)
         if inside is not None:
@@ -46,4 +49,4 @@ def variable(golden: Trace, key: str, start: Any, g_value: Any, a_value: Any, to
         named = [] if acc is None else momentum.fit(key, start, g_value, a_value, tol, acc)
         if named:
             return named
-    return first(permuted.fit(key, start, g_value, a_value, tol))
+    return first(permuted.fit(key, start, g_value, a_value, tol)) if shaped else []

@@ -14,6 +14,7 @@ from ..comparison.fingerprints import (AVERAGE_RATE, BIAS_CORRECTION, DECAY_ADDE
 from ..comparison.loss_terms import LOSS_TAP, LOSS_TERM
 from ..comparison.momentum import MOMENTUM, NESTEROV
 from ..comparison.permuted import PERMUTED, TRANSPOSED
+from ..comparison.sampled import SAMPLED
 from ..keys import split_key, step_label
 
 NAMES_SHOWN = 4
@@ -35,6 +36,12 @@ def _decay(hint: Fingerprint) -> str:
 
 def fingerprint(hint: Fingerprint) -> str:
     """One fingerprint as a line: what the port does otherwise, where, how closely, what to do."""
+    sampled = hint.detail.get(SAMPLED)
+    return _line(hint) + ("" if not sampled else " (fitted on the elements a digest samples of %d of these tensors: "
+                          "the golden keeps digests at this step)" % sampled)
+
+
+def _line(hint: Fingerprint) -> str:
     # what the fit left is within the comparison's tolerance and under a quarter of the difference
     where, fit = step_label(hint.step), "explained within the tolerance (%.2g ulps of the scale left)" % hint.ulps
     d = hint.detail
