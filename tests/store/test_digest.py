@@ -150,3 +150,36 @@ def test_a_killed_recording_keeps_its_digests(tmp_path):
     assert result.ok, result.problems
     with tracekit.open(path) as trace:
         assert (trace.info("grad/w").steps, trace.info("grad/w").digests) == (1, 2)
+
+
+@pytest.mark.parametrize("whole_later", [False, True])
+def test_a_state_no_step_stores_whole_is_not_held_once_read(tmp_path, whole_later):
+    # A digest golden's variables are whole in its initial state alone: once read (a replay loads
+    # them) the reader keeps no copy, as it would of a delta chain's base.
+    import gc
+    import tracemalloc
+
+    w = np.random.RandomState(0).randn(512, 512).astype(np.float32)
+    path = str(tmp_path / "golden.h5")
+    with tracekit.create(path) as writer:
+        with writer.initial():
+            writer.add("var", "w:0", w)
+        for k in range(3):
+            with writer.step():
+                writer.add("loss", "loss", np.float32(k))
+                writer.add("var", "w:0", w + k, digest=not whole_later)
+    with tracekit.open(path) as trace:
+        tracemalloc.start()
+        try:
+            value = trace.initial["var/w:0"]
+            assert np.array_equal(value, w)
+            del value
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        # kept as the next whole snapshot's delta base, or let go
+        assert (held >= w.nbytes) == whole_later, held
+        if whole_later:
+            assert np.array_equal(trace.step(2)["var/w:0"], w + 2)  # decoded against the bases kept
+        assert np.array_equal(trace.initial["var/w:0"], w)  # read again: decoded again

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -96,6 +96,7 @@ class Backend(abc.ABC):
     def __init__(self, path: str) -> None:
         self.header = Header(path)
         self._cache: Dict[Tuple[str, str, int], Tuple[int, Any]] = {}  # last decoded leaf
+        self._stored: Optional[Set[Tuple[str, str]]] = None  # the tensors some step stores whole
         self._order: Optional[Dict[Tuple[str, str], int]] = None
         self.thorough = False  # compute every leaf's crc32, frames that checked themselves included (verify)
 
@@ -190,9 +191,18 @@ class Backend(abc.ABC):
         if crc != ref.desc.crc and crc != FRAMES_CHECKED:
             raise CorruptTrace("%s: checksum mismatch (stored %08x, data %08x); the file is damaged: "
                                "restore it or record it again" % (label, ref.desc.crc, crc))
-        if ref.desc.layout == values.CHUNKED:
+        if ref.desc.layout == values.CHUNKED and self._based_on(kind, name):
             self._cache[(kind, name, leaf)] = (step, data)
         return data
+
+    def _based_on(self, kind: str, name: str) -> bool:
+        """Whether a step may store this tensor as a delta against a value read of it: only if some
+        step stores it whole. A digest golden's variables and slots are whole in its initial state
+        alone: kept, they would hold a whole training state for as long as the trace is open. (A
+        catalog read before a recording's later steps says too little: a miss decodes the chain.)"""
+        if self._stored is None:
+            self._stored = {(t.kind, t.name) for t in self.header.catalog if t.steps}
+        return (kind, name) in self._stored
 
     def _decode(self, step: int, kind: str, name: str, leaf: int, ref: LeafRef) -> Tuple[np.ndarray, Optional[int]]:
         """The leaf's storage array, and its checksum when decoding computed it on the way."""
