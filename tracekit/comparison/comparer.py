@@ -187,7 +187,8 @@ class Comparer:
             if found is not None and found is not was:  # kept for the hints, which look at both values there
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
                                     if failed is not None and t.key == found.key)
-        if self._first is not None and self._first is not before[0]:
+        if self._first is not None and self._first is not before[0] and index != INITIAL_STEP:
+            # (no fingerprint is fitted on the initial state: the whole state is not held for one)
             self._step_values = _fingerprinted(compared)
         if self._first is None or self._first.step != index:
             self._sparse.pop(index, None)
