@@ -196,5 +196,19 @@ class VariableReader:
             self._key = key
             held = list(variables)
             self._read = tf.function(lambda: [tf.identity(v) for v in held], autograph=False)
-        values = {k: v.numpy() for k, v in zip(key, self._read())} if key else {}
+        values = {k: _view(v) for k, v in zip(key, self._read())} if key else {}
         return lambda variable: values[id(variable)]
+
+
+def _view(tensor: Any) -> np.ndarray:
+    """A read-only numpy view of an eager tensor's buffer: `.numpy()` copies it, which for a
+    model's whole state every step costs as much as the digests of it. The view keeps the tensor
+    alive; a variable assigned later writes a buffer of its own (TensorFlow copies a buffer
+    still referenced before writing it)."""
+    view = getattr(tensor, "_numpy", None)
+    if view is None:
+        return numpy(tensor)
+    array = view()
+    if isinstance(array, np.ndarray):
+        array.flags.writeable = False
+    return array
