@@ -45,7 +45,7 @@ from ..store import Trace
 from ..store.meta import ReplayMeta
 from . import adam, clipping, forms
 from .explained import Explained
-from .sampled import SAMPLED, SampledStep, cut, sampled_state, samples
+from .sampled import SAMPLED, SampledStep, cut, sampled_state, sampled_values, samples
 from .fitting import ELEMENTS_PER_PARAMETER, EPS32, LEFT, f64, lstsq, same, smallest_change
 from .slips import batch_size
 from .stats import Stats
@@ -164,11 +164,11 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         return []
     kept = golden.step(step)
     recorded: Mapping[str, Any] = kept
-    cut: Set[str] = set()
+    sampled: Set[str] = set()
     if kept.digests:  # a digest step from the golden's whole state: fitted on the samples (sampled.py)
         recorded = SampledStep(kept)
         before = sampled_state(before, recorded)
-        values, cut = _sampled(values)
+        values, sampled = sampled_values(values)
     batch, rate = batch_size(golden, step), _learning_rate(golden, step)
     decays = [0.0] + ([rate * d for d in DECAYS] if rate is not None else [])
     grad_factors = [-1.0] + ([float(batch), 1.0 / batch] if batch and batch > 1 else [])
@@ -189,35 +189,24 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         if fit is not None and fit.changed:
             fits.append(fit)
         elif kind == "grad":
-            found += forms.gradient(key, g_value, a_value, tol, shaped=key not in cut)
+            found += forms.gradient(key, g_value, a_value, tol, shaped=key not in sampled)
         elif start is not None:
             found += forms.variable(golden, key, start, g_value, a_value, tol, before, recorded, moments, EPSILONS,
-                                    shaped=key not in cut)
+                                    shaped=key not in sampled)
     # factors of their own on each gradient, each to one round norm: clipped by its own norm
     scales = {f.key: f.changed["scale"][1] for f in fits if f.key.startswith("grad/") and list(f.changed) == ["scale"]}
     # a clip by norm is told by the gradients' norms, which a sample does not hold
-    each = clipping.by_each_norm(scales, recorded) if not cut else None
+    each = clipping.by_each_norm(scales, recorded) if not sampled else None
     if each is not None:  # each gradient's own scale is the prediction: its fit's ulps stand
         found += [Explained(f.key, clipping.CLIP_EACH_NORM, each[0], each[1], f.ulps, each[2]) for f in fits
                   if f.key in scales]
         fits = [f for f in fits if f.key not in scales]
     # a factor every gradient shares, not the batch size's, may be a clip by global norm
-    norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" and not cut else None
+    norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" and not sampled else None
     named = [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f
              for f in _named(golden, step, fits, found, {split_key(k)[1] for k in recorded if k.startswith("grad/")})]
-    return [replace(f, detail=dict(f.detail, **{SAMPLED: len(cut & set(f.keys))})) if cut & set(f.keys) else f
-            for f in named]
-
-
-def _sampled(values: Mapping[str, Tuple[Any, Any]]) -> Tuple[Dict[str, Tuple[Any, Any]], Set[str]]:
-    """The two values of each tensor, digests as their samples; and the keys so cut."""
-    out, cut = {}, set()
-    for key, pair in values.items():
-        found = samples(*pair)
-        out[key] = pair if found is None else found
-        if found is not None:
-            cut.add(key)
-    return out, cut
+    return [replace(f, detail=dict(f.detail, **{SAMPLED: len(sampled & set(f.keys))})) if sampled & set(f.keys)
+            else f for f in named]
 
 
 def _numeric(*values: Any) -> bool:

@@ -7,20 +7,20 @@ state the step started from, held whole, can be cut to the same positions. On th
 update is an update: the proportion rule (a weight decay one side applies) and the fingerprints
 (fingerprints.py: a learning-rate factor, Adam's epsilon, a decay, an L2 term) fit them as they
 fit whole tensors, and to the same tolerance. A fit on a sample says what the sampled elements
-did; the report says it was fitted on them (Fingerprint.detail["sampled"]).
+did; the report says it was fitted on them (Fingerprint.detail[SAMPLED]).
 
 numpy only.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
 from ..store.digest import Digest, positions
 
-SAMPLED = "sampled"  # Fingerprint.detail's key: the elements the fit saw, where they were a sample
+SAMPLED = "sampled"  # Fingerprint.detail's key: how many of its tensors it was fitted on samples of
 
 
 def samples(g_value: Any, a_value: Any) -> Optional[Tuple[np.ndarray, np.ndarray]]:
@@ -30,6 +30,18 @@ def samples(g_value: Any, a_value: Any) -> Optional[Tuple[np.ndarray, np.ndarray
             g_value.count != a_value.count or g_value.sample.size != a_value.sample.size:
         return None
     return g_value.sample, a_value.sample
+
+
+def sampled_values(values: Mapping[str, Tuple[Any, Any]]) -> Tuple[Dict[str, Tuple[Any, Any]], Set[str]]:
+    """Each tensor's two values, a pair of digests as their samples; and the keys so taken."""
+    out: Dict[str, Tuple[Any, Any]] = {}
+    taken: Set[str] = set()
+    for key, pair in values.items():
+        found = samples(*pair)
+        out[key] = pair if found is None else found
+        if found is not None:
+            taken.add(key)
+    return out, taken
 
 
 def cut(value: Any, count: int) -> Any:
