@@ -19,6 +19,8 @@ Variants, each over one float32 variable of --elements values:
     sample      the sample alone by tf.gather: what the envelope verdict compares between keyframes
     pass        one float32 sum over the variable in the graph: the floor of any single pass over it
     xla64       (TF 2) graph64's ops compiled by XLA (jit_compile), free to fuse them
+    xla32       (TF 2) every statistic accumulated in float32, compiled by XLA: what one fused pass
+                over the tensor could cost (float32 sums carry round-off a digest would state)
 
 Prints milliseconds (best of --repeat) and each variant's ratio to `numpy`. A benchmark, not a test.
 """
@@ -54,6 +56,18 @@ def graph_digest(x: Any, positions: Any, wide_extremes: bool) -> List[Any]:
             tf.reduce_sum(tf.cast(tf.logical_not(finite), tf.int64)), tf.gather(flat, positions)]
 
 
+def narrow_digest(x: Any, positions: Any) -> List[Any]:
+    """graph_digest's statistics with every sum accumulated in float32."""
+    flat = tf.reshape(x, [-1])
+    finite = tf.math.is_finite(flat)
+    kept = tf.where(finite, flat, tf.zeros_like(flat))
+    big = tf.fill(tf.shape(flat), tf.constant(np.inf, flat.dtype))
+    return [tf.reduce_sum(kept), tf.reduce_sum(kept * kept), tf.reduce_sum(tf.abs(kept)),
+            tf.reduce_min(tf.where(finite, flat, big)), tf.reduce_max(tf.where(finite, flat, -big)),
+            tf.reduce_sum(tf.cast(tf.math.is_nan(flat), tf.int32)),
+            tf.reduce_sum(tf.cast(tf.logical_not(finite), tf.int32)), tf.gather(flat, positions)]
+
+
 def cheap_digest(x: Any, positions: Any, sums: bool) -> List[Any]:
     """Lesser digests: the sample, with or without float32 sums (see the module)."""
     flat = tf.reshape(x, [-1])
@@ -76,7 +90,8 @@ def variants(count: int) -> Dict[str, Callable[[], Any]]:
         one = tf.function(lambda: tf.reduce_sum(var))
         run_pass = lambda: one().numpy()  # noqa: E731
         xla = tf.function(lambda: graph_digest(var, positions, True), jit_compile=True)
-        extra = {"xla64": lambda: [t.numpy() for t in xla()]}
+        xla32 = tf.function(lambda: narrow_digest(var, positions), jit_compile=True)
+        extra = {"xla64": lambda: [t.numpy() for t in xla()], "xla32": lambda: [t.numpy() for t in xla32()]}
     else:  # TF 1.15: graph and Session
         var = tf.compat.v1.Variable(value)
         wide_ops, narrow_ops = graph_digest(var, positions, True), graph_digest(var, positions, False)
