@@ -20,12 +20,11 @@ from ..store.held import uncompared
 from ..store.meta import ReplayMeta, replay_of
 from . import dropout, sparse
 from .diagnosis import diagnose, with_values
-from .fingerprints import PROPORTIONAL_ULPS, from_golden_state, held_to_proportion
+from .fingerprints import PROPORTIONAL_ULPS, fittable, from_golden_state, held_to_proportion
 from .loss_terms import port_source_key, source_key
 from .floor import under_the_floor
 from .missing import missing_hint
 from .digests import WHOLE, as_digest, compare_digests
-from .sampled import samples
 from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
 from .noise import Noise, NoiseTracker
@@ -44,10 +43,6 @@ PAIRS_AHEAD = 4
 
 # Kinds whose failing values the noise tracker looks at (an error budget, element by element).
 NOISE_VALUES = frozenset(["var", "tap"])
-
-# Failing variables and gradients at the first divergence's step whose values are kept for the
-# fingerprints (comparison/fingerprints.py), up to this many bytes of them.
-FINGERPRINT_BYTES = 256 << 20
 
 # Steps whose loss values are kept to fit a slip in one part of the loss (comparison/loss_terms.py).
 LOSSES_KEPT = 1000
@@ -189,7 +184,8 @@ class Comparer:
                                     if failed is not None and t.key == found.key)
         if self._first is not None and self._first is not before[0] and index != INITIAL_STEP:
             # (no fingerprint is fitted on the initial state: the whole state is not held for one)
-            self._step_values = _fingerprinted(compared)
+            self._step_values = fittable((t.key, t.kind, failed[0], failed[1]) for t, _, failed in compared
+                                         if failed is not None)
         if self._first is None or self._first.step != index:
             self._sparse.pop(index, None)
 
@@ -392,28 +388,6 @@ def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTra
             first = Divergence(index, tensor.kind, tensor.name, stats)
     noise.end_step()
     return first, explained_first
-
-
-def _fingerprinted(compared: "Compared") -> Dict[str, Tuple[Any, Any]]:
-    """The failing variables' and gradients' two values at a step, up to FINGERPRINT_BYTES (two
-    digests of a sampled tensor: their samples are fitted, comparison/sampled.py)."""
-    kept: Dict[str, Tuple[Any, Any]] = {}
-    left = FINGERPRINT_BYTES
-    for tensor, _, failed in compared:
-        if failed is None or tensor.kind not in ("var", "grad"):
-            continue
-        if samples(failed[0], failed[1]) is None and not (isinstance(failed[0], np.ndarray) and
-                                                          isinstance(failed[1], np.ndarray)):
-            continue
-        left -= _nbytes(failed[0]) + _nbytes(failed[1])
-        if left < 0:
-            break
-        kept[tensor.key] = failed[0], failed[1]
-    return kept
-
-
-def _nbytes(value: Any) -> int:
-    return int(value.sample.nbytes if isinstance(value, Digest) else value.nbytes)
 
 
 def _in_order(keys: List[str]) -> List[str]:

@@ -35,13 +35,14 @@ Results are data (report/fingerprints.py renders them); numpy only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..errors import UsageError
 from ..keys import make_key, split_key
 from ..store import Trace
+from ..store.digest import Digest
 from ..store.meta import ReplayMeta
 from . import adam, clipping, forms
 from .explained import Explained
@@ -67,6 +68,10 @@ EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-10)  # the epsilons optimizer
 ABSENT = 0.02  # a decay under this fraction of the other side's is none (what a fit leaves of zero)
 PROPORTIONAL_ULPS = 8.0  # a difference proportional to the value is a departure from this many ulps of its scale
 EXPLAINED = 0.9  # ... where the proportion explains this fraction of the difference's energy
+
+# Failing variables and gradients at the first divergence's step whose values a comparison keeps
+# for the fingerprints, up to this many bytes of them.
+FINGERPRINT_BYTES = 256 << 20
 
 # Resolves the comparison's tolerance for (kind, name, step, dtype name).
 Resolve = Callable[[str, str, int, str], Resolved]
@@ -98,6 +103,29 @@ class _Fit:
     ulps: float
     betas: Optional[Tuple[float, float]] = None
     counts: Tuple[int, ...] = ()  # the optimizer step counts a bias correction may have used
+
+
+def fittable(failures: Iterable[Tuple[str, str, Any, Any]]) -> Dict[str, Tuple[Any, Any]]:
+    """Of a step's failing tensors (key, kind, golden value, port value), the variables' and
+    gradients' two values fingerprints can fit (arrays, or two digests' samples: sampled.py), up
+    to FINGERPRINT_BYTES."""
+    kept: Dict[str, Tuple[Any, Any]] = {}
+    left = FINGERPRINT_BYTES
+    for key, kind, g_value, a_value in failures:
+        if kind not in ("var", "grad"):
+            continue
+        if samples(g_value, a_value) is None and not (isinstance(g_value, np.ndarray) and
+                                                      isinstance(a_value, np.ndarray)):
+            continue
+        left -= _nbytes(g_value) + _nbytes(a_value)
+        if left < 0:
+            break
+        kept[key] = g_value, a_value
+    return kept
+
+
+def _nbytes(value: Any) -> int:
+    return int(value.sample.nbytes if isinstance(value, Digest) else value.nbytes)
 
 
 def from_golden_state(replay: Optional[ReplayMeta], step: int) -> bool:
