@@ -11,6 +11,7 @@ import faulthandler
 import os
 import pickle
 import signal
+import sys
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
@@ -49,10 +50,19 @@ def in_child(call: Callable[..., T], *args: Any, hold: Any = None) -> T:
             with os.fdopen(write, "wb") as pipe:
                 pipe.write(data)
         finally:
+            for stream in (sys.stdout, sys.stderr):  # what the call printed, before leaving without Python's exit
+                with contextlib.suppress(Exception):
+                    stream.flush()
             os._exit(0)
     os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            data = pipe.read()
+    except BaseException:  # interrupted here (Ctrl-C): the child goes too, and no zombie stays
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
@@ -63,7 +73,10 @@ def in_child(call: Callable[..., T], *args: Any, hold: Any = None) -> T:
         raise ChildCrashed(name)
     if not data:
         raise ChildCrashed("exit %d without an answer" % os.WEXITSTATUS(status))
-    ok, value = pickle.loads(data)  # our own child's answer
+    try:
+        ok, value = pickle.loads(data)  # our own child's answer
+    except Exception as exc:  # noqa: BLE001  # an exception whose class cannot be rebuilt from its arguments
+        raise RuntimeError("the child process's answer could not be read back: %s" % exc) from None
     if ok:
         return value
     raise value

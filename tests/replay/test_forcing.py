@@ -175,3 +175,26 @@ def test_a_value_converted_through_an_offset_reads_back_within_the_offsets_round
     assert record["set"] == {"var": 1}
     with pytest.raises(ReplayError, match="1 read back otherwise"):
         forced_record(golden, _Stub({"var/rnn/lstm_cell/bias:0": back}), 1, state, forced)
+
+
+@pytest.mark.parametrize("where", [0, -1])
+def test_a_tensor_longer_than_a_chunk_reads_back_otherwise_wherever_its_one_element_differs(where):
+    # compared in float64 a chunk at a time (a big model's slot is not widened whole): the last chunk counts too
+    from tracekit.replay.forcing import READ_BACK_CHUNK, reads_back
+
+    want = np.linspace(-1.0, 1.0, READ_BACK_CHUNK * 2 + 3, dtype=np.float32).reshape(-1, 1)
+    got = want.copy()
+    assert reads_back(got, want)
+    got.reshape(-1)[where] += np.float32(0.01)
+    assert not reads_back(got, want)
+
+
+def test_a_fresh_slot_is_held_as_one_element_and_reads_as_the_whole():
+    from tracekit.replay.optimizer_terms import compact
+
+    zeros = np.zeros((512, 256), np.float32)
+    held = compact(zeros)
+    assert held.shape == zeros.shape and held.dtype == zeros.dtype and np.array_equal(held, zeros)
+    assert held.strides == (0, 0) and not held.flags.writeable  # one element's memory, read-only
+    varied = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert compact(varied) is varied

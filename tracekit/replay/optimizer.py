@@ -24,8 +24,8 @@ from .distribute import disagreeing_copies, replica_id
 from .forcing import reads_back
 from .gradients import GradientWatch, gradient_keys
 from .keras_optimizers import aggregates, delegates, optimizer_classes
-from .optimizer_terms import (applied, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate, settings,
-                              slot_from_tf1, slot_to_tf1)
+from .optimizer_terms import (applied, compact, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate,
+                              settings, slot_from_tf1, slot_to_tf1)
 from .tf_import import tf
 from .patched import patched
 from .port_state import starts_fresh, unmapped_state
@@ -335,7 +335,7 @@ class OptimizerBridge:
                 for name, var, role, _ in self._slots[slots:]:
                     golden = initial_value(self.golden, "slot", name)
                     if fresh and one_value(golden):  # what the TF1 optimizer made: where the port's should start
-                        self.own_initial[make_key("slot", name)] = slot_to_tf1(numpy(var), role, lr)
+                        self.own_initial[make_key("slot", name)] = compact(slot_to_tf1(numpy(var), role, lr))
                     var.assign(cast_for(slot_from_tf1(golden, role, lr), var))
                 for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
                     golden = [slot_from_tf1(initial_value(self.golden, "slot", name), role, lr) for name in names]
@@ -351,15 +351,17 @@ class OptimizerBridge:
         slots from `converted` on, the step counter), read back at once in the golden's terms:
         each key into `loaded`, read back as the golden's or not (a step runs from it next)."""
         initial = self.golden.initial
-        got: List[Tuple[str, Any]] = [(make_key("slot", name), slot_to_tf1(numpy(var), role, lr))
-                                      for name, var, role, _ in self._slots[slots:]]
-        for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
-            values = conv.deltas_to_golden([slot_to_tf1(numpy(var), role, lr) for var in port_slots])
-            got += [(make_key("slot", name), value) for name, value in zip(names, values)]
-        if counter is not None:
-            got += [(self._keys[name], numpy(counter) // self._calls_per_step) for name in self._iterations
-                    if self._keys[name] in initial]
-        for key, value in got:
+
+        def got() -> Iterator[Tuple[str, Any]]:  # one at a time: a big model's slots are not all copied at once
+            for name, var, role, _ in self._slots[slots:]:
+                yield make_key("slot", name), slot_to_tf1(numpy(var), role, lr)
+            for conv, names, port_slots, role, _ in self._converted_slots[converted:]:
+                values = conv.deltas_to_golden([slot_to_tf1(numpy(var), role, lr) for var in port_slots])
+                yield from ((make_key("slot", name), value) for name, value in zip(names, values))
+            if counter is not None:
+                yield from ((self._keys[name], numpy(counter) // self._calls_per_step) for name in self._iterations
+                            if self._keys[name] in initial)
+        for key, value in got():
             self.loaded[key] = reads_back(value, initial[key])
 
     def _golden_names(self, updated: Set[Optional[str]]) -> List[str]:

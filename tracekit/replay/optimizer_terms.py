@@ -43,6 +43,13 @@ def one_value(value: np.ndarray) -> bool:
     return flat.size > 0 and bool((flat == flat[0]).all())
 
 
+def compact(value: np.ndarray) -> np.ndarray:
+    """`value`, held as a read-only broadcast of its one element where it has one value everywhere:
+    the port's own fresh slots of a big model then cost nothing until a writer encodes them."""
+    flat = value.reshape(-1)
+    return np.broadcast_to(flat[:1].copy().reshape(()), value.shape) if one_value(flat) else value
+
+
 def applied(optimizer: Any, pairs: List[Tuple[Any, Any]]) -> List[Any]:
     """The gradients the optimizer applies of those it is given: a Keras optimizer set to clip
     (global_clipnorm, clipnorm, clipvalue) clips them in apply_gradients, as TF1 code clips before."""

@@ -48,7 +48,7 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     state = run("state", steps)
     with open_trace(golden) as trace:
         runs = _port_runs(trace, None, make_port, tolerance, replay_options)
-        arbitrate_local(trace, state, runs.make_port, runs.replay_one)
+        arbitrate_local(trace, state, runs)
     found = Localization(golden, plain, state)
     first = state.first_divergence
     if first is None:

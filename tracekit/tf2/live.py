@@ -21,6 +21,7 @@ from ..report.judged import long_golden_advice
 from ..keys import RECORDING, REPLAY, split_key
 from ..store import Trace, open_trace
 from ..store.meta import RecordingMeta, ReplayMeta
+from .apart import Apart, written
 from .drive import _LOCALIZE_SETS, _made, _replay
 from .verdict import JUDGES, PortRuns, judge_keyframed, judge_long
 
@@ -140,6 +141,7 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
     options' model), else each of a fresh port, whose own replay options (they name its own
     objects: convert=, variables=) win over the caller's."""
     base = options.but(model=None)
+    apart = Apart()
 
     def made() -> Tuple[Any, Any, ReplayOptions]:
         model, step, own = made_port(make_port)
@@ -147,32 +149,40 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
                                         clash="own").but(model=model)
 
     def forced() -> Comparison:
-        if step_fn is not None:
+        if step_fn is not None:  # the port given, built in this process
             return _check(trace, step_fn, options.but(forcing="state"), tolerance=tolerance, judge="plain")
-        _, step, own = made()
-        return _check(trace, step, own.but(forcing="state"), tolerance=tolerance, judge="plain")
+
+        def run() -> Comparison:
+            _, step, own = made()
+            return _check(trace, step, own.but(forcing="state"), tolerance=tolerance, judge="plain")
+        return apart(run)
 
     def replay_own(seed: Optional[int], path: str, restart_at: "frozenset[int]",
                    full_at: Optional[Callable[[int], bool]], steps: Optional[int] = None) -> Trace:
-        _, step, own = made()
-        own = own if steps is None else own.but(steps=steps)
-        written = _replay(trace, step, own, path, nudge=seed, restart_at=restart_at, jitter=True,
-                          full_at=full_at).trace
-        assert written is not None  # written: out is given
-        return written
+        def run() -> str:
+            _, step, own = made()
+            own = own if steps is None else own.but(steps=steps)
+            replayed = _replay(trace, step, own, path, nudge=seed, restart_at=restart_at, jitter=True,
+                               full_at=full_at).trace
+            assert replayed is not None  # written: out is given
+            replayed.close()
+            return path
+        return written(apart(run))
 
     def against(seed: int, reference: Trace, restart_at: "frozenset[int]",
                 full_at: Optional[Callable[[int], bool]]) -> Comparison:
-        _, step, own = made()
-        return _compared(trace, step, own, reference, Tolerance.exact(), nudge=seed, restart_at=restart_at,
-                         jitter=True, full_at=full_at)[0]
+        def run() -> Comparison:
+            _, step, own = made()
+            return _compared(trace, step, own, reference, Tolerance.exact(), nudge=seed, restart_at=restart_at,
+                             jitter=True, full_at=full_at)[0]
+        return apart(run)
 
     def replay_one(excerpt: str, model: Any, step: Any, own: ReplayOptions, path: str) -> Trace:
         written = _replay(excerpt, step, own.but(model=model, progress=None), path).trace
         assert written is not None
         return written
 
-    return PortRuns(forced, replay_own, against, replay_one, made)
+    return PortRuns(forced, replay_own, against, replay_one, made, apart)
 
 
 class _Live:

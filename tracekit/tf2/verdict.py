@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..comparison.arbiter import PORT, Arbitrated
@@ -52,6 +52,7 @@ from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
 from ..keys import KIND_ORDER
 from ..store import Trace
+from .apart import Apart
 from .arbiter import MakePort, ReplayOne, arbitrate, crossed
 
 ARBITRATED_STEPS = 16
@@ -80,6 +81,8 @@ class PortRuns:
     against: Callable[[int, Trace, "frozenset[int]", Optional[Callable[[int], bool]]], Comparison]
     replay_one: ReplayOne
     make_port: MakePort
+    # runs a call that makes ports (a run, the arbiter's steps): in a process of its own where that is safe
+    apart: Apart = field(default_factory=Apart)
 
 
 def judge_long(golden: Trace, port: PortRuns, drift_out: Optional[str] = None) -> Comparison:
@@ -87,9 +90,10 @@ def judge_long(golden: Trace, port: PortRuns, drift_out: Optional[str] = None) -
     the replay from the port's own state (a temporary file by default)."""
     local = port.check()
     local.judged = "local"
-    arbitrated = arbitrate_local(golden, local, port.make_port, port.replay_one)
+    arbitrated = arbitrate_local(golden, local, port)
     if local.first_divergence is None and not local.missing and local.short is None:
         local.drift = envelope(golden, port, arbitrated, type(local), drift_out)
+    local.notes.append("memory: %s" % port.apart.where)
     return local
 
 
@@ -107,10 +111,11 @@ def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], res
     restarts = frozenset(k + 1 for k in keyframes if k + 1 < len(golden))
     result = envelope(golden, port, Arbitrated(), result_type, out, restarts=restarts, full_at=None)
     result.judged = "envelope"
+    result.notes.append("memory: %s" % port.apart.where)
     return result
 
 
-def arbitrate_local(golden: Trace, local: Comparison, make_port: MakePort, replay_one: ReplayOne) -> Arbitrated:
+def arbitrate_local(golden: Trace, local: Comparison, port: PortRuns) -> Arbitrated:
     """Arbitrate a teacher-forced comparison's failing steps in order, up to the first the arbiter
     does not explain, and accept those it explains (`local.arbitration` says which); first accept
     the steps a TF1 race explains (comparison/races.py; `local.raced`)."""
@@ -124,7 +129,7 @@ def arbitrate_local(golden: Trace, local: Comparison, make_port: MakePort, repla
             local.notes.append("the arbiter stopped after %d failing steps: later local errors count as the port's"
                                % ARBITRATED_STEPS)
             break
-        arbitration = arbitrate(golden, step, failing, make_port, replay_one)
+        arbitration = port.apart(lambda: arbitrate(golden, step, failing, port.make_port, port.replay_one))
         arbitrated.steps.append(arbitration)
         if not arbitration.explained:
             break
@@ -243,7 +248,7 @@ def _own_crossing(golden: Trace, own: Trace, drift: Comparison, near: Comparison
     for step in range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1):
         if step in restarts:
             break  # the run restarted from the golden's state there: nothing of its own before
-        crossing = crossed(golden, own, step, port.make_port, port.replay_one)
+        crossing = port.apart(lambda: crossed(golden, own, step, port.make_port, port.replay_one))
         if crossing.side == "between" and _worst_ulps(near, step) < CROSSING_JUMP * _worst_ulps(near, step - 1):
             # a kink between trajectories that drifted apart smoothly: the drift came first
             crossing = replace(crossing, verdict=PORT, side="")
