@@ -4,20 +4,22 @@ heads, intermediate 3072 with GELU, LayerNorm, dropout on, a 30,522-word vocabul
 positions: 110M parameters), fine-tuned by its AdamWeightDecayOptimizer (decoupled weight decay,
 no bias correction) at run_classifier's learning rate 5e-5; recorded on TF 1.15 under a size
 budget with no step count given, and checked through the corpus' hand-written TF2 port
-(tools/corpus/ports/bert_classifier.py), right and with two slips. Each variant is a process of
+(tools/corpus/ports/bert_classifier.py), right and with three slips. Each variant is a process of
 its own, timed whole from outside (imports, graph building, tracing included: what CI pays),
-with its peak resident memory:
+with its peak memory (the process and the children it forks: tools/treemem.py):
 
     record-floor  the driver alone on TF 1.15
     record        the same under `tracekit record --budget`
     plain         the TF2 port's loop on the golden's inputs, nothing else
     check         tracekit.tf2.check(golden, make_port=...): judged by the envelope (the golden keeps
                   its state whole only at the start)
-    decay         check of the port with the weight decay left out
-    nudge         check of the port that moves one word embedding by 1e-3 in step 7, once
+    decay         check of the port with the decoupled weight decay left out (from step 0)
+    late          check of the port whose rate schedule runs one step late from step 20 (seen only
+                  where the rate moves: --train-steps)
+    scale         check of the port that scales the first encoder layer's weights by 1 + 1e-3 in step 7
 
     .venv/bin/python tools/bench_bert.py [--steps 100] [--budget 1GB] [--seq 16] [--batch 2]
-        [--layers 12] [--out build/bert] [--only record-floor,record,...] [--reuse]
+        [--layers 12] [--train-steps 1000000000] [--out build/bert] [--only record-floor,record,...]
 
 Prints a markdown table: seconds, the ratio to its floor (record: record-floor; the checks: plain),
 peak memory, and what each check found. A benchmark, not a test.
@@ -28,9 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
+import tempfile
 from typing import Any, Dict, List, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,7 +39,9 @@ ROOT = os.path.dirname(HERE)
 LEGACY = os.path.join(ROOT, ".venv-legacy", "bin", "python")
 MODERN = os.path.join(ROOT, ".venv", "bin", "python")
 DRIVER = os.path.join(ROOT, "tools", "corpus", "programs", "bert_classifier.py")
-VARIANTS = ("record-floor", "record", "plain", "check", "decay", "nudge")
+sys.path.insert(0, ROOT)
+from tools import treemem  # noqa: E402
+VARIANTS = ("record-floor", "record", "plain", "check", "decay", "late", "scale")
 BASE = dict(hidden=768, heads=12, intermediate=3072, vocab=30522, positions=512, lr=5e-5)
 
 
@@ -47,58 +50,59 @@ def sizes(args: argparse.Namespace) -> Dict[str, Any]:
 
 
 def driver_args(args: argparse.Namespace) -> List[str]:
-    """The driver's options: the shape, the batch, BERT's rate constant over the run (its decay
-    spread over 1e9 steps, no warm-up: see tools/corpus)."""
-    out = ["--steps", str(args.steps), "--train-steps", "1000000000", "--warmup", "0", "--batch", str(args.batch)]
+    """The driver's options: the shape, the batch, BERT's polynomial decay of the rate to 0 over
+    --train-steps and no warm-up (a warm-up's rate is 0 at step 0, where nothing could show a
+    decay left out). By default the decay spreads over 1e9 steps, so the rate stays 5e-5: BERT's
+    optimizer reads global_step unordered with its increment, and where the rate moves, the
+    rates TF 1.15 trained with are those of the next step at most steps and of the step itself
+    at others (the golden's race report), which no port reproduces step by step."""
+    out = ["--steps", str(args.steps), "--train-steps", str(args.train_steps), "--warmup", "0",
+           "--batch", str(args.batch)]
     for name, value in sizes(args).items():
         out += ["--" + name, str(value)]
     return out
 
 
 def timed(command: List[str]) -> Tuple[float, float, str]:
-    """(seconds, peak resident MB, stdout) of one process."""
+    """(seconds, peak memory MB, output) of one process and the children it forks (a judged
+    check runs each port in one): the peak of their summed proportional set sizes (treemem)."""
     env = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}
     env.update(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1")
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert proc.stdout is not None
-    text = proc.stdout.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, for this child's own peak memory
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.perf_counter() - start
-    if proc.returncode:
-        raise RuntimeError("%s failed (%d):\n%s" % (" ".join(command), proc.returncode, text[-4000:]))
-    return seconds, usage.ru_maxrss / 1024.0, text
+    with tempfile.TemporaryFile() as output:
+        found = treemem.measure(command, env=env, cwd=ROOT, output=output)
+        output.seek(0)
+        text = output.read().decode(errors="replace")
+    if found.returncode:
+        raise RuntimeError("%s failed (%d):\n%s" % (" ".join(command), found.returncode, text[-4000:]))
+    return found.seconds, found.peak_pss_mb, text
 
 
 def child(variant: str, golden: str, sizes_json: str) -> None:
     """The TF2 variants, in this process: prints one JSON line of what they found."""
-    import resource
-
     import tracekit
     import tracekit.tf2
     from tools.corpus.ports import bert_classifier
 
     shape = json.loads(sizes_json)
+    train_steps = shape.pop("train_steps")
     tf = tracekit.tf2.tf
     out: Dict[str, Any] = {}
     if variant == "plain":
         with tracekit.open(golden) as trace:
             feeds = [{n: tf.constant(s["input", n]) for n in s.names("input")} for s in trace]
-        _, step, _ = bert_classifier.port(tf, **shape)
+        _, step, _ = bert_classifier.port(tf, train_steps=train_steps, **shape)
         for feed in feeds:
             step(feed)
     else:
         slip = None if variant == "check" else variant
 
         def factory() -> Any:
-            variables, step, options = bert_classifier.port(tf, slip=slip, **shape)
+            variables, step, options = bert_classifier.port(tf, slip=slip, train_steps=train_steps, **shape)
             return None, step, dict(options, variables=variables)
         result = tracekit.tf2.check(golden, make_port=factory)
         first = result.first_divergence
         out = {"ok": result.ok, "judged": result.judged,
                "first": None if first is None else [first.step, first.key]}
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps(out))
 
 
@@ -109,6 +113,8 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=16)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--train-steps", type=int, default=1_000_000_000,
+                        help="the steps BERT's rate decays to 0 over (default 1e9: a constant rate)")
     parser.add_argument("--out", default=os.path.join(ROOT, "build", "bert"))
     parser.add_argument("--only", default=",".join(VARIANTS))
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
@@ -127,18 +133,19 @@ def main() -> None:
             command = [LEGACY, "-m", "tracekit", "record", "--budget", args.budget, "-o", golden, "--", DRIVER] \
                 + driver_args(args)
         else:
-            command = [MODERN, __file__, "--child", variant, golden, json.dumps(sizes(args))]
+            shape = json.dumps(dict(sizes(args), train_steps=args.train_steps))
+            command = [MODERN, __file__, "--child", variant, golden, shape]
         seconds, peak, text = timed(command)
         found: Dict[str, Any] = json.loads(text.strip().splitlines()[-1]) if variant not in (
             "record-floor", "record") else {}
-        rows[variant] = dict(found, seconds=seconds, peak_mb=found.get("peak_rss_mb", peak))
-        print("%s: %.1f s, %.0f MB %s" % (variant, seconds, rows[variant]["peak_mb"], found), file=sys.stderr, flush=True)
+        rows[variant] = dict(found, seconds=seconds, peak_mb=peak)
+        print("%s: %.1f s, %.0f MB %s" % (variant, seconds, peak, found), file=sys.stderr, flush=True)
     size = os.path.getsize(golden) if os.path.exists(golden) else None
     print("BERT-base shape (%s), %d steps, batch %d x %d tokens, budget %s: golden %s"
           % (", ".join("%s %s" % kv for kv in sizes(args).items()), args.steps, args.batch, args.seq, args.budget,
              "%.0f MB" % (size / 1e6) if size else "-"))
     print("\n| variant | seconds | vs its floor | peak memory | found |\n|---|---|---|---|---|")
-    floors = {"record": "record-floor", "check": "plain", "decay": "plain", "nudge": "plain"}
+    floors = dict({"record": "record-floor"}, **{name: "plain" for name in ("check", "decay", "late", "scale")})
     for variant, row in rows.items():
         floor = rows.get(floors.get(variant, ""))
         ratio = "%.2fx %s" % (row["seconds"] / floor["seconds"], floors[variant]) if floor else "-"

@@ -12,16 +12,20 @@ SIZES = dict(hidden=32, heads=2, layers=2, intermediate=64, vocab=64, seq=16, po
 LABELS, TYPES = 3, 16
 TRAIN_STEPS = 1_000_000_000  # the driver's --train-steps
 NUDGE_AT = 7
+LATE_FROM = 20  # the "late" slip's schedule runs one step behind from this step on
 
 
 def gelu(tf, x):
     return x * 0.5 * (1.0 + tf.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
 
 
-def port(tf, slip=None, **sizes):
+def port(tf, slip=None, train_steps=TRAIN_STEPS, **sizes):
     """`sizes` as the driver's options (hidden=768, layers=12, ..., positions=512: BERT-base).
     `slip`, for the wrong ports of the benchmark (tools/bench_bert.py) and the fingerprint tests: "decay"
     leaves the weight decay out; "nudge" moves one word embedding by 1e-3 in step NUDGE_AT, once;
+    "scale" scales the first encoder layer's weights by 1 + 1e-3 after step NUDGE_AT; "late" takes
+    the learning rate one step late from step LATE_FROM on (the driver's --train-steps as
+    `train_steps`: with few, the polynomial decay moves the rate at every step);
     "decay-all" decays LayerNorm and bias weights too (an empty exclusion list); "epsilon" is
     Adam's 1e-8 instead of BERT's 1e-6; "bias-correction" corrects m and v as Keras' AdamW does."""
     import tracekit.tf2
@@ -142,7 +146,8 @@ def port(tf, slip=None, **sizes):
             self.corrected = corrected
 
         def learning_rate(self):
-            done = tf.minimum(tf.cast(self.global_step, tf.float32), TRAIN_STEPS) / TRAIN_STEPS
+            at = self.global_step - tf.cast(slip == "late" and self.global_step >= LATE_FROM, tf.int64)
+            done = tf.minimum(tf.cast(at, tf.float32), train_steps) / train_steps
             return self.rate * (1.0 - done)
 
         def apply(self, grads):
@@ -182,7 +187,13 @@ def port(tf, slip=None, **sizes):
             words = model.embeddings.words.embeddings
             moved = tf.cast(tf.equal(optimizer.global_step, NUDGE_AT), words.dtype) * 1e-3
             words.assign_add(tf.scatter_nd([[0, 0]], tf.reshape(moved, [1]), words.shape))
-        return {"loss": loss, "lr": optimizer.apply(grads)}
+        at = optimizer.global_step.read_value()
+        rate = optimizer.apply(grads)
+        if slip == "scale":
+            factor = 1.0 + 1e-3 * tf.cast(tf.equal(at, NUDGE_AT), tf.float32)
+            for weight in model.encoder.layers_[0].trainable_variables:
+                weight.assign(weight * factor)
+        return {"loss": loss, "lr": rate}
 
     # as the replay proposed it (docs/PORTS.md), pasted: the classifier's kernel is TF1's output_weights transposed
     var_map = {
