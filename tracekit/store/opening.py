@@ -12,6 +12,7 @@ from ._format import HDF5_SIGNATURE, JOURNAL_MAGIC, JOURNAL_SUFFIX, USERBLOCK_MA
     userblock_token
 from ._journal import journal_opening
 from ._lock import held
+from ._screen import trust
 from .reader import Trace
 from .remote import is_url
 
@@ -52,6 +53,14 @@ def open_trace(path: "str | os.PathLike") -> "Trace":
                            "read or recovered without it" % (path, journal))
     raise NotATrace("%s is not a tracekit golden: it is neither HDF5 nor a tracekit journal%s"
                     % (path, " (the file is empty)" if not head else ""))
+
+
+def open_written(path: str) -> "Trace":
+    """Open a trace this process, or a child it forked, has just written whole and closed: read
+    without the first-open walk of a golden from elsewhere (_screen.py), as the writer's own
+    process reads what it wrote."""
+    trust(path)
+    return open_trace(path)
 
 
 def _unfinished(path: str, journal: str, named: bool) -> "Tuple[Optional[Trace], Optional[str]]":

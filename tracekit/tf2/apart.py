@@ -24,8 +24,8 @@ from typing import Callable, TypeVar
 from .._isolate import ChildCrashed, in_child
 from ..errors import ReplayError
 from ..replay.tf_import import tf  # noqa: F401  # imported before any fork, as the child will use it
-from ..store import Trace, open_trace
-from ..store._screen import trust
+from ..store import Trace
+from ..store.opening import open_written
 
 T = TypeVar("T")
 
@@ -52,10 +52,10 @@ class Apart:
             return "TRACEKIT_APART=0"
         if not hasattr(os, "fork"):
             return "no fork on this system"
-        if threading.active_count() > 1:
-            return "other threads were running"
         if _runtime_started():
             return "TensorFlow had already started here"
+        if threading.active_count() > 1:
+            return "other threads were running"
         return ""
 
     def __call__(self, call: Callable[[], T]) -> T:
@@ -77,7 +77,5 @@ class Apart:
 
 
 def written(path: str) -> Trace:
-    """Open a trace a run wrote, in a child or here: this process's own writing, so trusted
-    whole without the first-open walk (store/_screen.py)."""
-    trust(path)
-    return open_trace(path)
+    """Open the trace a run wrote, in a child or here."""
+    return open_written(path)

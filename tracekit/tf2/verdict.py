@@ -93,7 +93,7 @@ def judge_long(golden: Trace, port: PortRuns, drift_out: Optional[str] = None) -
     arbitrated = arbitrate_local(golden, local, port)
     if local.first_divergence is None and not local.missing and local.short is None:
         local.drift = envelope(golden, port, arbitrated, type(local), drift_out)
-    local.notes.append("memory: %s" % port.apart.where)
+    _memory_note(local, port)
     return local
 
 
@@ -111,8 +111,14 @@ def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], res
     restarts = frozenset(k + 1 for k in keyframes if k + 1 < len(golden))
     result = envelope(golden, port, Arbitrated(), result_type, out, restarts=restarts, full_at=None)
     result.judged = "envelope"
-    result.notes.append("memory: %s" % port.apart.where)
+    _memory_note(result, port)
     return result
+
+
+def _memory_note(result: Comparison, port: PortRuns) -> None:
+    """Where the runs that made ports ran (tf2/apart.py), if any did."""
+    if port.apart.where:
+        result.notes.append("memory: %s" % port.apart.where)
 
 
 def arbitrate_local(golden: Trace, local: Comparison, port: PortRuns) -> Arbitrated:
