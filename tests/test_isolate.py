@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import pytest
 
@@ -54,3 +55,33 @@ def test_verify_and_show_report_a_crash_of_the_library(tmp_path, monkeypatch, ca
     monkeypatch.setattr(tracekit.store, "open_trace", lambda *args: _die(signal.SIGABRT))
     assert main(["show", path]) == 1
     assert "damaged: %s: the HDF5 library crashed reading it (SIGABRT)" % path in capsys.readouterr().err
+
+
+def _sleep_after_writing_pid(path):
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(30)
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer")
+def test_an_interrupted_parent_takes_its_child_along(tmp_path):
+    class Stop(Exception):
+        pass
+
+    def ring(*_):
+        raise Stop()
+    path = str(tmp_path / "pid")
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    start = time.perf_counter()
+    try:
+        with pytest.raises(Stop):
+            in_child(_sleep_after_writing_pid, path)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.perf_counter() - start < 10  # not the child's 30 s
+    with open(path) as f:
+        pid = int(f.read())
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no zombie left
+        os.kill(pid, 0)

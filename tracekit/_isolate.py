@@ -59,8 +59,9 @@ def in_child(call: Callable[..., T], *args: Any, hold: Any = None) -> T:
         with os.fdopen(read, "rb") as pipe:
             data = pipe.read()
     except BaseException:  # interrupted here (Ctrl-C): the child goes too, and no zombie stays
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # gone already: it is still reaped below
             os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
             os.waitpid(pid, 0)
         raise
     _, status = os.waitpid(pid, 0)
