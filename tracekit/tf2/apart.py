@@ -23,9 +23,7 @@ from typing import Callable, TypeVar
 
 from .._isolate import ChildCrashed, in_child
 from ..errors import ReplayError
-from ..replay.tf_import import tf  # noqa: F401  # imported before any fork, as the child will use it
-from ..store import Trace
-from ..store.opening import open_written
+from ..replay.tf_import import tf  # noqa: F401  # TensorFlow imported (its runtime not started) before any fork
 
 T = TypeVar("T")
 
@@ -74,8 +72,3 @@ class Apart:
                                  else "")) from None
         finally:
             gc.unfreeze()
-
-
-def written(path: str) -> Trace:
-    """Open the trace a run wrote, in a child or here."""
-    return open_written(path)

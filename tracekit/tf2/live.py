@@ -20,8 +20,9 @@ from ..report.reported import Reported
 from ..report.judged import long_golden_advice
 from ..keys import RECORDING, REPLAY, split_key
 from ..store import Trace, open_trace
+from ..store.opening import open_written
 from ..store.meta import RecordingMeta, ReplayMeta
-from .apart import Apart, written
+from .apart import Apart
 from .drive import _LOCALIZE_SETS, _made, _replay
 from .verdict import JUDGES, PortRuns, judge_keyframed, judge_long
 
@@ -167,7 +168,7 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
             assert replayed is not None  # written: out is given
             replayed.close()
             return path
-        return written(apart(run))
+        return open_written(apart(run))  # written whole by this process or its child
 
     def against(seed: int, reference: Trace, restart_at: "frozenset[int]",
                 full_at: Optional[Callable[[int], bool]]) -> Comparison:
