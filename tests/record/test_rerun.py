@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracekit.record.claims import REFUTED, UNDECIDED, VERIFIED, _is_rate, _role
-from tracekit.record.rerun import compare
+from tracekit.record.roundoff import compare
 
 F = np.float32
 
@@ -77,3 +77,37 @@ def test_a_slot_is_named_by_what_the_update_does_with_the_gradient():
     assert role(lambda s, x: 0.5 * s + 0.5 * (x * x).mean(-1), rows) == "second moment, factored: rows"
     assert role(lambda s, x: 0.5 * s + 0.5 * (x * x).mean(-2), columns) == "second moment, factored: columns"
     assert role(lambda s, x: s + 1.0, full) == "state the gradient does not move"
+
+
+def test_the_judgments_a_block_at_a_time_are_those_over_the_whole_tensor(monkeypatch):
+    """Blocks of 7 elements against one block, on tensors of 6 x 17 with planted errors, a NaN
+    and a step that is no rate: every judgment and where it points are the same."""
+    from tracekit.record import roundoff
+
+    rng = np.random.default_rng(3)
+    before = rng.standard_normal((6, 17)).astype(F)
+    g = rng.standard_normal((6, 17)).astype(F)
+    after = (before - F(1e-3) * g).astype(F)
+    planted = after.copy()
+    planted[4, 9] += F(1e-4)
+    planted[5, 16] += F(1e-4)  # as large: the first is named
+    broken = after.copy()
+    broken[2, 3] = np.nan
+
+    def judged():
+        runs = _runs(0.01, 0.0, g, before)
+        squares = [{"w": (before - F(0.01 * s * s) * g).astype(F)} for s in (0.0, 1.0, 2.0)]
+        slot = np.full_like(g, 0.1)
+        zero, base, double = ({"s": (0.9 * slot + 0.1 * x * x).astype(F)} for x in (0 * g, g, 2 * g))
+        return [compare(after, planted, before), compare(after, broken, before), compare(after, after, before),
+                _is_rate("w", before, runs[1], runs[0], runs[2]), _is_rate("w", before, squares[1], squares[0],
+                                                                            squares[2]),
+                _role(slot, base["s"], zero, double, "not run", "s", g.shape),
+                roundoff.moved(after, planted, (after,)), roundoff.moved(after, after, (after,))]
+
+    whole = judged()
+    monkeypatch.setattr(roundoff, "BLOCK", 7)
+    assert judged() == whole
+    assert "at [4, 9]" in whole[0][2] and whole[1][0] == float("inf") and whole[2][0] == 0.0
+    assert whole[3][0] == VERIFIED and whole[4][0] == REFUTED and whole[5] == "second moment"
+    assert whole[6] and not whole[7]

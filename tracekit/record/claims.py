@@ -25,7 +25,8 @@ import numpy as np
 
 from ..keys import make_key, split_key
 from ..store.audit_result import RERUN_ULPS
-from .rerun import Rerun, ulps_of
+from .rerun import Rerun
+from .roundoff import blocks, float_type, moved, ulps_of
 from .updates import ASSIGNED, VARIABLE_OPS
 
 VERIFIED, REFUTED, UNVERIFIED, UNDECIDED = "verified", "refuted", "unverified", "undecided"
@@ -57,6 +58,19 @@ def verify(rerun: Rerun, base: Mapping[str, np.ndarray], wanted: Sequence[str]) 
     out = {u.var: Claims() for u in updates}
     if not updates:
         return out
+    _gradients_and_roles(rerun, base, updates, out)
+    rated = [u for u in updates if u.kind == ASSIGNED and u.lr is not None]
+    judged = judge_rates(rerun, {u.var: u.lr.name for u in rated}, together=True, base=base)
+    for var, (verdict, detail) in judged.items():
+        out[var].lr = (verdict, detail)
+    _search(rerun, [u for u in rated if out[u.var].lr[0] == REFUTED], out)
+    return out
+
+
+def _gradients_and_roles(rerun: Rerun, base: Mapping[str, np.ndarray], updates: Sequence[Any],
+                         out: Dict[str, Claims]) -> None:
+    """Each update's gradient claim and its slots' roles, from the gradients scaled; the probes'
+    states (a model's variables and slots each) are dropped on return."""
     scaled = lambda factor, row=False: {name: _scaled(rerun.feeds[name], factor, row)
                                         for name in rerun.grads.values()}
     zero = rerun.probe(scaled(0.0))
@@ -71,18 +85,15 @@ def verify(rerun: Rerun, base: Mapping[str, np.ndarray], wanted: Sequence[str]) 
                 if slot in base:
                     claims.roles[slot] = _role(rerun.before.get(slot), base[slot], zero, double, one_row, slot,
                                                np.shape(base[update.var]))
-    rated = [u for u in updates if u.kind == ASSIGNED and u.lr is not None]
-    for var, (verdict, detail) in judge_rates(rerun, {u.var: u.lr.name for u in rated}, together=True).items():
-        out[var].lr = (verdict, detail)
-    _search(rerun, [u for u in rated if out[u.var].lr[0] == REFUTED], out)
-    return out
 
 
-def judge_rates(rerun: Rerun, claimed: Mapping[str, str], together: bool = False) -> Dict[str, Tuple[str, str]]:
+def judge_rates(rerun: Rerun, claimed: Mapping[str, str], together: bool = False,
+                base: Optional[Mapping[str, np.ndarray]] = None) -> Dict[str, Tuple[str, str]]:
     """Each variable's claimed rate (variable -> the scalar's tensor name), judged by scaling it
     (_is_rate): at the step's state, else, where its update moves nothing beyond round-off (a
     warmup from a rate of 0), with the step counter moved on. `together`: the scalars scaled in
-    one run (each update reads its own), else one run each."""
+    one run (each update reads its own), else one run each. `base`: the step's update already
+    re-executed as it ran (not run again)."""
     out: Dict[str, Tuple[str, str]] = {}
     pending = {}
     for var, name in claimed.items():
@@ -94,14 +105,14 @@ def judge_rates(rerun: Rerun, claimed: Mapping[str, str], together: bool = False
     for advance in ADVANCES:
         if not pending or (advance and rerun.counter is None):
             break
-        base = rerun.probe({}, advance)
+        at = base if base is not None and not advance else rerun.probe({}, advance)
         names = sorted(set(pending.values()))
         values = rerun.rates(names, advance)
         for group in [names] if together else [[name] for name in names]:
             lr0 = rerun.probe({n: _scaled(values.get(n), 0.0) for n in group}, advance)
             lr2 = rerun.probe({n: _scaled(values.get(n), 2.0) for n in group}, advance)
             for var in [v for v, n in pending.items() if n in group]:
-                verdict, detail = _is_rate(var, rerun.state(advance).get(var), base, lr0, lr2)
+                verdict, detail = _is_rate(var, rerun.state(advance).get(var), at, lr0, lr2)
                 if verdict != UNDECIDED:
                     out[var] = (verdict, detail + (" (the step counter moved on by %d, where the step moves)"
                                                    % advance if advance else ""))
@@ -144,12 +155,6 @@ def _scaled(value: Any, factor: float, row: bool = False) -> Any:
     return array
 
 
-def _moved(a: Any, b: Any, allow: np.ndarray, times: float = 4.0) -> bool:
-    """Whether `b` differs from `a` beyond `times` round-off anywhere."""
-    with np.errstate(all="ignore"):
-        return bool(np.any(~(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)) <= times * allow)))
-
-
 def _reads_gradient(update: Any, base: Mapping[str, Any], zero: Any, grads: Mapping[str, str],
                     feeds: Mapping[str, Any]) -> Tuple[str, str]:
     fed = grads.get(update.var)
@@ -157,11 +162,11 @@ def _reads_gradient(update: Any, base: Mapping[str, Any], zero: Any, grads: Mapp
         return UNVERIFIED, "no gradient of it is recorded to feed"
     if isinstance(zero, str):
         return UNVERIFIED, "the update could not be re-executed with its gradient zeroed (%s)" % zero
-    if not np.any(np.asarray(feeds[fed], np.float64)):
+    if not np.any(feeds[fed]):
         return UNVERIFIED, "its recorded gradient is zero"
     names = [n for n in [update.var] + list(update.slots) if n in base and n in zero]
     for name in names:
-        if _moved(zero[name], base[name], ulps_of(base[name], zero[name]), times=0.0):
+        if moved(zero[name], base[name], (base[name], zero[name]), times=0.0):
             return VERIFIED, "fed as zero at %s, the update gives another %s" % (fed, name)
     return REFUTED, ("fed as zero at %s, the update gives the same variable and slots: it does not read the "
                      "gradient recorded as its own" % fed)
@@ -173,20 +178,31 @@ def _is_rate(var: str, before: Any, base: Any, lr0: Any, lr2: Any) -> Tuple[str,
     for probe in (base, lr0, lr2):
         if isinstance(probe, str):
             return UNVERIFIED, "the update could not be re-executed with the rate scaled (%s)" % probe
-    v0, v1, v2 = (np.asarray(p[var], np.float64) for p in (lr0, base, lr2))
-    allow = ulps_of(base[var], lr0[var], lr2[var], floor=FLOOR) * RERUN_ULPS
-    with np.errstate(all="ignore"):
-        if before is None or not np.any(np.abs(v1 - np.asarray(before, np.float64)) > 4.0 * allow):
-            return UNDECIDED, ""
-        share = v1 - v0  # what the rate's 1x moves the variable by
-        moved = np.max(np.abs(share) / allow) if share.size else 0.0
-        off = np.max(np.abs((v2 - v1) - share) / allow) if share.size else 0.0
-    if not np.isfinite(moved) or moved <= 4.0:
+    v1 = base[var]
+    if before is None or np.shape(before) != np.shape(v1):
+        return UNDECIDED, ""
+    dtype = float_type(v1)
+    stirred, most, off, dot, norm = False, 0.0, 0.0, 0.0, 0.0
+    for _, (b0, b1, b2, was) in blocks(lr0[var], v1, lr2[var], before):
+        allow = ulps_of(b1, b0, b2, floor=FLOOR, dtype=dtype) * RERUN_ULPS
+        w0, w1, w2 = (x.astype(np.float64) for x in (b0, b1, b2))
+        with np.errstate(all="ignore"):
+            stirred = stirred or bool(np.any(np.abs(w1 - was.astype(np.float64)) > 4.0 * allow))
+            share = w1 - w0  # what the rate's 1x moves the variable by
+            if share.size:  # np.maximum: a NaN anywhere stays NaN, as over the whole tensor
+                most = float(np.maximum(most, np.max(np.abs(share) / allow)))
+                off = float(np.maximum(off, np.max(np.abs((w2 - w1) - share) / allow)))
+            dot += float(np.sum((w2 - w1) * share))
+            norm += float(np.sum(share * share))
+    if not stirred:
+        return UNDECIDED, ""
+    if not np.isfinite(most) or most <= 4.0:
         return REFUTED, ("at 0x and 1x the update gives the same %s (within round-off): the scalar does not scale the "
                          "step, so it is not the learning rate" % var)
     if not np.isfinite(off) or off > 2.0:
+        ratio = dot / norm if norm > 0 else float("nan")
         return REFUTED, ("at 2x the step moves by %.3g times its 1x share, not by 2x: the scalar is not a factor of "
-                         "the step" % (1.0 + _ratio(v2 - v1, share)))
+                         "the step" % (1.0 + ratio))
     return VERIFIED, "the step's share it multiplies moves with it: 0x, 1x, 2x re-executed"
 
 
@@ -205,47 +221,54 @@ def _reads_updated(tensor: Any, updated: Set[str], limit: int = 512) -> Optional
     return None
 
 
-def _ratio(a: np.ndarray, b: np.ndarray) -> float:
-    scale = float(np.max(np.abs(b)))
-    return float(np.sum(a * b) / np.sum(b * b)) if scale > 0 else float("nan")
-
-
 def _role(before: Any, base: Any, zero: Any, double: Any, one_row: Any, slot: str,
           var_shape: Tuple[int, ...]) -> str:
     """What the update does with the gradient in a slot, as re-executing it with the gradient
     scaled shows (the probes are name -> value, or why they could not run)."""
     if any(isinstance(p, str) for p in (zero, double)):
         return "unknown: the update could not be re-executed with its gradient scaled"
-    s0, s1, s2 = (np.asarray(p, np.float64) for p in (zero[slot], base, double[slot]))
-    allow = ulps_of(base, zero[slot], double[slot])
-    d1, d2 = s1 - s0, s2 - s0
-    if not _moved(s1, s0, allow):
+    # whether, anywhere: the gradient moves the slot; 2x moves it by other than 2x, 4x, 1x its 1x
+    # move; the slot held anything before; and it moved from there with the gradient at 0
+    flags = np.zeros(6, bool)
+    dtype = float_type(base)
+    for _, (s1, z, d, b) in blocks(base, zero[slot], double[slot], before):
+        allow = ulps_of(s1, z, d, dtype=dtype)
+        s0, s2 = z.astype(np.float64), d.astype(np.float64)
+        d1, d2 = s1.astype(np.float64) - s0, s2 - s0
+        with np.errstate(all="ignore"):
+            off = lambda x, y, times: bool(np.any(~(np.abs(x - y) <= times * allow)))
+            flags |= [off(d1, 0.0, 4.0), off(d2, 2.0 * d1, 8.0), off(d2, 4.0 * d1, 16.0), off(d2, d1, 8.0),
+                      b is not None and bool(np.any(b)), b is not None and off(s0, b.astype(np.float64), 4.0)]
+    stirs, not_first, not_second, not_normalized, held, drifts = flags
+    if not stirs:
         return "state the gradient does not move"
-    if not _moved(d2, 2.0 * d1, allow, times=8.0):
+    if not not_first:
         degree = "first moment"
-    elif not _moved(d2, 4.0 * d1, allow, times=16.0):
+    elif not not_second:
         degree = "second moment"
-    elif not _moved(d2, d1, allow, times=8.0):
+    elif not not_normalized:
         degree = "moment of the normalized update"
     else:
         return "moved by the gradient nonlinearly"
-    if before is not None and np.any(np.asarray(before, np.float64)) and not _moved(s0, before, allow):
+    if held and not drifts:
         degree = {"first moment": "accumulated gradient", "second moment": "accumulated squared gradient"}.get(
             degree, degree)
-    return degree + _factored(np.shape(base), var_shape, slot, one_row, base, allow)
+    return degree + _factored(np.shape(base), var_shape, slot, one_row, base, zero, double)
 
 
-def _factored(shape: Tuple[int, ...], var_shape: Tuple[int, ...], slot: str, one_row: Any, base: Any,
-              allow: np.ndarray) -> str:
+def _factored(shape: Tuple[int, ...], var_shape: Tuple[int, ...], slot: str, one_row: Any, base: Any, zero: Any,
+              double: Any) -> str:
     """", factored: rows" where the slot holds one entry per row of its variable (its gradient's
     first row moved, only its first entry moves), ", factored: columns" per column."""
     if tuple(shape) == tuple(var_shape) or len(var_shape) < 2 or len(shape) != len(var_shape) - 1:
         return "" if tuple(shape) == tuple(var_shape) else ", reduced to shape %s" % (tuple(shape),)
     rows = tuple(var_shape[:-1]) == tuple(shape)
     columns = tuple(var_shape[:-2]) + tuple(var_shape[-1:]) == tuple(shape)
-    if rows and columns and not isinstance(one_row, str):
-        moved = ~(np.abs(np.asarray(one_row[slot], np.float64) - np.asarray(base, np.float64)) <= 4.0 * allow)
-        rows = bool(np.any(moved)) and not bool(np.any(moved[..., 1:]))
+    if rows and columns and not isinstance(one_row, str):  # a factored slot is a row's or column's size: whole
+        allow = ulps_of(base, zero[slot], double[slot])
+        with np.errstate(all="ignore"):
+            moves = ~(np.abs(np.asarray(one_row[slot], np.float64) - np.asarray(base, np.float64)) <= 4.0 * allow)
+        rows = bool(np.any(moves)) and not bool(np.any(moves[..., 1:]))
         columns = not rows
     if rows != columns:
         return ", factored: rows" if rows else ", factored: columns"

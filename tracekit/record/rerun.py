@@ -19,6 +19,7 @@ import numpy as np
 
 from ..keys import MICRO, UNCLIPPED, split_key
 from ..store.audit_result import AGREES, DISAGREES, NOT_AUDITABLE, RERUN, RERUN_ULPS, StepAudit, VariableAudit
+from .roundoff import compare
 from .updates import DENSE_CONVERSIONS
 
 
@@ -121,42 +122,6 @@ def _verdict(update: Any, names: Sequence[str], got: Mapping[str, Any], after: M
                          "(%.3g ulps of scale; limit %g): the golden's step is not what its update computes" % (
                              keys.get(name, name), where, ulps, RERUN_ULPS), ulps, diff, keys.get(name, name),
                          by=RERUN)
-
-
-def compare(recorded: Any, got: Any, before: Any = None) -> Tuple[float, float, str]:
-    """(the largest error in ulps of its element's scale, the largest absolute error, where it is
-    with both values) of a re-executed tensor against the recorded one."""
-    rec, new = np.asarray(recorded), np.asarray(got)
-    if rec.shape != new.shape:
-        return float("inf"), float("inf"), "of shape %s where the step recorded %s" % (new.shape, rec.shape)
-    if not rec.size:
-        return 0.0, 0.0, ""
-    allow = ulps_of(rec, new, before)
-    a, b = rec.astype(np.float64), new.astype(np.float64)
-    with np.errstate(all="ignore"):
-        same = (a == b) | (np.isnan(a) & np.isnan(b))
-        diff = np.where(same, 0.0, np.abs(a - b))
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        ulps = np.where(diff == 0, 0.0, diff / allow)
-    i = int(np.argmax(ulps))
-    at = [int(j) for j in np.unravel_index(i, rec.shape)] if rec.ndim else None
-    where = "%s%r where the step recorded %r" % ("" if at is None else "at %s: " % at, float(b.ravel()[i]),
-                                                 float(a.ravel()[i]))
-    return float(ulps.ravel()[i]), float(np.max(diff)), where
-
-
-def ulps_of(*arrays: Any, floor: float = 0.0) -> np.ndarray:
-    """One ulp of each element's scale: its largest magnitude among `arrays` (None skipped; at
-    least `floor`), in the first one's float type (float32 for integers)."""
-    first = np.asarray(arrays[0])
-    dtype = first.dtype if first.dtype.kind == "f" else np.dtype(np.float32)
-    scale = np.full(first.shape, floor, np.float64)
-    with np.errstate(all="ignore"):
-        for array in arrays:
-            if array is not None and np.shape(array) == first.shape:
-                value = np.abs(np.asarray(array, np.float64))
-                scale = np.fmax(scale, np.where(np.isfinite(value), value, 0.0))
-    return np.spacing(scale.astype(dtype)).astype(np.float64) + float(np.finfo(dtype).tiny)
 
 
 def _twins(tensor: Any) -> List[str]:
