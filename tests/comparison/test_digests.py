@@ -126,3 +126,21 @@ def test_moments_are_measured_from_digests_only_and_an_unset_bound_changes_nothi
     assert tol.moments == float("inf")
     assert compare_digests(digest(g), digest(a), tol).ok  # 1% is within atol=0.1 everywhere
     assert compare_values(g, a, tol).moments == 0.0  # a full comparison has its elements
+
+
+def test_one_pass_statistics_are_the_float64_ones_and_a_recording_keeps_no_float_crc(monkeypatch):
+    from tracekit.store import digest as module
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(5003).astype(np.float32)
+    x[[7, 4000]] = [np.nan, -np.inf]
+    monkeypatch.setattr(module, "BLOCK", 64)  # many blocks, a short last one
+    d = digest(x)
+    finite = x[np.isfinite(x)].astype(np.float64)
+    assert (d.nan, d.inf, d.count) == (1, 1, 5003)
+    assert np.isclose(d.sum, finite.sum(), rtol=1e-12) and np.isclose(d.sumsq, (finite ** 2).sum(), rtol=1e-12)
+    assert np.isclose(d.sumabs, np.abs(finite).sum(), rtol=1e-12)
+    assert (d.min, d.max, d.maxabs) == (finite.min(), finite.max(), np.abs(finite).max())
+    ids = np.arange(3000, dtype=np.int64)
+    assert module.recorded(x).crc is None and module.recorded(ids).crc == digest(ids).crc is not None
+    assert np.isnan(digest(np.array([np.nan], np.float32)).min) and digest(np.array([], np.float32)).count == 0

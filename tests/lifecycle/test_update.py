@@ -206,6 +206,7 @@ def test_an_update_keeps_the_digests_a_run_kept(project, tmp_path):
     write_golden(actual, golden, workspace, by="tracekit accept", reason="keyframes")
     with tracekit.open(golden) as trace:
         assert [sorted(trace.step(k).digests) for k in range(4)] == [[], ["grad/w:0"], [], ["grad/w:0"]]
-        assert trace.step(3).digests["grad/w:0"].crc == tracekit.store.digest.digest(kept[3]).crc
+        copied, made = trace.step(3).digests["grad/w:0"], tracekit.store.digest.digest(kept[3])
+        assert copied.crc is None and (copied.sum, copied.max) == (made.sum, made.max)
         np.testing.assert_array_equal(trace.step(2)["grad/w:0"], kept[2])
     assert tracekit.verify(golden).ok

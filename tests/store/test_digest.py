@@ -107,7 +107,9 @@ def test_written_and_read_back(tmp_path):
                 assert sorted(step.digests) == ["grad/w", "var/b"]
                 np.testing.assert_array_equal(step.digests["grad/w"].sample, grad[digests.positions(grad.size)])
                 np.testing.assert_array_equal(step.digests["var/b"].value(), bias)
-                assert step.digests["grad/w"].crc == digests.digest(grad).crc
+                kept = step.digests["grad/w"]  # a float tensor's digest keeps no crc32
+                made = digests.digest(grad)
+                assert kept.crc is None and (kept.sum, kept.sumsq) == (made.sum, made.sumsq)
         info = trace.info("grad", "w")
         assert (info.steps, info.digests) == (2, 2)
     assert tracekit.verify(path).ok

@@ -244,7 +244,7 @@ class TraceWriter:
             nbytes = int(array.nbytes)
             self._sink.reserve(nbytes)  # released once the digest is computed: the array is dropped then
             self._check_open()
-            future = self._pool.submit(digests.digest, array)
+            future = self._pool.submit(digests.recorded, array)
             future.add_done_callback(lambda _: self._sink.release(nbytes))
             shape, dtype = tuple(int(d) for d in array.shape), array.dtype.name
         self._step_keys.add(make_key(kind, name))
