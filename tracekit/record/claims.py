@@ -70,13 +70,17 @@ def verify(rerun: Rerun, base: Mapping[str, np.ndarray], wanted: Sequence[str]) 
 def _gradients_and_roles(rerun: Rerun, base: Mapping[str, np.ndarray], updates: Sequence[Any],
                          out: Dict[str, Claims]) -> None:
     """Each update's gradient claim and its slots' roles, from the gradients scaled; the probes'
-    states (a model's variables and slots each) are dropped on return."""
+    states (up to a model's variables and slots each) are dropped on return. A probe reads back
+    only what is judged of it: the slots at 2x, those that could be factored either way with
+    the first row at 2x."""
     scaled = lambda factor, row=False: {name: _scaled(rerun.feeds[name], factor, row)
                                         for name in rerun.grads.values()}
     zero = rerun.probe(scaled(0.0))
-    slotted = any(u.kind == ASSIGNED and u.slots for u in updates)  # a kernel's slots are its arguments
-    double = rerun.probe(scaled(2.0)) if slotted else "not run"
-    one_row = rerun.probe(scaled(2.0, row=True)) if slotted else "not run"
+    # a kernel's slots are its arguments: only a hand-written update's have a role to find
+    slots = [(s, u.var) for u in updates if u.kind == ASSIGNED for s in u.slots if s in base]
+    double = rerun.probe(scaled(2.0), reads=[s for s, _ in slots]) if slots else "not run"
+    either = [s for s, var in slots if _rows_or_columns(np.shape(base[s]), np.shape(base[var])) == (True, True)]
+    one_row = rerun.probe(scaled(2.0, row=True), reads=either) if either else "not run"
     for update in updates:
         claims = out[update.var]
         claims.gradient = _reads_gradient(update, base, zero, rerun.grads, rerun.feeds)
@@ -105,12 +109,13 @@ def judge_rates(rerun: Rerun, claimed: Mapping[str, str], together: bool = False
     for advance in ADVANCES:
         if not pending or (advance and rerun.counter is None):
             break
-        at = base if base is not None and not advance else rerun.probe({}, advance)
+        at = base if base is not None and not advance else rerun.probe({}, advance, reads=list(pending))
         names = sorted(set(pending.values()))
         values = rerun.rates(names, advance)
         for group in [names] if together else [[name] for name in names]:
-            lr0 = rerun.probe({n: _scaled(values.get(n), 0.0) for n in group}, advance)
-            lr2 = rerun.probe({n: _scaled(values.get(n), 2.0) for n in group}, advance)
+            judged = [v for v, n in pending.items() if n in group]  # only their variables read back
+            lr0 = rerun.probe({n: _scaled(values.get(n), 0.0) for n in group}, advance, reads=judged)
+            lr2 = rerun.probe({n: _scaled(values.get(n), 2.0) for n in group}, advance, reads=judged)
             for var in [v for v, n in pending.items() if n in group]:
                 verdict, detail = _is_rate(var, rerun.state(advance).get(var), at, lr0, lr2)
                 if verdict != UNDECIDED:
@@ -256,14 +261,20 @@ def _role(before: Any, base: Any, zero: Any, double: Any, one_row: Any, slot: st
     return degree + _factored(np.shape(base), var_shape, slot, one_row, base, zero, double)
 
 
+def _rows_or_columns(shape: Tuple[int, ...], var_shape: Tuple[int, ...]) -> Tuple[bool, bool]:
+    """Whether a slot of `shape` could hold one entry per row, per column, of its variable."""
+    if len(var_shape) < 2 or len(shape) != len(var_shape) - 1:
+        return False, False
+    return tuple(var_shape[:-1]) == tuple(shape), tuple(var_shape[:-2]) + tuple(var_shape[-1:]) == tuple(shape)
+
+
 def _factored(shape: Tuple[int, ...], var_shape: Tuple[int, ...], slot: str, one_row: Any, base: Any, zero: Any,
               double: Any) -> str:
     """", factored: rows" where the slot holds one entry per row of its variable (its gradient's
     first row moved, only its first entry moves), ", factored: columns" per column."""
     if tuple(shape) == tuple(var_shape) or len(var_shape) < 2 or len(shape) != len(var_shape) - 1:
         return "" if tuple(shape) == tuple(var_shape) else ", reduced to shape %s" % (tuple(shape),)
-    rows = tuple(var_shape[:-1]) == tuple(shape)
-    columns = tuple(var_shape[:-2]) + tuple(var_shape[-1:]) == tuple(shape)
+    rows, columns = _rows_or_columns(shape, var_shape)
     if rows and columns and not isinstance(one_row, str):  # a factored slot is a row's or column's size: whole
         allow = ulps_of(base, zero[slot], double[slot])
         with np.errstate(all="ignore"):

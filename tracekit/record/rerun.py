@@ -49,13 +49,14 @@ class Rerun:
         self.updates = [u for u in plan.updates if u.var is not None and u.var in before]
         self.reads = list(dict.fromkeys(n for u in self.updates for n in [u.var] + list(u.slots) if n in before))
 
-    def run(self, overrides: Optional[Mapping[str, Any]] = None, advance: int = 0) -> Dict[str, np.ndarray]:
-        """The variables and slots after the step's update ops, from the state it started from
-        (`advance`: with the step counter moved on by that many steps)."""
+    def run(self, overrides: Optional[Mapping[str, Any]] = None, advance: int = 0,
+            reads: Optional[Sequence[str]] = None) -> Dict[str, np.ndarray]:
+        """The variables and slots after the step's update ops (`reads` of them, else all), from
+        the state it started from (`advance`: with the step counter moved on by that many steps)."""
         feeds = dict(self.feeds)
         feeds.update(overrides or {})
         self.copy.load(self.state(advance), feeds)
-        return self.copy.rerun(self._plan.targets, self.reads)
+        return self.copy.rerun(self._plan.targets, self.reads if reads is None else reads)
 
     def state(self, advance: int) -> Mapping[str, Any]:
         """The state the step started from, the step counter moved on by `advance`."""
@@ -93,10 +94,11 @@ class Rerun:
                 pass
         return out
 
-    def probe(self, overrides: Mapping[str, Any], advance: int = 0) -> "Dict[str, np.ndarray] | str":
+    def probe(self, overrides: Mapping[str, Any], advance: int = 0,
+              reads: Optional[Sequence[str]] = None) -> "Dict[str, np.ndarray] | str":
         """`run`, or why it could not."""
         try:
-            return self.run(overrides, advance)
+            return self.run(overrides, advance, reads)
         except Exception as exc:
             return "%s: %s" % (type(exc).__name__, _first_line(exc))
 
