@@ -111,3 +111,18 @@ def test_the_judgments_a_block_at_a_time_are_those_over_the_whole_tensor(monkeyp
     assert "at [4, 9]" in whole[0][2] and whole[1][0] == float("inf") and whole[2][0] == 0.0
     assert whole[3][0] == VERIFIED and whole[4][0] == REFUTED and whole[5] == "second moment"
     assert whole[6] and not whole[7]
+
+
+def test_ulps_of_float32_values_are_those_of_their_float64_magnitudes():
+    from tracekit.record.roundoff import ulps_of
+
+    rng = np.random.default_rng(7)
+    a, b = (rng.standard_normal(64).astype(F) * F(10.0) ** rng.integers(-30, 30, 64).astype(F) for _ in range(2))
+    a[:3], b[:3] = [np.nan, np.nan, 0.0], [np.nan, 1.0, 0.0]
+    for floor in (0.0, 1e-6):
+        wide = ulps_of(a.astype(np.float64), b.astype(np.float64), floor=floor, dtype=np.dtype(F))
+        np.testing.assert_array_equal(ulps_of(a, b, floor=floor), wide)
+        a[5] = np.inf  # the float64 way, the Inf counted as no magnitude
+        np.testing.assert_array_equal(ulps_of(a, b, floor=floor), ulps_of(a.astype(np.float64), b.astype(
+            np.float64), floor=floor, dtype=np.dtype(F)))
+        assert ulps_of(a, b, floor=floor)[5] == ulps_of(b[5:6], floor=floor)[0]
