@@ -18,7 +18,7 @@ Two kinds of update (and a third, read from what apply_gradients was seen buildi
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -371,6 +371,15 @@ def _downstream(ops: Iterable[Any]) -> Set[str]:
         for tensor in op.outputs:
             stack.extend(c for c in tensor.consumers() if c.name not in seen)
     return seen
+
+
+def variables_read(tensors: Sequence[Any]) -> Set[str]:
+    """The names ("v:0") of the variables `tensors` (of one graph) are computed from, by data edges."""
+    ops: Set[str] = set()
+    for tensor in tensors:
+        ops |= _upstream(tensor.op)
+    graph = tensors[0].graph if tensors else None
+    return {name + ":0" for name in ops if graph.get_operation_by_name(name).type in VARIABLE_OPS}
 
 
 def _upstream(op: Any, within: Optional[Set[str]] = None, limit: Optional[int] = None) -> Set[str]:

@@ -16,7 +16,7 @@ The recorder hands each step's values through `after_run` and writes `meta()`. P
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from . import selfcheck
 from .claims import Ledger, verify
 from .graph import GraphModel, StepPlan
 from .rerun import Rerun
+from .updates import variables_read
 
 RECOMPUTED_KINDS = ("loss", "tap")  # racy reads the recorder recomputes (a fetched structure it only reports)
 MEASURED_KINDS = RECOMPUTED_KINDS + ("grad",)  # and racy gradients, recomputed to measure the race, kept as read
@@ -46,6 +47,7 @@ class Witness:
         self._shared_graph: Optional[bool] = None  # its variables are on parameter servers (GraphModel.shared)
         self._copy: Any = None  # a GraphCopy kept for recomputing racy reads (or why none can be made)
         self._recomputed: Dict[str, int] = {}  # racy keys -> steps whose value was recomputed
+        self._reads: Dict[Tuple[str, ...], Set[str]] = {}  # racy tensors -> the variables they are computed from
         # racy gradients -> (how far the race moved them at most, relative to their size; that step)
         self._race_effects: Dict[str, Tuple[float, int]] = {}
         self._keys: Dict[str, str] = {}  # variable name -> its key ("var/..." or "slot/...")
@@ -215,9 +217,12 @@ class Witness:
         wanted = [(key, plan.fetch[key]) for key in racy if key in plan.fetch and key in recorded]
         if isinstance(copy, str) or not wanted:
             return values
+        names = tuple(t.name for _, t in wanted)
+        if names not in self._reads:  # a rate read racily reads the step counter, not the model
+            self._reads[names] = variables_read([t for _, t in wanted])
         try:
-            copy.load(state, fed)
-            got = dict(zip([key for key, _ in wanted], copy.evaluate([t.name for _, t in wanted])))
+            copy.load({name: value for name, value in state.items() if name in self._reads[names]}, fed)
+            got = dict(zip([key for key, _ in wanted], copy.evaluate(list(names))))
         except Exception:  # the race stays reported, the value as fetched
             return values
         for key in [k for k in got if split_key(k)[0] == "grad"]:  # what the update read, kept: its race measured
