@@ -39,3 +39,30 @@ def test_a_state_read_keeps_its_values_when_the_variables_change_after(tf2, upda
     assert not np.array_equal(after(kernel), expected[id(kernel)])  # the step did change it
     for key, value in before.items():
         assert np.array_equal(value, expected[key]), key
+
+
+def test_a_captured_value_is_kept_without_a_copy_and_survives_the_steps_after(tf2):
+    """A py op's argument is TensorFlow's own buffer: kept as a read-only view, it must still hold
+    its step's value after later steps whose ops could reuse that buffer in place."""
+    import tensorflow as tf
+
+    from tracekit.replay.capture import retained, when_run
+
+    weights = tf.Variable(np.linspace(-1, 1, 4096, dtype=np.float32), name="weights")
+    got, held = [], []
+
+    @tf.function
+    def step(scale):
+        grad = tf.sin(weights * scale) + 1.0
+        when_run([grad], lambda values: got.append(retained(values[0])), held)
+        weights.assign_add((grad * 2.0) * 1e-2)  # grad's last use: its buffer may be forwarded
+
+    expected = []
+    for k in range(4):
+        expected.append((np.sin(weights.numpy() * np.float32(k + 1)) + 1.0).astype(np.float32))
+        step(tf.constant(float(k + 1)))
+    assert len(got) == 4
+    for value, wanted in zip(got, expected):
+        assert not value.flags.writeable and not value.flags.owndata  # a view, not a copy
+        np.testing.assert_allclose(value, wanted, rtol=1e-5, atol=1e-6)
+    assert retained(np.ones(3)).flags.owndata  # an array of its own is copied
