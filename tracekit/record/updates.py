@@ -375,11 +375,8 @@ def _downstream(ops: Iterable[Any]) -> Set[str]:
 
 def variables_read(tensors: Sequence[Any]) -> Set[str]:
     """The names ("v:0") of the variables `tensors` (of one graph) are computed from, by data edges."""
-    ops: Set[str] = set()
-    for tensor in tensors:
-        ops |= _upstream(tensor.op)
-    graph = tensors[0].graph if tensors else None
-    return {name + ":0" for name in ops if graph.get_operation_by_name(name).type in VARIABLE_OPS}
+    ops: Set[str] = set().union(*(_upstream(tensor.op) for tensor in tensors))
+    return {name + ":0" for name in ops if tensors[0].graph.get_operation_by_name(name).type in VARIABLE_OPS}
 
 
 def _upstream(op: Any, within: Optional[Set[str]] = None, limit: Optional[int] = None) -> Set[str]:
