@@ -66,7 +66,9 @@ L2_IN_LOSS = "l2-in-loss"
 DECAYS = (0.1, 0.05, 0.02, 0.01, 0.005, 0.001, 5e-4, 1e-4)  # weight decays teams use, times the learning rate
 EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-10)  # the epsilons optimizers default to, or teams pass
 ABSENT = 0.02  # a decay under this fraction of the other side's is none (what a fit leaves of zero)
-PROPORTIONAL_ULPS = 8.0  # a difference proportional to the value is a departure from this many ulps of its scale
+# A difference proportional to the value is a departure from this many ulps of its scale: two roundings
+# of half an ulp stay under it, and a decay at BERT's rate (lr 5e-5 x 0.01: about 4 ulps a step) is over it.
+PROPORTIONAL_ULPS = 2.0
 EXPLAINED = 0.9  # ... where the proportion explains this fraction of the difference's energy
 
 # Failing variables and gradients at the first divergence's step whose values a comparison keeps
