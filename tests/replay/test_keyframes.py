@@ -154,6 +154,7 @@ def test_a_keras_default_at_step_0_of_a_budget_golden_is_named_from_the_samples(
     result = tf2.check(path, make_port=functools.partial(long_models.make_mlp, slip, **WIDE))
     first = result.first_divergence
     assert (first.step, first.key, first.stats.basis) == (0, key, "digest"), result.report()
+    assert any("no perturbed replay was made" in note for note in result.notes)  # step 0 decided it alone
     named = [f for f in result.fingerprints if f.code == code]
     assert named and key in named[0].keys and named[0].detail["sampled"] >= 1, result.report()
     assert "fitted on the elements a digest samples" in result.report()

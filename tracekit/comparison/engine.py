@@ -24,7 +24,7 @@ REFRESH_STEPS = 16
 
 def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
                  result_type: Type[Comparison] = Comparison,
-                 progress: Optional[Callable[[int, int], None]] = None) -> Comparison:
+                 progress: Optional[Callable[[int, int], None]] = None, steps: Optional[int] = None) -> Comparison:
     """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
     The result is data; `tracekit.compare` returns a `result_type` that can also render
     itself (report/comparison.py).
@@ -34,7 +34,7 @@ def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Toler
     TensorFlow; for the same code on the same TensorFlow, bit for bit when nothing that
     selects kernels differs, else the cross-machine round-off bound. `tolerance` may also
     name a profile (profiles.PROFILES: "default", "training", "exact", ...). progress(steps compared, steps to
-    compare) is called after each step."""
+    compare) is called after each step. `steps`: compare only the first so many."""
     own = []  # traces opened here are closed here
     if not isinstance(golden, Trace):
         golden = open_trace(golden)
@@ -43,7 +43,8 @@ def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Toler
         actual = open_trace(actual)
         own.append(actual)
     try:
-        return _compare(golden, actual, comparer(golden, actual.path, actual.meta, tolerance, result_type), progress)
+        return _compare(golden, actual, comparer(golden, actual.path, actual.meta, tolerance, result_type), progress,
+                        steps)
     finally:
         for trace in own:
             trace.close()
@@ -62,20 +63,21 @@ def same_code(golden_meta: Mapping[str, Any], actual_meta: Mapping[str, Any]) ->
 
 
 def comparer(golden: Trace, actual: str, actual_meta: Mapping[str, Any], tolerance: "Tolerance | str | None" = None,
-             result_type: Type[Comparison] = Comparison) -> "Comparer":
+             result_type: Type[Comparison] = Comparison, diagnose: bool = True) -> "Comparer":
     """A Comparer of `golden` with the replay `actual` (a path, or what names a replay not
-    written), whose metadata (environment, program) is `actual_meta`; the tolerance as for compare."""
+    written), whose metadata (environment, program) is `actual_meta`; the tolerance as for compare;
+    diagnose=False: a measurement, no cause sought (Comparer)."""
     diff = environment_diff(golden.meta, actual_meta)
     code = same_code(golden.meta, actual_meta)
     return Comparer(golden, actual, default_profile(diff, code is False, tolerance), diff, code, result_type,
-                    replay_of(actual_meta))
+                    replay_of(actual_meta), diagnose)
 
 
 def _compare(golden: Trace, actual: Trace, comparer: "Comparer",
-             progress: Optional[Callable[[int, int], None]] = None) -> Comparison:
+             progress: Optional[Callable[[int, int], None]] = None, steps: Optional[int] = None) -> Comparison:
     replay = replay_of(actual.meta)
     reasons = replay.not_replayed if replay is not None else {}  # key -> why, from the replayer
-    count = min(len(golden), len(actual))
+    count = min(len(golden), len(actual), len(golden) if steps is None else steps)
     with comparer:
         if golden.has_initial and actual.has_initial:
             comparer.initial(actual.initial, reasons)
