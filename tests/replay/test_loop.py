@@ -186,6 +186,8 @@ def test_a_comparer_fed_as_the_steps_run_finds_what_compare_finds(tmp_path):
 
 
 class FailingSink:
+    takes_initial = True
+
     def __init__(self):
         self.seen = []
 
@@ -220,3 +222,30 @@ def test_a_sink_behind_the_replay_hands_its_error_to_the_replay(tmp_path):
         else:
             with pytest.raises(tracekit.CorruptTrace, match="step 1 unreadable"):
                 behind.close()
+
+
+class StepsSink:
+    def __init__(self, takes_initial):
+        self.takes_initial, self.initials, self.seen = takes_initial, [], []
+
+    def initial(self, values):
+        self.initials.append(sorted(values))
+
+    def step(self, index, values, reasons, fed):
+        self.seen.append(index)
+
+
+@pytest.mark.parametrize("takes_initial", [True, False])
+def test_the_initial_state_is_read_only_for_a_sink_that_takes_it(tmp_path, takes_initial):
+    # an envelope's perturbed runs take the steps only: the whole state is then not read before step 0
+    path = _golden(str(tmp_path / "g.h5"), steps=3)
+    with tracekit.open(path) as golden:
+        runner = NumpyRunner(golden, LR)
+        reads = []
+        read_state = runner.read_state
+        runner.read_state = lambda: reads.append(1) or read_state()
+        sink = StepsSink(takes_initial)
+        replay_steps(golden, runner, runner.call, write=False, sink=sink)
+    assert sink.seen == [0, 1, 2]
+    assert bool(sink.initials) == takes_initial and (not takes_initial or "var/w:0" in sink.initials[0])
+    assert len(reads) == 3 + takes_initial  # after each step, and before the first only where taken

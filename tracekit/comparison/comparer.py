@@ -58,10 +58,16 @@ class Comparer:
     so far, `finish` makes the result. The feeder refreshes the golden (Trace.refresh) now and
     then, after a drain: then no read is in flight."""
 
+    takes_initial = True  # as a replay's sink (replay/loop.py)
+
     def __init__(self, golden: Trace, actual: str, profile: Profile, diff: EnvironmentDiff, code: Optional[bool],
-                 result_type: Type[Comparison] = Comparison, replay: Optional[ReplayMeta] = None) -> None:
+                 result_type: Type[Comparison] = Comparison, replay: Optional[ReplayMeta] = None,
+                 diagnose: bool = True) -> None:
         self.golden = golden
         self.code = code
+        # False: a measurement (an envelope's perturbed run against the unmoved one), whose
+        # differences are the point; no cause is sought for them, nor are values kept to seek one
+        self._diagnose = diagnose
         self._replay = replay  # what the replay said of itself when it started: which steps start from the golden
         self.result = result = result_type(golden.path, actual, profile, diff)
         result.golden_provenance = provenance.read(golden.meta, golden.created)
@@ -182,7 +188,7 @@ class Comparer:
             if found is not None and found is not was:  # kept for the hints, which look at both values there
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
                                     if failed is not None and t.key == found.key)
-        if self._first is not None and self._first is not before[0] and index != INITIAL_STEP:
+        if self._diagnose and self._first is not None and self._first is not before[0] and index != INITIAL_STEP:
             # (no fingerprint is fitted on the initial state: the whole state is not held for one)
             self._step_values = fittable((t.key, t.kind, failed[0], failed[1]) for t, _, failed in compared
                                          if failed is not None)
@@ -337,9 +343,11 @@ class Comparer:
         first = self._first or self._explained_first  # an unexplained failure, however late, is the news
         values = None if first is None else self._values[first.step, first.key]
         result.first_divergence = None if values is None else with_values(first, *values)
-        diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
-                 self._scalars.get(first.key, {}) if first is not None else {},
-                 sparse.rows(*self._sparse[first.step]) if first is not None and first.step in self._sparse else {})
+        if self._diagnose:
+            diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
+                     self._scalars.get(first.key, {}) if first is not None else {},
+                     sparse.rows(*self._sparse[first.step]) if first is not None and first.step in self._sparse
+                     else {})
         result.rates = {key: dict(values) for key, values in self._scalars.items() if key.startswith("lr/")}
         if first is not None:
             shown = {first.key: first.key}

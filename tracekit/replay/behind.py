@@ -18,6 +18,7 @@ class Behind:
     def __init__(self, sink: Sink, depth: int = 2, sync: Optional[Callable[[], None]] = None,
                  sync_every: int = 0) -> None:
         self.sink = sink
+        self.takes_initial = sink.takes_initial
         self._sync, self._sync_every = sync, sync_every
         self._queue: "queue.Queue[Optional[Tuple[str, tuple]]]" = queue.Queue(maxsize=max(1, depth))
         self._error: Optional[BaseException] = None

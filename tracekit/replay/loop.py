@@ -129,6 +129,8 @@ class Sink(Protocol):
     trace's writer, or a comparison fed as it goes (comparison.comparer.Comparer). The mappings
     are new each step and never changed after: a sink may keep them."""
 
+    takes_initial: bool  # whether it wants the initial state (else the replay does not read it for it)
+
     def initial(self, values: Mapping[str, Any]) -> None:
         """The state before the first step, "kind/name" -> value."""
 
@@ -220,7 +222,7 @@ class _Drive:
     def run(self, count: int, stop: Optional[Callable[[], bool]], restart_at: "frozenset[int]") -> int:
         """Run the steps, handing each one's values to the sinks; returns how many ran."""
         golden, runner, options = self.golden, self.runner, self.options
-        self.initial = dict(runner.read_state())
+        self.initial = dict(runner.read_state()) if any(sink.takes_initial for sink in self.sinks) else {}
         if not count:
             _send_initial(self.sinks, self.initial, runner)
         forcing = options.forcing in ("state", "taps")
@@ -342,9 +344,10 @@ def _send_initial(sinks: Sequence[Sink], initial: Dict[str, Any], runner: Runner
     """The state before the first step: the variables as read then, and the slots as the port's
     optimizer made them at its first update, before the golden's values replaced them."""
     state = dict(initial)
-    state.update(runner.own_initial())
+    state.update(runner.own_initial())  # handed over (and dropped by the runner) whether or not a sink takes it
     for sink in sinks:
-        sink.initial(state)
+        if sink.takes_initial:
+            sink.initial(state)
 
 
 def _not_replayed(golden: Trace, runner: Runner) -> Dict[str, str]:
@@ -365,6 +368,8 @@ def _replay_meta(golden: Trace, runner: Runner, about: Optional[Dict[str, Any]],
 class _Writing:
     """The sink writing the actual trace, with the golden's kinds and names; where the golden
     keeps a tensor's digest, the replay keeps its digest too."""
+
+    takes_initial = True
 
     def __init__(self, writer: TraceWriter, golden: Trace) -> None:
         self.writer = writer

@@ -100,10 +100,12 @@ def _whole_steps(trace: Trace) -> List[int]:
 
 
 def _compared(trace: Trace, step_fn: Any, options: ReplayOptions, against: Trace, tolerance: "Tolerance | str | None",
-              out: Optional[str] = None, fail_fast: bool = False, **run: Any) -> Tuple[Reported, Replayed]:
+              out: Optional[str] = None, fail_fast: bool = False, measuring: bool = False,
+              **run: Any) -> Tuple[Reported, Replayed]:
     """Replay `trace`'s steps, each compared as it runs with `against`'s (the golden itself, or
-    the drift view's own run): the result, and the replay (`run`: _replay's perturbations)."""
-    live = _Live(against, out, tolerance)
+    the drift view's own run): the result, and the replay (`run`: _replay's perturbations);
+    measuring=True: the steps' differences only, as an envelope measures them (_Live)."""
+    live = _Live(against, out, tolerance, measuring)
     try:
         replayed = _replay(trace, step_fn, options, out, write=out is not None, watch=live,
                            stop=(lambda: live.diverged) if fail_fast else None, **run)
@@ -174,8 +176,8 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
                 full_at: Optional[Callable[[int], bool]]) -> Comparison:
         def run() -> Comparison:
             _, step, own = made()
-            return _compared(trace, step, own, reference, Tolerance.exact(), nudge=seed, restart_at=restart_at,
-                             jitter=True, full_at=full_at)[0]
+            return _compared(trace, step, own, reference, Tolerance.exact(), measuring=True, nudge=seed,
+                             restart_at=restart_at, jitter=True, full_at=full_at)[0]
         return apart(run)
 
     def replay_one(excerpt: str, model: Any, step: Any, own: ReplayOptions, path: str) -> Trace:
@@ -186,19 +188,40 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
     return PortRuns(forced, replay_own, against, replay_one, made, apart)
 
 
+class _StepsOnly:
+    """A comparer fed the steps and not the initial state."""
+
+    takes_initial = False
+
+    def __init__(self, comparer: Comparer) -> None:
+        self.comparer = comparer
+
+    def initial(self, values: Mapping[str, Any]) -> None:
+        pass
+
+    def step(self, *args: Any) -> None:
+        self.comparer.step(*args)
+
+
 class _Live:
     """The comparison a check feeds: made when the replay knows its own metadata, and run on a
     thread behind the port's steps."""
 
-    def __init__(self, golden: Trace, out: Optional[str], tolerance: "Tolerance | str | None") -> None:
-        self.golden, self.out, self.tolerance = golden, out, tolerance
+    def __init__(self, golden: Trace, out: Optional[str], tolerance: "Tolerance | str | None",
+                 measuring: bool = False) -> None:
+        # measuring: an envelope's perturbed run against the unmoved one (calibration.Spread reads its steps). Its
+        # start differs by the nudge: comparing the whole initial state for that, or reading the state back to
+        # name a cause, would double the run's peak memory for nothing
+        self.golden, self.out, self.tolerance, self.measuring = golden, out, tolerance, measuring
         self.comparer: Optional[Comparer] = None  # once the replay starts
         self._behind: Optional[Behind] = None
 
     def __call__(self, meta: Dict[str, Any]) -> Behind:
         label = self.out if self.out is not None else "replay of %s (not written)" % meta["program"]["entry"]
-        self.comparer = comparer(self.golden, label, meta, self.tolerance, result_type=Reported)
-        self._behind = Behind(self.comparer, sync=self._refresh, sync_every=REFRESH_STEPS)
+        self.comparer = comparer(self.golden, label, meta, self.tolerance, result_type=Reported,
+                                 diagnose=not self.measuring)
+        self._behind = Behind(_StepsOnly(self.comparer) if self.measuring else self.comparer, sync=self._refresh,
+                              sync_every=REFRESH_STEPS)
         return self._behind
 
     def _refresh(self) -> None:
