@@ -102,7 +102,8 @@ def child(variant: str, golden: str, sizes_json: str) -> None:
         result = tracekit.tf2.check(golden, make_port=factory)
         first = result.first_divergence
         out = {"ok": result.ok, "judged": result.judged,
-               "first": None if first is None else [first.step, first.key]}
+               "first": None if first is None else [first.step, first.key],
+               "named": ["%s on %d variables" % (f.code, len(f.keys)) for f in result.fingerprints]}
     print(json.dumps(out))
 
 
@@ -150,7 +151,7 @@ def main() -> None:
         floor = rows.get(floors.get(variant, ""))
         ratio = "%.2fx %s" % (row["seconds"] / floor["seconds"], floors[variant]) if floor else "-"
         found = "-" if "ok" not in row else ("MATCH" if row["ok"] else "step %s, `%s`" % tuple(row["first"])) + \
-            " (%s)" % row["judged"]
+            " (%s)" % "; ".join([row["judged"]] + row.get("named", []))
         print("| %s | %.1f | %s | %.1f GB | %s |" % (variant, row["seconds"], ratio, row["peak_mb"] / 1024, found))
 
 
