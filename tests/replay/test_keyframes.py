@@ -67,6 +67,9 @@ def test_the_correct_port_passes_judged_from_digests(tf2, keyframed):
     assert grads.steps == STEPS and grads.digest_steps == STEPS - 4
     assert any("restarted from the golden's state at steps 1, 11, 21 (the steps after the golden's keyframes)"
                in note for note in result.notes), result.notes
+    # every step of the port's own run judged, the perturbed runs' spread measured in each band
+    assert any("every step (as digests where the golden keeps them), the spread measured at steps 0-9 and every "
+               "10th step after" in note for note in result.notes), result.notes
     assert "judged: by the envelope" in result.report()
     with pytest.raises(tracekit.UsageError, match="keyframes"):
         tf2.check(keyframed, make_port=functools.partial(long_models.make_mlp, **SIZE), judge="local")

@@ -133,14 +133,14 @@ class Comparer:
                         keys.append(part)
                         self._work.put(functools.partial(self._pair_sparse, index, g_step, a_step, pair, indices),
                                        key in self._big)
-            elif key in g_digests or (key not in a_step and key in a_digests):
+            elif key not in a_step and key not in a_digests:  # a step captured light (replay_steps' full_at)
+                self._absent.add(key)
+            elif key in g_digests or key not in a_step:
                 self._seen.add(key)
                 keys.append(key)
                 # A digest of the replay's whole tensor is made: worth a worker thread unless it is small.
                 whole = g_digests[key].whole if key in g_digests else a_digests[key].whole
                 self._work.put(functools.partial(self._pair_digests, index, g_step, a_step, key), not whole)
-            elif key not in a_step:
-                self._absent.add(key)
             else:
                 self._seen.add(key)
                 keys.append(key)

@@ -104,7 +104,9 @@ def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], res
     can be teacher-forced but those right after them, so it is judged by the drift view alone.
     The port from its own state, restarted from the golden's after each keyframe, is compared
     (digest against digest between keyframes) with the envelope of replays restarted there too
-    and moved at every step in their variables and gradients: the round-off training amplifies
+    and moved at every step in their variables and gradients, measured at the `sampled` steps
+    (each band of steps holds one; a digest of every state tensor costs more than the step of a
+    real-size model, and three runs paid it at every step): the round-off training amplifies
     (an Adam update flipping on a gradient at the noise floor, a ReLU crossing) moves them as
     far. A slip the envelope holds is not seen; one that recurs (a learning rate, a decay, a
     loss term) shows at its step (docs/NUMERICS.md)."""
@@ -196,7 +198,10 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
     """The port from its own state against the envelope of ENVELOPE_RUNS perturbed replays,
     restarted from the golden's state at `restarts` and at each explained discontinuity and the
     step after, in full at the `full_at` steps (the loss and learning rate at every step; None:
-    every step, as digests where the golden keeps digests)."""
+    every step, as digests where the golden keeps digests: the perturbed replays then measure
+    the spread at the `sampled` steps, which every band holds, while the port's own run is
+    judged at every step)."""
+    measured = full_at if full_at is not None else sampled
     explained = sorted(a.step for a in arbitrated.explained)
     restarts = restarts | frozenset(explained) | frozenset(step + 1 for step in explained)
     with tempfile.TemporaryDirectory(prefix="tracekit-envelope-") as folder:
@@ -206,14 +211,15 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
             if first is not None:
                 return first
             for seed in range(ENVELOPE_RUNS):
-                spread.add(port.against(seed, own, restarts, full_at))
+                spread.add(port.against(seed, own, restarts, measured))
             tolerance = derive(spread, ENVELOPE_MARGIN, cap=math.inf).tolerance
             drift = compare(golden, own, tolerance, result_type=result_type)
             accept(drift, set(explained))
             if not drift.ok and drift.first_divergence is not None and full_at is not None:
                 _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder)
-    kept = "every tensor compared at every step (as digests where the golden keeps them)" if full_at is None else \
-        "every tensor compared at steps 0-%d and every %dth step after" % (DRIFT_EVERY - 1, DRIFT_EVERY)
+    sampling = "steps 0-%d and every %dth step after" % (DRIFT_EVERY - 1, DRIFT_EVERY)
+    kept = "every tensor compared at every step (as digests where the golden keeps them), the spread measured at " \
+        "%s" % sampling if full_at is None else "every tensor compared at %s" % sampling
     why = "explained discontinuities and the steps after" if explained else "the steps after the golden's keyframes"
     drift.notes.append("drift envelope: %d replays moved in their variables and gradients at every step, their "
                        "largest deviation x %g over the training floor; %s, the loss and learning rate at every "
