@@ -14,6 +14,9 @@ INITIAL_STEP = -1  # the state before the first step
 # The update "type" of a hand-written update (assign ops computed from gradients) in a golden's
 # slots and updates metadata, where an optimizer's update op gives its op type.
 ASSIGNED = "assign"
+# A step's info: {step counter: how far past its value before the step a racy learning rate read
+# it} (record/counter_reads.py); a replay moves the port's counter so for the step.
+COUNTER_READS = "counter_reads"
 
 
 class Kind(str, Enum):

@@ -1,8 +1,10 @@
 """A TF1 step that reads its global step for the learning rate unordered with the counter's
 increment records, at each step, whichever value the scheduler let it read. Recorded for real
-(TF 1.15): the recorder says so in the golden; a correct port of the schedule departs where the
-golden read the moved counter, and the hint names the race. The same step with the increment
-ordered after the update matches."""
+(TF 1.15): the recorder says so in the golden and keeps, each step, which value the read saw; a
+replay feeds the port's counter so, and a correct port of the schedule matches while one a step
+late departs at its step. Where the read cannot be recorded (its op does not pass the counter's
+value on), a correct port departs where the golden read the moved counter, and the hint names the
+race. The same step with the increment ordered after the update matches."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ import pytest
 
 import tracekit
 from tracekit.comparison.slips import LR_RACE
+from tracekit.keys import COUNTER_READS
 
 from ..support import ROOT, run_python
 from ..support.recording import SCRIPTS
 
 STEPS = 10
+LATE_FROM = 3  # the late port's schedule runs a step behind once its counter reads this
 
 
 def _record(legacy_python, path, *options):
@@ -26,20 +30,26 @@ def _record(legacy_python, path, *options):
     return path
 
 
-@pytest.fixture(scope="module")
-def goldens(legacy_python, tmp_path_factory):
-    where = tmp_path_factory.mktemp("race")
-    ordered = _record(legacy_python, str(where / "ordered.h5"), "--ordered")
+def _raced(legacy_python, where, name, *options):
+    """A recording where the race showed, at some steps only (the scheduler decides: up to 6 tries)."""
     showed = None
-    for attempt in range(6):  # the scheduler decides: keep a recording where the race showed, at some steps only
-        racy = _record(legacy_python, str(where / ("racy%d.h5" % attempt)), "--late-read")
+    for attempt in range(6):
+        racy = _record(legacy_python, str(where / ("%s%d.h5" % (name, attempt))), "--late-read", *options)
         moved = _moved(racy)
         if moved and any(k not in moved for k in range(STEPS - 1)):
-            return ordered, racy
+            return racy
         showed = showed or (racy if moved else None)
     if showed is None:
         pytest.fail("in 6 recordings, no step read the incremented counter: the race never showed")
-    return ordered, showed
+    return showed
+
+
+@pytest.fixture(scope="module")
+def goldens(legacy_python, tmp_path_factory):
+    """(ordered, racy with the counter's reads kept, racy through a read that cannot be kept)."""
+    where = tmp_path_factory.mktemp("race")
+    return (_record(legacy_python, str(where / "ordered.h5"), "--ordered"), _raced(legacy_python, where, "racy"),
+            _raced(legacy_python, where, "opaque", "--opaque-read"))
 
 
 def _schedule(step):
@@ -52,11 +62,17 @@ def _moved(path):
         return [k for k in range(len(golden)) if np.isclose(golden.step(k)["lr/learning_rate"], _schedule(k + 1))]
 
 
-def _port(tf):
-    """The TF1 schedule in Keras: evaluated at the optimizer's iterations, TF1's counter before the step."""
+def _port(tf, late=False):
+    """The TF1 schedule in Keras: evaluated at the optimizer's iterations, TF1's counter before the
+    step; `late`: a step behind once the counter reads LATE_FROM."""
     w = tf.Variable(tf.ones([3, 1]), name="w")
     schedule = tf.keras.optimizers.schedules.ExponentialDecay(0.1, 1, 0.5, staircase=True)
-    optimizer = tf.keras.optimizers.SGD(schedule)
+
+    class Late(tf.keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, counter):
+            return schedule(counter - tf.cast(counter >= LATE_FROM, counter.dtype))
+
+    optimizer = tf.keras.optimizers.SGD(Late() if late else schedule)
 
     @tf.function
     def step(inputs):
@@ -67,27 +83,55 @@ def _port(tf):
     return [w], step
 
 
-def _compare(tf2, path):
-    variables, step = _port(tf2.tf)
+def _compare(tf2, path, late=False):
+    variables, step = _port(tf2.tf, late)
     with tf2.replay(path, step, variables=variables) as actual:
         return tracekit.compare(path, actual, tracekit.Tolerance.training())
 
 
+def _reads(path):
+    with tracekit.open(path) as golden:
+        return [golden.step(k).info.get(COUNTER_READS) for k in range(len(golden))]
+
+
 def test_an_ordered_step_matches(tf2, goldens):
-    ordered, _ = goldens
+    ordered = goldens[0]
     with tracekit.open(ordered) as golden:
         assert golden.meta.get("races", []) == []
+    assert _reads(ordered) == [None] * STEPS
     result = _compare(tf2, ordered)
     assert result.ok, result.report()
 
 
-def test_a_race_is_named_where_the_golden_read_the_moved_counter(tf2, goldens):
-    _, racy = goldens
-    with tracekit.open(racy) as golden:
-        assert [r["lr"] for r in golden.meta["races"]] == ["lr/learning_rate"]
+def test_the_counter_a_racy_rate_read_is_kept_and_fed_to_the_port(tf2, goldens):
+    racy = goldens[1]
+    moved = _moved(racy)
+    # each step's read, checked against the counter before and after it, where the rates show it
+    assert _reads(racy) == [{"global_step:0": int(k in moved)} for k in range(STEPS)]
     result = _compare(tf2, racy)
+    assert result.ok, result.report()
+    assert "global_step:0 read as TF1's racy learning rate read it, past its increment, at %d of the %d steps fed " \
+           "(from step %d)" % (len(moved), STEPS, moved[0]) in result.report()
+
+
+def test_a_schedule_a_step_late_is_caught_at_its_step_on_a_racy_golden(tf2, goldens):
+    racy = goldens[1]
+    moved = set(_moved(racy))
+    late_at = next(k for k in range(STEPS) if k + (k in moved) >= LATE_FROM)  # where its counter reads LATE_FROM
+    result = _compare(tf2, racy, late=True)
     first = result.first_divergence
-    assert not result.ok and (first.step, first.key) == (_moved(racy)[0], "lr/learning_rate"), result.report()
+    assert not result.ok and (first.step, first.key) == (late_at, "lr/learning_rate"), result.report()
+
+
+def test_a_race_whose_read_cannot_be_kept_is_named_where_the_golden_read_the_moved_counter(tf2, goldens):
+    opaque = goldens[2]
+    with tracekit.open(opaque) as golden:
+        assert [r["lr"] for r in golden.meta["races"]] == ["lr/learning_rate"]
+        assert any("does not pass the counter's value on" in w for w in golden.meta["warnings"])
+    assert _reads(opaque) == [None] * STEPS
+    result = _compare(tf2, opaque)
+    first = result.first_divergence
+    assert not result.ok and (first.step, first.key) == (_moved(opaque)[0], "lr/learning_rate"), result.report()
     assert [h.code for h in result.slips] == [LR_RACE]
     assert "a race in the TF1 training step" in result.report()
 
@@ -96,8 +140,9 @@ def test_localize_excuses_the_raced_steps_and_calls_nothing_drift(tf2, goldens):
     # the correct port from its own state fails where TF1 raced; each step forced from the golden's state
     # fails there too, and the golden's race report and its rates say why: excused, with the evidence. The
     # last step has no next step whose rate would show it, nor does a golden late at every step (a port a
-    # step behind looks the same): not excused, and the race is named there.
-    _, racy = goldens
+    # step behind looks the same): not excused, and the race is named there. (A golden whose read was
+    # not kept: one that keeps it is fed it, and nothing is left to excuse.)
+    racy = goldens[2]
 
     def make_port():
         variables, step = _port(tf2.tf)
@@ -127,7 +172,7 @@ def _applied_line():
 
 
 def test_localize_on_a_racy_golden_still_finds_the_ports_own_error(tf2, goldens):
-    _, racy = goldens
+    racy = goldens[2]
 
     def make_port():  # the schedule's initial rate twice TF1's: every step departs, raced or not
         w = tf2.tf.Variable(tf2.tf.ones([3, 1]), name="w")

@@ -28,14 +28,18 @@ def known_factors(betas: Optional[Tuple[float, float]], counts: Sequence[int]) -
     return factors
 
 
-def counts(before: Mapping[str, Any], step: int) -> Tuple[int, ...]:
+def counts(before: Mapping[str, Any], step: int, ahead: Mapping[str, int] = {}) -> Tuple[int, ...]:
     """The optimizer step counts a bias correction may use at `step`: the step's own count, and
-    one more than each integer scalar variable of the state it started from (a step counter)."""
+    one more than each integer scalar variable of the state it started from (a step counter),
+    and than that counter as far on as `ahead` says a replay moved it for the step ({counter
+    name: offset}: the step's counter_reads, record/counter_reads.py)."""
     counts = [step + 1]
     for key, value in before.items():
         array = np.asarray(value)
-        if split_key(key)[0] == "var" and array.size == 1 and array.dtype.kind in "iu":
+        kind, name = split_key(key)
+        if kind == "var" and array.size == 1 and array.dtype.kind in "iu":
             counts.append(int(array.reshape(-1)[0]) + 1)
+            counts.append(counts[-1] + int(ahead.get(name, 0)))
     return tuple(sorted(set(c for c in counts if 0 < c <= BIAS_T_MAX)))
 
 

@@ -29,6 +29,7 @@ from .envdiff import EnvironmentDiff, Profile
 from .carried import carried
 from .noise import Noise, NoiseTracker
 from .pipeline import Pipeline
+from .races import counter_notes
 from .result import Comparison, Divergence, TensorResult
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import Resolved
@@ -324,6 +325,7 @@ class Comparer:
         for name, (recorded, port) in sorted(replay.reshaped_draws.items()):
             result.notes.append("random draw %s fed reshaped: the golden drew %s, the port asks for %s (as many "
                                 "numbers, the same distribution)" % (name, tuple(recorded), tuple(port)))
+        result.notes += counter_notes(replay.counter_reads)
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         first = self._first or self._explained_first

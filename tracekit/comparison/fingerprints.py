@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 
 from ..errors import UsageError
-from ..keys import make_key, split_key
+from ..keys import COUNTER_READS, make_key, split_key
 from ..store import Trace
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta
@@ -215,7 +215,8 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         fit = None
         if start is not None:
             fit = _fit_grad(key, start, g_value, a_value, tol, grad_factors) if kind == "grad" else \
-                _fit_var(step, key, start, g_value, a_value, tol, before, moments, decays)
+                _fit_var(step, key, start, g_value, a_value, tol, before, moments, decays,
+                         kept.info.get(COUNTER_READS) or {})
         if fit is not None and fit.changed:
             fits.append(fit)
         elif kind == "grad":
@@ -276,11 +277,12 @@ def _fit_grad(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
 
 def _fit_var(step: int, key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved, before: Mapping[str, Any],
              moments: Optional[Tuple[np.ndarray, np.ndarray, Tuple[float, float]]],
-             decays: Sequence[float]) -> Optional[_Fit]:
+             decays: Sequence[float], ahead: Mapping[str, int]) -> Optional[_Fit]:
     """A variable's update: Adam's form where its moments (adam.moments) are verified, else a
-    scale and a decay; `decays`: the decay coefficients usual rates give at the step's learning rate."""
+    scale and a decay; `decays`: the decay coefficients usual rates give at the step's learning
+    rate; `ahead`: the counters the replay moved for the step (adam.counts)."""
     fits = None if moments is None else adam.adam_fits(start, g_value, a_value, moments[0], moments[1])
-    betas, counts = moments and moments[2], adam.counts(before, step)
+    betas, counts = moments and moments[2], adam.counts(before, step, ahead)
     if fits is None:  # a factor or a decay still fits; verified betas still name a factor a bias correction
         plain = _fit_plain(key, start, g_value, a_value, tol, -1.0, adam.known_factors(betas, counts), decays)
         return None if plain is None else replace(plain, betas=betas, counts=counts)

@@ -66,3 +66,21 @@ def raced_steps(golden_meta: Mapping[str, Any], rates: Mapping[str, Mapping[int,
             if _same(g, later[1]) and not _same(g, a):
                 out[step] = RacedStep(step, race["lr"], g, a, later[1], str(race.get("counter") or "the step counter"))
     return [out[step] for step in sorted(out)]
+
+
+def counter_notes(fed: Mapping[str, Any]) -> List[str]:
+    """What a replay fed of TF1's racy reads of a step counter (ReplayMeta.counter_reads), as notes."""
+    out = []
+    for counter, record in sorted(fed.items()):
+        if not isinstance(record, Mapping):
+            continue
+        if record.get("moved"):
+            out.append("%s read as TF1's racy learning rate read it, past its increment, at %d of the %d steps fed "
+                       "(from step %s): the port's %s was moved so for the length of those steps"
+                       % (counter, record["moved"], record.get("steps", 0), record.get("first_moved"),
+                          record.get("port") or "counter"))
+        if record.get("unfed"):
+            out.append("TF1's racy read of %s not fed at %d steps (from step %s): the port had no counter mapped to it "
+                       "there (a Keras optimizer makes its own in its first update); its rate is compared as computed"
+                       % (counter, record["unfed"], record.get("first_unfed")))
+    return out

@@ -30,7 +30,7 @@ from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.raced import raced
 from ..store.values import estimate_stored
-from . import inputs, keyframes, optimizer, terms
+from . import counter_reads, inputs, keyframes, optimizer, terms
 from .accumulation import MicroBatches, held_with
 from .declared import Declared
 from .graph import GraphModel, StepPlan
@@ -346,10 +346,16 @@ class Recorder:
                 changed = self._state.read_changed(sess, run)
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
                 extra = self.fetches(plan, self.full(), callable_)
+                # a racy rate's read of the step counter (counter_reads.py): the counter before, to place it
+                raced = counter_reads.fetches(sess.graph, plan.races, self._model(sess.graph)._warn) \
+                    if counter_reads.rate_races(plan.races) and plan.global_step is not None else {}
+                before = int(run(sess, plan.global_step)) if raced else None
+                extra.update(raced)
                 user, feeds, got, probed = execute(extra, probes)
-                got = taken(extra, got) + ([] if callable_ else self._unfetched(sess.graph, plan, self.full()))
+                got, reads = counter_reads.split(taken(extra, got))
+                got += [] if callable_ else self._unfetched(sess.graph, plan, self.full())
                 values = self._witnessed(sess.graph, plan, feeds, got, changed, probes, probed)
-                self._record(sess, run, plan, feeds, user, values, changed)
+                self._record(sess, run, plan, feeds, user, values, changed, (before, reads))
             finally:
                 self._local.busy = False
         self._maybe_stop()
@@ -399,7 +405,8 @@ class Recorder:
         return values
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
-                user: Any, extra: List[Tuple[str, Any]], changed: List[Tuple[str, Any]]) -> None:
+                user: Any, extra: List[Tuple[str, Any]], changed: List[Tuple[str, Any]],
+                raced: Tuple[Optional[int], Dict[str, Any]] = (None, {})) -> None:
         if self._schedule.exhausted(self.steps, self._written()):  # a budget without --steps is full
             self.done = True
             self._writer.update_meta({"recording": self._recording_meta()})
@@ -427,6 +434,10 @@ class Recorder:
             self._witness.note_losses(plan)
             w.update_meta(self._witness.meta())
         info = dict({"global_step": global_step, "train_ops": plan.train_ops}, **self._parts.info(trained, term_values))
+        read = counter_reads.offsets(plan.races, raced[1], raced[0], global_step, self.steps,
+                                     self._model(sess.graph)._warn)
+        if read:
+            info[counter_reads.COUNTER_READS] = read
         if micro:
             info["micro_batches"] = micro
             if news is not None:

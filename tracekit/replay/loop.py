@@ -20,7 +20,7 @@ import numpy as np
 
 from .._threads import pool
 from ..errors import ReplayError, UsageError
-from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, Kind, make_key, split_key
+from ..keys import COUNTER_READS, LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, Kind, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 from ..store.digest import Digest, digest, digestible
 from ..store.meta import ReplayMeta
@@ -57,10 +57,12 @@ class Runner(Protocol):
         """The sum of the model's regularization losses, or None; asked before each step."""
 
     def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool,
-             full: bool = True) -> ContextManager[Captured]:
+             full: bool = True, counters: Mapping[str, int] = {}) -> ContextManager[Captured]:
         """Step `index` runs inside; `draws` are the golden's recorded random draws; `first`: the
         first step of its kind (the train ops it runs), where a port may create variables;
-        `full`: capture everything (else only the LIGHT_KINDS: loss, learning rate, draws)."""
+        `full`: capture everything (else only the LIGHT_KINDS: loss, learning rate, draws);
+        `counters`: {golden step counter: offset}, how far past its value TF1's racy rate read
+        it in this step (record/counter_reads.py): the port's counter is that far on inside."""
 
     def own_initial(self) -> Dict[str, np.ndarray]:
         """After the first step, asked once: the port's own initial optimizer state that the golden's replaced
@@ -257,7 +259,7 @@ class _Drive:
         regularization = runner.regularization() if REGULARIZATION in g_step else None
         kind = "+".join(info.get("train_ops") or [])
         full = self.full_at(index)
-        with runner.step(index, draws, kind not in self.kinds, full) as capture:
+        with runner.step(index, draws, kind not in self.kinds, full, info.get(COUNTER_READS) or {}) as capture:
             returned = self.call(index, feeds, info)
         if kind not in self.kinds:  # the first step of its kind: every "kind/name" it returns must be the golden's
             check_returned(golden, returned, index)

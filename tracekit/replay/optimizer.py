@@ -93,6 +93,10 @@ class OptimizerBridge:
         self._lr_names: Dict[int, str] = {}  # id(optimizer) -> the golden's name of its learning rate
         self._iteration_var: Any = None  # the first optimizer's: every optimizer counts the same steps
         self._calls_per_step = 1  # what _iteration_var counts per step (Keras 3's gradient_accumulation_steps)
+        # TF1's racy reads of a step counter in this step ({golden name: offset}, tf2_runner.step): where the
+        # first update makes the counter, it is loaded that far on, and (variable, by) goes into `moved`
+        self.counter_reads: Dict[str, int] = {}
+        self.moved: List[Tuple[Any, int]] = []
         self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
         self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None  # (class, method, wrapper)
         self.aggregated: Dict[str, bool] = {}  # grad key -> whether its optimizer all-reduced it over replicas
@@ -162,6 +166,13 @@ class OptimizerBridge:
                 self._iteration_var.assign(int(value) * self._calls_per_step)
                 forced.append(self._keys[name])
         return forced
+
+    def counter(self, name: str) -> Optional[Tuple[Any, int]]:
+        """(the port's variable, what it counts a step) holding the golden's step counter `name`,
+        once the first update made it; None before, or if it is not the optimizers' counter."""
+        if name in self._iterations and self._iteration_var is not None:
+            return self._iteration_var, self._calls_per_step
+        return None
 
     def convert_gradients(self, values: Dict[str, np.ndarray]) -> None:
         """After a step: the gradients a gradient call took that no optimizer reported (a
@@ -343,7 +354,10 @@ class OptimizerBridge:
                         var.assign(cast_for(value, var))
                 for name in self._iterations:
                     if self._keys[name] in initial and counter is not None:
-                        counter.assign(int(initial[self._keys[name]]) * self._calls_per_step)
+                        ahead = int(self.counter_reads.get(name, 0)) * self._calls_per_step if first else 0
+                        counter.assign(int(initial[self._keys[name]]) * self._calls_per_step + ahead)
+                        if ahead:
+                            self.moved.append((counter, ahead))
                 self._read_back(slots, converted, counter, lr)
 
     def _read_back(self, slots: int, converted: int, counter: Any, lr: float) -> None:

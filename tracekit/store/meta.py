@@ -111,6 +111,10 @@ class ReplayMeta(Section):
     # the port's source lines ("kind/name" -> {"made", "update"}: tracekit/sources.py), from the first
     # step of each kind
     sources: Dict[str, Any] = field(default_factory=dict)
+    # golden step counter -> {"port": its port variable, "steps": steps fed, "moved": steps it was moved in,
+    # "first_moved", "unfed": steps with no port counter to move, "first_unfed"}: TF1's racy rate reads
+    # (record/counter_reads.py)
+    counter_reads: Dict[str, Any] = field(default_factory=dict)
 
 
 def replay_of(meta: Mapping[str, Any]) -> Optional[ReplayMeta]:

@@ -2,8 +2,9 @@
 unordered, while the learning rate decays with global_step, so each run may read the counter
 before or after its increment (a race). --ordered passes global_step to apply_gradients, which
 orders the increment after the update. --late-read reads the counter for the rate after the forward
-pass (the increment, which waits for nothing, then runs first on most steps). argv: --steps N
-[--ordered] [--late-read]. Knows nothing about tracekit."""
+pass (the increment, which waits for nothing, then runs first on most steps). --opaque-read reads it
+through an addition of 0, whose output a recorder cannot take for the counter's value. argv: --steps N
+[--ordered] [--late-read] [--opaque-read]. Knows nothing about tracekit."""
 import argparse
 
 import numpy as np
@@ -13,6 +14,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--ordered", action="store_true")
 parser.add_argument("--late-read", action="store_true")
+parser.add_argument("--opaque-read", action="store_true")
 args = parser.parse_args()
 
 v1 = tf.compat.v1
@@ -25,6 +27,8 @@ counter = global_step
 if args.late_read:
     with tf.control_dependencies([loss]):
         counter = global_step.read_value()
+if args.opaque_read:
+    counter = counter + 0
 lr = v1.train.exponential_decay(0.1, counter, decay_steps=1, decay_rate=0.5, staircase=True)
 optimizer = v1.train.GradientDescentOptimizer(lr)
 grads = optimizer.compute_gradients(loss)

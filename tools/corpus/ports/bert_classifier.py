@@ -22,10 +22,13 @@ def gelu(tf, x):
 def port(tf, slip=None, train_steps=TRAIN_STEPS, **sizes):
     """`sizes` as the driver's options (hidden=768, layers=12, ..., positions=512: BERT-base).
     `slip`, for the wrong ports of the benchmark (tools/bench_bert.py) and the fingerprint tests: "decay"
-    leaves the weight decay out; "nudge" moves one word embedding by 1e-3 in step NUDGE_AT, once;
-    "scale" scales the first encoder layer's weights by 1 + 1e-3 after step NUDGE_AT; "late" takes
-    the learning rate one step late from step LATE_FROM on (the driver's --train-steps as
-    `train_steps`: with few, the polynomial decay moves the rate at every step);
+    leaves the weight decay out; "nudge" moves one word embedding by 1e-3 in the step whose counter
+    first reads NUDGE_AT or more, once; "scale" scales the first encoder layer's weights by 1 + 1e-3
+    after that step; "late" takes the learning rate one step late once the counter reads LATE_FROM
+    (the driver's --train-steps as `train_steps`: with few, the polynomial decay moves the rate at
+    every step). The counter is the one the rate reads: a replay moves it a step on where TF1's
+    racy read of global_step saw it moved (record/counter_reads.py), so these take effect at the
+    step where the golden's rate did, step NUDGE_AT or LATE_FROM or the one before;
     "decay-all" decays LayerNorm and bias weights too (an empty exclusion list); "epsilon" is
     Adam's 1e-8 instead of BERT's 1e-6; "bias-correction" corrects m and v as Keras' AdamW does."""
     import tracekit.tf2
@@ -176,6 +179,8 @@ def port(tf, slip=None, train_steps=TRAIN_STEPS, **sizes):
                                 exclude=() if slip == "decay-all" else ("LayerNorm", "layer_norm", "bias"),
                                 corrected=slip == "bias-correction")
 
+    fired = tf.Variable(False, trainable=False, name="slip_fired")  # "nudge" and "scale" act once
+
     @tf.function
     def step(inputs):
         with tf.GradientTape() as tape:
@@ -183,14 +188,16 @@ def port(tf, slip=None, train_steps=TRAIN_STEPS, **sizes):
             labels = tf.one_hot(inputs["label_ids:0"], LABELS)
             loss = tf.reduce_mean(-tf.reduce_sum(labels * tf.nn.log_softmax(logits), axis=-1))
         grads, _ = tf.clip_by_global_norm(tape.gradient(loss, params), 1.0)
+        at = optimizer.global_step.read_value()
+        hit = tf.logical_and(at >= NUDGE_AT, tf.logical_not(fired.read_value()))
         if slip == "nudge":
             words = model.embeddings.words.embeddings
-            moved = tf.cast(tf.equal(optimizer.global_step, NUDGE_AT), words.dtype) * 1e-3
+            moved = tf.cast(hit, words.dtype) * 1e-3
             words.assign_add(tf.scatter_nd([[0, 0]], tf.reshape(moved, [1]), words.shape))
-        at = optimizer.global_step.read_value()
+        fired.assign(tf.logical_or(fired, at >= NUDGE_AT))
         rate = optimizer.apply(grads)
         if slip == "scale":
-            factor = 1.0 + 1e-3 * tf.cast(tf.equal(at, NUDGE_AT), tf.float32)
+            factor = 1.0 + 1e-3 * tf.cast(hit, tf.float32)
             for weight in model.encoder.layers_[0].trainable_variables:
                 weight.assign(weight * factor)
         return {"loss": loss, "lr": rate}
