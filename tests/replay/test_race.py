@@ -45,6 +45,12 @@ def _raced(legacy_python, where, name, *options):
 
 
 @pytest.fixture(scope="module")
+def adam_golden(legacy_python, tmp_path_factory):
+    """Racy, with the reads kept, trained by TF1's Adam."""
+    return _raced(legacy_python, tmp_path_factory.mktemp("race_adam"), "adam", "--adam")
+
+
+@pytest.fixture(scope="module")
 def goldens(legacy_python, tmp_path_factory):
     """(ordered, racy with the counter's reads kept, racy through a read that cannot be kept)."""
     where = tmp_path_factory.mktemp("race")
@@ -62,9 +68,10 @@ def _moved(path):
         return [k for k in range(len(golden)) if np.isclose(golden.step(k)["lr/learning_rate"], _schedule(k + 1))]
 
 
-def _port(tf, late=False):
+def _port(tf, late=False, adam=False):
     """The TF1 schedule in Keras: evaluated at the optimizer's iterations, TF1's counter before the
-    step; `late`: a step behind once the counter reads LATE_FROM."""
+    step; `late`: a step behind once the counter reads LATE_FROM. `adam`: Keras Adam with TF1's
+    epsilon, whose bias correction reads `iterations`."""
     w = tf.Variable(tf.ones([3, 1]), name="w")
     schedule = tf.keras.optimizers.schedules.ExponentialDecay(0.1, 1, 0.5, staircase=True)
 
@@ -72,7 +79,8 @@ def _port(tf, late=False):
         def __call__(self, counter):
             return schedule(counter - tf.cast(counter >= LATE_FROM, counter.dtype))
 
-    optimizer = tf.keras.optimizers.SGD(Late() if late else schedule)
+    rate = Late() if late else schedule
+    optimizer = tf.keras.optimizers.Adam(rate, epsilon=1e-8) if adam else tf.keras.optimizers.SGD(rate)
 
     @tf.function
     def step(inputs):
@@ -83,8 +91,8 @@ def _port(tf, late=False):
     return [w], step
 
 
-def _compare(tf2, path, late=False):
-    variables, step = _port(tf2.tf, late)
+def _compare(tf2, path, late=False, adam=False):
+    variables, step = _port(tf2.tf, late, adam)
     with tf2.replay(path, step, variables=variables) as actual:
         return tracekit.compare(path, actual, tracekit.Tolerance.training())
 
@@ -121,6 +129,30 @@ def test_a_schedule_a_step_late_is_caught_at_its_step_on_a_racy_golden(tf2, gold
     result = _compare(tf2, racy, late=True)
     first = result.first_divergence
     assert not result.ok and (first.step, first.key) == (late_at, "lr/learning_rate"), result.report()
+
+
+def test_only_the_schedule_takes_the_read_keras_adams_bias_correction_counts_on(tf2, adam_golden):
+    # Keras Adam corrects by its iterations, TF1's Adam by its own beta powers: were iterations
+    # moved, the correction would be the next step's wherever the golden's rate was
+    moved = _moved(adam_golden)
+    assert moved and _reads(adam_golden) == [{"global_step:0": int(k in moved)} for k in range(STEPS)]
+    result = _compare(tf2, adam_golden, adam=True)
+    assert result.ok, result.report()
+    assert "the port's optimizers' learning-rate schedules took it" in result.report()
+
+
+def test_localize_finds_a_late_schedule_at_its_step_on_a_racy_golden_whose_reads_are_kept(tf2, goldens):
+    # no step is excused as a race where the replay fed the read: the late schedule is the port's
+    racy = goldens[1]
+    moved = set(_moved(racy))
+    late_at = next(k for k in range(STEPS) if k + (k in moved) >= LATE_FROM)
+
+    def make_port():
+        variables, step = _port(tf2.tf, late=True)
+        return None, step, {"variables": variables}
+    found = tf2.localize(racy, make_port)
+    assert found.state.raced == [] and (found.step, found.key) == (late_at, "lr/learning_rate"), found.report()
+    assert "a race in the TF1 training step" not in found.report()
 
 
 def test_a_race_whose_read_cannot_be_kept_is_named_where_the_golden_read_the_moved_counter(tf2, goldens):

@@ -10,7 +10,7 @@ schedule agreeing with TF1's. The last step has no next rate to show it. numpy o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Collection, Dict, List, Mapping, Tuple
 
 import numpy as np
 
@@ -47,12 +47,15 @@ def _agrees_somewhere(values: Mapping[int, Tuple[float, float]]) -> bool:
                for step, (g, a) in values.items())
 
 
-def raced_steps(golden_meta: Mapping[str, Any], rates: Mapping[str, Mapping[int, Tuple[float, float]]]) -> List[RacedStep]:
+def raced_steps(golden_meta: Mapping[str, Any], rates: Mapping[str, Mapping[int, Tuple[float, float]]],
+                fed: Callable[[int], Collection[str]] = lambda step: ()) -> List[RacedStep]:
     """The steps where a learning rate the golden reports racy (meta["races"]) holds the port's rate
     of the next step and not its own; `rates`: each rate's (golden, port) values by step
     (Comparison.rates). Only where the port's rates differ between the two steps (a constant
     stretch of the schedule tells nothing), and where at some other step the golden's rate is the
-    port's own (else a port whose schedule lags TF1's by a step looks the same)."""
+    port's own (else a port whose schedule lags TF1's by a step looks the same); never at a step
+    whose read the golden keeps and the replay fed (`fed(step)`: the counters, its info's
+    counter_reads), where the port's rate is its own."""
     out: Dict[int, RacedStep] = {}
     races = [r for r in golden_meta.get("races") or [] if isinstance(r, Mapping) and isinstance(r.get("lr"), str)]
     for race in races:
@@ -61,7 +64,7 @@ def raced_steps(golden_meta: Mapping[str, Any], rates: Mapping[str, Mapping[int,
             continue  # late at every step, or the port's schedule one step behind TF1's: the rates cannot tell
         for step, (g, a) in sorted(values.items()):
             later = values.get(step + 1)
-            if later is None or step in out or _same(a, later[1]):
+            if later is None or step in out or _same(a, later[1]) or race.get("counter") in fed(step):
                 continue
             if _same(g, later[1]) and not _same(g, a):
                 out[step] = RacedStep(step, race["lr"], g, a, later[1], str(race.get("counter") or "the step counter"))
@@ -76,11 +79,11 @@ def counter_notes(fed: Mapping[str, Any]) -> List[str]:
             continue
         if record.get("moved"):
             out.append("%s read as TF1's racy learning rate read it, past its increment, at %d of the %d steps fed "
-                       "(from step %s): the port's %s was moved so for the length of those steps"
+                       "(from step %s): %s took it so for the length of those steps"
                        % (counter, record["moved"], record.get("steps", 0), record.get("first_moved"),
-                          record.get("port") or "counter"))
+                          record.get("port") or "the port's counter"))
         if record.get("unfed"):
-            out.append("TF1's racy read of %s not fed at %d steps (from step %s): the port had no counter mapped to it "
-                       "there (a Keras optimizer makes its own in its first update); its rate is compared as computed"
+            out.append("TF1's racy read of %s not fed at %d steps (from step %s): the port holds no variable mapped to "
+                       "it, and its optimizers no learning-rate schedule; its rate is compared as computed"
                        % (counter, record["unfed"], record.get("first_unfed")))
     return out

@@ -6,15 +6,16 @@ graph.py reports the race): at each step the rate reads the counter before or af
 as the scheduler has it, so the golden's rates are those of the step at some steps and of the
 next at others. The recorder fetches that read with the step and keeps, in the step's info,
 how far past the counter's value before the step it was (COUNTER_READS: {counter: offset}, 0
-or the increment). A replay moves the port's counter by that offset for the length of the step
-(replay/tf2_runner.py), as it feeds the step's random draws, so a correct port computes the rate
-TF1 computed, and a schedule that is wrong shows at its step.
+or the increment). A replay feeds that offset to the port's schedule for the length of the
+step (replay/counters.py), as it feeds the step's random draws, so a correct port computes the
+rate TF1 computed, and a schedule that is wrong shows at its step.
 
-A read is kept only where it is checked: its op passes the counter's value on (a cast, an
-identity) and the value it saw is the counter before or after the step, at every step; a
-step where two rates reading one counter saw it at different points keeps neither. Otherwise
-a warning says why, and the replay compares the rates as it did without (comparison/races.py
-excuses such steps in a teacher-forced replay). Python 3.7 syntax.
+A read is kept only where it is checked: each of the rate's reads of the counter races its
+increment and is a numeric op that passes the counter's value on (a cast, a read, an identity),
+outside any cond or while loop (a branch not taken has no value to fetch); and at each step
+every read saw the counter before or after the step, all of them the same. Otherwise a warning
+says why, and the replay compares the rates as it did without (comparison/races.py excuses
+such steps in a teacher-forced replay). Python 3.7 syntax.
 """
 
 from __future__ import annotations
@@ -32,36 +33,51 @@ PREFIX = "#counter-read/"  # the recorder's own fetch keys: never a recorded ten
 VALUE_OPS = frozenset(["Cast", "Identity", "ReadVariableOp", "Snapshot"])
 
 
-def fetches(graph: Any, races: List[Dict[str, str]], warn: Callable[[str], None]) -> Dict[str, Any]:
-    """The race reads to fetch with a step (key -> tensor), those whose op passes the counter on."""
+def fetches(graph: Any, races: List[Dict[str, Any]], warn: Callable[[str], None]) -> Dict[str, Any]:
+    """The race reads to fetch with a step ("#counter-read/<lr key>/<i>" -> tensor): those of
+    each rate whose every read of the counter can be kept (module doc)."""
     out = {}
     for race in rate_races(races):
-        try:
-            op = graph.get_operation_by_name(race["read"])
-        except (KeyError, ValueError):
+        why = "it also reads the counter ordered against its increment (%s)" % ", ".join(race["ordered"]) \
+            if race.get("ordered") else None
+        tensors = []
+        for name in race.get("reads") or [race["read"]]:
+            try:
+                op = graph.get_operation_by_name(name)
+            except (KeyError, ValueError):
+                why = why or "its read %s is not in the graph" % name
+                continue
+            dtype = op.outputs[0].dtype if op.outputs else None
+            if op.type not in VALUE_OPS or dtype is None or not (dtype.is_integer or dtype.is_floating):
+                why = why or "its read %s is a %s op, which does not pass the counter's value on" % (name, op.type)
+            elif getattr(op, "_control_flow_context", None) is not None:
+                why = why or "its read %s is inside a cond or while loop, whose value a run may not have" % name
+            tensors.append(op.outputs[0] if op.outputs else None)
+        if why:
+            warn("the race of %s with %s: %s, so the value it read is not recorded and a replay cannot feed it"
+                 % (race["lr"], race["counter"], why))
             continue
-        if op.type not in VALUE_OPS or not op.outputs:
-            warn("the race of %s: its read of %s is a %s op, which does not pass the counter's value on, so the "
-                 "value it read is not recorded and a replay cannot feed it" % (race["lr"], race["counter"], op.type))
-            continue
-        out[PREFIX + race["lr"]] = op.outputs[0]
+        out.update(("%s%s/%d" % (PREFIX, race["lr"], i), tensor) for i, tensor in enumerate(tensors))
     return out
 
 
-def rate_races(races: List[Dict[str, str]]) -> List[Dict[str, str]]:
+def rate_races(races: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The races of a learning rate with its step counter, among a step's (graph.StepPlan.races)."""
     return [race for race in races if "lr" in race and "counter" in race and "read" in race]
 
 
-def split(values: List[Tuple[str, Any]]) -> Tuple[List[Tuple[str, Any]], Dict[str, Any]]:
-    """(the step's recorded values, the race reads by learning-rate key) of what a run fetched."""
+def split(values: List[Tuple[str, Any]]) -> Tuple[List[Tuple[str, Any]], Dict[str, List[Any]]]:
+    """(the step's recorded values, each learning-rate key's race reads) of what a run fetched."""
     kept = [(key, value) for key, value in values if not key.startswith(PREFIX)]
-    reads = {key[len(PREFIX):]: value for key, value in values if key.startswith(PREFIX)}
+    reads: Dict[str, List[Any]] = {}
+    for key, value in values:
+        if key.startswith(PREFIX):
+            reads.setdefault(key[len(PREFIX):].rsplit("/", 1)[0], []).append(value)
     return kept, reads
 
 
-def offsets(races: List[Dict[str, str]], reads: Mapping[str, Any], before: Optional[int], after: Optional[int],
-            step: int, warn: Callable[[str], None]) -> Dict[str, int]:
+def offsets(races: List[Dict[str, Any]], reads: Mapping[str, List[Any]], before: Optional[int],
+            after: Optional[int], warn: Callable[[str], None]) -> Dict[str, int]:
     """{counter: how far past its value before the step the rates read it} for this step, each
     read checked to be the counter before or after the step (module doc)."""
     if before is None or after is None:
@@ -69,20 +85,19 @@ def offsets(races: List[Dict[str, str]], reads: Mapping[str, Any], before: Optio
     out: Dict[str, int] = {}
     unknown = set()  # counters whose read is not kept at this step
     for race in rate_races(races):
-        if race["lr"] not in reads:
-            continue
-        seen = np.asarray(reads[race["lr"]]).reshape(-1)
         counter = race["counter"]
-        if seen.size != 1 or float(seen[0]) not in (float(before), float(after)):
-            warn("the race of %s: at step %d its read of %s saw %s, neither the counter's %d before the step nor its "
-                 "%d after: the value read is not recorded there" % (race["lr"], step, counter, seen.tolist(), before,
-                                                                     after))
-            unknown.add(counter)
-            continue
-        offset = 0 if float(seen[0]) == float(before) else after - before
-        if out.get(counter, offset) != offset:
-            warn("at step %d the rates reading %s read it before and after its increment: the value read is not "
-                 "recorded there" % (step, counter))
-            unknown.add(counter)
-        out[counter] = offset
+        for value in reads.get(race["lr"], []):
+            seen = np.asarray(value).reshape(-1)
+            if seen.size != 1 or float(seen[0]) not in (float(before), float(after)):
+                # no step number: one sentence, however many steps it holds for
+                warn("the race of %s: at some steps its read of %s saw neither the counter's value before the step "
+                     "nor after it (a cast that rounds it?): those steps keep no read" % (race["lr"], counter))
+                unknown.add(counter)
+                continue
+            offset = 0 if float(seen[0]) == float(before) else after - before
+            if out.get(counter, offset) != offset:
+                warn("at some steps the reads of %s read it both before and after its increment: those steps keep "
+                     "no read" % counter)
+                unknown.add(counter)
+            out[counter] = offset
     return {counter: offset for counter, offset in out.items() if counter not in unknown}

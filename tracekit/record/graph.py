@@ -266,9 +266,10 @@ class GraphModel:
                 self._warn("a race in the training step: the learning rate %(lr)s reads %(counter)s (op %(read)s) "
                            "with no ordering against its increment (op %(increment)s) in the same run, so a step "
                            "may read the counter before or after it moves and the recorded rate may be the next "
-                           "step's. The recorder keeps, at each step, which value the rate read, and a replay moves "
-                           "the port's counter to match it; a trace a port reproduces by itself needs the increment "
-                           "ordered after the update (apply_gradients(..., global_step=...))" % race)
+                           "step's. Where it can, the recorder keeps which value the rate read at each step (a warning "
+                           "says where it cannot), and a replay feeds it to the port's schedule; a trace a port "
+                           "reproduces by itself needs the increment ordered after the update "
+                           "(apply_gradients(..., global_step=...))" % race)
         changed: Dict[str, List[Any]] = {}  # variable -> the ops of the run that change it
         for update in updates:
             # an addition to an accumulator changes the accumulator, not the variable it sums for

@@ -346,10 +346,8 @@ class Recorder:
                 changed = self._state.read_changed(sess, run)
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
                 extra = self.fetches(plan, self.full(), callable_)
-                # a racy rate's read of the step counter (counter_reads.py): the counter before, to place it
-                raced = counter_reads.fetches(sess.graph, plan.races, self._model(sess.graph)._warn) \
-                    if counter_reads.rate_races(plan.races) and plan.global_step is not None else {}
-                before = int(run(sess, plan.global_step)) if raced else None
+                raced = self._counter_reads(sess, plan, callable_)
+                before = int(run(sess, plan.global_step)) if raced else None  # to place the reads
                 extra.update(raced)
                 user, feeds, got, probed = execute(extra, probes)
                 got, reads = counter_reads.split(taken(extra, got))
@@ -360,6 +358,17 @@ class Recorder:
                 self._local.busy = False
         self._maybe_stop()
         return user
+
+    def _counter_reads(self, sess: Any, plan: StepPlan, callable_: bool) -> Dict[str, Any]:
+        """A racy rate's reads of the step counter to fetch with the step (counter_reads.py)."""
+        if not counter_reads.rate_races(plan.races) or plan.global_step is None:
+            return {}
+        warn = self._model(sess.graph)._warn
+        if callable_:  # a Keras step's callable fetches what it was made with
+            warn("the race of the learning rate with %s in a Keras training step: the value it read is not "
+                 "recorded, and a replay cannot feed it" % plan.global_step.name)
+            return {}
+        return counter_reads.fetches(sess.graph, plan.races, warn)
 
     def record_callable(self, sess: Any, make: Callable[..., Any], options: Any) -> Any:
         """What TF1 Keras' callable of `options` becomes: its steps recorded as session.run's are."""
@@ -406,7 +415,7 @@ class Recorder:
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]], changed: List[Tuple[str, Any]],
-                raced: Tuple[Optional[int], Dict[str, Any]] = (None, {})) -> None:
+                raced: Tuple[Optional[int], Dict[str, List[Any]]] = (None, {})) -> None:
         if self._schedule.exhausted(self.steps, self._written()):  # a budget without --steps is full
             self.done = True
             self._writer.update_meta({"recording": self._recording_meta()})
@@ -434,8 +443,7 @@ class Recorder:
             self._witness.note_losses(plan)
             w.update_meta(self._witness.meta())
         info = dict({"global_step": global_step, "train_ops": plan.train_ops}, **self._parts.info(trained, term_values))
-        read = counter_reads.offsets(plan.races, raced[1], raced[0], global_step, self.steps,
-                                     self._model(sess.graph)._warn)
+        read = counter_reads.offsets(plan.races, raced[1], raced[0], global_step, self._model(sess.graph)._warn)
         if read:
             info[counter_reads.COUNTER_READS] = read
         if micro:

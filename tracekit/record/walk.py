@@ -46,10 +46,12 @@ def executed_ops(fetch_ops: Iterable[Any], fed: FrozenSet[str], control: bool = 
     return list(seen.values())
 
 
-def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: FrozenSet[str]) -> List[Dict[str, str]]:
+def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: FrozenSet[str]) -> List[Dict[str, Any]]:
     """{"lr", "counter", "read", "increment"} for each learning rate whose value reads the step
     counter through an op that no dependency orders before or after the counter's increment in
-    the same run: TF1 research code's `tf.group(apply_gradients(...), global_step.assign_add(1))`."""
+    the same run: TF1 research code's `tf.group(apply_gradients(...), global_step.assign_add(1))`.
+    Where the rate reads the counter more than once: "reads", every such racy read, and
+    "ordered", its reads that are ordered against the increment."""
     increments = [op for op in executed if op.type in ASSIGN_OPS and variable_name(op.inputs[0]) == counter.name
                   and advances(op)]
     source = counter.op  # the variable op (VariableV2, VarHandleOp): its readers consume its output
@@ -62,16 +64,21 @@ def unordered_reads(rates: List[Any], counter: Any, executed: List[Any], fed: Fr
             # A ref variable's Identity ("global_step/read") forwards its buffer without copying it:
             # the value is taken when an op past the identities reads it.
             reads = past_identities(reads, names)
+        racy, ordered = [], []  # (read, the increment it races), the reads ordered against every increment
         for read in reads:
             before = {op.name for op in executed_ops([read], fed)}
-            for increment in increments:
-                if increment.name in before or read.name in {op.name for op in executed_ops([increment], fed)}:
-                    continue
-                out.append({"lr": rate.name, "counter": counter.name, "read": read.name, "increment": increment.name})
-                break
+            raced = next((increment for increment in increments if increment.name not in before and read.name not in
+                          {op.name for op in executed_ops([increment], fed)}), None)
+            if raced is None:
+                ordered.append(read.name)
             else:
-                continue
-            break  # one race per learning rate says it
+                racy.append((read, raced))
+        if racy:  # one race per learning rate says it
+            race: Dict[str, Any] = {"lr": rate.name, "counter": counter.name, "read": racy[0][0].name,
+                                    "increment": racy[0][1].name}
+            if len(racy) > 1 or ordered:
+                race.update(reads=[read.name for read, _ in racy], ordered=ordered)
+            out.append(race)
     return out
 
 

@@ -62,7 +62,7 @@ class Runner(Protocol):
         first step of its kind (the train ops it runs), where a port may create variables;
         `full`: capture everything (else only the LIGHT_KINDS: loss, learning rate, draws);
         `counters`: {golden step counter: offset}, how far past its value TF1's racy rate read
-        it in this step (record/counter_reads.py): the port's counter is that far on inside."""
+        it in this step (record/counter_reads.py): the port's schedule takes it (counters.py)."""
 
     def own_initial(self) -> Dict[str, np.ndarray]:
         """After the first step, asked once: the port's own initial optimizer state that the golden's replaced

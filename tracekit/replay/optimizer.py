@@ -20,6 +20,7 @@ from ..errors import ReplayError
 from ..keys import MICRO, UNCLIPPED, make_key, split_key
 from .capture import Capture, numpy, passed_key, port_grad_key, when_run
 from .conversions import Conversion
+from .counters import CounterFeed
 from .distribute import disagreeing_copies, replica_id
 from .forcing import reads_back
 from .gradients import GradientWatch, gradient_keys
@@ -93,10 +94,7 @@ class OptimizerBridge:
         self._lr_names: Dict[int, str] = {}  # id(optimizer) -> the golden's name of its learning rate
         self._iteration_var: Any = None  # the first optimizer's: every optimizer counts the same steps
         self._calls_per_step = 1  # what _iteration_var counts per step (Keras 3's gradient_accumulation_steps)
-        # TF1's racy reads of a step counter in this step ({golden name: offset}, tf2_runner.step): where the
-        # first update makes the counter, it is loaded that far on, and (variable, by) goes into `moved`
-        self.counter_reads: Dict[str, int] = {}
-        self.moved: List[Tuple[Any, int]] = []
+        self.feed: Optional[CounterFeed] = None  # TF1's racy counter reads: each optimizer's schedule takes them
         self.error: Optional[ReplayError] = None  # why pairing failed inside a traced step
         self._wrappers: Optional[List[Tuple[Any, str, Callable[..., Any]]]] = None  # (class, method, wrapper)
         self.aggregated: Dict[str, bool] = {}  # grad key -> whether its optimizer all-reduced it over replicas
@@ -167,12 +165,9 @@ class OptimizerBridge:
                 forced.append(self._keys[name])
         return forced
 
-    def counter(self, name: str) -> Optional[Tuple[Any, int]]:
-        """(the port's variable, what it counts a step) holding the golden's step counter `name`,
-        once the first update made it; None before, or if it is not the optimizers' counter."""
-        if name in self._iterations and self._iteration_var is not None:
-            return self._iteration_var, self._calls_per_step
-        return None
+    def counts(self, name: str) -> bool:
+        """The golden's step counter `name` is left to the port's optimizers (their `iterations`)."""
+        return name in self._iterations
 
     def convert_gradients(self, values: Dict[str, np.ndarray]) -> None:
         """After a step: the gradients a gradient call took that no optimizer reported (a
@@ -321,6 +316,8 @@ class OptimizerBridge:
             own = {"optimizer": type(optimizer).__name__,
                    "settings": {arg: list(pair) for arg, pair in settings(optimizer).items()}}
             self.settings.update((name, own) for name in self._golden_names(updated))
+            if self.feed is not None:
+                self.feed.wrap(optimizer)
             if is_v1(optimizer):
                 optimizer._create_slots([unwrap(v) for v in var_list])
             elif hasattr(optimizer, "_create_all_weights"):  # legacy (OptimizerV2)
@@ -354,10 +351,7 @@ class OptimizerBridge:
                         var.assign(cast_for(value, var))
                 for name in self._iterations:
                     if self._keys[name] in initial and counter is not None:
-                        ahead = int(self.counter_reads.get(name, 0)) * self._calls_per_step if first else 0
-                        counter.assign(int(initial[self._keys[name]]) * self._calls_per_step + ahead)
-                        if ahead:
-                            self.moved.append((counter, ahead))
+                        counter.assign(int(initial[self._keys[name]]) * self._calls_per_step)
                 self._read_back(slots, converted, counter, lr)
 
     def _read_back(self, slots: int, converted: int, counter: Any, lr: float) -> None:

@@ -20,6 +20,7 @@ from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, make_key, replica_name, split_key
 from .capture import Capture, VariableReader, numpy, passed_key, weakly
+from .counters import OPTIMIZERS, CounterFeed
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .keras_optimizers import keras_of
 from .optimizer import OptimizerBridge
@@ -92,8 +93,7 @@ class TF2Runner:
         self._gradient_jitter: Optional[GradientJitter] = None  # and every gradient the steps take
         self._own_initial: Dict[str, np.ndarray] = {}  # "slot/<name>" -> the port's own start of a state it holds
         self._own_named: Set[str] = set()  # the optimizer's own_initial keys, once handed over
-        # golden step counter -> what step() fed of TF1's racy reads of it (ReplayMeta.counter_reads)
-        self._counter_reads: Dict[str, Dict[str, Any]] = {}
+        self.counters = self.optimizer.feed = CounterFeed(golden)  # TF1's racy reads of its step counter
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -217,8 +217,8 @@ class TF2Runner:
         self.tape.start(index, draws)
         self._created = []
         self.capture.live = True
-        moved = self._move_counters(index, counters)
         try:
+            self.counters.before(counters, self._counter)
             with self.tape.installed(), self.optimizer.installed(first), taps.capturing(self._tap), \
                     tf.variable_creator_scope(self._creator), self.sources.installed(first):
                 yield self.capture
@@ -231,7 +231,7 @@ class TF2Runner:
             raise
         finally:
             self.capture.live = False
-            self._restore_counters(index, counters, moved)
+            self.counters.after(index, counters, self._counter)
         if self.distribution is not None:
             self._join(index, draws)
         self.optimizer.convert_gradients(self.capture.values)
@@ -245,53 +245,16 @@ class TF2Runner:
             raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
                               "or in its first step (of each train op)" % (index, ", ".join(self._created[:5])))
 
-    def _move_counters(self, index: int, counters: Mapping[str, int]) -> List[Tuple[Any, int]]:
-        """The port's step counters moved as far past their value as TF1's racy rate read the
-        golden's in this step (record/counter_reads.py): (variable, by) of each moved."""
-        moved = []
-        waiting = {}  # counters the optimizers' first update makes: loaded that far on (optimizer.py)
-        for name, offset in counters.items():
-            found = self._counter(name)
-            if found is None:
-                waiting[name] = offset
-            elif offset:
-                variable, by = found[0], int(offset) * found[1]
-                variable.assign_add(by)
-                moved.append((variable, by))
-        self.optimizer.counter_reads, self.optimizer.moved = waiting, []
-        return moved
-
-    def _restore_counters(self, index: int, counters: Mapping[str, int], moved: List[Tuple[Any, int]]) -> None:
-        """After the step: each counter moved back by what _move_counters (or the first update)
-        added, so it holds what the port's own step made of it; what was fed, in the replay's meta."""
-        moved = moved + self.optimizer.moved
-        self.optimizer.counter_reads, self.optimizer.moved = {}, []
-        for variable, by in moved:
-            variable.assign_sub(by)
-        for name, offset in counters.items():
-            record = self._counter_reads.setdefault(name, {"port": None, "steps": 0, "moved": 0, "first_moved": None,
-                                                           "unfed": 0, "first_unfed": None})
-            found = self._counter(name)
-            if found is None or (offset and not any(v is found[0] for v, _ in moved)):
-                # none mapped, or made by a first update that did not load it (init="port")
-                record["unfed"] += 1
-                record["first_unfed"] = index if record["first_unfed"] is None else record["first_unfed"]
-                continue
-            record["port"] = getattr(found[0], "name", None) or record["port"]
-            record["steps"] += 1
-            if offset:
-                record["moved"] += 1
-                record["first_moved"] = index if record["first_moved"] is None else record["first_moved"]
-
-    def _counter(self, name: str) -> Optional[Tuple[Any, int]]:
-        """(the port's variable holding the golden's step counter `name`, what it counts a step)."""
+    def _counter(self, name: str) -> Any:
+        """Where the port holds the golden's step counter `name` (counters.py): (its variable, what
+        it counts a step), OPTIMIZERS, or None."""
         cand = self.mapping.pairs.get(name)
         if cand is not None:
             return cand.obj, 1
         for held in self.port_state.held:
             if held.keys == (make_key("var", name),) and held.conversion is None:
                 return held.variables[0], 1
-        return self.optimizer.counter(name)
+        return OPTIMIZERS if self.optimizer.counts(name) else None
 
     def _join(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> None:
         """The replicas' values -> the cross-replica values the golden holds: gradients as the
@@ -341,7 +304,7 @@ class TF2Runner:
                                  "applies": self.optimizer.applies,
                                  "keras": self.kerases(),
                                  "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
-                                 "sources": self.sources.meta(), "counter_reads": dict(self._counter_reads),
+                                 "sources": self.sources.meta(), "counter_reads": dict(self.counters.fed),
                                  "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                                             "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}
         if self.distribution is None:

@@ -3,8 +3,9 @@ unordered, while the learning rate decays with global_step, so each run may read
 before or after its increment (a race). --ordered passes global_step to apply_gradients, which
 orders the increment after the update. --late-read reads the counter for the rate after the forward
 pass (the increment, which waits for nothing, then runs first on most steps). --opaque-read reads it
-through an addition of 0, whose output a recorder cannot take for the counter's value. argv: --steps N
-[--ordered] [--late-read] [--opaque-read]. Knows nothing about tracekit."""
+through an addition of 0, whose output a recorder cannot take for the counter's value. --adam trains with
+Adam, whose bias correction counts in its own beta powers. argv: --steps N [--ordered] [--late-read]
+[--opaque-read] [--adam]. Knows nothing about tracekit."""
 import argparse
 
 import numpy as np
@@ -15,6 +16,7 @@ parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--ordered", action="store_true")
 parser.add_argument("--late-read", action="store_true")
 parser.add_argument("--opaque-read", action="store_true")
+parser.add_argument("--adam", action="store_true")
 args = parser.parse_args()
 
 v1 = tf.compat.v1
@@ -30,7 +32,7 @@ if args.late_read:
 if args.opaque_read:
     counter = counter + 0
 lr = v1.train.exponential_decay(0.1, counter, decay_steps=1, decay_rate=0.5, staircase=True)
-optimizer = v1.train.GradientDescentOptimizer(lr)
+optimizer = v1.train.AdamOptimizer(lr) if args.adam else v1.train.GradientDescentOptimizer(lr)
 grads = optimizer.compute_gradients(loss)
 if args.ordered:
     train = optimizer.apply_gradients(grads, global_step=global_step)
