@@ -321,3 +321,29 @@ def test_the_proportion_is_held_on_a_digest_s_sample(tmp_path):
     assert "on every sampled element: not round-off" in first.stats.problem
     found, = result.fingerprints
     assert found.code == fp.DECAY_MISSING and found.detail["sampled"] == 1
+
+
+@pytest.mark.parametrize("lr", [5e-5, 1e-3])
+def test_a_decay_left_out_where_the_adam_step_is_zero_is_a_decay_not_a_rate(tmp_path, lr):
+    # a word embedding's unused rows: no gradient, zero moments, the golden's whole move is the decay;
+    # a learning rate of 0 explains the port's unmoved rows as well: the decay is named
+    rs = np.random.RandomState(3)
+    w, b = rs.randn(32, 16).astype("f4"), (rs.randn(16) * 0.1).astype("f4")
+    zero, grad_b = np.zeros_like(w), (rs.randn(16) * 1e-3).astype("f4")
+    m_b, v_b = ((1 - B1) * grad_b).astype("f4"), ((1 - B2) * grad_b * grad_b).astype("f4")
+    initial = {"var/w:0": w, "var/b:0": b, "slot/w/adam_m:0": zero, "slot/w/adam_v:0": zero,
+               "slot/b/adam_m:0": np.zeros_like(b), "slot/b/adam_v:0": np.zeros_like(b)}
+    step = {"input/x:0": rs.randn(4, 3).astype("f4"), "loss/loss": np.float32(1.0),
+            "lr/learning_rate": np.float32(lr), "grad/w:0": zero, "grad/b:0": grad_b,
+            "slot/w/adam_m:0": zero, "slot/w/adam_v:0": zero, "slot/b/adam_m:0": m_b, "slot/b/adam_v:0": v_b,
+            "var/b:0": _update(b, m_b, v_b, lr, 1e-6, 0.0)}
+    golden = build_golden(str(tmp_path / "golden.h5"), [dict(step, **{"var/w:0": _update(w, zero, zero, lr, 1e-6,
+                                                                                            0.01)})],
+                          initial, meta={"slots": SLOTS})
+    actual = build_golden(str(tmp_path / "actual.h5"), [dict(step, **{"var/w:0": w})], initial,
+                          meta={"slots": SLOTS, "replay": {"forcing": "state", "optimizer_settings": {}}})
+    result = tracekit.compare(golden, actual)
+    assert not result.ok and result.first_divergence.key == "var/w:0", result.report()
+    found, = result.fingerprints
+    assert found.code == fp.DECAY_MISSING and found.keys == ("var/w:0",), result.report()
+    assert found.golden == pytest.approx(0.01, rel=0.05) and found.port == 0.0

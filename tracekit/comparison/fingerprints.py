@@ -254,9 +254,22 @@ def _fit_plain(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved, 
     solution = lstsq([g, sign * w], a)
     if solution is None:
         return None
-    port = {"scale": float(solution[0]), "decay": float(solution[1])}
-    found = smallest_change(["scale", "decay"], {"scale": 1.0, "decay": 0.0}, port,
-                             lambda p: w + p["scale"] * g + sign * p["decay"] * w, a_value, tol,
+    golden, port = {"scale": 1.0, "decay": 0.0}, {"scale": float(solution[0]), "decay": float(solution[1])}
+    scaled = g  # what the scale multiplies
+    # Where the golden's move is itself a multiple of W to round-off (an Adam step of zero moments
+    # on every element fitted: a word embedding's unused rows, sampled), a scale of it and a decay
+    # explain the port alike, and the fit's split between them is arbitrary: that move is the
+    # golden's decay, and each side's decay is fitted.
+    ww = float(np.dot(w.ravel(), w.ravel()))
+    along = float(np.dot(g.ravel(), w.ravel())) / ww if ww > 0 else 0.0
+    if along != 0 and g.size > 1 and float(np.max(np.abs(g - along * w))) <= 2 * EPS32 * float(np.max(np.abs(w))):
+        golden = {"scale": 1.0, "decay": sign * along}
+        port = {"scale": 1.0, "decay": sign * float(np.dot(a.ravel(), w.ravel())) / ww}
+        scaled = np.zeros_like(g)
+
+    def predict(p: Mapping[str, float]) -> np.ndarray:
+        return w + p["scale"] * scaled + sign * p["decay"] * w
+    found = smallest_change(["scale", "decay"], golden, port, predict, a_value, tol,
                              {"scale": factors, "decay": list(decays) + [-d for d in decays]})
     return None if found is None else _Fit(key, *found)
 
