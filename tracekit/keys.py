@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import UsageError
 
@@ -15,8 +15,16 @@ INITIAL_STEP = -1  # the state before the first step
 # slots and updates metadata, where an optimizer's update op gives its op type.
 ASSIGNED = "assign"
 # A step's info: {step counter: how far past its value before the step a racy learning rate read
-# it} (record/counter_reads.py); a replay moves the port's counter so for the step.
+# it} (record/counter_reads.py); a replay feeds it to the port's schedule for the step.
 COUNTER_READS = "counter_reads"
+
+
+def counters_read(info: Mapping[str, Any]) -> Dict[str, int]:
+    """A step info's COUNTER_READS ({} where it keeps none, or keeps something else)."""
+    kept = info.get(COUNTER_READS)
+    if not isinstance(kept, Mapping):
+        return {}
+    return {str(k): int(v) for k, v in kept.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 class Kind(str, Enum):

@@ -5,6 +5,8 @@ step keeps is checked against the counter before and after the step."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -26,11 +28,17 @@ def _graph(tf, make_rate):
     return rate, counter, increment
 
 
+def _plan(races, counter):
+    """What a recorder's step plan holds of them (graph.StepPlan)."""
+    return SimpleNamespace(races=races, global_step=counter)
+
+
 def _kept(tf, make_rate):
     rate, counter, increment = _graph(tf, make_rate)
     races = _races(tf, rate, counter, increment)
     warnings = []
-    return races, counter_reads.fetches(tf.compat.v1.get_default_graph(), races, warnings.append), warnings
+    return races, counter_reads.fetches(tf.compat.v1.get_default_graph(), _plan(races, counter), False,
+                                        warnings.append), warnings
 
 
 def _ref(counter):
@@ -44,6 +52,14 @@ def test_a_cast_of_the_counter_is_fetched(tf, graph):
     assert len(races) == 1 and len(fetched) == 1 and warnings == []
     read, = fetched.values()
     assert read.op.name == races[0]["read"] and read.op.type in ("Cast", "ReadVariableOp")
+
+
+def test_a_keras_callable_step_keeps_no_read(tf, graph):
+    rate, counter, increment = _graph(tf, lambda c: 0.1 * 0.5 ** tf.cast(c, tf.float32))
+    warnings = []
+    plan = _plan(_races(tf, rate, counter, increment), counter)
+    assert counter_reads.fetches(tf.compat.v1.get_default_graph(), plan, True, warnings.append) == {}
+    assert "in a Keras training step" in warnings[0]
 
 
 def test_two_racy_reads_of_one_rate_are_both_fetched(tf, graph):
@@ -73,7 +89,7 @@ def test_a_read_ordered_beside_a_racy_one_keeps_nothing(tf, graph):
         increment = counter.assign_add(1).op
     races = _races(tf, value, counter, increment)
     warnings = []
-    fetched = counter_reads.fetches(tf.compat.v1.get_default_graph(), races, warnings.append)
+    fetched = counter_reads.fetches(tf.compat.v1.get_default_graph(), _plan(races, counter), False, warnings.append)
     assert races and races[0]["ordered"] and fetched == {}
     assert "ordered against its increment" in warnings[0]
 

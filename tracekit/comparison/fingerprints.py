@@ -40,7 +40,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 
 from ..errors import UsageError
-from ..keys import COUNTER_READS, make_key, split_key
+from ..keys import counters_read, make_key, split_key
 from ..store import Trace
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta
@@ -216,7 +216,7 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         if start is not None:
             fit = _fit_grad(key, start, g_value, a_value, tol, grad_factors) if kind == "grad" else \
                 _fit_var(step, key, start, g_value, a_value, tol, before, moments, decays,
-                         kept.info.get(COUNTER_READS) or {})
+                         counters_read(kept.info))
         if fit is not None and fit.changed:
             fits.append(fit)
         elif kind == "grad":

@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..errors import UsageError
-from ..keys import COUNTER_READS, INITIAL_STEP, make_key, split_key
+from ..keys import INITIAL_STEP, counters_read, make_key, split_key
 from ..store import Trace
 from ..store.meta import replay_of
 from ..store.raced import effect_of
@@ -117,7 +117,7 @@ def slip_hints(golden: Trace, step: int, key: str, g_value: Any, a_value: Any,
     elif kind == "lr":
         found = _lr_shift(golden, step, key, a_value)
         race = next((r for r in golden.meta.get("races") or [] if isinstance(r, dict) and r.get("lr") == key), None)
-        if race is not None and race.get("counter") in (golden.step(step).info.get(COUNTER_READS) or {}):
+        if race is not None and race.get("counter") in counters_read(golden.step(step).info):
             race = None  # the golden kept the value read, and the replay fed it: the port's rate is its own
         if race is not None:  # the golden's own rate is one of two: the race is the news, not the port
             found = SlipHint(LR_RACE, step, key, {"race": race, "golden": _scalar(g_value), "actual": _scalar(a_value),

@@ -33,11 +33,19 @@ PREFIX = "#counter-read/"  # the recorder's own fetch keys: never a recorded ten
 VALUE_OPS = frozenset(["Cast", "Identity", "ReadVariableOp", "Snapshot"])
 
 
-def fetches(graph: Any, races: List[Dict[str, Any]], warn: Callable[[str], None]) -> Dict[str, Any]:
-    """The race reads to fetch with a step ("#counter-read/<lr key>/<i>" -> tensor): those of
-    each rate whose every read of the counter can be kept (module doc)."""
+def fetches(graph: Any, plan: Any, callable_: bool, warn: Callable[[str], None]) -> Dict[str, Any]:
+    """The race reads to fetch with a step of `plan` (graph.StepPlan; `callable_`: a TF1 Keras
+    callable runs it) ("#counter-read/<lr key>/<i>" -> tensor): those of each rate whose every
+    read of the counter can be kept (module doc)."""
+    races = rate_races(plan.races)
+    if not races or plan.global_step is None:
+        return {}
+    if callable_:  # a Keras step's callable fetches what it was made with
+        warn("the race of the learning rate with %s in a Keras training step: the value it read is not "
+             "recorded, and a replay cannot feed it" % plan.global_step.name)
+        return {}
     out = {}
-    for race in rate_races(races):
+    for race in races:
         why = "it also reads the counter ordered against its increment (%s)" % ", ".join(race["ordered"]) \
             if race.get("ordered") else None
         tensors = []

@@ -346,7 +346,7 @@ class Recorder:
                 changed = self._state.read_changed(sess, run)
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
                 extra = self.fetches(plan, self.full(), callable_)
-                raced = self._counter_reads(sess, plan, callable_)
+                raced = counter_reads.fetches(sess.graph, plan, callable_, self._model(sess.graph)._warn)
                 before = int(run(sess, plan.global_step)) if raced else None  # to place the reads
                 extra.update(raced)
                 user, feeds, got, probed = execute(extra, probes)
@@ -358,17 +358,6 @@ class Recorder:
                 self._local.busy = False
         self._maybe_stop()
         return user
-
-    def _counter_reads(self, sess: Any, plan: StepPlan, callable_: bool) -> Dict[str, Any]:
-        """A racy rate's reads of the step counter to fetch with the step (counter_reads.py)."""
-        if not counter_reads.rate_races(plan.races) or plan.global_step is None:
-            return {}
-        warn = self._model(sess.graph)._warn
-        if callable_:  # a Keras step's callable fetches what it was made with
-            warn("the race of the learning rate with %s in a Keras training step: the value it read is not "
-                 "recorded, and a replay cannot feed it" % plan.global_step.name)
-            return {}
-        return counter_reads.fetches(sess.graph, plan.races, warn)
 
     def record_callable(self, sess: Any, make: Callable[..., Any], options: Any) -> Any:
         """What TF1 Keras' callable of `options` becomes: its steps recorded as session.run's are."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._threads import pool
 from ..errors import ReplayError, UsageError
-from ..keys import COUNTER_READS, LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, Kind, make_key, split_key
+from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, Kind, counters_read, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 from ..store.digest import Digest, digest, digestible
 from ..store.meta import ReplayMeta
@@ -259,7 +259,7 @@ class _Drive:
         regularization = runner.regularization() if REGULARIZATION in g_step else None
         kind = "+".join(info.get("train_ops") or [])
         full = self.full_at(index)
-        with runner.step(index, draws, kind not in self.kinds, full, info.get(COUNTER_READS) or {}) as capture:
+        with runner.step(index, draws, kind not in self.kinds, full, counters_read(info)) as capture:
             returned = self.call(index, feeds, info)
         if kind not in self.kinds:  # the first step of its kind: every "kind/name" it returns must be the golden's
             check_returned(golden, returned, index)

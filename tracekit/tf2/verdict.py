@@ -50,7 +50,7 @@ from ..comparison.races import raced_steps
 from ..comparison.result import Comparison, Divergence
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
-from ..keys import COUNTER_READS, KIND_ORDER
+from ..keys import KIND_ORDER, counters_read
 from ..store import Trace
 from .apart import Apart
 from .arbiter import MakePort, ReplayOne, arbitrate, crossed
@@ -129,7 +129,7 @@ def arbitrate_local(golden: Trace, local: Comparison, port: PortRuns) -> Arbitra
     the steps a TF1 race explains (comparison/races.py; `local.raced`)."""
     arbitrated = local.arbitration = Arbitrated()
     # a race the golden reports, as the rates show it, at steps whose read the golden did not keep
-    local.raced = raced_steps(golden.meta, local.rates, lambda k: golden.step(k).info.get(COUNTER_READS) or {})
+    local.raced = raced_steps(golden.meta, local.rates, lambda k: counters_read(golden.step(k).info))
     accept(local, {raced.step for raced in local.raced})
     for step, failing in failing_steps(local):
         if step < 0:
