@@ -159,9 +159,13 @@ def main() -> None:
         rows[variant] = dict(found, seconds=seconds, peak_mb=peak)
         print("%s: %.1f s, %.0f MB %s" % (variant, seconds, peak, found), file=sys.stderr, flush=True)
     size = os.path.getsize(golden) if os.path.exists(golden) else None
+    held = "-"
+    if size:  # a budget with no step count ends the recording where it is full: say how many it held
+        import tracekit
+        with tracekit.open(golden) as trace:
+            held = "%.0f MB, %d steps" % (size / 1e6, len(trace))
     print("BERT-base shape (%s), %d steps, batch %d x %d tokens, budget %s: golden %s"
-          % (", ".join("%s %s" % kv for kv in sizes(args).items()), args.steps, args.batch, args.seq, args.budget,
-             "%.0f MB" % (size / 1e6) if size else "-"))
+          % (", ".join("%s %s" % kv for kv in sizes(args).items()), args.steps, args.batch, args.seq, args.budget, held))
     print("\n| variant | seconds | vs its floor | peak memory | found |\n|---|---|---|---|---|")
     floors = dict({"record": "record-floor"}, **{name: "plain" for name in ("check", "decay", "late", "scale")})
     for variant, row in rows.items():

@@ -128,7 +128,7 @@ class _Stub:
     def __init__(self, held, not_replayed=None, scales=None):
         self.held, self.not_replayed, self.scales = held, not_replayed or {}, scales or {}
 
-    def read_state(self):
+    def read_state(self, digested=()):
         return list(self.held.items())
 
     def port_scales(self, state):

@@ -45,7 +45,7 @@ class NumpyRunner:
     def after_step(self, index):
         pass
 
-    def read_state(self):
+    def read_state(self, digested=()):
         self.reads += 1
         return [("var/w:0", self.w.copy())]
 
@@ -243,7 +243,7 @@ def test_the_initial_state_is_read_only_for_a_sink_that_takes_it(tmp_path, takes
         runner = NumpyRunner(golden, LR)
         reads = []
         read_state = runner.read_state
-        runner.read_state = lambda: reads.append(1) or read_state()
+        runner.read_state = lambda digested=(): reads.append(1) or read_state(digested)
         sink = StepsSink(takes_initial)
         replay_steps(golden, runner, runner.call, write=False, sink=sink)
     assert sink.seen == [0, 1, 2]

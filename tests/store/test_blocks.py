@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracekit
+from tracekit.store import FORMAT_VERSION
 from tracekit.store import values
 from tracekit.store._format import BLOCK_BYTES, BLOCK_STEPS
 
@@ -56,7 +57,7 @@ def test_blocks_cover_every_step_once_and_read_back(tmp_path, steps):
     for k, (sizes, loss, width) in enumerate(steps):  # an input is in its block up to a MiB, chunked beyond
         assert (k in chunked_inputs) == any(size > values.LIGHT_PLAIN_MAX_BYTES for size in sizes)
     with tracekit.open(path) as trace:
-        assert trace.format_version == 2 and len(trace) == len(steps)
+        assert trace.format_version == FORMAT_VERSION and len(trace) == len(steps)
         for k, (sizes, loss, width) in enumerate(steps):
             step = trace.step(k)
             assert step.info == {"global_step": k + 1}
@@ -101,7 +102,7 @@ def test_a_recording_killed_inside_a_block_keeps_its_steps_and_recovers_them_in_
         same(unfinished)
     assert tracekit.recover(path).steps == steps
     with tracekit.open(path) as recovered:
-        assert recovered.complete and recovered.recovered and recovered.format_version == 2
+        assert recovered.complete and recovered.recovered and recovered.format_version == FORMAT_VERSION
         same(recovered)
     with h5py.File(path, "r") as f:
         assert sorted(int(name) for name in f["blocks"]) == [0, BLOCK_STEPS, 2 * BLOCK_STEPS]

@@ -19,7 +19,7 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
-from tracekit.store import _journal as journal, _metadata as metadata, values
+from tracekit.store import FORMAT_VERSION, _journal as journal, _metadata as metadata, values
 from tracekit.store._format import step_path, value_path
 
 from ..support import ROOT
@@ -156,7 +156,8 @@ def _edit(path, fn):
 
 
 @pytest.mark.parametrize("edit, error, message", [
-    (lambda f: f.attrs.__setitem__("tracekit_format", 3), tracekit.NewerFormat, "format 3 .* upgrade tracekit"),
+    (lambda f: f.attrs.__setitem__("tracekit_format", FORMAT_VERSION + 1), tracekit.NewerFormat,
+     "format %d .* upgrade tracekit" % (FORMAT_VERSION + 1)),
     (lambda f: f.attrs.__delitem__("tracekit_format"), tracekit.NotATrace, "not a tracekit golden"),
     (lambda f: f.attrs.__setitem__("tracekit_format", "abc"), tracekit.CorruptTrace, "bad root attributes"),
     (lambda f: f.attrs.__setitem__("tracekit_format", 0), tracekit.CorruptTrace, "bad format version"),

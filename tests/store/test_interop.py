@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tracekit
+from tracekit.store import FORMAT_VERSION
 
 from ..support import run_python
 from ..support import payloads
@@ -150,7 +151,7 @@ def test_docs_format_is_enough_to_read_a_golden(tmp_path):
     with open(path, "rb") as fh:
         assert fh.read(16) == b"TRACEKIT golden\n"
     with h5py.File(path, "r") as f, tracekit.open(path) as trace:
-        assert f.attrs["tracekit_format"] == 2
+        assert f.attrs["tracekit_format"] == FORMAT_VERSION
         meta = unpack(f["meta"][()].tobytes())
         assert meta["user"] == {"test": True} and len(meta["catalog"]) == len(trace.catalog)
         steps = []  # each step's [step, info, index], block after block

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tracekit
+from tracekit.store import FORMAT_VERSION
 
 from ..support import build_golden, payloads
 from ..support import write_steps
@@ -15,7 +16,7 @@ from ..support import write_steps
 def test_api(small_golden):
     with tracekit.open(small_golden) as trace:
         assert len(trace) == 5
-        assert trace.format_version == 2 and trace.producer.startswith("tracekit ")
+        assert trace.format_version == FORMAT_VERSION and trace.producer.startswith("tracekit ")
         assert trace.names("var") == ["dense/kernel:0", "global_step:0"]
         assert trace.names(tracekit.Kind.GRAD) == ["dense/kernel:0"]
         assert trace.step(-1).index == 4

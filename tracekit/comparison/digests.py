@@ -7,7 +7,8 @@ the golden's largest |g| (which its digest holds). A digest verdict fails when
     |sum a - sum g|, |sum|a| - sum|g||  <=  n * T + rtol * sum|g|        (sum of the t_i)
     | ||a|| - ||g|| |                   <=  sqrt(n) * T + rtol * ||g||   (triangle inequality on ||a - g||)
     |min a - min g|, |max a - max g|, |max|a| - max|g||  <=  T + rtol * S
-  (each plus the float64 round-off of the sums themselves), or
+  (each plus the round-off of the sums themselves: float64's, or what a digest made in the graph
+  states; such a digest has no sum of |x|, and sqrt(n) * ||g|| stands in for sum|g|), or
 - the NaN or Inf counts differ, or NaNs are there without equal_nan, or
 - where the tolerance sets `moments` (the drift envelope does, from what its perturbed replays
   measured), the sum, sum of |x| or norm differs by more than moments * eps * its own scale (sum
@@ -117,13 +118,16 @@ def _bounds(stats: Stats, g: Digest, a: Digest, tol: Resolved, roundoff: float) 
     # name, |difference|, bound, n-weight, rtol-term, its own scale (the moments' unit) or 0
     checks: List[Tuple[str, float, float, float, float, float]] = []
     if n and not math.isnan(g.min) and not math.isnan(a.min):
-        slack = SUM_SLACK * (g.sumabs + a.sumabs)
-        checks += [("sum", abs(a.sum - g.sum), n * per + tol.rtol * g.sumabs + slack, n, tol.rtol * g.sumabs,
-                    g.sumabs),
-                   ("sum of |x|", abs(a.sumabs - g.sumabs), n * per + tol.rtol * g.sumabs + slack, n,
-                    tol.rtol * g.sumabs, g.sumabs),
-                   ("norm", abs(a.norm - g.norm), math.sqrt(n) * per + tol.rtol * g.norm + SUM_SLACK * (g.norm + a.norm),
-                    math.sqrt(n), tol.rtol * g.norm, g.norm)]
+        # A digest made in the graph has no sum of |x| (its bound from the norm stands in) and
+        # states its sums' round-off, added to each bound.
+        l1 = g.l1
+        slack = SUM_SLACK * (l1 + a.l1) + g.roundoff * l1 + a.roundoff * a.l1
+        checks.append(("sum", abs(a.sum - g.sum), n * per + tol.rtol * l1 + slack, n, tol.rtol * l1, l1))
+        if not (math.isnan(g.sumabs) or math.isnan(a.sumabs)):
+            checks.append(("sum of |x|", abs(a.sumabs - g.sumabs), n * per + tol.rtol * l1 + slack, n,
+                           tol.rtol * l1, l1))
+        checks.append(("norm", abs(a.norm - g.norm), math.sqrt(n) * per + tol.rtol * g.norm + (SUM_SLACK + g.roundoff)
+                       * g.norm + (SUM_SLACK + a.roundoff) * a.norm, math.sqrt(n), tol.rtol * g.norm, g.norm))
         for name, x, y in (("min", a.min, g.min), ("max", a.max, g.max), ("max |x|", a.maxabs, g.maxabs)):
             checks.append((name, abs(x - y), per + tol.rtol * scale, 1.0, tol.rtol * scale, 0.0))
     for name, diff, bound, weight, relative, own in checks:
@@ -132,7 +136,7 @@ def _bounds(stats: Stats, g: Digest, a: Digest, tol: Resolved, roundoff: float) 
         if name in MOMENTS and own > 0:
             moved = diff / (tol.eps * own)
             stats.moments = max(stats.moments, moved)
-            whole = (tol.moments * tol.eps + SUM_SLACK) * own
+            whole = (tol.moments * tol.eps + SUM_SLACK + g.roundoff + a.roundoff) * own
             if whole < bound:  # the envelope's bound on the tensor as a whole is the tighter
                 if diff > whole:
                     problems.append("%s differs by %.6g (%.4g eps of its scale), beyond the %.4g eps the drift "

@@ -31,6 +31,7 @@ from ..store.meta import RecordingMeta
 from ..store.raced import raced
 from ..store.values import estimate_stored
 from . import counter_reads, inputs, keyframes, optimizer, terms
+from .graph_digests import GraphDigests, assembled
 from .accumulation import MicroBatches, held_with
 from .declared import Declared
 from .graph import GraphModel, StepPlan
@@ -102,6 +103,8 @@ class Recorder:
         self._parts = terms.Kept()  # the losses whose parts each kind of step keeps (terms.py)
         self._micro = MicroBatches()  # the micro-batch runs of the coming step (accumulation.py)
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
+        self._graph_digests: Optional[GraphDigests] = None  # digest ops added to the recorded graph
+        self._decided: Optional[Tuple[int, bool]] = None  # (step, kept whole) decided before its run
         self.steps = 0
         self.done = False
         # What the golden's metadata warns of, once the recording is closed (also logged then)
@@ -346,14 +349,16 @@ class Recorder:
                 changed = self._state.read_changed(sess, run)
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))
                 extra = self.fetches(plan, self.full(), callable_)
+                digests = self._digests_here(sess.graph, plan, callable_)
+                extra, made = (extra, {}) if digests is None else digests.swap(extra)
                 raced = counter_reads.fetches(sess.graph, plan, callable_, self._model(sess.graph)._warn)
                 before = int(run(sess, plan.global_step)) if raced else None  # to place the reads
                 extra.update(raced)
                 user, feeds, got, probed = execute(extra, probes)
                 got, reads = counter_reads.split(taken(extra, got))
-                got += [] if callable_ else self._unfetched(sess.graph, plan, self.full())
+                got = assembled(made, got) + ([] if callable_ else self._unfetched(sess.graph, plan, self.full()))
                 values = self._witnessed(sess.graph, plan, feeds, got, changed, probes, probed)
-                self._record(sess, run, plan, feeds, user, values, changed, (before, reads))
+                self._record(sess, run, plan, feeds, user, values, changed, (before, reads), digests)
             finally:
                 self._local.busy = False
         self._maybe_stop()
@@ -373,6 +378,26 @@ class Recorder:
         if not plan.training or not self._accepts(graph):
             return make(sess, options)
         return KerasCallable(self, sess, make, options, plan).call
+
+    def _digests_here(self, graph: Any, plan: StepPlan, callable_: bool) -> Optional[GraphDigests]:
+        """Where the coming step's digests are made in the graph (graph_digests.py): a step between
+        keyframes of session.run whose values the witness does not need (decided now, kept for
+        _keyframe); None where it is recorded from values."""
+        schedule = self._schedule
+        if callable_ or plan.micro or not schedule.frames.digests or schedule.planning or \
+                self._witness.needs_values(plan) or schedule.exhausted(self.steps, self._written()):
+            return None
+        whole = schedule.keyframe(self.steps, self._written())
+        self._decided = (self.steps, whole)
+        if whole:
+            return None
+        if self._graph_digests is None or self._graph_digests.graph is not graph:
+            self._graph_digests = GraphDigests(self._tf, graph)
+        digests = self._graph_digests
+        if digests.unusable is not None and not digests.said:
+            digests.said = True
+            self._model(graph)._warn("digests are made in numpy from here on, not in the graph: %s" % digests.unusable)
+        return None if digests.unusable else digests
 
     def _begin(self, sess: Any, run: Callable[..., Any]) -> None:
         """Before the first step: the initial state and the environment."""
@@ -404,7 +429,8 @@ class Recorder:
 
     def _record(self, sess: Any, run: Callable[..., Any], plan: StepPlan, feeds: List[Tuple[str, Any]],
                 user: Any, extra: List[Tuple[str, Any]], changed: List[Tuple[str, Any]],
-                raced: Tuple[Optional[int], Dict[str, List[Any]]] = (None, {})) -> None:
+                raced: Tuple[Optional[int], Dict[str, List[Any]]] = (None, {}),
+                digests: Optional[GraphDigests] = None) -> None:
         if self._schedule.exhausted(self.steps, self._written()):  # a budget without --steps is full
             self.done = True
             self._writer.update_meta({"recording": self._recording_meta()})
@@ -412,8 +438,11 @@ class Recorder:
         extra, term_values = terms.split(plan.terms, extra)  # the loss's parts go to the step's info
         feeds = [(name, self._as_consumed(sess.graph, name, value)) for name, value in feeds if name]
         micro, feeds, extra = self._micro.merged(plan, feeds, extra, self._model(sess.graph)._warn)
-        state = self._state.read(sess, run) if self.full() else None
-        after = None if state is None else named(state)
+        if digests is not None:  # the state's digests made in the graph: the witness keeps no state
+            state = digests.read(sess, run, self._state.variables or [])
+        else:
+            state = self._state.read(sess, run) if self.full() else None
+        after = None if state is None or digests is not None else named(state)
         extra = self._witness.audit(self._model(sess.graph), plan, self.steps, extra, after)
         self._witness.state(after)
         keyframe = self._keyframe(feeds, extra, state)
@@ -477,6 +506,9 @@ class Recorder:
 
     def _keyframe(self, feeds: List[Tuple[str, Any]], extra: List[Tuple[str, Any]], state: Any) -> bool:
         """Whether this step is kept whole (a budget is planned from the first step's values)."""
+        decided, self._decided = self._decided, None
+        if decided is not None and decided[0] == self.steps:
+            return decided[1]
         if self._schedule.planning:
             values = dict(extra)
             values.update((make_key("input", name), value) for name, value in feeds if name)

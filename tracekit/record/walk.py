@@ -342,8 +342,13 @@ def taken(fetched: Mapping[str, Any], values: Iterable[Any]) -> List[Tuple[str, 
     """(key, value) of what a run fetched, without the values of tf.cond branches it did not take
     (branch_value's Merge gave an empty one): nothing was computed there to record."""
     return [(key, value) for (key, tensor), value in zip(fetched.items(), values)
-            if not (tensor.op.type == "Merge" and tensor.op.name.startswith(BRANCH_SCOPE + "/") and np.size(value) == 0
-                    and tensor.op.inputs[0].shape.num_elements() != 0)]
+            if not _untaken(tensor, value)]
+
+
+def _untaken(tensor: Any, value: Any) -> bool:
+    op = getattr(tensor, "op", None)  # None: a digest's ops (graph_digests.py), never a branch's
+    return op is not None and op.type == "Merge" and op.name.startswith(BRANCH_SCOPE + "/") and \
+        np.size(value) == 0 and op.inputs[0].shape.num_elements() != 0
 
 
 def number(tf: Any, value: Any) -> Optional[float]:

@@ -126,6 +126,15 @@ class Witness:
             self.close()  # a second copy of the model's variables: kept only while racy reads or the audit need it
         return values
 
+    def needs_values(self, plan: StepPlan) -> bool:
+        """Whether the coming step of `plan` must be recorded from values, its state read whole
+        after it: while the audit runs, a check is due or deferred, or racy reads are recomputed
+        (else its digests can be made in the graph: graph_digests.py)."""
+        kind = _kind(plan)
+        racy = any(split_key(r["tensor"])[0] in MEASURED_KINDS for r in plan.races if "tensor" in r)
+        return len(self._audits) < AUDIT_STEPS or racy or kind in self._deferred or \
+            bool(plan.losses and kind not in self._checked)
+
     def _shared(self, model: GraphModel) -> bool:
         if self._shared_graph is None:
             self._shared_graph = model.shared()

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..digest_ops import digest_ops
 from ..errors import ReplayError
 from ..keys import LIGHT_KINDS
 from .distribute import replica_id
@@ -196,21 +197,55 @@ class Capture:
 
 class VariableReader:
     """Reads many variables in one call: a tf.function returning all their values, rather than
-    an eager read op each (about 0.3 ms apiece, the bulk of a small model's state read)."""
+    an eager read op each (about 0.3 ms apiece, the bulk of a small model's state read); those
+    asked for as digests, their digests made in it (digest_ops.py), so that only those leave
+    TensorFlow."""
+
+    KEPT = 4  # functions kept: one for keyframes, one for the steps between, and room for a change
 
     def __init__(self) -> None:
-        self._key: Tuple[int, ...] = ()
-        self._read: Any = None
+        # (ids read, ids digested) -> (the function, id -> Made or None where it returns the value)
+        self._reads: Dict[Tuple[Tuple[int, ...], Tuple[int, ...]], Tuple[Any, Dict[int, Any]]] = {}
 
-    def read(self, variables: Sequence[Any]) -> Callable[[Any], np.ndarray]:
-        """The variables' values now, as value_of(variable)."""
-        key = tuple(id(v) for v in variables)
-        if key != self._key:  # the set grows once, when the optimizers build their slots
-            self._key = key
-            held = list(variables)
-            self._read = tf.function(lambda: [tf.identity(v) for v in held], autograph=False)
-        values = {k: _view(v) for k, v in zip(key, self._read())} if key else {}
-        return lambda variable: values[id(variable)]
+    def read(self, variables: Sequence[Any], digested: Sequence[Any] = ()) -> Callable[[Any], Any]:
+        """The variables' values now, as value_of(variable): a read-only array, or a Digest for
+        those of `digested` (among `variables`) that can be digested where they are."""
+        wanted = {id(v) for v in digested}
+        plain = [v for v in variables if id(v) not in wanted]
+        digest = [v for v in variables if id(v) in wanted]
+        key = (tuple(id(v) for v in plain), tuple(id(v) for v in digest))
+        if not key[0] and not key[1]:
+            return lambda variable: {}[id(variable)]
+        if key not in self._reads:  # the sets change when the optimizers build their slots
+            if len(self._reads) >= self.KEPT:
+                self._reads.clear()
+            self._reads[key] = _reading(plain, digest)
+        function, made = self._reads[key]
+        values, digests = function()
+        out = {id(v): _view(value) for v, value in zip(plain, values)}
+        for variable, value in zip(digest, digests):
+            ops = made[id(variable)]
+            digested = None if ops is None else ops.digest(*(numpy(x) for x in value))
+            # no digest made (a small tensor) or none that stands (a NaN, an Inf): the value
+            out[id(variable)] = digested if digested is not None else _view(value) if ops is None else numpy(variable)
+        return lambda variable: out[id(variable)]
+
+
+def _reading(plain: List[Any], digested: List[Any]) -> Tuple[Any, Dict[int, Any]]:
+    """A tf.function returning the values of `plain` and the digests of `digested` (a value where
+    none can be made there), traced now; and what it makes of each of `digested`."""
+    made: Dict[int, Any] = {}
+
+    def body() -> Any:
+        digests = []
+        for variable in digested:
+            made[id(variable)] = ops = digest_ops(tf, variable, careful=False)
+            digests.append(tf.identity(variable) if ops is None else (ops.stats, ops.sample))
+        return [tf.identity(v) for v in plain], digests
+
+    function = tf.function(body, autograph=False)
+    function.get_concrete_function()
+    return function, made
 
 
 def _view(tensor: Any) -> np.ndarray:

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Collection, ContextManager, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -50,8 +50,10 @@ class Runner(Protocol):
 
     not_replayed: Dict[str, str]  # "kind/name" -> why the replay cannot produce it
 
-    def read_state(self) -> List[Tuple[str, np.ndarray]]:
-        """("kind/name", value) of the state (variables, slots, step counter) now."""
+    def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
+        """("kind/name", value) of the state (variables, slots, step counter) now; of the keys in
+        `digested`, those it can as a Digest made where the value is (the golden keeps only
+        their digests at this step)."""
 
     def regularization(self) -> Optional[np.ndarray]:
         """The sum of the model's regularization losses, or None; asked before each step."""
@@ -276,7 +278,7 @@ class _Drive:
         if regularization is not None and REGULARIZATION in g_step:
             produced.setdefault(REGULARIZATION, regularization)
         if full:
-            produced.update(runner.read_state())
+            produced.update(runner.read_state(g_step.digests.keys()))
         values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in self.light)
         if full:
             _digest_where_kept(values, g_step.digests)

@@ -12,7 +12,7 @@ counter is the global_step they are given.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Collection, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from .forcing import reads_back
 from .gradients import GradientWatch, gradient_keys
 from .keras_optimizers import aggregates, delegates, optimizer_classes
 from .optimizer_terms import (applied, compact, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate,
-                              settings, slot_from_tf1, slot_to_tf1)
+                              settings, slot_from_tf1, slot_to_tf1, TF1_MOMENTUM)
 from .tf_import import tf
 from .patched import patched
 from .port_state import starts_fresh, unmapped_state
@@ -118,6 +118,11 @@ class OptimizerBridge:
         out = [var for _, var, _, _ in self._slots] + [var for _, _, slots, _, _ in self._converted_slots
                                                         for var in slots]
         return out + ([self._iteration_var] if self._iteration_var is not None else [])
+
+    def unconverted(self, keys: Collection[str]) -> List[Any]:
+        """The slot variables of `keys` ("slot/<golden name>") whose values are the golden's as
+        they are (no momentum convention, no conversion): `read` may be given their digests."""
+        return [var for name, var, role, _ in self._slots if role != TF1_MOMENTUM and make_key("slot", name) in keys]
 
     def read(self, value_of: Callable[[Any], np.ndarray] = numpy) -> List[Tuple[str, np.ndarray]]:
         """("kind/golden name", value) of every mapped slot and the step counter, in TF1 terms;

@@ -12,7 +12,7 @@ transposed too). No TensorFlow here: the port's variables are taken as given.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -101,6 +101,12 @@ class PortState:
 
     def variables(self) -> List[Any]:
         return [v for h in self.held for v in h.variables]
+
+    def unconverted(self, keys: Collection[str]) -> List[Any]:
+        """The variables of `keys` held as the golden's values are (no conversion): `read` may be
+        given their digests."""
+        return [v for h in self.held if h.conversion is None and len(h.keys) == len(h.variables)
+                for key, v in zip(h.keys, h.variables) if key in keys]
 
     def read(self, value_of: Callable[[Any], np.ndarray]) -> List[Tuple[str, np.ndarray]]:
         out = []

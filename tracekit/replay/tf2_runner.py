@@ -12,7 +12,7 @@ replay/loop.py drives the steps, port_step.py calls the port's.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -182,11 +182,15 @@ class TF2Runner:
         self.optimizer.own_initial, self._own_initial = {}, {}
         return out
 
-    def read_state(self) -> List[Tuple[str, np.ndarray]]:
-        """("kind/golden name", value) of every mapped variable, slot and the step counter."""
+    def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
+        """("kind/golden name", value) of every mapped variable, slot and the step counter; of the
+        keys in `digested`, those held as they are (no conversion, one replica) as their Digest."""
         variables = [cand.obj for cand in self.mapping.pairs.values()] + [v for c in self.conversions for v in c.port]
         variables += self.optimizer.state_variables() + self.port_state.variables()
-        value_of = numpy if self.distribution is not None else self._reader.read(variables)
+        wanted = set(digested)
+        direct = [cand.obj for name, cand in self.mapping.pairs.items() if make_key("var", name) in wanted]
+        direct += self.optimizer.unconverted(wanted) + self.port_state.unconverted(wanted)
+        value_of = numpy if self.distribution is not None else self._reader.read(variables, direct)
         out = []
         for name, cand in self.mapping.pairs.items():
             out.append((make_key("var", name), value_of(cand.obj)))

@@ -99,6 +99,8 @@ def keyframe_lines(trace: Trace) -> List[str]:
     else:
         lines = ["keyframes none: the initial state is whole; every step keeps inputs, random draws, losses and "
                  "learning rates whole, %s" % rest]
+    if frames.get("digests"):
+        lines.extend(_digests_made(trace))
     budget = frames.get("budget")
     if isinstance(budget, dict) and budget.get("bytes"):
         if frames.get("online"):
@@ -110,6 +112,20 @@ def keyframe_lines(trace: Trace) -> List[str]:
                                                          "; keyframes kept as digests to stay in it: %s"
                                                          % frames["skipped"] if frames.get("skipped") else ""))
     return lines
+
+
+def _digests_made(trace: Trace) -> List[str]:
+    """How the last step kept as digests made them: in the graph (their sums' round-off stated)
+    or in numpy (float64 sums)."""
+    for index in range(len(trace) - 1, max(len(trace) - 4, -1), -1):
+        digests = trace.step(index).digests
+        if digests:
+            graph = [d.roundoff for d in digests.values() if d.roundoff]
+            return ["digests   at step %d: %d made in the graph (sums in the tensor's precision over rows, their "
+                    "round-off stated, at most %.2g of their scale), %d in numpy (float64 sums)"
+                    % (index, len(graph), max(graph), len(digests) - len(graph)) if graph else
+                    "digests   at step %d: %d, made in numpy (float64 sums)" % (index, len(digests))]
+    return []
 
 
 def _rates_said(updates: Mapping[str, Any], slots: Mapping[str, Any]) -> str:

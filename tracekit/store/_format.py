@@ -10,7 +10,7 @@ import zlib
 
 from ..keys import INITIAL_STEP, KIND_ORDER, STATE_KINDS
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Version 2 keeps each step's info and index in blocks of steps (BLOCKS_GROUP), with every plain
 # leaf's bytes inside and no dataset of its own; version 1 kept them as attributes of each step's
 # group, beside a dataset for every leaf.

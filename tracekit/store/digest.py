@@ -3,7 +3,10 @@
 A digest holds the tensor's shape and dtype, element count, sum, sum of squares, sum of
 |x|, min, max and max |x| (over its finite elements, in float64), its NaN and Inf counts,
 the crc32 of its bytes (none in a recording's digest of a float tensor: `recorded`), and its
-values at up to SAMPLE fixed positions. The positions depend on the element count alone
+values at up to SAMPLE fixed positions. A digest made by TensorFlow where the value is
+(record/graph_digests.py, golden format 3) has no sum of |x| (nan) and states the round-off
+of its sums (`roundoff`): they are accumulated in the tensor's precision over blocks, then in
+float64. The positions depend on the element count alone
 (`positions`), so a replay samples the same elements as the recording did, in any
 environment: one position drawn in each of SAMPLE equal strata by integer arithmetic
 (splitmix64), never by a random generator whose stream could change.
@@ -69,7 +72,7 @@ class Digest:
     count: int
     sum: float
     sumsq: float
-    sumabs: float
+    sumabs: float  # nan: not made (a digest made in the graph)
     min: float  # over finite elements; nan when there are none
     max: float
     maxabs: float
@@ -77,6 +80,9 @@ class Digest:
     inf: int
     crc: Optional[int]  # crc32 of the tensor's bytes (None: not computed, see `digest`)
     sample: np.ndarray  # the values at positions(count), flat, in the tensor's dtype
+    # Relative bound on the round-off of the sums: |error of sum| <= roundoff * sum|x| and
+    # |error of sumsq| <= roundoff * sumsq. 0: summed in float64 here (a comparison's own slack).
+    roundoff: float = 0.0
 
     @property
     def nonfinite(self) -> int:
@@ -90,6 +96,14 @@ class Digest:
     @property
     def norm(self) -> float:
         return float(np.sqrt(self.sumsq))
+
+    @property
+    def l1(self) -> float:
+        """The sum of |x|, or where the digest has none its bound sqrt(n) * norm (Cauchy-Schwarz;
+        the sum of squares widened by its stated round-off)."""
+        if not np.isnan(self.sumabs):
+            return self.sumabs
+        return float(np.sqrt(float(self.count - self.nonfinite) * self.sumsq * (1 + self.roundoff)))
 
     def positions(self) -> np.ndarray:
         return positions(self.count)
@@ -115,9 +129,12 @@ class Digest:
         return self.sample.reshape(self.shape)
 
     def to_wire(self) -> Dict[str, Any]:
-        return {"shape": list(self.shape), "dtype": self.dtype, "n": self.count,
+        wire = {"shape": list(self.shape), "dtype": self.dtype, "n": self.count,
                 "stats": [self.sum, self.sumsq, self.sumabs, self.min, self.max, self.maxabs],
                 "nan": self.nan, "inf": self.inf, "crc": self.crc, "sample": self.sample.tobytes()}
+        if self.roundoff:
+            wire["roundoff"] = self.roundoff
+        return wire
 
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any], dtype_of: Any) -> "Digest":
@@ -131,13 +148,14 @@ class Digest:
             sample = np.frombuffer(bytes(wire["sample"]), dtype=dtype)
             nan, inf = int(wire["nan"]), int(wire["inf"])
             crc = None if wire["crc"] is None else int(wire["crc"])
+            roundoff = float(wire.get("roundoff", 0.0))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError("a digest entry does not decode (%s)" % (exc,)) from None
         if len(stats) != 6 or count != int(np.prod(shape, dtype=np.int64)) or \
-                sample.size != min(count, SAMPLE) or min(nan, inf, count) < 0:
+                sample.size != min(count, SAMPLE) or min(nan, inf, count) < 0 or not 0 <= roundoff < 1:
             raise ValueError("a digest entry is inconsistent (shape %s, %d elements, %d sampled)"
                              % (shape, count, sample.size))
-        return cls(shape, np.dtype(dtype).name, count, *stats, nan, inf, crc, sample)
+        return cls(shape, np.dtype(dtype).name, count, *stats, nan, inf, crc, sample, roundoff)
 
 
 def digest(value: Any, crc: bool = True, crc_if: Optional[np.ndarray] = None) -> Digest:
@@ -166,6 +184,22 @@ def digest(value: Any, crc: bool = True, crc_if: Optional[np.ndarray] = None) ->
     checksum = zlib.crc32(memoryview(flat.view(np.uint8))) & 0xFFFFFFFF if crc else None
     return Digest(tuple(int(x) for x in array.shape), array.dtype.name, count, total, squares, absolute, low, high,
                   maxabs, nan, inf, checksum, sample)
+
+
+def from_statistics(shape: Tuple[int, ...], dtype: str, stats: Any, sample: Any, roundoff: float) -> Digest:
+    """A digest of statistics made elsewhere (record/graph_digests.py): `stats` is (sum, sumsq,
+    min, max, NaN count, Inf count) over the finite elements, min and max inf and -inf where
+    there are none; no sum of |x| and no crc32."""
+    total, squares, low, high, nan, inf = (float(x) for x in stats)
+    count = int(np.prod(shape, dtype=np.int64))
+    if not count - int(nan) - int(inf):
+        low = high = float("nan")
+    maxabs = max(abs(low), abs(high)) if not np.isnan(low) else float("nan")
+    sample = np.ascontiguousarray(sample).reshape(-1)
+    if sample.size != min(count, SAMPLE):
+        raise ValueError("a sample of %d elements for a tensor of %d" % (sample.size, count))
+    return Digest(tuple(int(x) for x in shape), dtype, count, total, squares, float("nan"), low, high, maxabs,
+                  int(nan), int(inf), None, sample, roundoff)
 
 
 def recorded(value: Any) -> Digest:
