@@ -225,9 +225,9 @@ class VariableReader:
         out = {id(v): _view(value) for v, value in zip(plain, values)}
         for variable, value in zip(digest, digests):
             ops = made[id(variable)]
-            digested = None if ops is None else ops.digest(*(numpy(x) for x in value))
+            made_here = None if ops is None else ops.digest(*(numpy(x) for x in value))
             # no digest made (a small tensor) or none that stands (a NaN, an Inf): the value
-            out[id(variable)] = digested if digested is not None else _view(value) if ops is None else numpy(variable)
+            out[id(variable)] = made_here if made_here is not None else _view(value) if ops is None else numpy(variable)
         return lambda variable: out[id(variable)]
 
 
