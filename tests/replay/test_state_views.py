@@ -66,3 +66,36 @@ def test_a_captured_value_is_kept_without_a_copy_and_survives_the_steps_after(tf
         assert not value.flags.writeable and not value.flags.owndata  # a view, not a copy
         np.testing.assert_allclose(value, wanted, rtol=1e-5, atol=1e-6)
     assert retained(np.ones(3)).flags.owndata  # an array of its own is copied
+
+
+def test_the_first_digests_a_replay_makes_are_held_against_numpys(tf2, monkeypatch, caplog):
+    """The port's state digested in TensorFlow is checked at its first read: agreeing, the reads
+    between keyframes are digests; disagreeing (forced here), every read after is of values,
+    with the reason logged, and no digest is made again."""
+    import tensorflow as tf
+
+    from tracekit.replay import capture
+    from tracekit.store.digest import Digest
+
+    rng = np.random.default_rng(5)
+    big = tf.Variable(rng.standard_normal(40000).astype(np.float32), name="big")
+    small = tf.Variable(rng.standard_normal(20000).astype(np.float32), name="small")
+    tiny = tf.Variable(np.ones(8, np.float32), name="tiny")
+
+    reader = capture.VariableReader()
+    read = reader.read([big, small, tiny], [big, small, tiny])
+    assert isinstance(read(big), Digest) and isinstance(read(small), Digest)
+    assert isinstance(read(tiny), np.ndarray)  # too small to digest in TensorFlow
+    assert reader._checked and reader.unusable is None
+
+    forged = capture.VariableReader()
+    held = []
+    monkeypatch.setattr(capture, "disagreement", lambda made, value: held.append(made.count) or "forged")
+    with caplog.at_level("WARNING"):
+        read = forged.read([big, small, tiny], [big, small, tiny])
+    assert held == [20000]  # the smallest digest made is the one checked
+    assert "small:0: forged" in forged.unusable and "forged" in caplog.text
+    for variable in (big, small, tiny):
+        assert np.array_equal(read(variable), variable.numpy())
+    again = forged.read([big, small], [big, small])
+    assert all(isinstance(again(v), np.ndarray) for v in (big, small)) and held == [20000]

@@ -7,7 +7,7 @@ keeps whole, are fetched as they are. Python 3.7 syntax.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..digest_ops import Made, digest_ops, disagreement
 from ..keys import LIGHT_KINDS, split_key
@@ -93,6 +93,24 @@ class GraphDigests:
                 if finalized:
                     graph.finalize()
         return {_name(t): self._made.get((_name(t), careful)) for t in tensors}
+
+
+class InGraph:
+    """The digest ops of the graph a recording records (made anew for another graph); where none
+    can be made there, the recording is warned once, and its digests are made in numpy."""
+
+    def __init__(self, tf: Any) -> None:
+        self._tf = tf
+        self._digests: Optional[GraphDigests] = None
+
+    def of(self, graph: Any, warn: Callable[[str], None]) -> Optional[GraphDigests]:
+        if self._digests is None or self._digests.graph is not graph:
+            self._digests = GraphDigests(self._tf, graph)
+        digests = self._digests
+        if digests.unusable is not None and not digests.said:
+            digests.said = True
+            warn("digests are made in numpy from here on, not in the graph: %s" % digests.unusable)
+        return None if digests.unusable else digests
 
 
 def assembled(made: Mapping[str, Made], values: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:

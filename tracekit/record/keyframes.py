@@ -237,6 +237,7 @@ class Schedule:
         self.frames = Keyframes(every, steps, digests)
         self.budget = budget
         self.sizes: Optional[StepSizes] = None
+        self._decided: Optional[Tuple[int, bool]] = None  # (step, kept whole): decided once a step
 
     @property
     def planning(self) -> bool:
@@ -252,6 +253,7 @@ class Schedule:
         """Plan the budget from one step's values ("kind/name" -> array) and the bytes written."""
         assert self.budget is not None
         self.sizes = measured(values, estimate)
+        self._decided = None
         if self.frames.steps is None:
             self.frames = plan_online(self.budget, written, self.sizes)
         else:
@@ -277,7 +279,13 @@ class Schedule:
 
     def keyframe(self, step: int, written: int) -> bool:
         """Whether step `step` is kept whole; a planned keyframe that would no longer leave room
-        for the rest of the recording is kept as digests (and listed as skipped)."""
+        for the rest of the recording is kept as digests (and listed as skipped). Decided once a
+        step (before its run, where the run depends on it), then asked again."""
+        if self._decided is None or self._decided[0] != step:
+            self._decided = (step, self._decide(step, written))
+        return self._decided[1]
+
+    def _decide(self, step: int, written: int) -> bool:
         if self.frames.online:
             assert self.sizes is not None
             return online_keyframe(self.frames, step, written, self.sizes)

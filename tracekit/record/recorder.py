@@ -25,13 +25,13 @@ import numpy as np
 
 from ..environment import program_identity, tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
-from ..keys import DRAWS, LIGHT_KINDS, REGULARIZATION_LOSSES, WARNINGS, make_key, split_key
+from ..keys import DRAWS, REGULARIZATION_LOSSES, WARNINGS, make_key, split_key
 from ..store import create, provenance
 from ..store.meta import RecordingMeta
 from ..store.raced import raced
 from ..store.values import estimate_stored
 from . import counter_reads, inputs, keyframes, optimizer, terms
-from .graph_digests import GraphDigests, assembled
+from .graph_digests import GraphDigests, InGraph, assembled
 from .accumulation import MicroBatches, held_with
 from .declared import Declared
 from .graph import GraphModel, StepPlan
@@ -40,7 +40,7 @@ from .seeds import SeedControl, SeedMode
 from .state import RecordedState, named
 from .intercept import Patches
 from .callables import KerasCallable
-from .sessions import as_consumed, as_op, element_name, flatten_fetches, make_hook, storable
+from .sessions import as_consumed, as_op, element_name, flatten_fetches, make_hook, recorded, storable, unfetched
 from .walk import taken
 from .witness import Witness
 
@@ -103,8 +103,7 @@ class Recorder:
         self._parts = terms.Kept()  # the losses whose parts each kind of step keeps (terms.py)
         self._micro = MicroBatches()  # the micro-batch runs of the coming step (accumulation.py)
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
-        self._graph_digests: Optional[GraphDigests] = None  # digest ops added to the recorded graph
-        self._decided: Optional[Tuple[int, bool]] = None  # (step, kept whole) decided before its run
+        self._in_graph: Optional[InGraph] = None  # digest ops added to the recorded graph
         self.steps = 0
         self.done = False
         # What the golden's metadata warns of, once the recording is closed (also logged then)
@@ -133,6 +132,7 @@ class Recorder:
 
         self._writer = create(self.path, meta=meta, **self._writer_options)
         self._witness = Witness(tf, self.path)
+        self._in_graph = InGraph(tf)
         optimizer.install(tf)
         inputs.install(tf)
         if self.seed_mode is not None:
@@ -272,26 +272,9 @@ class Recorder:
         """What a step of `plan` fetches to record (key -> tensor): all of it, or the light kinds;
         from session.run (not `callable_`), none of what it refuses to fetch."""
         refuted = self._witness.refuted  # scalars re-execution showed are no learning rate; those that are, added
-        fetch = collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
-                                        if (full or split_key(key)[0] in LIGHT_KINDS)
-                                        and (callable_ or key not in plan.unfetchable) and key not in refuted)
+        fetch = recorded(plan, full, callable_, refuted)
         fetch.update(self._witness.rates(plan))
         return fetch
-
-    def _unfetched(self, graph: Any, plan: StepPlan, full: bool) -> List[Tuple[str, Any]]:
-        """What session.run could not fetch of a step: the constants among it, recorded as the
-        values they are; the rest said in a warning."""
-        out = []
-        for key, value in plan.unfetchable.items():
-            if not full and split_key(key)[0] not in LIGHT_KINDS:
-                continue
-            if value is not None:
-                out.append((key, value))
-            else:
-                self._model(graph)._warn(
-                    "%s (%s) is computed inside a tf.cond branch, which session.run does not fetch: it is not "
-                    "recorded" % (key, plan.fetch[key].name))
-        return out
 
     def record_run(self, sess: Any, run: Callable[..., Any], plan: StepPlan, fetches: Any, feed_dict: Any,
                    options: Any, run_metadata: Any) -> Any:
@@ -322,7 +305,7 @@ class Recorder:
                 probes = self._witness.probes(plan, lambda: self._state.by_name(sess, run))  # its loss checked once
                 extra = self.fetches(plan, True)
                 user, feeds, got, probed = execute(extra, probes)
-                got = taken(extra, got) + self._unfetched(sess.graph, plan, True)
+                got = taken(extra, got) + unfetched(plan, True, self._model(sess.graph)._warn)
                 values = self._witnessed(sess.graph, plan, feeds, got, [], probes, probed)
                 feeds = [(name, self._as_consumed(sess.graph, name, value)) for name, value in feeds if name]
                 self._micro.add(feeds, values, plan.changes)
@@ -356,7 +339,7 @@ class Recorder:
                 extra.update(raced)
                 user, feeds, got, probed = execute(extra, probes)
                 got, reads = counter_reads.split(taken(extra, got))
-                got = assembled(made, got) + ([] if callable_ else self._unfetched(sess.graph, plan, self.full()))
+                got = assembled(made, got) + ([] if callable_ else unfetched(plan, self.full(), self._model(sess.graph)._warn))
                 values = self._witnessed(sess.graph, plan, feeds, got, changed, probes, probed)
                 self._record(sess, run, plan, feeds, user, values, changed, (before, reads), digests)
             finally:
@@ -381,23 +364,14 @@ class Recorder:
 
     def _digests_here(self, graph: Any, plan: StepPlan, callable_: bool) -> Optional[GraphDigests]:
         """Where the coming step's digests are made in the graph (graph_digests.py): a step between
-        keyframes of session.run whose values the witness does not need (decided now, kept for
-        _keyframe); None where it is recorded from values."""
+        keyframes of session.run whose values the witness does not need (the schedule decides
+        now); None where it is recorded from values."""
         schedule = self._schedule
         if callable_ or plan.micro or not schedule.frames.digests or schedule.planning or \
-                self._witness.needs_values(plan) or schedule.exhausted(self.steps, self._written()):
+                self._witness.needs_values(plan) or schedule.exhausted(self.steps, self._written()) or \
+                schedule.keyframe(self.steps, self._written()):
             return None
-        whole = schedule.keyframe(self.steps, self._written())
-        self._decided = (self.steps, whole)
-        if whole:
-            return None
-        if self._graph_digests is None or self._graph_digests.graph is not graph:
-            self._graph_digests = GraphDigests(self._tf, graph)
-        digests = self._graph_digests
-        if digests.unusable is not None and not digests.said:
-            digests.said = True
-            self._model(graph)._warn("digests are made in numpy from here on, not in the graph: %s" % digests.unusable)
-        return None if digests.unusable else digests
+        return self._in_graph.of(graph, self._model(graph)._warn) if self._in_graph is not None else None
 
     def _begin(self, sess: Any, run: Callable[..., Any]) -> None:
         """Before the first step: the initial state and the environment."""
@@ -506,9 +480,6 @@ class Recorder:
 
     def _keyframe(self, feeds: List[Tuple[str, Any]], extra: List[Tuple[str, Any]], state: Any) -> bool:
         """Whether this step is kept whole (a budget is planned from the first step's values)."""
-        decided, self._decided = self._decided, None
-        if decided is not None and decided[0] == self.steps:
-            return decided[1]
         if self._schedule.planning:
             values = dict(extra)
             values.update((make_key("input", name), value) for name, value in feeds if name)

@@ -6,11 +6,36 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping
-from typing import Any, List, Optional
+from typing import Any, Callable, Collection, List, Optional, Tuple
 
 import numpy as np
 
+from ..keys import LIGHT_KINDS, split_key
 from ..store.values import KEY_TYPES
+
+
+def recorded(plan: Any, full: bool, callable_: bool, refuted: Collection[str]) -> "collections.OrderedDict[str, Any]":
+    """What a step of `plan` (graph.StepPlan) fetches to record (key -> tensor): all of it, or
+    the light kinds; from session.run (not `callable_`), none of what it refuses to fetch; none
+    of `refuted`."""
+    return collections.OrderedDict((key, tensor) for key, tensor in plan.fetch.items()
+                                   if (full or split_key(key)[0] in LIGHT_KINDS)
+                                   and (callable_ or key not in plan.unfetchable) and key not in refuted)
+
+
+def unfetched(plan: Any, full: bool, warn: Callable[[str], None]) -> List[Tuple[str, Any]]:
+    """What session.run could not fetch of a step: the constants among it, recorded as the values
+    they are; the rest said in a warning."""
+    out = []
+    for key, value in plan.unfetchable.items():
+        if not full and split_key(key)[0] not in LIGHT_KINDS:
+            continue
+        if value is not None:
+            out.append((key, value))
+        else:
+            warn("%s (%s) is computed inside a tf.cond branch, which session.run does not fetch: it is not "
+                 "recorded" % (key, plan.fetch[key].name))
+    return out
 
 
 def storable(fetched: Any) -> Any:

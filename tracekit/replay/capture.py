@@ -10,12 +10,13 @@ step, so they cost no copy to the host and no Python call then, in the one trace
 from __future__ import annotations
 
 import collections
+import logging
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..digest_ops import digest_ops
+from ..digest_ops import digest_ops, disagreement
 from ..errors import ReplayError
 from ..keys import LIGHT_KINDS
 from .distribute import replica_id
@@ -24,6 +25,7 @@ from .tf_import import tf
 # Set when a capture op of an earlier replay ran: its tf.function was traced then, and
 # keeps that replay's capture ops (and misses this one's variable mapping).
 _stale: List[str] = []
+LOG = logging.getLogger(__name__)
 STALE = ("the step function is a tf.function traced during an earlier replay: it still reports to that "
          "one. Pass each replay a fresh tf.function (or the plain Python function)")
 
@@ -206,11 +208,15 @@ class VariableReader:
     def __init__(self) -> None:
         # (ids read, ids digested) -> (the function, id -> Made or None where it returns the value)
         self._reads: Dict[Tuple[Tuple[int, ...], Tuple[int, ...]], Tuple[Any, Dict[int, Any]]] = {}
+        self._checked = False  # a digest made here held against numpy's (at the first read making one)
+        self.unusable: Optional[str] = None  # why digests are no longer made here
 
     def read(self, variables: Sequence[Any], digested: Sequence[Any] = ()) -> Callable[[Any], Any]:
         """The variables' values now, as value_of(variable): a read-only array, or a Digest for
-        those of `digested` (among `variables`) that can be digested where they are."""
-        wanted = {id(v) for v in digested}
+        those of `digested` (among `variables`) that can be digested where they are. The first
+        digests made are held against numpy's of the same value (the smallest of them, read
+        whole too): where they disagree, none are made here again (`unusable` says why, logged)."""
+        wanted = set() if self.unusable else {id(v) for v in digested}
         plain = [v for v in variables if id(v) not in wanted]
         digest = [v for v in variables if id(v) in wanted]
         key = (tuple(id(v) for v in plain), tuple(id(v) for v in digest))
@@ -228,7 +234,24 @@ class VariableReader:
             made_here = None if ops is None else ops.digest(*(numpy(x) for x in value))
             # no digest made (a small tensor) or none that stands (a NaN, an Inf): the value
             out[id(variable)] = made_here if made_here is not None else _view(value) if ops is None else numpy(variable)
+        if not self._checked and not self._holds(digest, made, out):
+            return self.read(variables)
         return lambda variable: out[id(variable)]
+
+    def _holds(self, digested: Sequence[Any], made: Dict[int, Any], out: Dict[int, Any]) -> bool:
+        """Whether the smallest digest this read made is numpy's digest of its value (False, with
+        `unusable` set, where it is not); True where none was made (a later read checks)."""
+        madeup = [v for v in digested if made[id(v)] is not None and not isinstance(out[id(v)], np.ndarray)]
+        if not madeup:
+            return True
+        self._checked = True
+        probe = min(madeup, key=lambda v: made[id(v)].count)
+        why = disagreement(out[id(probe)], numpy(probe))
+        if why is None:
+            return True
+        self.unusable = "%s: %s" % (probe.name, why)
+        LOG.warning("the port's state is digested in numpy from here on, not in TensorFlow: %s", self.unusable)
+        return False
 
 
 def _reading(plain: List[Any], digested: List[Any]) -> Tuple[Any, Dict[int, Any]]:
