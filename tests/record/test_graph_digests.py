@@ -11,6 +11,7 @@ import pytest
 
 from tracekit.digest_ops import BLOCK, SMALLEST
 from tracekit.record.graph_digests import GraphDigests
+from tracekit.store import FORMAT_VERSION
 from tracekit.store.digest import digest
 
 rs = np.random.RandomState(7)
@@ -162,7 +163,7 @@ def test_a_recording_digests_in_the_graph_between_keyframes_once_its_audit_is_do
         assert [i for i in made if made[i]] == [i for i in range(AUDIT_STEPS, 12) if i % 5]
         # the kernels of 64 x 512 and 512 x 512, their gradients and Adam's two slots each
         assert len(made[AUDIT_STEPS]) == 8 and "grad/dense_1/kernel:0" in made[AUDIT_STEPS]
-        assert golden.format_version == 3
+        assert golden.format_version == FORMAT_VERSION
         assert "digests   at step 11: 8 made in the graph" in show(golden)  # tracekit show says how
     assert tracekit.verify(recorded["keyframes"]).ok
 

@@ -36,7 +36,7 @@ def test_goldens_of_both_formats_with_and_without_an_index_read_alike(tmp_path):
     with h5py.File(format1, "r") as f:
         assert ATTR_INDEX in f[step_path(0)].attrs and ATTR_INDEX in f["initial"].attrs
     with tracekit.open(path) as new:
-        assert new.format_version == FORMAT_VERSION == 3
+        assert new.format_version == FORMAT_VERSION == 4
         for other in (format1, old):
             with tracekit.open(other) as before:
                 assert before.format_version == 1

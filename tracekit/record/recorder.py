@@ -36,6 +36,7 @@ from .accumulation import MicroBatches, held_with
 from .declared import Declared
 from .graph import GraphModel, StepPlan
 from .kinds import Kinds
+from .regenerated import Regenerated
 from .seeds import SeedControl, SeedMode
 from .state import RecordedState, named
 from .intercept import Patches
@@ -89,10 +90,9 @@ class Recorder:
         self._writer: Any = None
         self._seeds: Optional[SeedControl] = None
         self._models: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        # Two locks: _lock guards the recorder's books (graph models, the recorded graph) for a
-        # moment; _step_lock makes steps one at a time and is held across a step's session run.
-        # Runs on other threads (queue runners feeding the step) take only _lock, so they go on
-        # while a step waits for them.
+        # _lock guards the books (graph models, the recorded graph) for a moment; _step_lock makes steps
+        # one at a time, held across a step's run. Other threads' runs (queue runners feeding the step)
+        # take only _lock, so they go on while a step waits for them.
         self._lock = threading.RLock()
         self._step_lock = threading.RLock()
         self._local = threading.local()
@@ -102,12 +102,12 @@ class Recorder:
         self._kinds = Kinds()  # what the metadata says of the kinds of step seen (kinds.py)
         self._parts = terms.Kept()  # the losses whose parts each kind of step keeps (terms.py)
         self._micro = MicroBatches()  # the micro-batch runs of the coming step (accumulation.py)
+        self._drawn = Regenerated()  # the draws kept as their generator's state (regenerated.py)
         self._witness: Any = None  # what it checks of the steps (witness.py), made on entering
         self._in_graph: Optional[InGraph] = None  # digest ops added to the recorded graph
         self.steps = 0
         self.done = False
-        # What the golden's metadata warns of, once the recording is closed (also logged then)
-        self.warnings: List[str] = []
+        self.warnings: List[str] = []  # what the golden's metadata warns of, on closing (also logged)
         self._progress = progress  # (steps recorded, steps asked for or None), after each step
 
     # ---- the context --------------------------------------------------------------------------
@@ -412,13 +412,13 @@ class Recorder:
         extra, term_values = terms.split(plan.terms, extra)  # the loss's parts go to the step's info
         feeds = [(name, self._as_consumed(sess.graph, name, value)) for name, value in feeds if name]
         micro, feeds, extra = self._micro.merged(plan, feeds, extra, self._model(sess.graph)._warn)
-        if digests is not None:  # the state's digests made in the graph: the witness keeps no state
-            state = digests.read(sess, run, self._state.variables or [])
-        else:
-            state = self._state.read(sess, run) if self.full() else None
+        # The state's digests made in the graph (the witness then keeps no state), or its values
+        state = (digests.read(sess, run, self._state.variables or []) if digests is not None
+                 else self._state.read(sess, run) if self.full() else None)
         after = None if state is None or digests is not None else named(state)
         extra = self._witness.audit(self._model(sess.graph), plan, self.steps, extra, after)
         self._witness.state(after)
+        extra = extra if micro else self._drawn.kept(plan.fetch, extra)  # checked, made again: no values
         keyframe = self._keyframe(feeds, extra, state)
         if self.steps == 0:
             self._writer.update_meta({REGULARIZATION_LOSSES: [split_key(k)[1] for k in plan.regularization]})

@@ -36,7 +36,7 @@ def show(trace: Trace) -> str:
         lines.append("note      %s" % trace.recording)
     lines += identified(trace.meta)
     lines.append("steps     %d%s" % (len(trace), " + initial state" if trace.has_initial else ""))
-    lines += keyframe_lines(trace)
+    lines += keyframe_lines(trace) + _draws_kept(trace)
     lines += ["WARNING   " + warning for warning in _warnings(trace.meta)]
     if isinstance(trace.meta.get(AUDIT), dict):  # the audit the recorder kept, as `verify --audit` prints one
         lines += audit_lines(AuditResult.of(trace.meta[AUDIT], trace.path))
@@ -126,6 +126,18 @@ def _digests_made(trace: Trace) -> List[str]:
                     % (index, len(graph), max(graph), len(digests) - len(graph)) if graph else
                     "digests   at step %d: %d, made in numpy (float64 sums)" % (index, len(digests))]
     return []
+
+
+def _draws_kept(trace: Trace) -> List[str]:
+    """How many of the recorded draws the golden keeps as their generator (store/drawn.py)."""
+    draws = [t for t in trace.catalog if t.kind == "random" and t.steps]
+    drawn = sum(t.drawn for t in draws)
+    if not drawn:
+        return []
+    return ["draws     %d of %d kept as their generator (seeds and Philox counter; the values made again bit for "
+            "bit when recorded) at %d steps in all: %s of values in %s"
+            % (sum(1 for t in draws if t.drawn), len(draws), drawn, size(sum(t.raw_bytes for t in draws if t.drawn)),
+               size(sum(t.stored_bytes for t in draws if t.drawn)))]
 
 
 def _rates_said(updates: Mapping[str, Any], slots: Mapping[str, Any]) -> str:

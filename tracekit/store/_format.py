@@ -1,4 +1,4 @@
-"""Constants and names of the golden trace format (version 2; version 1 is still read);
+"""Constants and names of the golden trace format (version 4; versions 1 to 3 are still read);
 docs/FORMAT.md explains them.
 The tensor vocabulary (kinds, "kind/name" keys, step labels) is tracekit.keys."""
 
@@ -10,7 +10,9 @@ import zlib
 
 from ..keys import INITIAL_STEP, KIND_ORDER, STATE_KINDS
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+# Version 4 may keep a random draw as its generator's key and counter (drawn.py); version 3 added
+# digests made by TensorFlow, with their round-off stated (digest.py).
 # Version 2 keeps each step's info and index in blocks of steps (BLOCKS_GROUP), with every plain
 # leaf's bytes inside and no dataset of its own; version 1 kept them as attributes of each step's
 # group, beside a dataset for every leaf.

@@ -11,6 +11,7 @@ import numpy as np
 from ..keys import INITIAL_STEP, KIND_ORDER, make_key
 from . import values
 from ._format import DIGESTS_KIND
+from .drawn import PREFIX as DRAWN_PREFIX, drawn_bytes, is_drawn
 from ._wire import ValueRecord
 
 
@@ -28,6 +29,7 @@ class TensorInfo:
     raw_bytes: int = 0
     stored_bytes: int = 0
     digests: int = 0  # steps that keep its digest instead (store/digest.py)
+    drawn: int = 0  # steps that keep it as its generator's key and counter (store/drawn.py)
 
     @property
     def key(self) -> str:
@@ -47,7 +49,8 @@ class TensorInfo:
         shape = d.get("shape")
         return cls(str(d["kind"]), str(d["name"]), None if shape is None else tuple(int(x) for x in shape),
                    str(d.get("dtype", "?")), int(d.get("steps", 0)), bool(d.get("initial", False)),
-                   int(d.get("raw_bytes", 0)), int(d.get("stored_bytes", 0)), int(d.get("digests", 0)))
+                   int(d.get("raw_bytes", 0)), int(d.get("stored_bytes", 0)), int(d.get("digests", 0)),
+                   int(d.get("drawn", 0)))
 
     def __repr__(self) -> str:
         return "TensorInfo(%s, shape=%s, dtype=%s, steps=%d)" % (self.key, self.shape, self.dtype, self.steps)
@@ -58,6 +61,8 @@ def leaf_dtype_name(dtype: str, logical: Optional[str]) -> str:
         return "bytes"
     if logical == values.LOGICAL_STR:
         return "str"
+    if is_drawn(logical):
+        return str(logical)[len(DRAWN_PREFIX):]
     if logical is not None:
         return logical
     return np.dtype(dtype).name
@@ -92,7 +97,9 @@ class CatalogBuilder:
         else:
             info.steps += 1
         for desc in leaves:
-            info.raw_bytes += desc.raw_bytes
+            drawn = is_drawn(desc.logical)  # raw: the values' bytes, which 24 stand for
+            info.drawn += drawn
+            info.raw_bytes += drawn_bytes(desc.caller_shape, desc.logical) if drawn else desc.raw_bytes
             info.stored_bytes += desc.stored_bytes
 
     def add_digest(self, kind: str, name: str, shape: Tuple[int, ...], dtype: str) -> None:

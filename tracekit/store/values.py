@@ -12,7 +12,9 @@ caller back exactly what it stored:
   with the original dtype in `logical`;
 - strings (object arrays of bytes or str, "U" arrays, Python bytes/str) are stored
   as one uint8 blob: the little-endian u64 length of each string, then the bytes
-  of all of them; `logical` says which kind of strings, `shape` their array shape.
+  of all of them; `logical` says which kind of strings, `shape` their array shape;
+- a random draw kept as its generator's key and counter (drawn.py) is stored as those three
+  uint64, with the generator and dtype in `logical` and the draw's shape in `shape`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from ..errors import UnsupportedValue
 from . import _codec
+from .drawn import Drawn, from_storage, is_drawn
 
 # Leaf layouts.
 CHUNKED = "chunked"  # an array over PLAIN_MAX_BYTES: shuffled, zstd, chunked
@@ -130,7 +133,7 @@ def contiguous(arr: np.ndarray) -> np.ndarray:
 
 
 def is_leaf(value: Any) -> bool:
-    return isinstance(value, (np.ndarray, np.generic) + _PY_SCALARS)
+    return isinstance(value, (np.ndarray, np.generic, Drawn) + _PY_SCALARS)
 
 
 def make_leaf(value: Any, where: str) -> Leaf:
@@ -138,6 +141,8 @@ def make_leaf(value: Any, where: str) -> Leaf:
     if isinstance(value, np.ma.MaskedArray):
         raise UnsupportedValue("%s: a masked array cannot be stored (its mask would be lost); store "
                                "its .data and .mask as two values" % where)
+    if isinstance(value, Drawn):
+        return Leaf(value.storage(), value.shape, value.logical, ARRAY)
     if isinstance(value, np.ndarray):
         form, arr = ARRAY, np.asarray(value)  # subclasses (np.matrix, ...) as plain arrays
     elif isinstance(value, np.generic):
@@ -215,6 +220,9 @@ def check_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[st
         raise ValueError("unknown leaf form %r" % (form,))
     if form != ARRAY and shape != ():
         raise ValueError("a scalar leaf has shape %s" % (shape,))
+    if is_drawn(logical):
+        from_storage(storage, shape, str(logical))
+        return
     if is_strings(logical):
         if storage.dtype != np.uint8 or storage.ndim != 1:
             raise ValueError("a string leaf's blob is %s %s, not 1-d uint8" % (storage.dtype, storage.shape))
@@ -242,6 +250,8 @@ def check_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[st
 def restore_leaf(storage: np.ndarray, shape: Tuple[int, ...], logical: Optional[str], form: str) -> Any:
     """The caller's value from a decoded storage array."""
     check_leaf(storage, shape, logical, form)
+    if is_drawn(logical):
+        return from_storage(storage, shape, str(logical)).values()
     if is_strings(logical):
         count = 1
         for d in shape:
@@ -392,6 +402,8 @@ def estimate_stored(value: Any, level: Optional[int] = None, light: bool = False
     compressed as the writer would (at its default level, unless `level` is given), scaled to its
     size (a size budget plans with it). `light`: a value of LIGHT_KINDS, counted whole up to
     LIGHT_PLAIN_MAX_BYTES as the writer counts it (its block compresses it later)."""
+    if isinstance(value, Drawn):
+        return value.storage().nbytes
     array = np.asarray(value)
     if array.dtype.kind not in "biufc" or array.nbytes <= (LIGHT_PLAIN_MAX_BYTES if light else PLAIN_MAX_BYTES):
         return int(array.nbytes) if array.dtype.kind != "O" else 1024
