@@ -74,14 +74,11 @@ def digest_ops(tf: Any, tensor: Any, careful: bool = True) -> Optional[Made]:
     value = tensor if isinstance(tensor, tf.Tensor) else None
     if value is None:  # a variable: its value when the digest runs
         value = tf.identity(tensor)
-    dtype = value.dtype.base_dtype
-    if not dtype.is_floating or not value.shape.is_fully_defined() or \
-            getattr(value.op, "_control_flow_context", None) is not None:
+    if not made_here(value):
         return None
+    dtype = value.dtype.base_dtype
     shape = tuple(int(d) for d in value.shape.as_list())
     count = int(np.prod(shape, dtype=np.int64))
-    if count < SMALLEST:
-        return None
     with tf.device(value.device or None):
         stats = _statistics(tf, value, count, careful)
         sample = tf.gather(tf.reshape(value, [-1]), tf.constant(positions(count)))
@@ -90,6 +87,14 @@ def digest_ops(tf: Any, tensor: Any, careful: bool = True) -> Optional[Made]:
     roundoff = (BLOCK + 3) * unit + (rows + count % BLOCK + 2) * 2.0 ** -53
     tiny = float(np.finfo(np.float64 if dtype.name == "float64" else np.float32).tiny) * count
     return Made(stats, sample, shape, np.dtype(dtype.as_numpy_dtype).name, roundoff, careful, tiny)
+
+
+def made_here(value: Any) -> bool:
+    """Whether digest_ops makes a digest of the tensor `value` (see the module)."""
+    if not value.dtype.base_dtype.is_floating or not value.shape.is_fully_defined() or \
+            getattr(value.op, "_control_flow_context", None) is not None:
+        return False
+    return int(np.prod(value.shape.as_list(), dtype=np.int64)) >= SMALLEST
 
 
 def _statistics(tf: Any, value: Any, count: int, careful_branch: bool) -> Any:

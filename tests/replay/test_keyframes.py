@@ -138,6 +138,27 @@ def test_a_budget_golden_still_locates_a_wrong_port(tf2, budgeted):
     assert (first.step, first.key) == (SLIP_AT, "var/dense_0/kernel:0")
 
 
+def test_a_replay_digests_big_gradients_and_state_in_the_ports_function(tf2, budgeted, tmp_path):
+    # Between keyframes the 512 x 512 kernel's gradient, the kernel and its slots leave TensorFlow
+    # as digests made in the port's functions: they state the round-off of their float32 sums
+    # (a digest made in numpy states none); the first step with any sends values too, to check them.
+    path, _ = budgeted
+    model, step = long_models.make_mlp(**WIDE)
+    replayed = tf2.replay(path, step, model=model, out=str(tmp_path / "replayed.h5"))
+    made = {}
+    for index in range(len(replayed)):
+        for key, kept in replayed.step(index).digests.items():
+            made.setdefault(key, []).append(kept.roundoff > 0)
+    # The state from its first digest on; the gradients from the third step: the first traces the
+    # step function (nothing is known of its gradients before), the second sends them whole too,
+    # held against numpy's digests.
+    assert len(made["var/dense_1/kernel:0"]) > 3 and all(made["var/dense_1/kernel:0"])
+    assert made["grad/dense_1/kernel:0"][:2] == [False, False] and all(made["grad/dense_1/kernel:0"][2:])
+    assert not any(made.get("grad/dense_1/bias:0", []))  # 512 elements: digested in numpy
+    again = tracekit.compare(path, replayed)
+    assert again.ok, again.report()
+
+
 @pytest.fixture(scope="module")
 def digests_only(legacy_python, tmp_path_factory):
     """The wide MLP under a budget that holds no keyframe: digests from step 0 on (as a model far

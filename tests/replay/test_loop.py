@@ -56,7 +56,7 @@ class NumpyRunner:
         return {}
 
     @contextlib.contextmanager
-    def step(self, index, draws, first, full=True, counters={}):
+    def step(self, index, draws, first, full=True, counters={}, digested=()):
         self.full.append(full)
         yield types.SimpleNamespace(values={}, draws=[])
 

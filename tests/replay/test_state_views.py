@@ -99,3 +99,65 @@ def test_the_first_digests_a_replay_makes_are_held_against_numpys(tf2, monkeypat
         assert np.array_equal(read(variable), variable.numpy())
     again = forged.read([big, small], [big, small])
     assert all(isinstance(again(v), np.ndarray) for v in (big, small)) and held == [20000]
+
+
+def test_a_steps_gradients_are_digested_in_its_function_where_the_golden_keeps_digests(tf2, monkeypatch, caplog):
+    """Captured in a tf.function, a big gradient is sent as its digest made there at the steps the
+    golden keeps only its digest, once a step that sent both found them to agree; a small one, a
+    key of the capture's own ("#...") and the steps the golden keeps values are sent as values.
+    Where the check fails (forced here), values are sent from then on, with the reason logged."""
+    import tensorflow as tf
+
+    from tracekit.digest_ops import disagreement
+    from tracekit.replay import graph_digests
+    from tracekit.replay.capture import Capture
+    from tracekit.store.digest import Digest
+
+    rng = np.random.default_rng(11)
+    weights = tf.Variable(rng.standard_normal(30000).astype(np.float32), name="weights")
+    bias = tf.Variable(np.ones(8, np.float32), name="bias")
+    big, small, own = "grad/weights:0", "grad/bias:0", "grad/#taken:weights:0"
+
+    def traced(capture):
+        @tf.function
+        def step(scale):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.sin(weights * scale)) + tf.reduce_sum(bias * scale)
+            grads = tape.gradient(loss, [weights, bias])
+            capture.put_many([(big, grads[0]), (small, grads[1]), (own, grads[0])])
+            return grads[0]
+        return step
+
+    capture = Capture()
+    step = traced(capture)
+    seen = []
+    for k, digested in enumerate([(), (big, small, own), (big, small, own), (small,), (big,)]):
+        capture.reset()
+        capture.live = True
+        capture.plan(digested)
+        expected = step(tf.constant(1.0 + k)).numpy()
+        capture.live = False
+        seen.append({key: value for key, value in capture.values.items()})
+        assert np.array_equal(capture.values[own], expected) and capture.values[small].shape == (8,)
+    kinds = [type(values[big]).__name__ for values in seen]
+    assert kinds == ["ndarray", "ndarray", "Digest", "ndarray", "Digest"]  # the second: both sent, checked
+    assert capture.digests.checked and capture.digests.unusable is None
+    for k in (2, 4):  # the digests made in the function are numpy's of the value, within the round-off they state
+        made = seen[k][big]
+        assert isinstance(made, Digest) and made.roundoff > 0
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.sin(weights * (1.0 + k)))
+        assert disagreement(made, tape.gradient(loss, weights).numpy()) is None
+
+    forged = Capture()
+    step = traced(forged)
+    monkeypatch.setattr(graph_digests, "disagreement", lambda made, value: "forged")
+    with caplog.at_level("WARNING"):
+        for k in range(3):
+            forged.reset()
+            forged.live = True
+            forged.plan((big,))
+            expected = step(tf.constant(1.0 + k)).numpy()
+            forged.live = False
+            assert isinstance(forged.values[big], np.ndarray) and np.array_equal(forged.values[big], expected)
+    assert forged.digests.unusable == "grad/weights:0: forged" and "forged" in caplog.text

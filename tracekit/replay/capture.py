@@ -12,14 +12,16 @@ from __future__ import annotations
 import collections
 import logging
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..digest_ops import digest_ops, disagreement
 from ..errors import ReplayError
-from ..keys import LIGHT_KINDS
+from ..keys import LIGHT_KINDS, split_key
+from ..store.digest import Digest
 from .distribute import replica_id
+from .graph_digests import GraphDigests, Reader
 from .tf_import import tf
 
 # Set when a capture op of an earlier replay ran: its tf.function was traced then, and
@@ -103,9 +105,10 @@ def when_run(tensors: List[Any], callback: Callable[[List[np.ndarray]], None], k
 class Capture:
     """What one step produced. One object for the whole replay, reset per step: a traced
     function keeps the capture ops it was traced with. Inside a strategy's replica function
-    a value is kept per replica (`replicas`, `replica_draws`), until the runner joins them."""
+    a value is kept per replica (`replicas`, `replica_draws`), until the runner joins them.
+    `digests`: the steps may send digests made where the values are (graph_digests.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, digests: bool = True) -> None:
         self.values: "collections.OrderedDict[str, np.ndarray]" = collections.OrderedDict()
         self.draws: List[np.ndarray] = []
         self.replicas: "collections.OrderedDict[str, Dict[int, np.ndarray]]" = collections.OrderedDict()
@@ -117,6 +120,8 @@ class Capture:
         # What the traced side ops of other kinds than LIGHT_KINDS ask before they copy anything out.
         self._full_flag = tf.Variable(True, trainable=False, name="tracekit_capture_full") \
             if tf.executing_eagerly() else None
+        # Which captured tensors each step sends as their digest, made in the traced function
+        self.digests = GraphDigests() if digests and tf.executing_eagerly() else None
 
     @property
     def full(self) -> bool:
@@ -128,6 +133,11 @@ class Capture:
         if full != self._full and self._full_flag is not None:
             self._full_flag.assign(full)
         self._full = full
+
+    def plan(self, digested: Collection[str]) -> None:
+        """Before a step: `digested`, the keys whose digest alone the golden keeps at this step."""
+        if self.digests is not None:
+            self.digests.plan(digested)
 
     def reset(self) -> None:
         self.values = collections.OrderedDict()
@@ -152,11 +162,15 @@ class Capture:
         keys = [key for key, _ in named]
         light = all(key.split("/", 1)[0] in LIGHT_KINDS for key in keys)
         replica = replica_id()  # the replica tracing or running this code, fixed in the traced function
+        sent = self._sent(named, replica is None and mean_of == 1)
 
-        def store(values: List[np.ndarray]) -> None:
+        def store(arrays: List[np.ndarray]) -> None:
             if not (self.full or light) or (wanted is not None and not wanted()):
                 return
-            for key, value in zip(keys, values):
+            for key, value in zip(keys, _regrouped(arrays, sent)):
+                if isinstance(value, Digest):
+                    self.values[key] = value
+                    continue
                 if replica is None and mean_of > 1:  # summed in float64, kept in the value's own dtype
                     share = np.asarray(value, np.float64) / mean_of
                     kept = self._sums.get(key)
@@ -166,7 +180,21 @@ class Capture:
                     self.values[key] = retained(value)
                 else:
                     self.replicas.setdefault(key, {})[replica] = np.array(value)
-        when_run([tensor for _, tensor in named], self._keep(store), self.held, None if light else self._full_flag)
+        when_run([t for parts, _ in sent for t in parts], self._keep(store), self.held,
+                 None if light else self._full_flag)
+
+    def _sent(self, named: List[Tuple[str, Any]], digestible: bool) -> List[Tuple[List[Any], Optional[Reader]]]:
+        """Per captured tensor, what its side op sends and how to read it: a golden key's
+        tensor, captured whole (not a replica's part, not one of several summed), may be sent
+        as its digest made here (graph_digests.py)."""
+        out: List[Tuple[List[Any], Optional[Reader]]] = []
+        for key, tensor in named:
+            found = None
+            if digestible and self.digests is not None and not tf.executing_eagerly() and \
+                    not split_key(key)[1].startswith("#"):
+                found = self.digests.sent(key, tensor)
+            out.append(([tensor], None) if found is None else found)
+        return out
 
     @tf.autograph.experimental.do_not_convert
     def draw(self, tensor: Any) -> None:
@@ -269,6 +297,16 @@ def _reading(plain: List[Any], digested: List[Any]) -> Tuple[Any, Dict[int, Any]
     function = tf.function(body, autograph=False)
     function.get_concrete_function()
     return function, made
+
+
+def _regrouped(arrays: List[np.ndarray], sent: List[Tuple[List[Any], Optional[Reader]]]) -> List[Any]:
+    """What a side op's arrays are per captured tensor: its value, or a Digest."""
+    out, at = [], 0
+    for parts, reader in sent:
+        got = arrays[at:at + len(parts)]
+        at += len(parts)
+        out.append(got[0] if reader is None else reader(got))
+    return out
 
 
 def _view(tensor: Any) -> np.ndarray:

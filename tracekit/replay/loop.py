@@ -58,13 +58,15 @@ class Runner(Protocol):
     def regularization(self) -> Optional[np.ndarray]:
         """The sum of the model's regularization losses, or None; asked before each step."""
 
-    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool,
-             full: bool = True, counters: Mapping[str, int] = {}) -> ContextManager[Captured]:
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool, full: bool = True,
+             counters: Mapping[str, int] = {}, digested: Collection[str] = ()) -> ContextManager[Captured]:
         """Step `index` runs inside; `draws` are the golden's recorded random draws; `first`: the
         first step of its kind (the train ops it runs), where a port may create variables;
         `full`: capture everything (else only the LIGHT_KINDS: loss, learning rate, draws);
         `counters`: {golden step counter: offset}, how far past its value TF1's racy rate read
-        it in this step (record/counter_reads.py): the port's schedule takes it (counters.py)."""
+        it in this step (record/counter_reads.py): the port's schedule takes it (counters.py);
+        `digested`: the keys whose digest alone the golden keeps at this step, which the runner
+        may capture as a Digest made where the value is."""
 
     def own_initial(self) -> Dict[str, np.ndarray]:
         """After the first step, asked once: the port's own initial optimizer state that the golden's replaced
@@ -261,7 +263,8 @@ class _Drive:
         regularization = runner.regularization() if REGULARIZATION in g_step else None
         kind = "+".join(info.get("train_ops") or [])
         full = self.full_at(index)
-        with runner.step(index, draws, kind not in self.kinds, full, counters_read(info)) as capture:
+        with runner.step(index, draws, kind not in self.kinds, full, counters_read(info),
+                         g_step.digests.keys() if full else ()) as capture:
             returned = self.call(index, feeds, info)
         if kind not in self.kinds:  # the first step of its kind: every "kind/name" it returns must be the golden's
             check_returned(golden, returned, index)

@@ -48,7 +48,8 @@ class TF2Runner:
         self.golden = golden
         self.distribution = distribution
         self._slips: Dict[str, Dict[str, Any]] = {}  # StepFacts field -> {"step": first seen, "tensors": [...]}
-        self.capture = Capture()
+        # digests made in the port's function only where the golden keeps some (else no ops for them)
+        self.capture = Capture(digests=any(t.digests for t in golden.catalog))
         self.not_replayed: Dict[str, str] = {}
         self._model = model
         keys = {n: make_key("var", n) for n in golden.names("var")}
@@ -213,11 +214,12 @@ class TF2Runner:
     # ---- a step -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool,
-             full: bool = True, counters: Mapping[str, int] = {}) -> Iterator[Capture]:
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool, full: bool = True,
+             counters: Mapping[str, int] = {}, digested: Collection[str] = ()) -> Iterator[Capture]:
         self._step_index = index
         self.capture.reset()
         self.capture.full = full
+        self.capture.plan(() if self.distribution is not None else digested)
         self.tape.start(index, draws)
         self._created = []
         self.capture.live = True
