@@ -183,14 +183,14 @@ class Capture:
         when_run([t for parts, _ in sent for t in parts], self._keep(store), self.held,
                  None if light else self._full_flag)
 
-    def _sent(self, named: List[Tuple[str, Any]], digestible: bool) -> List[Tuple[List[Any], Optional[Reader]]]:
+    def _sent(self, named: List[Tuple[str, Any]], whole: bool) -> List[Tuple[List[Any], Optional[Reader]]]:
         """Per captured tensor, what its side op sends and how to read it: a golden key's
-        tensor, captured whole (not a replica's part, not one of several summed), may be sent
+        tensor, captured `whole` (not a replica's part, not one of several summed), may be sent
         as its digest made here (graph_digests.py)."""
         out: List[Tuple[List[Any], Optional[Reader]]] = []
         for key, tensor in named:
             found = None
-            if digestible and self.digests is not None and not tf.executing_eagerly() and \
+            if whole and self.digests is not None and not tf.executing_eagerly() and \
                     not split_key(key)[1].startswith("#"):
                 found = self.digests.sent(key, tensor)
             out.append(([tensor], None) if found is None else found)

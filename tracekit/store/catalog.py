@@ -11,7 +11,7 @@ import numpy as np
 from ..keys import INITIAL_STEP, KIND_ORDER, make_key
 from . import values
 from ._format import DIGESTS_KIND
-from .drawn import PREFIX as DRAWN_PREFIX, drawn_bytes, is_drawn
+from .drawn import drawn_bytes, dtype_of, is_drawn
 from ._wire import ValueRecord
 
 
@@ -62,7 +62,7 @@ def leaf_dtype_name(dtype: str, logical: Optional[str]) -> str:
     if logical == values.LOGICAL_STR:
         return "str"
     if is_drawn(logical):
-        return str(logical)[len(DRAWN_PREFIX):]
+        return dtype_of(str(logical))
     if logical is not None:
         return logical
     return np.dtype(dtype).name

@@ -58,14 +58,19 @@ def is_drawn(logical: Optional[str]) -> bool:
     return bool(logical) and str(logical).startswith(PREFIX)
 
 
+def dtype_of(logical: str) -> str:
+    """The dtype of the values a draw's leaf of logical dtype `logical` stands for."""
+    return str(logical)[len(PREFIX):]
+
+
 def drawn_bytes(shape: Tuple[int, ...], logical: str) -> int:
     """The bytes of the values a draw of `shape` and logical dtype `logical` stands for."""
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(logical[len(PREFIX):]).itemsize
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype_of(logical)).itemsize
 
 
 def from_storage(storage: np.ndarray, shape: Tuple[int, ...], logical: str) -> Drawn:
     """The Drawn a leaf holds; ValueError where its descriptor cannot be one."""
-    dtype = logical[len(PREFIX):]
+    dtype = dtype_of(logical)
     if dtype not in DTYPES:
         raise ValueError("a draw of dtype %r, which no generator here makes" % (dtype,))
     if storage.dtype.kind != "u" or storage.dtype.itemsize != 8 or storage.shape != (3,):
