@@ -19,7 +19,7 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
-from tracekit.store import FORMAT_VERSION, _journal as journal, _metadata as metadata, values
+from tracekit.store import FORMAT_VERSION, _journal as journal, _metadata as metadata, structures
 from tracekit.store._format import step_path, value_path
 
 from ..support import ROOT
@@ -538,7 +538,7 @@ def test_a_namedtuple_of_too_many_fields_is_refused(tmp_path):
         with pytest.raises(tracekit.CorruptTrace, match="a namedtuple of 200000 fields"):
             trace.step(1)["fetch/train"]
     with pytest.raises(tracekit.UnsupportedValue, match="namedtuple of 5000 fields"):
-        values.flatten(collections.namedtuple("Wide", ["f%d" % i for i in range(5000)])(*range(5000)), "x")
+        structures.flatten(collections.namedtuple("Wide", ["f%d" % i for i in range(5000)])(*range(5000)), "x")
 
 
 def test_a_journal_payload_beyond_the_file_is_refused(tmp_path):

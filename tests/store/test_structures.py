@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.store import values as store_values
+from tracekit.store import structures as store_structures
 from tracekit.store._format import PARTIAL_SUFFIX, journal_path
 from tracekit.store._journal import scan
 from tracekit.store.recover import tmp_path as recovering
@@ -118,7 +118,7 @@ def test_a_value_round_trips_and_the_journal_takes_its_record(tmp_path_factory, 
         from tracekit.store._journal import Committed
         committed = Committed.of(scan(journal_path(path)))
         [(record, _)] = committed.steps[0][1]
-        spec, leaves = store_values.flatten(value, "test")
+        spec, leaves = store_structures.flatten(value, "test")
         assert record.structure == spec and len(record.leaves) == len(leaves)
     finally:
         writer.close()
@@ -131,11 +131,11 @@ def test_a_value_round_trips_and_the_journal_takes_its_record(tmp_path_factory, 
     (["tuple", [["leaf"], ["none"], ["leaf"]]], 2), (["namedtuple", "P", ["a", "b"], [["leaf"], ["dict", []]]], 1),
 ])
 def test_leaf_count(spec, count):
-    assert store_values.leaf_count(spec) == count
+    assert store_structures.leaf_count(spec) == count
 
 
 @pytest.mark.parametrize("spec", [[], ["leaves"], ["list", 3], "leaf", ["list", [["list"] * 1]], ["dict", [["leaf"]]],
                                   ["namedtuple", "P", [["leaf"]]]])
 def test_leaf_count_refuses_what_flatten_never_writes(spec):
     with pytest.raises(ValueError):
-        store_values.leaf_count(spec)
+        store_structures.leaf_count(spec)

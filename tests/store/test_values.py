@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.store import values
+from tracekit.store import structures, values
 
 from ..support import payloads
 
@@ -83,9 +83,9 @@ def test_not_data_is_refused(tmp_path, bad, message):
 
 
 def test_flatten_order_is_stable():
-    spec, leaves = values.flatten(collections.OrderedDict([("b", 1), ("a", [2, 3])]), "x")
+    spec, leaves = structures.flatten(collections.OrderedDict([("b", 1), ("a", [2, 3])]), "x")
     assert leaves == [1, 2, 3]
-    assert values.unflatten(spec, leaves) == {"b": 1, "a": [2, 3]}
+    assert structures.unflatten(spec, leaves) == {"b": 1, "a": [2, 3]}
 
 
 @pytest.mark.parametrize("name", ["dense/kernel:0", "a%2Fb", ".", ".hidden", "x%y/%25", u"caf\u00e9/\u00fc:1",

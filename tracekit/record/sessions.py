@@ -11,7 +11,7 @@ from typing import Any, Callable, Collection, List, Optional, Tuple
 import numpy as np
 
 from ..keys import LIGHT_KINDS, split_key
-from ..store.values import KEY_TYPES
+from ..store.structures import KEY_TYPES
 
 
 def recorded(plan: Any, full: bool, callable_: bool, refuted: Collection[str]) -> "collections.OrderedDict[str, Any]":

@@ -31,7 +31,8 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 
 from ._format import PARTIAL_SUFFIX, STORED_ORDER
-from .values import ARRAY, CHUNKED, NUMPY_SCALAR, PLAIN, PYTHON, leaf_count
+from .structures import leaf_count
+from .values import ARRAY, CHUNKED, NUMPY_SCALAR, PLAIN, PYTHON
 
 XOR = "xor"  # the one delta encoding
 
@@ -217,7 +218,7 @@ class ValueRecord:
     step: int
     kind: str
     name: str
-    structure: Optional[list]  # values.flatten's spec; None for a bare leaf
+    structure: Optional[list]  # structures.flatten's spec; None for a bare leaf
     leaves: Tuple[LeafDescriptor, ...] = ()
 
     TYPE = "value"

@@ -25,7 +25,8 @@ from ..keys import INITIAL_STEP
 from .opening import open_trace
 from .reader import Trace
 from .remote import is_url, refuse_url
-from .values import contiguous, flatten, is_ml_dtype
+from .structures import flatten
+from .values import contiguous, is_ml_dtype
 
 
 def _jsonable(obj: Any) -> Any:

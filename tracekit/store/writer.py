@@ -29,7 +29,7 @@ import numpy as np
 from .._threads import pool
 from ..errors import TraceWriteError, UsageError
 from ..keys import INITIAL_STEP, LIGHT_KINDS, Kind, check_name, make_key, step_label
-from . import digest as digests, values
+from . import digest as digests, structures, values
 from ._encode import DeltaBases, PendingDigest, encode_digests, encode_leaves
 from . import _format
 from ._format import DIGESTS_KIND, DIGESTS_NAME, FORMAT_VERSION, PARTIAL_SUFFIX, identity, journal_path
@@ -214,7 +214,7 @@ class TraceWriter:
         if digest and digests.digestible(value):
             self._add_digest(kind, name, np.array(value) if copy else value)
             return
-        spec, raw_leaves = values.flatten(value, where)
+        spec, raw_leaves = structures.flatten(value, where)
         leaves = [values.make_leaf(v, where) for v in raw_leaves]
         if kind in LIGHT_KINDS and self._step != INITIAL_STEP:  # read at every step: kept in its block of steps
             for leaf in leaves:

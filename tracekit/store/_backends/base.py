@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import CorruptTrace, TracekitError, UnsupportedValue
 from ...keys import INITIAL_STEP, make_key, step_label
-from .. import _codec, values
+from .. import _codec, structures, values
 from .._format import STORED_ORDER
 from .._wire import LeafDescriptor
 from ..catalog import TensorInfo
@@ -169,7 +169,7 @@ class Backend(abc.ABC):
             spec, refs = self.entry(step, kind, name)
         out = [self._restore(label, self.storage(step, kind, name, i, ref), ref.desc) for i, ref in enumerate(refs)]
         with reading(label):
-            return values.unflatten(spec, out)
+            return structures.unflatten(spec, out)
 
     def _restore(self, label: str, storage: np.ndarray, desc: LeafDescriptor) -> Any:
         try:
