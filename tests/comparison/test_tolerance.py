@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tracekit
 from tracekit.comparison import Tolerance
+from tracekit.comparison.tolerance import Rule
 
 
 def test_defaults_by_dtype_and_kind():
@@ -118,3 +120,45 @@ def test_the_default_allows_a_sum_its_order_and_nothing_else():
     for given in (Tolerance(atol=1e-3), Tolerance(rtol=1e-3), Tolerance(ulps=2), Tolerance().rule(kind="grad", atol=0),
                   Tolerance.exact()):
         assert given.resolve("grad", "x", 0, "float32").ulps in (0, 2)
+
+
+def _naive(tol, kind, name, step):
+    """resolve()'s settings as the rules define them: every rule, latest first, tried in full."""
+    found = {}
+    for rule in reversed(tol.rules):
+        if rule.matches(kind, name, step):
+            for key, value in rule.settings.items():
+                found.setdefault(key, value)
+    return found
+
+
+def test_resolve_indexed_by_name_agrees_with_every_rule_tried():
+    # a family of rule sets: exact names, globs, regexes, no name, kinds, step ranges, repeated names
+    rng = np.random.default_rng(7)
+    names = ["a/kernel:0", "a/bias:0", "b/kernel:0", "b[0]/w:0", "c*d:0"]
+    patterns = names + ["a/*", "*kernel*", "re:b.*", None, "b[0]/w:0", "c*d:0"]
+    for case in range(40):
+        tol = Tolerance()
+        for _ in range(int(rng.integers(1, 30))):
+            start = int(rng.integers(-1, 6))
+            tol = tol.rule(kind=[None, "var", "grad"][int(rng.integers(3))],
+                           name=patterns[int(rng.integers(len(patterns)))],
+                           steps=None if rng.random() < 0.4 else (start, None if rng.random() < 0.5 else start + 2),
+                           atol=float(rng.integers(1, 100)), ulps=None if rng.random() < 0.5 else 3.0)
+        for kind in ("var", "grad", "loss"):
+            for name in names:
+                for step in range(-1, 8):
+                    want = _naive(tol, kind, name, step)
+                    got = tol.resolve(kind, name, step, "float32")
+                    unruled = Tolerance().resolve(kind, name, step, "float32")
+                    assert got.atol == want.get("atol", unruled.atol), (case, kind, name, step)
+                    assert got.ulps == want.get("ulps", 0.0 if "atol" in want else unruled.ulps), (case, kind, name)
+
+
+def test_resolve_sees_rules_added_in_place():
+    tol = Tolerance()
+    assert tol.resolve("var", "w:0", 1, "float32").atol != 5.0
+    tol.rules.append(Rule("var", "w:0", None, atol=5.0))
+    assert tol.resolve("var", "w:0", 1, "float32").atol == 5.0
+    tol.rules.append(Rule("var", "w:0", (3, None), atol=7.0))
+    assert [tol.resolve("var", "w:0", k, "float32").atol for k in (1, 3)] == [5.0, 7.0]

@@ -100,7 +100,7 @@ class Rule:
     """Settings for the tensors a rule matches: kind, name (a glob, or "re:<regex>") and
     steps (start, stop) with stop exclusive and None open."""
 
-    __slots__ = ("kind", "name", "steps", "settings", "_regex")
+    __slots__ = ("kind", "name", "steps", "settings", "_regex", "exact_name")
 
     def __init__(self, kind: Optional[str] = None, name: Optional[str] = None,
                  steps: Optional[Tuple[Optional[int], Optional[int]]] = None, **settings: Any) -> None:
@@ -117,6 +117,8 @@ class Rule:
                 raise UsageError("steps must be (start, stop) or (start,), got %r" % (steps,))
         self.steps = steps
         self.settings = {k: v for k, v in settings.items() if v is not None}
+        # a name with no pattern in it matches itself alone: Tolerance indexes those rules by it
+        self.exact_name = name if name is not None and literal(name) == name else None
         pattern = name[3:] if name is not None and name.startswith("re:") else \
             (fnmatch.translate(name) if name is not None else None)
         try:
@@ -125,10 +127,15 @@ class Rule:
             raise UsageError("bad name pattern %r: %s" % (name, exc)) from None
 
     def matches(self, kind: str, name: str, step: int) -> bool:
+        return self.matches_tensor(kind, name) and self.at(step)
+
+    def matches_tensor(self, kind: str, name: str) -> bool:
+        """Whether the rule holds for the tensor at some step."""
         if self.kind is not None and kind != self.kind:
             return False
-        if self._regex is not None and not self._regex.match(name):
-            return False
+        return self._regex is None or self._regex.match(name) is not None
+
+    def at(self, step: int) -> bool:
         if self.steps is not None:
             start, stop = self.steps
             if (start is not None and step < start) or (stop is not None and step >= stop):
@@ -170,6 +177,7 @@ class Tolerance:
     rules: List[Rule] = field(default_factory=list)
     ulps: Optional[float] = None
     accept_noise: bool = False
+    _index: "_RuleIndex" = field(default_factory=lambda: _RuleIndex(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.equal_nan = bool(self.equal_nan)
@@ -183,8 +191,8 @@ class Tolerance:
 
     def resolve(self, kind: str, name: str, step: int, dtype: str) -> Resolved:
         found: Dict[str, Any] = {}
-        for rule in reversed(self.rules):
-            if rule.matches(kind, name, step):
+        for rule in self._index.latest_first(self.rules, kind, name):
+            if rule.at(step):
                 for key, value in rule.settings.items():
                     found.setdefault(key, value)
         exact = dtype not in DTYPE_DEFAULTS
@@ -328,3 +336,29 @@ def _toml(value: Any) -> str:
         # JSON's escapes are TOML's; TOML also wants DEL escaped, and takes other characters as UTF-8
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     return "[%s]" % ", ".join(_toml(v) for v in value)
+
+
+class _RuleIndex:
+    """Which rules may match a tensor, latest first, found once per tensor: resolve runs for every
+    tensor at every step, and a drift envelope's tolerance holds a rule per tensor and band
+    (thousands at a real model's size), most of them naming one tensor exactly."""
+
+    def __init__(self) -> None:
+        self._made_of: Tuple[int, int] = (0, -1)  # the rules list it indexes (id, length): a list edited in place
+        self._named: Dict[str, List[int]] = {}  # exact name -> positions of the rules naming it
+        self._patterns: List[int] = []  # positions of the rules with a pattern or no name
+        self._found: Dict[Tuple[str, str], List[Rule]] = {}
+
+    def latest_first(self, rules: List[Rule], kind: str, name: str) -> List[Rule]:
+        if self._made_of != (id(rules), len(rules)):
+            self._made_of, self._found, self._named, self._patterns = (id(rules), len(rules)), {}, {}, []
+            for position, rule in enumerate(rules):
+                if rule.exact_name is None:
+                    self._patterns.append(position)
+                else:
+                    self._named.setdefault(rule.exact_name, []).append(position)
+        found = self._found.get((kind, name))
+        if found is None:
+            positions = sorted(self._named.get(name, []) + self._patterns, reverse=True)
+            found = self._found[(kind, name)] = [rules[p] for p in positions if rules[p].matches_tensor(kind, name)]
+        return found
