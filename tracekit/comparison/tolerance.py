@@ -341,24 +341,29 @@ def _toml(value: Any) -> str:
 class _RuleIndex:
     """Which rules may match a tensor, latest first, found once per tensor: resolve runs for every
     tensor at every step, and a drift envelope's tolerance holds a rule per tensor and band
-    (thousands at a real model's size), most of them naming one tensor exactly."""
+    (thousands at a real model's size), most of them naming one tensor exactly. Rules are added
+    by Tolerance.rule (a new list); a list appended to or shortened in place is indexed again."""
 
     def __init__(self) -> None:
-        self._made_of: Tuple[int, int] = (0, -1)  # the rules list it indexes (id, length): a list edited in place
-        self._named: Dict[str, List[int]] = {}  # exact name -> positions of the rules naming it
-        self._patterns: List[int] = []  # positions of the rules with a pattern or no name
-        self._found: Dict[Tuple[str, str], List[Rule]] = {}
+        # (the rules list indexed, its length, exact name -> rule positions, positions of the rest, found per
+        # tensor): replaced whole, so that a comparison's threads never read one half made
+        self._built: Tuple[Any, int, Dict[str, List[int]], List[int], Dict[Tuple[str, str], List[Rule]]] = \
+            (None, 0, {}, [], {})
 
     def latest_first(self, rules: List[Rule], kind: str, name: str) -> List[Rule]:
-        if self._made_of != (id(rules), len(rules)):
-            self._made_of, self._found, self._named, self._patterns = (id(rules), len(rules)), {}, {}, []
+        built = self._built
+        if built[0] is not rules or built[1] != len(rules):
+            named: Dict[str, List[int]] = {}
+            patterns: List[int] = []
             for position, rule in enumerate(rules):
                 if rule.exact_name is None:
-                    self._patterns.append(position)
+                    patterns.append(position)
                 else:
-                    self._named.setdefault(rule.exact_name, []).append(position)
-        found = self._found.get((kind, name))
-        if found is None:
-            positions = sorted(self._named.get(name, []) + self._patterns, reverse=True)
-            found = self._found[(kind, name)] = [rules[p] for p in positions if rules[p].matches_tensor(kind, name)]
-        return found
+                    named.setdefault(rule.exact_name, []).append(position)
+            built = self._built = (rules, len(rules), named, patterns, {})
+        _, _, named, patterns, found = built
+        matching = found.get((kind, name))
+        if matching is None:
+            positions = sorted(named.get(name, []) + patterns, reverse=True)
+            matching = found[(kind, name)] = [rules[p] for p in positions if rules[p].matches_tensor(kind, name)]
+        return matching
