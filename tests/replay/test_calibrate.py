@@ -203,3 +203,33 @@ def test_a_drift_replay_moves_its_state_and_gradients_by_an_eps_of_their_scale(t
     assert np.array_equal(grads([grad])[0].numpy(), first[0].numpy())  # the same step: the same draw
     grads.step()
     assert not np.array_equal(grads([grad])[0].numpy(), first[0].numpy())
+
+
+def test_a_large_tensor_moves_by_a_repeated_block_of_draws(tf2):
+    # Past perturb.BLOCK elements the draws repeat every BLOCK elements (a draw per element cost as
+    # much as a large model's step); each element still moves within its eps of scale (a variable's
+    # zeros kept).
+    from tracekit.replay.perturb import BLOCK, GradientJitter, Jitter
+
+    tf = tf2.tf
+    start = np.random.RandomState(1).randn(3, BLOCK + 7).astype(np.float32)
+    start[1, 5] = 0.0
+    variable = tf.Variable(start)
+    bound = float(np.finfo(np.float32).eps) * float(np.abs(start).max()) * 1.5
+    for moved in (GradientJitter(seed=3)([tf.constant(start)])[0].numpy() - start,
+                  _jittered(Jitter([variable]), variable, start)):
+        flat = moved.ravel()
+        assert 0 < np.abs(flat).max() <= bound
+        assert np.count_nonzero(flat[BLOCK:2 * BLOCK]) > BLOCK // 2  # past the first block too
+        # elements BLOCK apart moved alike (round-off of the sum aside), neighbours not
+        both = (start.ravel()[:BLOCK] != 0) & (start.ravel()[BLOCK:2 * BLOCK] != 0)
+        ulp = np.spacing(np.abs(start.ravel()[:2 * BLOCK])).max()
+        assert np.abs(flat[:BLOCK][both] - flat[BLOCK:2 * BLOCK][both]).max() <= 2 * ulp
+        assert not np.allclose(flat[:BLOCK - 1], flat[1:BLOCK], atol=ulp)
+
+
+def _jittered(jitter, variable, start):
+    jitter(9)
+    moved = variable.numpy() - start
+    assert moved[1, 5] == 0
+    return moved
