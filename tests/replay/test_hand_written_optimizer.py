@@ -29,13 +29,15 @@ def golden(legacy_python, tmp_path_factory):
     return path
 
 
-def _port(tf, named=True, bias_correction=False, clip=True, count=True, take="tape"):
+def _port(tf, named=True, bias_correction=False, clip=True, count=True, take="tape", features=3, width=5,
+          slip_from=None):
     """The model as Keras layers, and assign_optimizer.py's optimizer written out in TF2; `take`:
     where its gradients come from (GradientTape.gradient, tf.gradients, the compute_gradients of
-    a tf.compat.v1.train or a Keras optimizer)."""
-    model = tf.keras.Sequential([tf.keras.layers.Dense(5, activation="relu", name="hidden"),
+    a tf.compat.v1.train or a Keras optimizer); `slip_from` N: its gradients scaled by 1 + 1e-3
+    after clipping from step N on."""
+    model = tf.keras.Sequential([tf.keras.layers.Dense(width, activation="relu", name="hidden"),
                                  tf.keras.layers.Dense(1, name="out")])
-    model.build((None, 3))
+    model.build((None, features))
     params = model.trainable_variables
 
     def slot(p, role):
@@ -58,6 +60,8 @@ def _port(tf, named=True, bias_correction=False, clip=True, count=True, take="ta
             grads = [g for g, _ in taker.compute_gradients(loss, params, tape=tape)]
         if clip:
             grads, _ = tf.clip_by_global_norm(grads, 1.0)
+        if slip_from is not None:
+            grads = [g * (1.0 + 1e-3 * tf.cast(counter >= slip_from, tf.float32)) for g in grads]
         lr = 0.01 * (1.0 - tf.cast(counter, tf.float32) / 100.0)
         t = tf.cast(counter + 1, tf.float32)
         for g, p, m_, v_ in zip(grads, params, m, v):
@@ -152,3 +156,49 @@ def test_a_port_that_does_not_clip_is_told_what_is_not_compared(tf2, golden):
     result, replay = _replay(tf2, golden, _port(tf2.tf, clip=False))
     unclipped = [key for key in replay["not_replayed"] if key.endswith(UNCLIPPED)]
     assert unclipped and all("clipped no gradient" in replay["not_replayed"][k] for k in unclipped)
+
+
+@pytest.fixture(scope="module")
+def wide_every(legacy_python, tmp_path_factory):
+    """A golden keeping gradients whole at steps 0, 2 and 4 and as digests at 1 and 3, with a hidden
+    kernel big enough to be digested in the port's tf.function (digest_ops.SMALLEST)."""
+    path = str(tmp_path_factory.mktemp("hand_written") / "wide.h5")
+    run_python(legacy_python, ["-m", "tracekit", "record", "--every", "2", "-o", path, "--",
+                               os.path.join(SCRIPTS, "assign_optimizer.py"), "--steps", str(STEPS), "--ordered",
+                               "--features", "128", "--width", "256"], cwd=ROOT)
+    return path
+
+
+def test_gradients_a_hand_written_optimizer_takes_are_digested_in_its_step(tf2, golden_modes, wide_every):
+    # Named only after the step ("#taken:", "#clipped:"), they are digested in the traced step
+    # where the golden keeps a digest under every key each may become (the gradient, the one
+    # before clipping): both sent at the first such step and checked, the digest alone after.
+    from tracekit.replay.graph_digests import BOTH, DIGEST
+
+    result, _ = _replay(tf2, wide_every, _port(tf2.tf, features=128, width=256))
+    assert result.ok and not result.missing, result.report()
+    for marker in ("#taken:", "#clipped:"):
+        assert golden_modes["grad/%shidden/kernel:0" % marker] == [BOTH, 0, DIGEST, 0]  # steps 1-4 (traced in 0)
+        assert "grad/%sout/kernel:0" % marker not in golden_modes  # too small: sent whole, digested in numpy
+    with tracekit.open(wide_every) as trace:
+        assert {"grad/hidden/kernel:0", "grad/hidden/kernel:0" + UNCLIPPED} <= set(trace.step(3).digests)
+    slipped, _ = _replay(tf2, wide_every, _port(tf2.tf, features=128, width=256, slip_from=3))
+    first = slipped.first_divergence
+    assert first is not None and first.step == 3, slipped.report()  # its gradients pass under the atol; slots do not
+
+
+@pytest.fixture
+def golden_modes(monkeypatch):
+    """Per captured "#..." key, the mode graph_digests set before each step it ran (0 where unset)."""
+    from tracekit.replay import graph_digests
+
+    seen = {}
+    plan = graph_digests.GraphDigests.plan
+
+    def spied(self, digested):
+        plan(self, digested)
+        for key, place in self._index.items():
+            if "#" in key:
+                seen.setdefault(key, []).append(int(self._current[place]))
+    monkeypatch.setattr(graph_digests.GraphDigests, "plan", spied)
+    return seen

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 import logging
 import weakref
-from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -152,17 +152,18 @@ class Capture:
 
     @tf.autograph.experimental.do_not_convert  # plain Python that adds side ops, even in a tf.function
     def put_many(self, named: List[Tuple[str, Any]], wanted: Optional[Callable[[], bool]] = None,
-                 mean_of: int = 1) -> None:
+                 mean_of: int = 1, becomes: Mapping[str, Tuple[str, ...]] = {}) -> None:
         """Capture ("kind/name", tensor) pairs when they run, in one side op (a step's gradients);
         `wanted()`, asked each time they run, may say they are not needed (then nothing is copied);
         `mean_of` N: each is one of N values of a step whose mean is kept (the gradients an
-        optimizer accumulating over N calls applies once)."""
+        optimizer accumulating over N calls applies once); `becomes`: for a key named only after
+        the step ("grad/#taken:..."), the golden keys it may become (then it may be digested)."""
         if not named:
             return
         keys = [key for key, _ in named]
         light = all(key.split("/", 1)[0] in LIGHT_KINDS for key in keys)
         replica = replica_id()  # the replica tracing or running this code, fixed in the traced function
-        sent = self._sent(named, replica is None and mean_of == 1)
+        sent = self._sent(named, replica is None and mean_of == 1, becomes)
 
         def store(arrays: List[np.ndarray]) -> None:
             if not (self.full or light) or (wanted is not None and not wanted()):
@@ -183,16 +184,19 @@ class Capture:
         when_run([t for parts, _ in sent for t in parts], self._keep(store), self.held,
                  None if light else self._full_flag)
 
-    def _sent(self, named: List[Tuple[str, Any]], whole: bool) -> List[Tuple[List[Any], Optional[Reader]]]:
+    def _sent(self, named: List[Tuple[str, Any]], whole: bool,
+              becomes: Mapping[str, Tuple[str, ...]]) -> List[Tuple[List[Any], Optional[Reader]]]:
         """Per captured tensor, what its side op sends and how to read it: a golden key's
-        tensor, captured `whole` (not a replica's part, not one of several summed), may be sent
-        as its digest made here (graph_digests.py)."""
+        tensor (or one named after the step with the keys it `becomes`), captured `whole` (not a
+        replica's part, not one of several summed), may be sent as its digest made here
+        (graph_digests.py)."""
         out: List[Tuple[List[Any], Optional[Reader]]] = []
         for key, tensor in named:
             found = None
+            later = split_key(key)[1].startswith("#")
             if whole and self.digests is not None and not tf.executing_eagerly() and \
-                    not split_key(key)[1].startswith("#"):
-                found = self.digests.sent(key, tensor)
+                    (not later or becomes.get(key)):
+                found = self.digests.sent(key, tensor, becomes.get(key, ()) if later else ())
             out.append(([tensor], None) if found is None else found)
         return out
 

@@ -39,10 +39,11 @@ class GradientWatch:
     name for a mapped variable (or a converted one's capture name), else None."""
 
     def __init__(self, capture: Capture, name_of: Callable[[Any], Optional[str]], sparse: Set[str],
-                 micro: Set[str] = frozenset()) -> None:
+                 micro: Set[str] = frozenset(), unclipped: Set[str] = frozenset()) -> None:
         self.capture = capture
         self._name_of = name_of
         self._sparse = sparse
+        self._unclipped = unclipped  # variables whose gradient the golden holds before clipping too
         self._micro = micro  # variables whose gradient the golden holds per micro-batch ("<name>@micro")
         self._calls: Dict[str, int] = {}  # variable -> gradient calls that took it in this step (or trace)
         self.before_clip: Dict[int, Any] = {}  # id(a clip_by_global_norm output) -> its input, this step
@@ -121,7 +122,7 @@ class GradientWatch:
                 taken = watch._taken.get(id(before))
                 if taken is not None and after is not None:
                     named += gradient_keys(_CLIPPED + taken[1], after, taken[1] in watch._sparse)
-            watch.capture.put_many(named, wanted=watch._wanted)
+            watch.capture.put_many(named, wanted=watch._wanted, becomes=watch._becomes(named))
             return clipped, norm
         return clip_by_global_norm
 
@@ -156,9 +157,26 @@ class GradientWatch:
                 calls.append((make_key("grad", _CALL % call + name), tf.convert_to_tensor(grad)))
         if named:
             self.seen = True
-            self.capture.put_many(named, wanted=self._wanted)
+            self.capture.put_many(named, wanted=self._wanted, becomes=self._becomes(named))
         if calls:  # compared whichever optimizer applies their sum
             self.capture.put_many(calls, wanted=lambda: True)
+
+    def _becomes(self, named: List[Tuple[str, Any]]) -> Dict[str, Tuple[str, ...]]:
+        """The golden keys each captured "#taken:"/"#clipped:" key may become in resolve(): its
+        own, and "<name>@unclipped" for one taken before clipping where the golden holds that.
+        A converted variable's ("#conversion..."): none, it is converted from its value."""
+        out: Dict[str, Tuple[str, ...]] = {}
+        for key, _ in named:
+            marked = split_key(key)[1]
+            marker = _TAKEN if marked.startswith(_TAKEN) else _CLIPPED
+            name = marked[len(marker):]
+            if name.startswith("#"):
+                continue
+            keys = [make_key("grad", name)]
+            if marker == _TAKEN and name in self._unclipped:
+                keys.append(make_key("grad", name + UNCLIPPED))
+            out[key] = tuple(keys)
+        return out
 
     def resolve(self, values: Dict[str, np.ndarray], unclipped: Set[str], seen: Set[str]) -> None:
         """After a step: each gradient a gradient call took, where no optimizer reported that

@@ -3,7 +3,8 @@ steps where the golden keeps only a gradient's digest, only the digest leaves Te
 
 Each captured key that can be digested there gets a place in a vector of modes the capture
 sets before every step: 0 sends the value, 1 the digest alone, 2 both. A key is digested only
-at a step where the golden keeps its digest, and only once a step that sent both found every
+at a step where the golden keeps its digest (a key named only after the step, a gradient a
+hand-written optimizer takes, where the golden keeps a digest under every key it may become), and only once a step that sent both found every
 digest made there equal to numpy's of its value (digest_ops.disagreement); where one is not,
 none are made there again (logged) and values are sent, which the replay digests in numpy.
 """
@@ -34,6 +35,7 @@ class GraphDigests:
         self._modes = tf.Variable(tf.zeros([CAPACITY], tf.int32), trainable=False, name="tracekit_capture_digests")
         self._current = np.zeros(CAPACITY, np.int32)  # the modes of the step that runs
         self._index: Dict[str, int] = {}
+        self._becomes: Dict[str, Tuple[str, ...]] = {}  # a key named after the step -> the golden keys it may be
         self.checked = False  # a step sending values and digests found them to agree
         self.unusable: Optional[str] = None  # why digests are no longer made here
 
@@ -42,21 +44,30 @@ class GraphDigests:
         sent as digests, or as both where none has been checked yet."""
         modes = np.zeros(CAPACITY, np.int32)
         if self.unusable is None:
-            for key in digested:
+            wanted = set(digested)
+            mode = DIGEST if self.checked else BOTH
+            for key in wanted:
                 if key in self._index:
-                    modes[self._index[key]] = DIGEST if self.checked else BOTH
+                    modes[self._index[key]] = mode
+            for key, golden in self._becomes.items():
+                if wanted.issuperset(golden):
+                    modes[self._index[key]] = mode
         if not np.array_equal(modes, self._current):
             self._modes.assign(modes)
             self._current = modes
 
-    def sent(self, key: str, tensor: Any) -> Optional[Tuple[List[Any], Reader]]:
+    def sent(self, key: str, tensor: Any, becomes: Tuple[str, ...] = ()) -> Optional[Tuple[List[Any], Reader]]:
         """While tracing: the tensors to send for `key` (value, statistics, sample, each a
         placeholder of no size where its mode does not send it) and the reader of what arrives;
-        None where the value is sent as it is (no digest can be made here, or no place left)."""
+        None where the value is sent as it is (no digest can be made here, or no place left).
+        `becomes`: the golden keys a key named only after the step may become (all digested at
+        a step, or it is sent whole)."""
         value = tf.convert_to_tensor(tensor)
         if not made_here(value) or (key not in self._index and len(self._index) >= CAPACITY):
             return None
         place = self._index.setdefault(key, len(self._index))
+        if becomes:
+            self._becomes[key] = tuple(becomes)
         mode = self._modes[place]
         shape = tuple(int(d) for d in value.shape.as_list())
         count = int(np.prod(shape, dtype=np.int64))

@@ -78,7 +78,7 @@ class OptimizerBridge:
         self._unclipped_seen: Set[str] = set()
         micro = {n[:-len(MICRO)] for n in golden.names("grad") if n.endswith(MICRO)}  # each micro-batch's gradient
         # gradients a hand-written optimizer applies, and each micro-batch's
-        self._watch = GradientWatch(capture, self._name_of, self._sparse, micro)
+        self._watch = GradientWatch(capture, self._name_of, self._sparse, micro, set(self._unclipped))
         self._applies = 0.0  # the updates the optimizers' apply_gradients calls made in the step being run
         self._inside = 0  # how deep in apply_gradients calls (a subclass's, its base's) this thread is
         self.applies: Optional[int] = None  # ... in the first step

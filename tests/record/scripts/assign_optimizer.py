@@ -3,7 +3,7 @@ whose apply_gradients updates by assign ops: Adam with decoupled weight decay), 
 tf.gradients clipped by global norm, and the global step advanced by hand in the same train op,
 unordered with the update (--ordered: after it). --trainable-slots: the moments are trainable
 variables, as standalone Keras' K.variable makes them. argv: --steps N [--ordered]
-[--trainable-slots]. Knows nothing about tracekit."""
+[--trainable-slots] [--features F --width W] (default 3, 5). Knows nothing about tracekit."""
 import argparse
 import re
 
@@ -41,11 +41,13 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
 parser.add_argument("--ordered", action="store_true", help="advance the global step after the update (no race)")
 parser.add_argument("--trainable-slots", action="store_true", help="make the moments trainable variables")
+parser.add_argument("--features", type=int, default=3)
+parser.add_argument("--width", type=int, default=5)
 args = parser.parse_args()
 tf.compat.v1.set_random_seed(1)
-x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+x = tf.compat.v1.placeholder(tf.float32, [4, args.features], name="x")
 init = tf.compat.v1.glorot_uniform_initializer(seed=2)
-hidden = tf.compat.v1.layers.dense(x, 5, activation=tf.nn.relu, kernel_initializer=init, name="hidden")
+hidden = tf.compat.v1.layers.dense(x, args.width, activation=tf.nn.relu, kernel_initializer=init, name="hidden")
 out = tf.compat.v1.layers.dense(hidden, 1, kernel_initializer=init, name="out")
 loss = tf.reduce_mean(tf.square(out - 1.0))
 global_step = tf.compat.v1.train.get_or_create_global_step()
@@ -64,5 +66,5 @@ rng = np.random.RandomState(0)
 with tf.compat.v1.Session() as sess:
     sess.run(tf.compat.v1.global_variables_initializer())
     for step in range(args.steps):
-        _, value = sess.run([train, loss], {x: rng.randn(4, 3).astype(np.float32)})
+        _, value = sess.run([train, loss], {x: rng.randn(4, args.features).astype(np.float32)})
         print("step %d loss %.5f" % (step, value), flush=True)
