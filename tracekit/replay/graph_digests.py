@@ -3,10 +3,11 @@ steps where the golden keeps only a gradient's digest, only the digest leaves Te
 
 Each captured key that can be digested there gets a place in a vector of modes the capture
 sets before every step: 0 sends the value, 1 the digest alone, 2 both. A key is digested only
-at a step where the golden keeps its digest (a key named only after the step, a gradient a
-hand-written optimizer takes, where the golden keeps a digest under every key it may become), and only once a step that sent both found every
-digest made there equal to numpy's of its value (digest_ops.disagreement); where one is not,
-none are made there again (logged) and values are sent, which the replay digests in numpy.
+at a step where the golden keeps its digest (for a key named only after the step, such as a
+gradient a hand-written optimizer takes, a digest under every key it may become), and only once
+a step that sent both found every digest made there equal to numpy's of its value
+(digest_ops.disagreement); where one is not, none are made there again (logged) and values are
+sent, which the replay digests in numpy.
 """
 
 from __future__ import annotations
