@@ -37,23 +37,18 @@ def move(variables: Sequence[Any], seed: int, by_scale: bool = False) -> None:
 BLOCK = 65521
 
 
-def _draw(tf: Any, value: Any, seed: Any) -> Any:
-    """Uniform values in [-1, 1) of `value`'s shape and dtype from `seed` (two int64), by the raw
-    stateless op: the random tape, which feeds a step's own draws, does not see it."""
+def _move(tf: Any, value: Any, seed: Any) -> Any:
+    """How far `value` moves: up to one eps of its largest magnitude, uniformly, either way, from
+    `seed` (two int64), by the raw stateless op (the random tape, which feeds a step's own draws,
+    does not see it). The scale is applied to the draws before any repeat, so a large tensor
+    pays one pass to place its moves, not three (the values are those of scaling it after)."""
+    scale = tf.reduce_max(tf.abs(value)) * float(np.finfo(value.dtype.as_numpy_dtype).eps)
     size = value.shape.num_elements()
     if size is None or size <= BLOCK:  # unknown until run (a sparse gradient's rows): whole
         draw = tf.raw_ops.StatelessRandomUniform(shape=tf.shape(value), seed=seed, dtype=value.dtype)
-    else:
-        block = tf.raw_ops.StatelessRandomUniform(shape=[BLOCK], seed=seed, dtype=value.dtype)
-        draw = tf.reshape(tf.tile(block, [-(-size // BLOCK)])[:size], value.shape)
-    return draw * 2.0 - 1.0
-
-
-def _by_scale(tf: Any, value: Any, seed: Any) -> Any:
-    """`value` moved by up to one eps of its largest magnitude, uniformly, either way, drawn from
-    `seed` (two int64)."""
-    scale = tf.reduce_max(tf.abs(value)) * float(np.finfo(value.dtype.as_numpy_dtype).eps)
-    return value + _draw(tf, value, seed) * scale
+        return (draw * 2.0 - 1.0) * scale
+    block = tf.raw_ops.StatelessRandomUniform(shape=[BLOCK], seed=seed, dtype=value.dtype)
+    return tf.reshape(tf.tile((block * 2.0 - 1.0) * scale, [-(-size // BLOCK)])[:size], value.shape)
 
 
 def _floating(tf: Any, dtype: Any) -> bool:
@@ -74,8 +69,9 @@ class Jitter:
         def jitter(seed: Any) -> None:
             for i, variable in enumerate(floats):
                 value = variable.read_value()
-                moved = _by_scale(tf, value, tf.stack([seed, tf.constant(i, tf.int64)]))
-                variable.assign(tf.where(tf.equal(value, 0), value, moved))
+                moves = _move(tf, value, tf.stack([seed, tf.constant(i, tf.int64)]))
+                # added in place; a zero gets -0.0, which leaves any zero (and its sign) as it is
+                variable.assign_add(tf.where(tf.equal(value, 0), tf.constant(-0.0, value.dtype), moves))
 
         self._jitter: Optional[Callable[[Any], None]] = jitter if floats else None
         self._tf = tf
@@ -106,8 +102,8 @@ class GradientJitter:
             if values is None or not _floating(tf, values.dtype):
                 out.append(grad)
                 continue
-            moved = _by_scale(tf, values, tf.stack([self._counter.read_value() * 1_000_003 + self._seed,
-                                                    tf.constant(i, tf.int64)]))
+            seed = tf.stack([self._counter.read_value() * 1_000_003 + self._seed, tf.constant(i, tf.int64)])
+            moved = values + _move(tf, values, seed)
             out.append(tf.IndexedSlices(moved, grad.indices, grad.dense_shape)
                        if isinstance(grad, tf.IndexedSlices) else moved)
         return out
