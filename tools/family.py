@@ -12,7 +12,11 @@ per port and setting (a rerun skips those written); the table and a last line
 failure or slip not found at its step.
 
     .venv/bin/python tools/family.py [--out DIR] [--size 24] [--steps N] [--onednn 1,0] [--roundoff ULPS]
-        [--only NAME,...] [--markdown]
+        [--every K] [--only NAME,...] [--markdown]
+
+--every K records the goldens whole only after every K-th step and as digests between (made in
+the TF1 graph), as a real-size model is recorded under a budget: the judged check is then the
+drift view alone (verdict.judge_keyframed), its step 0 held tight on the sample.
 
 Wall-clock seconds are this machine's (2 threads by default: TF_NUM_*_THREADS are not set).
 """
@@ -40,7 +44,7 @@ def record(args: argparse.Namespace) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}  # TF2's export turns TF 1.15 eager
     subprocess.run([os.path.join(ROOT, ".venv-legacy", "bin", "python"), os.path.join(ROOT, "tools", "goldens",
                     "family.py"), args.out, "--size", str(args.size), "--steps", str(args.steps), "--only", args.only,
-                    "--roundoff", str(args.roundoff)], check=True, env=env)
+                    "--roundoff", str(args.roundoff), "--every", str(args.every)], check=True, env=env)
 
 
 def _arbitrated(result: Any) -> List[Dict[str, Any]]:
@@ -144,18 +148,20 @@ def table(args: argparse.Namespace, lines: List[Dict[str, Any]]) -> List[List[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=None, help="default: build/family (build/family-roundoff<N> with --roundoff)")
+    parser.add_argument("--out", default=None, help="default: build/family (-roundoff<N>, -every<K> with those)")
     parser.add_argument("--size", type=int, default=spec.SIZE)
     parser.add_argument("--steps", type=int, default=0, help="at most this many steps per run (0: as specified)")
     parser.add_argument("--onednn", default="1,0", help="TF_ENABLE_ONEDNN_OPTS settings, one child each")
     parser.add_argument("--only", default="", help="run names, comma-separated")
     parser.add_argument("--roundoff", type=float, default=0.0,
                         help="ULPS: emulate kernels that round this far apart, on both sides (family_spec)")
+    parser.add_argument("--every", type=int, default=1, help="K: goldens whole after every K-th step, digests between")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out = args.out or os.path.join(ROOT, "build", "family" + ("-roundoff%g" % args.roundoff if args.roundoff
-                                                                   else ""))
+                                                                   else "") + ("-every%d" % args.every if args.every > 1
+                                                                               else ""))
     os.makedirs(args.out, exist_ok=True)
     if args.child:
         child(args)
@@ -184,8 +190,9 @@ def main() -> None:
 
         print("\n".join(text_table(head, rows)))
     v = verdicts(lines)
-    print("family%s: %d runs x %d oneDNN settings: %d false failures of %d correct ports, %d of %d slips found at their "
-          "step" % (" (round-off emulated: %g ulps)" % args.roundoff if args.roundoff else "", len(rows),
+    print("family%s%s: %d runs x %d oneDNN settings: %d false failures of %d correct ports, %d of %d slips found at their "
+          "step" % (" (round-off emulated: %g ulps)" % args.roundoff if args.roundoff else "",
+                    " (whole every %d steps, digests between)" % args.every if args.every > 1 else "", len(rows),
                     len(args.onednn.split(",")), len(v["false"]), v["correct"], len(v["found"]),
                     v["slips"]))
     sys.exit(1 if v["false"] or len(v["found"]) < v["slips"] else 0)

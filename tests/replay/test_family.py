@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+import tracekit
 from tools import family_spec as spec
 from tools.ports import family
 
@@ -49,3 +50,32 @@ def test_the_correct_port_matches_and_its_slip_fails_at_its_step(tf2, goldens, r
     wrong = tf2.check(golden, make_port=functools.partial(family.make_port, run, True))
     assert not wrong.ok and wrong.first_divergence.step == run.slip_at, wrong.report()
     assert wrong.arbitration.steps[-1].verdict == "port"
+
+
+EVERY, KEYFRAMED = 10, 4  # the first KEYFRAMED runs, recorded whole after every EVERY-th step
+KEYFRAMED_RUNS = RUNS[:KEYFRAMED]
+
+
+@pytest.fixture(scope="module")
+def keyframed_goldens(legacy_python, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("family-every"))
+    run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "family.py"), out, "--size", str(KEYFRAMED),
+                               "--steps", str(STEPS), "--every", str(EVERY)], timeout=600)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", KEYFRAMED_RUNS, ids=[run.name for run in KEYFRAMED_RUNS])
+def test_a_golden_kept_as_digests_between_keyframes_judges_the_family_alike(tf2, keyframed_goldens, run):
+    """Digests made in TF 1.15's graph between keyframes, the port's in its tf.function: the
+    judged check is the drift view alone, and still passes the correct port and finds the slip,
+    a whole-tensor change, at its step."""
+    golden = os.path.join(keyframed_goldens, run.name + ".h5")
+    with tracekit.open(golden) as trace:  # the state whole at the keyframes alone, digests between
+        whole = [step.index for step in trace if any(key.startswith("var/") for key in step)]
+        assert set(range(0, STEPS, EVERY)) <= set(whole) <= set(range(0, STEPS, EVERY)) | {STEPS - 1}
+        assert all(step.digests for step in trace if step.index not in whole)
+    result = tf2.check(golden, make_port=functools.partial(family.make_port, run))
+    assert result.ok and result.judged == "envelope", result.report()
+    wrong = tf2.check(golden, make_port=functools.partial(family.make_port, run, True))
+    assert not wrong.ok and wrong.first_divergence.step == run.slip_at, wrong.report()

@@ -1,9 +1,11 @@
 """Record the family's goldens on TF 1.15 (legacy environment): each run of tools/family_spec.py
 as a TF1 graph (tf.compat.v1.layers, tf.nn.dropout, its optimizer from tf.compat.v1.train),
 trained on random data (numpy seed = the run's seed) and recorded whole at every step with the
-tracekit.tf1.record API, no taps. A golden that exists is kept.
+tracekit.tf1.record API, no taps; with --every K, whole after every K-th step and as digests
+(made in the graph) between. A golden that exists is kept.
 
     .venv-legacy/bin/python tools/goldens/family.py OUT_DIR [--size 24] [--steps N] [--only NAME,...] [--roundoff ULPS]
+        [--every K]
 """
 
 from __future__ import print_function
@@ -73,14 +75,14 @@ def optimizer(run, step):
     return tf.compat.v1.train.RMSPropOptimizer(rate, decay=spec.RHO, epsilon=spec.RMS_EPSILON)
 
 
-def record(run, path, roundoff=0.0):
+def record(run, path, roundoff=0.0, every=1):
     rng = np.random.RandomState(run.seed)
     shape = [run.batch, spec.IMAGE, spec.IMAGE, 3] if run.model == "conv" else [run.batch, run.features]
     with tf.Graph().as_default():
         tf.compat.v1.set_random_seed(run.seed)
         with tracekit.tf1.record(path, seed=run.seed, meta={"example": "family", "run": run.to_dict(),
                                                                            "roundoff": roundoff},
-                                 steps=run.steps) as rec:
+                                 steps=run.steps, every=every) as rec:
             x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
             y = tf.compat.v1.placeholder(tf.float32, [run.batch, spec.CLASSES], name="y")
             loss = build(run, x, y, roundoff)
@@ -102,6 +104,7 @@ def main():
     parser.add_argument("--steps", type=int, default=0, help="at most this many steps per run (0: as specified)")
     parser.add_argument("--only", default="", help="run names, comma-separated")
     parser.add_argument("--roundoff", type=float, default=0.0, help="ULPS: the round-off emulation (family_spec)")
+    parser.add_argument("--every", type=int, default=1, help="K: the state whole after every K-th step, digests between")
     args = parser.parse_args()
     if not os.path.isdir(args.out):
         os.makedirs(args.out)
@@ -110,7 +113,7 @@ def main():
         path = os.path.join(args.out, run.name + ".h5")
         if (only and run.name not in only) or os.path.exists(path):
             continue
-        record(run, path + ".part", args.roundoff)
+        record(run, path + ".part", args.roundoff, args.every)
         os.rename(path + ".part", path)
         print("recorded %s" % path, flush=True)
 
