@@ -353,3 +353,69 @@ def test_drift_outside_between_samples_is_found_at_its_first_step(tmp_path, monk
     assert not drift.ok and (drift.first_divergence.step, drift.first_divergence.key) == (departs, "var/w:0")
     assert crossings == [departs, departs - 1, departs - 2]
     assert any("first outside the envelope at step %d" % departs in note for note in drift.notes)
+
+
+def test_a_keyframed_goldens_crossing_is_sought_where_the_error_jumped_and_judged_again_after_the_restart(
+        tmp_path, monkeypatch):
+    # A golden kept as keyframes: the port's own run is compared at every step (full_at=None) and
+    # restarts from the golden's state at the steps after the keyframes (1 and 21 here). Its error
+    # jumps at step 5 (a crossing, which the mocked arbiter confirms there alone) and grows out of
+    # the envelope at step 9: the steps searched are 9, 8, 7 and the jump at 5, from a run again
+    # kept whole from step 4; the drift is then not judged over steps 5-20, and a slip after the
+    # restart at 21 is still caught at its step.
+    import numpy as np
+
+    from tracekit.comparison.arbiter import EXPLAINED, Arbitrated, Arbitration, Flip
+    from tracekit.comparison.result import Comparison
+    from tracekit.replay.loop import Whole
+    from tracekit.tf2 import verdict
+    from ..support import build_golden
+    from ..support.lifecycle import LEGACY_META
+
+    steps, jump, slip = 30, 5, 24
+    rng = np.random.RandomState(0)
+    truth = [rng.randn(64).astype(np.float32) for _ in range(steps)]
+    eps = float(np.finfo(np.float32).eps)
+
+    def shift(k):
+        if jump <= k < 21:  # gone at the restart from the golden's state
+            return 200 * 2.0 ** (k - jump) * eps * np.abs(truth[k]).max()
+        return 1e-3 if k >= slip else 0.0
+
+    def values(k, moved, noise, full):
+        out = {"loss/loss": np.float32(1.0 / (k + 1))}
+        if full:
+            out["var/w:0"] = (truth[k] + moved + noise.randn(64) * 1e-7 * np.abs(truth[k]).max()).astype(np.float32)
+        return out
+
+    golden = build_golden(str(tmp_path / "g.h5"), (values(k, 0, np.random.RandomState(0), True) for k in range(steps)),
+                          {"var/w:0": np.zeros(64, np.float32)}, meta=dict(LEGACY_META))
+    windows = []
+
+    def replay(seed, path, restarts, full_at, count):
+        assert restarts == frozenset({1, 21})
+        if seed is None and count is not None:
+            windows.append((isinstance(full_at, Whole), [k for k in range(count) if full_at(k)]))
+        noise = np.random.RandomState(1 if seed is None else seed + 2)
+        full = (lambda k: True) if full_at is None else full_at
+        return tracekit.open(build_golden(path, (values(k, shift(k), noise, full(k))
+                                                 for k in range(count or steps)), {"var/w:0": np.zeros(64, np.float32)},
+                                          meta={"replay": {"golden": golden, "steps": count or steps}}))
+
+    def against(seed, own, restarts, full_at):
+        with replay(seed, str(tmp_path / ("nudged-%d.h5" % seed)), restarts, full_at, None) as nudged:
+            return tracekit.compare(own, nudged, tracekit.Tolerance.exact())
+    flip = Flip("dense", "zero", 1, 64, ((3,),), 0.5)
+    crossings = []
+    # float32 and float64 apart from the run's own state at every step searched, a layer deciding otherwise at the jump
+    monkeypatch.setattr(verdict, "crossed", lambda golden, own, step, *a: crossings.append(step) or Arbitration(
+        step, EXPLAINED, flips=(flip,) if step == jump else (), side="port"))
+    port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
+    with tracekit.open(golden) as trace:
+        drift = verdict.envelope(trace, port, Arbitrated(), Comparison, restarts=frozenset({1, 21}), full_at=None)
+    assert windows[0] == (True, list(range(jump - 1, 10)))  # kept whole from the state before step 5
+    assert crossings[:4] == [9, 8, 7, jump]
+    assert any("not judged over steps 5-20" in note for note in drift.notes), drift.notes
+    assert not drift.ok and (drift.first_divergence.step, drift.first_divergence.key) == (slip, "var/w:0")
+    assert crossings[4:] == [slip, slip - 1, slip - 2]  # searched again after the restart: no flip there
+    assert [a.step for a in drift.arbitration.explained] == [jump]

@@ -174,7 +174,8 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
     its layers' own); `restart_at` forces the golden's state at those steps only (the drift
     view's restarts after a discontinuity, tf2/verdict.py); `full_at(index)`, where given, says
     which steps are captured in full instead of options.every, the others keeping only their loss
-    and learning rate (the drift view's sampled runs).
+    and learning rate (the drift view's sampled runs); captured in full, a step's tensors are
+    digests where the golden keeps only a digest, unless `full_at` is Whole.
     options.progress(done, total) after each step."""
     steps, every = options.steps, options.every
     count = len(golden) if steps is None else min(int(steps), len(golden))
@@ -197,7 +198,7 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
         out = os.path.join(directory, "actual.h5")
     try:
         with create(out, meta=meta, steps_in_flight=STEPS_IN_FLIGHT) as writer:
-            ran = drive([_Writing(writer, golden)] + ([sink] if sink is not None else []))
+            ran = drive([_Writing(writer, golden, isinstance(full_at, Whole))] + ([sink] if sink is not None else []))
             writer.update_meta(_replay_meta(golden, runner, about, ran, count, steps is not None, every))
         trace = open_trace(out)
     except BaseException:
@@ -207,6 +208,17 @@ def replay_steps(golden: Trace, runner: Runner, call: StepCall, options: ReplayO
     if directory is not None:
         trace.delete_when_closed(directory)
     return Replayed(trace.meta, ran, trace)
+
+
+@dataclass(frozen=True)
+class Whole:
+    """replay_steps' full_at for steps captured whole even where the golden keeps only a digest:
+    the state an arbiter starts from (tf2/verdict.py, on a golden kept as keyframes)."""
+
+    steps: Callable[[int], bool]
+
+    def __call__(self, index: int) -> bool:
+        return self.steps(index)
 
 
 class _Drive:
@@ -263,8 +275,8 @@ class _Drive:
         regularization = runner.regularization() if REGULARIZATION in g_step else None
         kind = "+".join(info.get("train_ops") or [])
         full = self.full_at(index)
-        with runner.step(index, draws, kind not in self.kinds, full, counters_read(info),
-                         g_step.digests.keys() if full else ()) as capture:
+        kept = g_step.digests if full and not isinstance(self.full_at, Whole) else {}  # digests, not values
+        with runner.step(index, draws, kind not in self.kinds, full, counters_read(info), kept.keys()) as capture:
             returned = self.call(index, feeds, info)
         if kind not in self.kinds:  # the first step of its kind: every "kind/name" it returns must be the golden's
             check_returned(golden, returned, index)
@@ -281,10 +293,10 @@ class _Drive:
         if regularization is not None and REGULARIZATION in g_step:
             produced.setdefault(REGULARIZATION, regularization)
         if full:
-            produced.update(runner.read_state(g_step.digests.keys()))
+            produced.update(runner.read_state(kept.keys()))
         values.update((key, value) for key, value in produced.items() if full or split_key(key)[0] in self.light)
         if full:
-            _digest_where_kept(values, g_step.digests)
+            _digest_where_kept(values, kept)
         assert self.ahead is not None
         self.ahead.wait()
         if index == 0:  # the optimizer made its slots in this step: now the initial state is whole
@@ -374,13 +386,12 @@ def _replay_meta(golden: Trace, runner: Runner, about: Optional[Dict[str, Any]],
 
 class _Writing:
     """The sink writing the actual trace, with the golden's kinds and names; where the golden
-    keeps a tensor's digest, the replay keeps its digest too."""
+    keeps a tensor's digest, the replay keeps its digest too (unless `whole`: replay_steps' Whole)."""
 
     takes_initial = True
 
-    def __init__(self, writer: TraceWriter, golden: Trace) -> None:
-        self.writer = writer
-        self.golden = golden
+    def __init__(self, writer: TraceWriter, golden: Trace, whole: bool = False) -> None:
+        self.writer, self.golden, self.whole = writer, golden, whole
 
     def initial(self, values: Mapping[str, Any]) -> None:
         with self.writer.initial():
@@ -389,7 +400,7 @@ class _Writing:
     def step(self, index: int, values: Mapping[str, Any], reasons: Mapping[str, str],
              fed: Mapping[str, Any]) -> None:
         with self.writer.step(info={"golden_step": index}):
-            self._add(values, self.golden.step(index).digests)
+            self._add(values, None if self.whole else self.golden.step(index).digests)
 
     def _add(self, values: Mapping[str, Any], digested: Optional[Mapping[str, Any]] = None) -> None:
         for key, value in values.items():

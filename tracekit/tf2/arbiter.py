@@ -31,7 +31,7 @@ from ..comparison.downstream import by_update
 from ..comparison.engine import compare_data as compare
 from ..comparison.stats import Stats
 from ..errors import ReplayError, TracekitError
-from ..keys import make_key
+from ..keys import make_key, split_key
 from ..replay.options import ReplayOptions
 from ..replay.tf_import import tf
 from ..replay.variables import model_variables, name_of
@@ -320,7 +320,7 @@ def crossed(golden: Trace, own: Trace, index: int, make_port: MakePort, replay_o
         apart = tuple(TensorVerdict(key, 0.0, stats.ulps, False) for key, stats in sorted(runs.stats.items())
                       if not stats.ok)
         between: Tuple[Flip, ...] = ()
-        if not apart:
+        if not apart and _whole_before(golden, index):
             at_golden = write_excerpt(golden, index, os.path.join(folder, "golden-step.h5"))
             between = _between(at_golden, own64, folder, make_port, replay_one)
     seconds = time.perf_counter() - start
@@ -328,6 +328,13 @@ def crossed(golden: Trace, own: Trace, index: int, make_port: MakePort, replay_o
         return Arbitration(index, EXPLAINED, flips=flips, also=apart, seconds=seconds, side="port" if apart else
                            "between", golden_flips=between)
     return Arbitration(index, PORT, seconds=seconds)
+
+
+def _whole_before(golden: Trace, index: int) -> bool:
+    """Whether the golden keeps its state whole before step `index` (a golden kept as keyframes
+    does not between them: no kink between the trajectories can be sought there)."""
+    before = golden.before(index)
+    return before is not None and any(split_key(key)[0] == "var" for key in before)
 
 
 def _between(excerpt: str, own64: Mapping[str, Any], folder: str, make_port: MakePort,

@@ -25,12 +25,15 @@ tells a port's mistake from that. So a long golden is judged in two views:
   perturbed replay need repeat: at each such step and the one after, the port's replay and the
   perturbed ones restart from the golden's state (the explained step is then the local view's,
   accepted), so drift is judged between discontinuities. Outside fails, unless a discontinuity
-  sent the port's own run away there (or in the CROSSING_LOOKBACK steps before): from its own
-  state, its float32 and float64 disagree, or a layer's float64 decisions differ between its
-  state and the golden's (a kink lies between the trajectories) and the error jumped there
-  (CROSSING_JUMP over the step before: drift that grew out of the envelope smoothly is the
-  port's). Past such a step the two are no longer comparable element by element: drift is
-  judged up to it.
+  sent the port's own run away there (or in the CROSSING_LOOKBACK steps before, or, compared at
+  every step, where its error last jumped): from its own state, a layer of its float32 and
+  float64 decides otherwise and they disagree on every tensor departing there, or a layer's
+  float64 decisions differ between its state and the golden's (a kink lies between the
+  trajectories), and either way the error jumped there (CROSSING_JUMP over the step before:
+  drift that grew out of the envelope smoothly is the port's). From such a step the two are no
+  longer comparable element by element until the run next restarts from the golden's state:
+  drift there is not judged. A golden kept as keyframes has no local view: its step 0, where
+  the state after it is whole, goes to the arbiter when it fails.
 
 The drift is measured only when the local view passes: a local error already decides.
 """
@@ -50,6 +53,7 @@ from ..comparison.races import raced_steps
 from ..comparison.result import Comparison, Divergence
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
+from ..replay.loop import Whole
 from ..keys import KIND_ORDER, counters_read
 from ..store import Trace
 from .apart import Apart
@@ -65,6 +69,7 @@ CROSSING_LOOKBACK = 2  # steps before the first outside the envelope where the p
 # A kink between the trajectories explains drift outside the envelope only where the error jumped
 # there by this factor over the step before: drift that grew smoothly out of it is the port's.
 CROSSING_JUMP = 16.0
+CROSSING_JUMPS = 2  # the latest steps where the error jumped so, searched beside the lookback's
 JUDGES = ("auto", "plain", "local")
 
 
@@ -205,10 +210,14 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
     measured = full_at if full_at is not None else sampled
     explained = sorted(a.step for a in arbitrated.explained)
     restarts = restarts | frozenset(explained) | frozenset(step + 1 for step in explained)
+    judged_first = Arbitrated()  # step 0, where no local view judged it (a golden kept as keyframes)
     with tempfile.TemporaryDirectory(prefix="tracekit-envelope-") as folder:
         spread = Spread()
         with port.replay(None, out or os.path.join(folder, "own.h5"), restarts, full_at, None) as own:
             first = None if 0 in explained else _first_step(golden, own, result_type)
+            if first is not None and 1 in restarts:  # the golden's state after step 0 is whole: judge it there
+                first = _arbitrated_first(golden, first, port, judged_first)
+                explained = [0] + explained if first is None else explained
             if first is not None:
                 return first
             for seed in range(ENVELOPE_RUNS):
@@ -216,8 +225,13 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
             tolerance = derive(spread, ENVELOPE_MARGIN, cap=math.inf).tolerance
             drift = compare(golden, own, tolerance, result_type=result_type)
             accept(drift, set(explained))
-            if not drift.ok and drift.first_divergence is not None and full_at is not None:
-                _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder)
+            drift.arbitration = judged_first if judged_first.steps else None
+            for _ in range(ARBITRATED_STEPS):  # each crossing explained leaves the drift judged past the next restart
+                at = drift.first_divergence.step if drift.first_divergence is not None else None
+                if at is None or not _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder,
+                                              full_at is not None) or drift.first_divergence is None or \
+                        drift.first_divergence.step <= at:
+                    break
     sampling = "steps 0-%d and every %dth step after" % (DRIFT_EVERY - 1, DRIFT_EVERY)
     kept = "every tensor compared at every step (as digests where the golden keeps them), the spread measured at " \
         "%s" % sampling if full_at is None else "every tensor compared at %s" % sampling
@@ -242,52 +256,99 @@ def _first_step(golden: Trace, own: Trace, result_type: type) -> Optional[Compar
     return first
 
 
+def _arbitrated_first(golden: Trace, first: Comparison, port: PortRuns, arbitrated: Arbitrated) -> Optional[Comparison]:
+    """Step 0 fails the default tolerance where no local view judged it: the float64 arbiter
+    judges it as the local view would (an Adam update moves every element by the learning rate
+    in its gradient's sign, so a gradient element at the noise floor that flips moves its
+    variable by that much). None where it explains the step (its failures are then accepted),
+    else `first`, which then shows the arbitration."""
+    failing = dict(failing_steps(first))
+    if set(failing) != {0}:
+        return first  # the initial state as loaded differs: nothing a step explains
+    arbitration = port.apart(lambda: arbitrate(golden, 0, failing[0], port.make_port, port.replay_one))
+    arbitrated.steps.append(arbitration)
+    if arbitration.explained:
+        return None
+    first.arbitration = arbitrated
+    return first
+
+
 def _outside(golden: Trace, own: Trace, drift: Comparison, tolerance: Tolerance, explained: AbstractSet[int],
-             port: PortRuns, restarts: "frozenset[int]", folder: str) -> None:
+             port: PortRuns, restarts: "frozenset[int]", folder: str, sampled_own: bool = True) -> bool:
     """Drift outside the envelope at a sampled step: the port's own run again, in full over the
     DRIFT_EVERY steps up to it (the same run: a replay is deterministic), finds the first step
-    outside; then whether a discontinuity sent the run away there (_own_crossing)."""
+    outside; then whether a discontinuity sent the run away there (_own_crossing). Where the own
+    run was compared at every step as digests (sampled_own False: a golden kept as keyframes),
+    the step is known, and so are the steps where its error jumped: the run again keeps the
+    whole state those crossings start from. Whether a crossing explained the drift."""
     assert drift.first_divergence is not None
     outside = drift.first_divergence.step
-    if all(sampled(step) for step in range(max(outside - CROSSING_LOOKBACK - 1, 0), outside)):
-        _own_crossing(golden, own, drift, drift, port, restarts)
-        return
-    window = port.replay(None, os.path.join(folder, "window.h5"), restarts,
-                         lambda index: index >= outside - DRIFT_EVERY, outside + 1)
+    lookback = range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1)
+    if sampled_own and all(sampled(step) for step in range(max(outside - CROSSING_LOOKBACK - 1, 0), outside)):
+        return _own_crossing(golden, own, drift, drift, port, restarts, lookback)
+    if sampled_own:
+        full_at: Callable[[int], bool] = lambda index: index >= outside - DRIFT_EVERY  # noqa: E731
+        steps: Sequence[int] = lookback
+    else:
+        steps = sorted(set(lookback) | set(_jumps(drift, outside, restarts)[-CROSSING_JUMPS:]), reverse=True)
+        whole_from = max(steps[-1] - 1, 0)  # the state before the earliest step searched
+        full_at = Whole(lambda index: index >= whole_from)
+    window = port.replay(None, os.path.join(folder, "window.h5"), restarts, full_at, outside + 1)
     with window:
         near = compare(golden, window, tolerance, result_type=type(drift))
         accept(near, explained)
         first = near.first_divergence
-        if first is not None and first.step < outside:
+        if sampled_own and first is not None and first.step < outside:
             drift.notes.append("first outside the envelope at step %d (%s), found by the port's own run again in "
                                "full over steps %d-%d" % (first.step, first.key, outside - DRIFT_EVERY, outside))
             drift.first_divergence = first
-        _own_crossing(golden, window, drift, near, port, restarts)
+            steps = range(first.step, max(first.step - CROSSING_LOOKBACK, 0) - 1, -1)
+        return _own_crossing(golden, window, drift, near, port, restarts, steps)
+
+
+def _jumps(drift: Comparison, outside: int, restarts: "frozenset[int]") -> List[int]:
+    """The steps since the last restart, up to `outside`, where the drift's largest error jumped
+    CROSSING_JUMP-fold over the step before (where a discontinuity would have sent the run away)."""
+    start = max([r for r in restarts if r <= outside], default=0)
+    return [step for step in range(start + 1, outside + 1)
+            if _worst_ulps(drift, step) >= CROSSING_JUMP * max(_worst_ulps(drift, step - 1), 1.0)]
 
 
 def _own_crossing(golden: Trace, own: Trace, drift: Comparison, near: Comparison, port: PortRuns,
-                  restarts: "frozenset[int]") -> None:
-    """Drift outside the envelope at step t: if a discontinuity sent the port's own run away there
-    or in the CROSSING_LOOKBACK steps before (arbiter.crossed), the two trajectories are no
-    longer comparable element by element from that step: drift from it is not judged. `own`
-    holds the run's state in full at those steps, `near` its comparison there."""
+                  restarts: "frozenset[int]", steps: Sequence[int]) -> bool:
+    """Drift outside the envelope at step t: if a discontinuity sent the port's own run away at
+    one of `steps` (latest first: t and the CROSSING_LOOKBACK steps before, and where its error
+    jumped; arbiter.crossed), the two trajectories are no longer comparable element by element
+    from that step until the run next restarts from the golden's state: drift there is not
+    judged. `own` holds the run's state in full at those steps, `near` its comparison there.
+    Whether one explained the drift."""
     assert drift.first_divergence is not None
-    outside = drift.first_divergence.step
-    checked = drift.arbitration = Arbitrated()
-    for step in range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1):
-        if step in restarts:
+    checked = drift.arbitration = drift.arbitration if drift.arbitration is not None else Arbitrated()
+    for step in steps:
+        if step <= max([r for r in restarts if r <= drift.first_divergence.step], default=-1):
             break  # the run restarted from the golden's state there: nothing of its own before
         crossing = port.apart(lambda: crossed(golden, own, step, port.make_port, port.replay_one))
-        if crossing.side == "between" and _worst_ulps(near, step) < CROSSING_JUMP * _worst_ulps(near, step - 1):
-            # a kink between trajectories that drifted apart smoothly: the drift came first
+        if crossing.explained and _worst_ulps(near, step) < CROSSING_JUMP * _worst_ulps(near, step - 1):
+            # a kink crossed where the run's error did not jump: the drift came first (an RMSProp update's
+            # round-off sets the float32 and float64 runs apart with no kink at all)
+            crossing = replace(crossing, verdict=PORT, side="")
+        if crossing.side == "port" and (not crossing.flips or set(dict(failing_steps(near)).get(step, ())) -
+                                        {v.key for v in crossing.also}):
+            # float32 and float64 apart with no layer deciding otherwise (an RMSProp update's round-off does that),
+            # or a tensor that departs from the golden there on which they agree: no crossing of its own explains it
             crossing = replace(crossing, verdict=PORT, side="")
         checked.steps.append(crossing)
         if crossing.explained:
-            accept(drift, set(range(step, drift.golden_steps)))
+            end = min([r for r in restarts if r > step], default=drift.golden_steps)
+            accept(drift, set(range(step, end)))
             drift.notes.append("at step %d a discontinuity sent the port's own run away from the golden (%s): drift "
-                               "is judged up to step %d" % (step, "it crossed a kink itself" if crossing.side == "port"
-                                                            else "a kink lay between the two trajectories", step - 1))
-            return
+                               "is not judged over steps %d-%d%s" % (
+                                   step, "it crossed a kink itself" if crossing.side == "port"
+                                   else "a kink lay between the two trajectories", step, end - 1,
+                                   ", up to the run's restart from the golden's state" if end < drift.golden_steps
+                                   else ""))
+            return True
+    return False
 
 
 def _worst_ulps(result: Comparison, step: int) -> float:
