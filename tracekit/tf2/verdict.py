@@ -53,8 +53,8 @@ from ..comparison.races import raced_steps
 from ..comparison.result import Comparison, Divergence
 from ..comparison.stats import Stats
 from ..comparison.tolerance import Tolerance
-from ..replay.loop import Whole
 from ..keys import KIND_ORDER, counters_read
+from ..replay.loop import Whole
 from ..store import Trace
 from .apart import Apart
 from .arbiter import MakePort, ReplayOne, arbitrate, crossed
@@ -310,8 +310,13 @@ def _jumps(drift: Comparison, outside: int, restarts: "frozenset[int]") -> List[
     """The steps since the last restart, up to `outside`, where the drift's largest error jumped
     CROSSING_JUMP-fold over the step before (where a discontinuity would have sent the run away)."""
     start = max([r for r in restarts if r <= outside], default=0)
-    return [step for step in range(start + 1, outside + 1)
-            if _worst_ulps(drift, step) >= CROSSING_JUMP * max(_worst_ulps(drift, step - 1), 1.0)]
+    return [step for step in range(start + 1, outside + 1) if _jumped(drift, step)]
+
+
+def _jumped(result: Comparison, step: int) -> bool:
+    """Whether the largest error jumped CROSSING_JUMP-fold at `step` over the step before (over
+    one eps of scale, where it was smaller)."""
+    return _worst_ulps(result, step) >= CROSSING_JUMP * max(_worst_ulps(result, step - 1), 1.0)
 
 
 def _own_crossing(golden: Trace, own: Trace, drift: Comparison, near: Comparison, port: PortRuns,
@@ -328,7 +333,7 @@ def _own_crossing(golden: Trace, own: Trace, drift: Comparison, near: Comparison
         if step <= max([r for r in restarts if r <= drift.first_divergence.step], default=-1):
             break  # the run restarted from the golden's state there: nothing of its own before
         crossing = port.apart(lambda: crossed(golden, own, step, port.make_port, port.replay_one))
-        if crossing.explained and _worst_ulps(near, step) < CROSSING_JUMP * _worst_ulps(near, step - 1):
+        if crossing.explained and not _jumped(near, step):
             # a kink crossed where the run's error did not jump: the drift came first (an RMSProp update's
             # round-off sets the float32 and float64 runs apart with no kink at all)
             crossing = replace(crossing, verdict=PORT, side="")
