@@ -309,8 +309,12 @@ def _outside(golden: Trace, own: Trace, drift: Comparison, tolerance: Tolerance,
 def _jumps(drift: Comparison, outside: int, restarts: "frozenset[int]") -> List[int]:
     """The steps since the last restart, up to `outside`, where the drift's largest error jumped
     CROSSING_JUMP-fold over the step before (where a discontinuity would have sent the run away)."""
-    start = max([r for r in restarts if r <= outside], default=0)
-    return [step for step in range(start + 1, outside + 1) if _jumped(drift, step)]
+    return [step for step in range(max(_last_restart(restarts, outside), 0) + 1, outside + 1) if _jumped(drift, step)]
+
+
+def _last_restart(restarts: "frozenset[int]", step: int) -> int:
+    """The latest step up to `step` where the run restarted from the golden's state (-1: none)."""
+    return max([r for r in restarts if r <= step], default=-1)
 
 
 def _jumped(result: Comparison, step: int) -> bool:
@@ -329,8 +333,9 @@ def _own_crossing(golden: Trace, own: Trace, drift: Comparison, near: Comparison
     Whether one explained the drift."""
     assert drift.first_divergence is not None
     checked = drift.arbitration = drift.arbitration if drift.arbitration is not None else Arbitrated()
+    restarted = _last_restart(restarts, drift.first_divergence.step)
     for step in steps:
-        if step <= max([r for r in restarts if r <= drift.first_divergence.step], default=-1):
+        if step <= restarted:
             break  # the run restarted from the golden's state there: nothing of its own before
         crossing = port.apart(lambda: crossed(golden, own, step, port.make_port, port.replay_one))
         if crossing.explained and not _jumped(near, step):
