@@ -179,7 +179,7 @@ def test_what_the_port_creates_in_float32_is_widened_for_the_float64_port(tf2, g
 
 
 def test_the_widening_is_of_float32_alone_and_undone_after(tf2):
-    from tracekit.tf2.arbiter import float64_creations
+    from tracekit.tf2.float64 import float64_creations
 
     tf = tracekit.tf2.tf
     with float64_creations():

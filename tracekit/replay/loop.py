@@ -9,7 +9,6 @@ does the bookkeeping around it.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import shutil
 import tempfile
@@ -18,14 +17,14 @@ from typing import Any, Callable, Collection, ContextManager, Dict, List, Mappin
 
 import numpy as np
 
-from .._threads import pool
 from ..errors import ReplayError, UsageError
 from ..keys import LIGHT_KINDS, REGULARIZATION, REGULARIZATION_LOSSES, REPLAY, Kind, counters_read, make_key, split_key
 from ..store import Trace, TraceWriter, create, open_trace
 from ..store.digest import Digest, digest, digestible
 from ..store.meta import ReplayMeta
+from .ahead import ReadAhead
 from .forcing import forced_record
-from .micro import micro_batches, restacked, unstacked
+from .micro import micro_batches, restacked
 from .options import ReplayOptions
 from .returned import check_returned
 
@@ -234,7 +233,7 @@ class _Drive:
         self.light = SAMPLED_LIGHT_KINDS if full_at is not None else LIGHT_KINDS
         self.kinds: set = set()  # the kinds of steps run so far (the train ops of each)
         self.initial: Dict[str, Any] = {}
-        self.ahead: Optional[_Ahead] = None
+        self.ahead: Optional[ReadAhead] = None
         self.forced: Optional[Dict[str, Any]] = None  # what teacher forcing set, checked at its first step
 
     def run(self, count: int, stop: Optional[Callable[[], bool]], restart_at: "frozenset[int]") -> int:
@@ -244,7 +243,7 @@ class _Drive:
         if not count:
             _send_initial(self.sinks, self.initial, runner)
         forcing = options.forcing in ("state", "taps")
-        self.ahead = ahead = _Ahead(golden, count, lambda index: index > 0 and (forcing or index in restart_at))
+        self.ahead = ahead = ReadAhead(golden, count, lambda index: index > 0 and (forcing or index in restart_at))
         try:
             for index in range(count):
                 g_step, feeds, draws, info, before = ahead.take(index)
@@ -305,47 +304,6 @@ class _Drive:
         reasons = _not_replayed(golden, runner)
         for sink in self.sinks:
             sink.step(index, values, reasons, fed)
-
-
-class _Ahead:
-    """Reads a step's inputs, random draws, info and (where `forced(index)`) the state it starts
-    from with the learning rates of the step before, from the golden on a thread of its own while
-    the port runs the step before (a small model's step is as short as reading them). `wait`
-    before anything that must not overlap a read: the golden's refresh, forced_record."""
-
-    def __init__(self, golden: Trace, count: int, forced: Callable[[int], bool]) -> None:
-        self._golden, self._count, self._forced = golden, count, forced
-        self._pool = pool("read-ahead", 1)
-        self._next: Optional[Tuple[int, "concurrent.futures.Future[tuple]"]] = None
-
-    def _read(self, index: int) -> tuple:
-        golden = self._golden
-        g_step = golden.step(index)
-        feeds = {name: g_step["input", name] for name in g_step.names("input")}
-        draws = unstacked([(name, g_step["random", name]) for name in g_step.names("random")],
-                          micro_batches(g_step.info))
-        before = None
-        if self._forced(index):
-            state = golden.state_before(index)  # forcing needs the golden's full state after every step
-            last = golden.step(index - 1)
-            before = state, {name: float(last["lr", name]) for name in last.names("lr")}
-        return g_step, feeds, draws, g_step.info, before
-
-    def take(self, index: int) -> tuple:
-        """Step `index`'s (golden step, feeds, draws, info, (state, rates) or None); starts reading
-        the next one's."""
-        found = self._next[1].result() if self._next is not None and self._next[0] == index else self._read(index)
-        self._next = None
-        if index + 1 < self._count:
-            self._next = (index + 1, self._pool.submit(self._read, index + 1))
-        return found
-
-    def wait(self) -> None:
-        if self._next is not None:
-            concurrent.futures.wait([self._next[1]])
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
 
 
 def _digest_where_kept(values: Dict[str, Any], kept: Mapping[str, Digest]) -> None:
