@@ -166,3 +166,44 @@ def test_any_tolerance_reads_back_from_its_toml(tmp_path, tolerance):
             assert loaded.resolve(kind, name, step, "float32") == tolerance.resolve(kind, name, step, "float32"), \
                 (kind, name, step)
     assert loaded.equal_nan == tolerance.equal_nan and loaded.accept_noise == tolerance.accept_noise
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_another_run_only_widens_what_the_tolerance_allows(seed):
+    # The drift envelope makes its perturbed replays one at a time and stops where the port is
+    # inside (tf2/verdict.py): sound only if adding a run never narrows any bound. Runs measure
+    # the same steps of the same tensors (one capture schedule, one port); deviations span the floor to beyond the cap, some
+    # not finite; some tensors have few elements, some were compared as digests.
+    rng = np.random.RandomState(seed)
+    steps = int(rng.randint(2, 40))
+    kinds = sorted(TRAINING_ULPS)
+    tensors = [(kinds[rng.randint(len(kinds))], "t%d:0" % i) for i in range(int(rng.randint(1, 6)))]
+    measured = {t: sorted(set(rng.randint(1, steps, size=rng.randint(1, steps)).tolist())) for t in tensors}
+    few = {t for t in tensors if rng.rand() < 0.3}
+    digested = [t for t in tensors if rng.rand() < 0.5]  # compared as digests: moments measured
+
+    def run():
+        def draw():
+            return float("inf") if rng.rand() < 0.05 else float(10.0 ** rng.uniform(-1, 9))
+        return ({t: {k: draw() for k in measured[t]} for t in tensors},
+                {t: {k: draw() for k in measured[t]} for t in digested})
+
+    def spread(*runs):
+        out = Spread(runs=len(runs), steps=steps, few=set(few))
+        for deviation, moments in runs:
+            for into, of in ((out.deviation, deviation), (out.moments, moments)):
+                for t, by_step in of.items():
+                    seen = into.setdefault(t, {})
+                    for k, v in by_step.items():
+                        seen[k] = max(seen.get(k, 0.0), v)
+        return out
+
+    first, second = run(), run()
+    one = derive(spread(first), margin=4.0, cap=float("inf")).tolerance
+    both = derive(spread(first, second), margin=4.0, cap=float("inf")).tolerance
+    assert both.accept_noise >= one.accept_noise
+    for kind, name in tensors + [("var", "unmeasured:0")]:
+        for k in range(-1, steps + 2):
+            a, b = one.resolve(kind, name, k, "float32"), both.resolve(kind, name, k, "float32")
+            assert b.ulps >= a.ulps and b.moments >= a.moments, (kind, name, k)
+            assert (b.atol, b.rtol, b.ignore) == (a.atol, a.rtol, a.ignore)

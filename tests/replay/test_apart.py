@@ -62,7 +62,7 @@ def _run(golden, tmp_path, crash=False):
 def test_each_port_of_a_judged_check_is_made_in_a_child_and_the_verdict_is_the_same(tf2, golden, tmp_path):
     found, pids = _run(golden, tmp_path)
     assert found["ok"] and found["arbitrated"] == [EXPLAINED, EXPLAINED]  # as in this process (test_arbiter)
-    # the forced run, 2 arbitrated steps (float32 and float64 each), the port's own run, 2 perturbed replays
+    # the forced run, 2 arbitrated steps (float32 and float64 each), the port's own run, 1 or 2 perturbed replays
     assert len(pids) >= 6 and found["parent"] not in pids and len(set(pids)) >= 5
     assert "memory: %s" % APART in found["notes"]
     assert not found["started_here"]  # the parent never ran TensorFlow: every fork was safe

@@ -355,6 +355,47 @@ def test_drift_outside_between_samples_is_found_at_its_first_step(tmp_path, monk
     assert any("first outside the envelope at step %d" % departs in note for note in drift.notes)
 
 
+def test_drift_inside_the_first_replays_envelope_makes_no_second_replay(tmp_path):
+    # The envelope can only widen with another replay (tests/comparison/test_calibration.py), so a
+    # port inside the first one's is inside any: the verdict of both, at the cost of one.
+    import numpy as np
+
+    from tracekit.comparison.arbiter import Arbitrated
+    from tracekit.comparison.result import Comparison
+    from tracekit.tf2 import verdict
+    from ..support import build_golden
+    from ..support.lifecycle import LEGACY_META
+
+    steps = 30
+    truth = [np.random.RandomState(k).randn(64).astype(np.float32) for k in range(steps)]
+
+    def values(k, noise, full):
+        out = {"loss/loss": np.float32(1.0 / (k + 1))}
+        if full:
+            out["var/w:0"] = (truth[k] + noise.randn(64) * 1e-7 * np.abs(truth[k]).max()).astype(np.float32)
+        return out
+
+    golden = build_golden(str(tmp_path / "g.h5"), (values(k, np.random.RandomState(0), True) for k in range(steps)),
+                          {"var/w:0": np.zeros(64, np.float32)}, meta=dict(LEGACY_META))
+    made = []
+
+    def replay(seed, path, restarts, full_at, count):
+        made.append(seed)
+        noise = np.random.RandomState(1 if seed is None else seed + 2)
+        return tracekit.open(build_golden(path, (values(k, noise, full_at(k)) for k in range(count or steps)),
+                                          {"var/w:0": np.zeros(64, np.float32)},
+                                          meta={"replay": {"golden": golden, "steps": count or steps}}))
+
+    def against(seed, own, restarts, full_at):
+        with replay(seed, str(tmp_path / ("nudged-%d.h5" % seed)), restarts, full_at, None) as nudged:
+            return tracekit.compare(own, nudged, tracekit.Tolerance.exact())
+    port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
+    with tracekit.open(golden) as trace:
+        drift = verdict.envelope(trace, port, Arbitrated(), Comparison)
+    assert drift.ok and made == [None, 0]  # the own run and one perturbed replay
+    assert any("drift envelope: 1 replay (of up to %d" % verdict.ENVELOPE_RUNS in note for note in drift.notes)
+
+
 def test_a_keyframed_goldens_crossing_is_sought_where_the_error_jumped_and_judged_again_after_the_restart(
         tmp_path, monkeypatch):
     # A golden kept as keyframes: the port's own run is compared at every step (full_at=None) and
