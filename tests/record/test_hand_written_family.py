@@ -257,3 +257,19 @@ def test_a_planted_wrong_step_fails_the_audit(tf, tmp_path, monkeypatch, name):
     assert audit["m/square:0"]["verdict"] == "disagrees" and audit["m/square:0"]["step"] == 1, audit["m/square:0"]
     assert "var/m/square:0" in audit["m/square:0"]["detail"]
     assert all(v["verdict"] == "agrees" for var, v in audit.items() if var != "m/square:0"), audit
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_what_each_update_reads_is_what_a_walk_from_it_finds(tf, tmp_path, monkeypatch, name):
+    # updates._Above answers which gradients an update's new value reads from its inputs'
+    # answers, once per op; walking up from each update (as a graph with a loop still is) is the
+    # definition. Both recordings must find the same updates, gradients, rates and slots.
+    from tracekit.record import updates
+
+    record(tf, str(tmp_path / "memo.h5"), name)
+    monkeypatch.setattr(updates._Above, "__call__",
+                        lambda self, op: frozenset(updates._upstream(op, self._derived) & self._targets))
+    record(tf, str(tmp_path / "walk.h5"), name)
+    with tracekit.open(str(tmp_path / "memo.h5")) as memo, tracekit.open(str(tmp_path / "walk.h5")) as walk:
+        assert memo.meta["updates"] and memo.meta["updates"] == walk.meta["updates"]
+        assert memo.meta["slots"] == walk.meta["slots"]

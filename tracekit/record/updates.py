@@ -18,7 +18,7 @@ Two kinds of update (and a third, read from what apply_gradients was seen buildi
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -240,12 +240,14 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
                 own.append((op, target))
             elif target is not None:
                 state.setdefault(target, op)
-    upstream: Dict[str, Set[str]] = {}
+    # What each update's new value reads is asked only of gradients (taken, clipped, made dense)
+    targets = {g.op.name for g in gradients.values()} | {a.op.name for a in clipped.values()} | {
+        c.name for s in sparse.values() for c in s.indices.consumers() if c.type in DENSE_CONVERSIONS}
+    above = _Above(derived, targets, graph)
 
-    def reads(assign: Any) -> Set[str]:
-        if assign.name not in upstream:
-            upstream[assign.name] = _upstream(assign.inputs[1].op, derived)
-        return upstream[assign.name]
+    def reads(assign: Any) -> AbstractSet[str]:
+        """The gradients (of `targets`) the new value of `assign` is computed from."""
+        return above(assign.inputs[1].op)
 
     downstream: Dict[str, Set[str]] = {}
 
@@ -377,6 +379,49 @@ def variables_read(tensors: Sequence[Any]) -> Set[str]:
     """The names ("v:0") of the variables `tensors` (of one graph) are computed from, by data edges."""
     ops: Set[str] = set().union(*(_upstream(tensor.op) for tensor in tensors))
     return {name + ":0" for name in ops if tensors[0].graph.get_operation_by_name(name).type in VARIABLE_OPS}
+
+
+class _Above:
+    """Which of `targets` (op names) an op's value is computed from, walking up through what the
+    gradients flow through (`derived`) as _upstream(op, derived) does. Each update's walk would
+    cover the whole backward pass (a clipped gradient reads every gradient through the global
+    norm): 11 s of BERT-base's recording for its 600 hand-written updates and slots. Here each
+    op's answer is made once from its inputs' (the backward pass's own ops share one empty set).
+    A graph whose derived part has a loop (a while loop's NextIteration) is walked per op."""
+
+    def __init__(self, derived: Set[str], targets: Set[str], graph: Any) -> None:
+        self._derived, self._targets = derived, frozenset(targets)
+        self._memo: Dict[str, FrozenSet[str]] = {}
+        self._looped = any(op.type in LOOP_BACK for op in graph.get_operations() if op.name in derived)
+
+    def __call__(self, op: Any) -> FrozenSet[str]:
+        if self._looped:
+            return frozenset(_upstream(op, self._derived) & self._targets)
+        memo, derived = self._memo, self._derived
+        stack = [(op, False)]
+        while stack:
+            node, ready = stack.pop()
+            if node.name in memo:
+                continue
+            if node.name not in derived:  # read, not walked past (but for a pass-through chain)
+                memo[node.name] = frozenset(_upstream(node, derived) & self._targets)
+                continue
+            inputs = [t.op for t in node.inputs]
+            if not ready:
+                stack.append((node, True))
+                stack.extend((i, False) for i in inputs if i.name not in memo)
+                continue
+            found = {node.name} & self._targets
+            parts = [memo[i.name] for i in inputs]
+            widest = max(parts, key=len, default=frozenset())
+            if found or any(not part <= widest for part in parts):
+                memo[node.name] = frozenset(found.union(*parts))
+            else:
+                memo[node.name] = widest  # shared, not copied
+        return memo[op.name]
+
+
+LOOP_BACK = frozenset(["NextIteration", "RefNextIteration"])  # the only edges that close a loop in a TF1 graph
 
 
 def _upstream(op: Any, within: Optional[Set[str]] = None, limit: Optional[int] = None) -> Set[str]:
