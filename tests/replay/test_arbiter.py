@@ -348,7 +348,7 @@ def test_drift_outside_between_samples_is_found_at_its_first_step(tmp_path, monk
     port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
     with tracekit.open(golden) as trace:
         drift = verdict.envelope(trace, port, Arbitrated(), Comparison)
-    sampled = list(range(10)) + [10, 20]
+    sampled = list(range(10)) + [10, 20, steps - 1]  # and the last step, where a slip of the last band shows
     assert runs[:3] == [sampled] * 3 and runs[3] == list(range(10, 21))  # own, two nudged, then the window
     assert not drift.ok and (drift.first_divergence.step, drift.first_divergence.key) == (departs, "var/w:0")
     assert crossings == [departs, departs - 1, departs - 2]
@@ -396,14 +396,56 @@ def test_drift_inside_the_first_replays_envelope_makes_no_second_replay(tmp_path
     assert any("drift envelope: 1 replay (of up to %d" % verdict.ENVELOPE_RUNS in note for note in drift.notes)
 
 
+@pytest.mark.parametrize("digested", [False, True])
+def test_a_learning_rate_outside_is_no_crossing(tmp_path, monkeypatch, digested):
+    # A rate is compared exactly and no trajectory's crossing changes it: the drift that departs
+    # on it fails at its step with no crossing sought (on BERT-base each search builds the port
+    # in float32 and float64).
+    import numpy as np
+
+    from tracekit.comparison.arbiter import Arbitrated
+    from tracekit.comparison.result import Comparison
+    from tracekit.tf2 import verdict
+    from ..support import build_golden
+    from ..support.lifecycle import LEGACY_META
+
+    steps, late = 30, 14
+
+    def values(k, lr, full):
+        out = {"loss/loss": np.float32(1.0 / (k + 1)), "lr/learning_rate": np.float32(lr)}
+        if full:
+            out["var/w:0"] = np.full(64, 1.0 / (k + 1), np.float32)
+        return out
+
+    golden = build_golden(str(tmp_path / "g.h5"), (values(k, 0.1 / (k + 1), True) for k in range(steps)),
+                          {"var/w:0": np.zeros(64, np.float32)}, meta=dict(LEGACY_META))
+
+    def replay(seed, path, restarts, full_at, count):
+        return tracekit.open(build_golden(path, (values(k, 0.1 / (k + (0 if k >= late else 1)), full_at(k))
+                                                 for k in range(count or steps)), {"var/w:0": np.zeros(64, np.float32)},
+                                          meta={"replay": {"golden": golden, "steps": count or steps}}))
+
+    def against(seed, own, restarts, full_at):
+        with replay(seed, str(tmp_path / ("nudged-%d.h5" % seed)), restarts, full_at, None) as nudged:
+            return tracekit.compare(own, nudged, tracekit.Tolerance.exact())
+    crossings = []
+    monkeypatch.setattr(verdict, "crossed", lambda golden, own, step, *a: crossings.append(step))
+    port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
+    with tracekit.open(golden) as trace:
+        drift = verdict.envelope(trace, port, Arbitrated(), Comparison, digested=digested)
+    assert not drift.ok and (drift.first_divergence.step, drift.first_divergence.key) == (late, "lr/learning_rate")
+    assert crossings == []
+
+
 def test_a_keyframed_goldens_crossing_is_sought_where_the_error_jumped_and_judged_again_after_the_restart(
         tmp_path, monkeypatch):
-    # A golden kept as keyframes: the port's own run is compared at every step (full_at=None) and
-    # restarts from the golden's state at the steps after the keyframes (1 and 21 here). Its error
-    # jumps at step 5 (a crossing, which the mocked arbiter confirms there alone) and grows out of
-    # the envelope at step 9: the steps searched are 9, 8, 7 and the jump at 5, from a run again
-    # kept whole from step 4; the drift is then not judged over steps 5-20, and a slip after the
-    # restart at 21 is still caught at its step.
+    # A golden kept as keyframes: the port's own run is compared at the sampled steps and the last
+    # (0-9, 10, 20, 29) and restarts from the golden's state at the steps after the keyframes (1
+    # and 21 here). Its error jumps at step 5 (a crossing, which the mocked arbiter confirms there
+    # alone) and grows out of the envelope at step 9: the run again, compared at every step since
+    # its restart at 1, finds the jump; the steps searched are 9, 8, 7 and the jump at 5, from a
+    # run kept whole at those steps and the ones before; the drift is then not judged over steps
+    # 5-20, and a slip after the restart at 21, seen at the last step, is caught at its step.
     import numpy as np
 
     from tracekit.comparison.arbiter import EXPLAINED, Arbitrated, Arbitration, Flip
@@ -453,8 +495,10 @@ def test_a_keyframed_goldens_crossing_is_sought_where_the_error_jumped_and_judge
         step, EXPLAINED, flips=(flip,) if step == jump else (), side="port"))
     port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
     with tracekit.open(golden) as trace:
-        drift = verdict.envelope(trace, port, Arbitrated(), Comparison, restarts=frozenset({1, 21}), full_at=None)
-    assert windows[0] == (True, list(range(jump - 1, 10)))  # kept whole from the state before step 5
+        drift = verdict.envelope(trace, port, Arbitrated(), Comparison, restarts=frozenset({1, 21}), digested=True)
+    assert windows[0] == (False, list(range(1, 10)))  # compared at every step since the restart at 1
+    assert windows[1] == (True, [4, 5, 6, 7, 8, 9])  # whole at the steps searched (9, 8, 7, 5) and each one before
+    assert windows[2][0] is False and windows[2][1] == list(range(21, steps))  # after the restart at 21
     assert crossings[:4] == [9, 8, 7, jump]
     assert any("not judged over steps 5-20" in note for note in drift.notes), drift.notes
     assert not drift.ok and (drift.first_divergence.step, drift.first_divergence.key) == (slip, "var/w:0")

@@ -20,15 +20,16 @@ tells a port's mistake from that. So a long golden is judged in two views:
   local error, so growth is round-off's). The replays are made one at a time, the next only
   where the drift leaves the envelope of those before (_staged): the same verdict, at the cost
   of one replay where the port is inside. Inside is shown beside the local view. These runs
-  capture every tensor on the first DRIFT_EVERY steps and every DRIFT_EVERY-th after (the loss
-  and learning rate at every step): drift grows smoothly, and the first step outside is
+  capture every tensor on the first DRIFT_EVERY steps, every DRIFT_EVERY-th after and the last
+  (the loss and learning rate at every step): drift grows smoothly, and the first step outside is
   then found by the port's own run again, in full over the steps up to that sample.
   A discontinuity the arbiter explained sends the two trajectories apart at once, which no
   perturbed replay need repeat: at each such step and the one after, the port's replay and the
   perturbed ones restart from the golden's state (the explained step is then the local view's,
   accepted), so drift is judged between discontinuities. Outside fails, unless a discontinuity
-  sent the port's own run away there (or in the CROSSING_LOOKBACK steps before, or, compared at
-  every step, where its error last jumped): from its own state, a layer of its float32 and
+  sent the port's own run away there (or in the CROSSING_LOOKBACK steps before, or, on a golden
+  kept as keyframes, where its error last jumped since the run last restarted: the run again,
+  compared at every step from there, tells): from its own state, a layer of its float32 and
   float64 decides otherwise and they disagree on every tensor departing there, or a layer's
   float64 decisions differ between its state and the golden's (a kink lies between the
   trajectories), and either way the error jumped there (CROSSING_JUMP over the step before:
@@ -49,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..comparison.arbiter import PORT, Arbitrated
-from ..comparison.calibration import Spread, derive
+from ..comparison.calibration import CALIBRATED_KINDS, Spread, derive
 from ..comparison.engine import compare_data as compare
 from ..comparison.races import raced_steps
 from ..comparison.result import Comparison, Divergence
@@ -111,14 +112,16 @@ def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], res
     can be teacher-forced but those right after them, so it is judged by the drift view alone.
     The port from its own state, restarted from the golden's after each keyframe, is compared
     (digest against digest between keyframes) with the envelope of replays restarted there too
-    and moved at every step in their variables and gradients, measured at the `sampled` steps
-    (each band of steps holds one; a digest of every state tensor costs more than the step of a
-    real-size model, and three runs paid it at every step): the round-off training amplifies
+    and moved at every step in their variables and gradients, all measured at the `sampled`
+    steps (each band of steps holds one; a digest of every state tensor costs more than the step
+    of a real-size model), the loss and learning rate at every step; where a sample is outside,
+    the port's run again, compared at every step since it last restarted, finds the first step
+    outside (_digested_outside). The round-off training amplifies
     (an Adam update flipping on a gradient at the noise floor, a ReLU crossing) moves them as
     far. A slip the envelope holds is not seen; one that recurs (a learning rate, a decay, a
     loss term) shows at its step (docs/NUMERICS.md)."""
     restarts = frozenset(k + 1 for k in keyframes if k + 1 < len(golden))
-    result = envelope(golden, port, Arbitrated(), result_type, out, restarts=restarts, full_at=None)
+    result = envelope(golden, port, Arbitrated(), result_type, out, restarts=restarts, digested=True)
     result.judged = "envelope"
     _memory_note(result, port)
     return result
@@ -196,20 +199,19 @@ def accept(result: Comparison, explained: AbstractSet[int]) -> None:
 
 def sampled(index: int) -> bool:
     """The steps the drift view's runs capture in full: the first DRIFT_EVERY and every
-    DRIFT_EVERY-th after (each band of calibration.bands holds one)."""
+    DRIFT_EVERY-th after (each band of calibration.bands holds one), and the golden's last
+    (envelope)."""
     return index < DRIFT_EVERY or index % DRIFT_EVERY == 0
 
 
 def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type: type, out: Optional[str] = None,
-             restarts: "frozenset[int]" = frozenset(),
-             full_at: Optional[Callable[[int], bool]] = sampled) -> Comparison:
-    """The port from its own state against the envelope of ENVELOPE_RUNS perturbed replays,
-    restarted from the golden's state at `restarts` and at each explained discontinuity and the
-    step after, in full at the `full_at` steps (the loss and learning rate at every step; None:
-    every step, as digests where the golden keeps digests: the perturbed replays then measure
-    the spread at the `sampled` steps, which every band holds, while the port's own run is
-    judged at every step)."""
-    measured = full_at if full_at is not None else sampled
+             restarts: "frozenset[int]" = frozenset(), digested: bool = False) -> Comparison:
+    """The port from its own state against the envelope of up to ENVELOPE_RUNS perturbed
+    replays, restarted from the golden's state at `restarts` and at each explained discontinuity
+    and the step after, in full at the `sampled` steps and the last (the loss and learning rate at
+    every step; `digested`: a golden kept as keyframes, digests between, judged by this view alone)."""
+    last = len(golden) - 1
+    full_at = measured = lambda index: sampled(index) or index == last  # noqa: E731 (a slip in the last band shows)
     explained = sorted(a.step for a in arbitrated.explained)
     restarts = restarts | frozenset(explained) | frozenset(step + 1 for step in explained)
     judged_first = Arbitrated()  # step 0, where no local view judged it (a golden kept as keyframes)
@@ -233,17 +235,17 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
             for _ in range(ARBITRATED_STEPS):  # each crossing explained leaves the drift judged past the next restart
                 at = drift.first_divergence.step if drift.first_divergence is not None else None
                 if at is None or not _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder,
-                                              full_at is not None) or drift.first_divergence is None or \
+                                              full_at, digested) or drift.first_divergence is None or \
                         drift.first_divergence.step <= at:
                     break
-    sampling = "steps 0-%d and every %dth step after" % (DRIFT_EVERY - 1, DRIFT_EVERY)
-    kept = "every tensor compared at every step (as digests where the golden keeps them), the spread measured at " \
-        "%s" % sampling if full_at is None else "every tensor compared at %s" % sampling
+    sampling = "steps 0-%d, every %dth step after and the last" % (DRIFT_EVERY - 1, DRIFT_EVERY)
+    kept = "every tensor compared at %s%s" % (sampling, " (as digests where the golden keeps them)" if digested else "")
     why = "explained discontinuities and the steps after" if explained else "the steps after the golden's keyframes"
+    restarted = "; restarted from the golden's state at steps %s (%s)" % (
+        ", ".join(map(str, sorted(restarts))), why) if restarts else ""
     drift.notes.append("drift envelope: %s moved in their variables and gradients at every step, their "
                        "largest deviation x %g over the training floor; %s, the loss and learning rate at every "
-                       "step%s" % (_staged(spread.runs), ENVELOPE_MARGIN, kept, "; restarted from the golden's state at "
-                                   "steps %s (%s)" % (", ".join(map(str, sorted(restarts))), why) if restarts else ""))
+                       "step%s" % (_staged(spread.runs), ENVELOPE_MARGIN, kept, restarted))
     return drift
 
 
@@ -291,35 +293,64 @@ def _arbitrated_first(golden: Trace, first: Comparison, port: PortRuns, arbitrat
 
 
 def _outside(golden: Trace, own: Trace, drift: Comparison, tolerance: Tolerance, explained: AbstractSet[int],
-             port: PortRuns, restarts: "frozenset[int]", folder: str, sampled_own: bool = True) -> bool:
-    """Drift outside the envelope at a sampled step: the port's own run again, in full over the
-    DRIFT_EVERY steps up to it (the same run: a replay is deterministic), finds the first step
-    outside; then whether a discontinuity sent the run away there (_own_crossing). Where the own
-    run was compared at every step as digests (sampled_own False: a golden kept as keyframes),
-    the step is known, and so are the steps where its error jumped: the run again keeps the
-    whole state those crossings start from. Whether a crossing explained the drift."""
+             port: PortRuns, restarts: "frozenset[int]", folder: str, captured: Callable[[int], bool],
+             digested: bool = False) -> bool:
+    """Drift outside the envelope at a step the runs `captured`: the port's own run again, in full
+    over the DRIFT_EVERY steps up to it (the same run: a replay is deterministic), finds the first step
+    outside; then whether a discontinuity sent the run away there (_own_crossing). A golden kept
+    as keyframes (`digested`) is searched by _digested_outside. A learning rate, an input or a
+    draw (compared exactly) is no trajectory's: no crossing is sought for it. Whether a crossing
+    explained the drift."""
     assert drift.first_divergence is not None
+    if drift.first_divergence.kind not in CALIBRATED_KINDS:
+        return False
+    if digested:
+        return _digested_outside(golden, drift, tolerance, explained, port, restarts, folder)
     outside = drift.first_divergence.step
     lookback = range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1)
-    if sampled_own and all(sampled(step) for step in range(max(outside - CROSSING_LOOKBACK - 1, 0), outside)):
+    if all(captured(step) for step in range(max(outside - CROSSING_LOOKBACK - 1, 0), outside)):
         return _own_crossing(golden, own, drift, drift, port, restarts, lookback)
-    if sampled_own:
-        full_at: Callable[[int], bool] = lambda index: index >= outside - DRIFT_EVERY  # noqa: E731
-        steps: Sequence[int] = lookback
-    else:
-        steps = sorted(set(lookback) | set(_jumps(drift, outside, restarts)[-CROSSING_JUMPS:]), reverse=True)
-        whole_from = max(steps[-1] - 1, 0)  # the state before the earliest step searched
-        full_at = Whole(lambda index: index >= whole_from)
-    window = port.replay(None, os.path.join(folder, "window.h5"), restarts, full_at, outside + 1)
+    window = port.replay(None, os.path.join(folder, "window.h5"), restarts,
+                         lambda index: index >= outside - DRIFT_EVERY, outside + 1)
     with window:
         near = compare(golden, window, tolerance, result_type=type(drift))
         accept(near, explained)
         first = near.first_divergence
-        if sampled_own and first is not None and first.step < outside:
+        steps: Sequence[int] = lookback
+        if first is not None and first.step < outside:
             drift.notes.append("first outside the envelope at step %d (%s), found by the port's own run again in "
                                "full over steps %d-%d" % (first.step, first.key, outside - DRIFT_EVERY, outside))
             drift.first_divergence = first
             steps = range(first.step, max(first.step - CROSSING_LOOKBACK, 0) - 1, -1)
+        return _own_crossing(golden, window, drift, near, port, restarts, steps)
+
+
+def _digested_outside(golden: Trace, drift: Comparison, tolerance: Tolerance, explained: AbstractSet[int],
+                      port: PortRuns, restarts: "frozenset[int]", folder: str) -> bool:
+    """Drift outside the envelope at a sample of a golden kept as keyframes: the port's own run
+    again, compared at every step since it last restarted from the golden's state (digest
+    against digest), finds the first step outside and the steps where its error jumped; the run
+    once more, kept whole (Whole: not digested) at each step searched and the one before it,
+    is what the crossing search reads (a digest holds no state to cross a kink from). Whether a
+    crossing explained the drift."""
+    assert drift.first_divergence is not None
+    outside = drift.first_divergence.step
+    since = max(_last_restart(restarts, outside), 0)
+    every = port.replay(None, os.path.join(folder, "every.h5"), restarts, lambda index: index >= since, outside + 1)
+    with every:
+        near = compare(golden, every, tolerance, result_type=type(drift))
+    accept(near, explained)
+    first = near.first_divergence
+    if first is not None and first.step < outside:
+        drift.notes.append("first outside the envelope at step %d (%s), found by the port's own run again compared "
+                           "at every step from step %d" % (first.step, first.key, since))
+        drift.first_divergence = first
+        outside = first.step
+    lookback = range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1)
+    steps = sorted(set(lookback) | set(_jumps(near, outside, restarts)[-CROSSING_JUMPS:]), reverse=True)
+    whole = {k for step in steps for k in (step - 1, step)}  # each step searched and the state before it
+    window = port.replay(None, os.path.join(folder, "window.h5"), restarts, Whole(whole.__contains__), outside + 1)
+    with window:
         return _own_crossing(golden, window, drift, near, port, restarts, steps)
 
 
