@@ -204,14 +204,20 @@ def sampled(index: int) -> bool:
     return index < DRIFT_EVERY or index % DRIFT_EVERY == 0
 
 
+def _captured(golden: Trace) -> Callable[[int], bool]:
+    """The steps the drift view's runs capture in full: the `sampled` ones and the golden's last,
+    where a slip in the last band shows."""
+    last = len(golden) - 1
+    return lambda index: sampled(index) or index == last
+
+
 def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type: type, out: Optional[str] = None,
              restarts: "frozenset[int]" = frozenset(), digested: bool = False) -> Comparison:
     """The port from its own state against the envelope of up to ENVELOPE_RUNS perturbed
     replays, restarted from the golden's state at `restarts` and at each explained discontinuity
     and the step after, in full at the `sampled` steps and the last (the loss and learning rate at
     every step; `digested`: a golden kept as keyframes, digests between, judged by this view alone)."""
-    last = len(golden) - 1
-    full_at = measured = lambda index: sampled(index) or index == last  # noqa: E731 (a slip in the last band shows)
+    full_at = measured = _captured(golden)
     explained = sorted(a.step for a in arbitrated.explained)
     restarts = restarts | frozenset(explained) | frozenset(step + 1 for step in explained)
     judged_first = Arbitrated()  # step 0, where no local view judged it (a golden kept as keyframes)
