@@ -261,14 +261,14 @@ def test_a_planted_wrong_step_fails_the_audit(tf, tmp_path, monkeypatch, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_what_each_update_reads_is_what_a_walk_from_it_finds(tf, tmp_path, monkeypatch, name):
-    # updates._Above answers which gradients an update's new value reads from its inputs'
+    # dataflow.Above answers which gradients an update's new value reads from its inputs'
     # answers, once per op; walking up from each update (as a graph with a loop still is) is the
     # definition. Both recordings must find the same updates, gradients, rates and slots.
-    from tracekit.record import updates
+    from tracekit.record import dataflow
 
     record(tf, str(tmp_path / "memo.h5"), name)
-    monkeypatch.setattr(updates._Above, "__call__",
-                        lambda self, op: frozenset(updates._upstream(op, self._derived) & self._targets))
+    monkeypatch.setattr(dataflow.Above, "__call__",
+                        lambda self, op: frozenset(dataflow.upstream(op, self._derived) & self._targets))
     record(tf, str(tmp_path / "walk.h5"), name)
     with tracekit.open(str(tmp_path / "memo.h5")) as memo, tracekit.open(str(tmp_path / "walk.h5")) as walk:
         assert memo.meta["updates"] and memo.meta["updates"] == walk.meta["updates"]

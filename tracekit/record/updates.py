@@ -18,17 +18,17 @@ Two kinds of update (and a third, read from what apply_gradients was seen buildi
 from __future__ import annotations
 
 import re
-from typing import AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..keys import ASSIGNED
+from .dataflow import PASS_THROUGH, Above, downstream, upstream
 
 UPDATE_OP = re.compile(r"^(Resource)?(Sparse)?Apply[A-Z]")
 ASSIGN_OPS = frozenset(["Assign", "AssignAdd", "AssignSub", "AssignVariableOp", "AssignAddVariableOp",
                         "AssignSubVariableOp"])
 VARIABLE_OPS = frozenset(["VariableV2", "Variable", "VarHandleOp", "AutoReloadVariable"])
-PASS_THROUGH = frozenset(["Identity", "ReadVariableOp", "Enter", "RefEnter", "Switch", "RefSwitch"])
 GRADIENTS_SCOPE = re.compile(r"^gradients(_\d+)?$")  # tf.gradients' scope, uniquified by later calls
 GRAD_SEED = re.compile(r"^(Fill|grad_ys_\d+)$")
 DT_RESOURCE, DT_INT64 = 20, 9
@@ -204,7 +204,7 @@ def advances(op: Any) -> bool:
     if op.type in ("AssignAdd", "AssignAddVariableOp"):
         return True
     target = variable_name(op.inputs[0])
-    return target is not None and target.rsplit(":", 1)[0] in _upstream(op.inputs[1].op, limit=64)
+    return target is not None and target.rsplit(":", 1)[0] in upstream(op.inputs[1].op, limit=64)
 
 
 def is_gradient_seed(op: Any) -> bool:
@@ -225,7 +225,7 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
     candidate slots (None: those no gradient was taken of, where any was; the ones no update turns
     out to read are then updates of their own)."""
     sparse = sparse or {}
-    derived = _downstream([op for op in graph.get_operations() if is_gradient_seed(op)]
+    derived = downstream([op for op in graph.get_operations() if is_gradient_seed(op)]
                           + [g.op for g in gradients.values()] + [s.values.op for s in sparse.values()])
     # A trainable variable no gradient was taken of, where the program took gradients, may be a
     # slot: standalone Keras' optimizers make their moments with K.variable, trainable.
@@ -242,20 +242,20 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
                 state.setdefault(target, op)
     # What each update's new value reads is asked only of gradients (taken, clipped, made dense)
     targets = {g.op.name for g in gradients.values()} | {a.op.name for a in clipped.values()} | {
-        c.name for s in sparse.values() for c in s.indices.consumers() if c.type in DENSE_CONVERSIONS}
-    above = _Above(derived, targets, graph)
+        c.name for s in sparse.values() for c in _dense_conversions(s)}
+    above = Above(derived, targets, graph)
 
     def reads(assign: Any) -> AbstractSet[str]:
         """The gradients (of `targets`) the new value of `assign` is computed from."""
         return above(assign.inputs[1].op)
 
-    downstream: Dict[str, Set[str]] = {}
+    fed: Dict[str, Set[str]] = {}
 
     def feeds(slot: str, assign: Any) -> Set[str]:
         """What the slot's value flows into (its reads: a slot is read by its updates only)."""
-        if slot not in downstream:
-            downstream[slot] = _downstream([assign.inputs[0].op])
-        return downstream[slot]
+        if slot not in fed:
+            fed[slot] = downstream([assign.inputs[0].op])
+        return fed[slot]
 
     updates = []
     for op, var in own:
@@ -271,7 +271,7 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
                 grad_ops = {grad.op.name}
         elif var in sparse:
             # each use of the rows converts them to a dense tensor of its own (tf.square(grad) too)
-            conversions = [c for c in sparse[var].indices.consumers() if c.type in DENSE_CONVERSIONS]
+            conversions = _dense_conversions(sparse[var])
             read = [c for c in conversions if c.name in reads(op)]
             grad = read[0].outputs[0] if read else None
             grad_ops = {c.name for c in conversions}
@@ -297,6 +297,11 @@ def assigned_updates(graph: Any, trainable: Set[str], gradients: Dict[str, Any],
 _SCALING = frozenset(["Mul", "RealDiv", "Div"])
 # What an IndexedSlices gradient becomes where dense arithmetic reads it (its rows summed by id).
 DENSE_CONVERSIONS = frozenset(["UnsortedSegmentSum"])
+
+
+def _dense_conversions(grad: Any) -> List[Any]:
+    """The ops that make an IndexedSlices gradient dense where arithmetic reads it."""
+    return [c for c in grad.indices.consumers() if c.type in DENSE_CONVERSIONS]
 
 
 def _learning_rate(assign: Any, derived: Set[str], limit: int = 64) -> Any:
@@ -361,83 +366,7 @@ def _role(slot: str, var: str) -> str:
     return name[len(owner) + 1:] if name.startswith(owner + "/") else name.rsplit("/", 1)[-1]
 
 
-def _downstream(ops: Iterable[Any]) -> Set[str]:
-    """The names of `ops` and of every op that consumes their outputs, transitively."""
-    seen: Set[str] = set()
-    stack = list(ops)
-    while stack:
-        op = stack.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
-        for tensor in op.outputs:
-            stack.extend(c for c in tensor.consumers() if c.name not in seen)
-    return seen
-
-
 def variables_read(tensors: Sequence[Any]) -> Set[str]:
     """The names ("v:0") of the variables `tensors` (of one graph) are computed from, by data edges."""
-    ops: Set[str] = set().union(*(_upstream(tensor.op) for tensor in tensors))
+    ops: Set[str] = set().union(*(upstream(tensor.op) for tensor in tensors))
     return {name + ":0" for name in ops if tensors[0].graph.get_operation_by_name(name).type in VARIABLE_OPS}
-
-
-class _Above:
-    """Which of `targets` (op names) an op's value is computed from, walking up through what the
-    gradients flow through (`derived`) as _upstream(op, derived) does. Each update's walk would
-    cover the whole backward pass (a clipped gradient reads every gradient through the global
-    norm): 11 s of BERT-base's recording for its 600 hand-written updates and slots. Here each
-    op's answer is made once from its inputs' (the backward pass's own ops share one empty set).
-    A graph whose derived part has a loop (a while loop's NextIteration) is walked per op."""
-
-    def __init__(self, derived: Set[str], targets: Set[str], graph: Any) -> None:
-        self._derived, self._targets = derived, frozenset(targets)
-        self._memo: Dict[str, FrozenSet[str]] = {}
-        self._looped = any(op.type in LOOP_BACK for op in graph.get_operations() if op.name in derived)
-
-    def __call__(self, op: Any) -> FrozenSet[str]:
-        if self._looped:
-            return frozenset(_upstream(op, self._derived) & self._targets)
-        memo, derived = self._memo, self._derived
-        stack = [(op, False)]
-        while stack:
-            node, ready = stack.pop()
-            if node.name in memo:
-                continue
-            if node.name not in derived:  # read, not walked past (but for a pass-through chain)
-                memo[node.name] = frozenset(_upstream(node, derived) & self._targets)
-                continue
-            inputs = [t.op for t in node.inputs]
-            if not ready:
-                stack.append((node, True))
-                stack.extend((i, False) for i in inputs if i.name not in memo)
-                continue
-            found = {node.name} & self._targets
-            parts = [memo[i.name] for i in inputs]
-            widest = max(parts, key=len, default=frozenset())
-            if found or any(not part <= widest for part in parts):
-                memo[node.name] = frozenset(found.union(*parts))
-            else:
-                memo[node.name] = widest  # shared, not copied
-        return memo[op.name]
-
-
-LOOP_BACK = frozenset(["NextIteration", "RefNextIteration"])  # the only edges that close a loop in a TF1 graph
-
-
-def _upstream(op: Any, within: Optional[Set[str]] = None, limit: Optional[int] = None) -> Set[str]:
-    """The names of `op` and of the ops its inputs come from (data edges), transitively (the first
-    `limit` of them). With `within` (what gradients flow through), only through those: past
-    them, only to the variable an op reads (a read of a slot is seen, the forward pass is not
-    walked)."""
-    seen: Set[str] = set()
-    stack = [op]
-    while stack and (limit is None or len(seen) < limit):
-        op = stack.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
-        if within is None or op.name in within:
-            stack.extend(t.op for t in op.inputs if t.op.name not in seen)
-        elif op.type in PASS_THROUGH and op.inputs:
-            stack.append(op.inputs[0].op)
-    return seen
