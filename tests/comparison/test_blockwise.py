@@ -137,10 +137,14 @@ def test_needed_rtol_where_the_error_cancels_against_atol(monkeypatch):
     assert same(g, a, tol(atol=atol, rtol=0.0))["needed_rtol"] == need_a
 
 
+@pytest.mark.parametrize("block", [None, 1000])
 @pytest.mark.parametrize("seed", range(3))
-def test_the_float64_and_equality_paths_equal_the_definition(seed):
+def test_the_float64_and_equality_paths_equal_the_definition(seed, block, monkeypatch):
     # float64 and complex tensors, NaN and Inf, integers and exact rules: compare_values' other
-    # paths (and the helpers they share with the pass) against the independent definition.
+    # paths (and the helpers they share with the pass) against the independent definition; the
+    # float64 path taken in its own blocks too (block: many of them in every tensor of the case).
+    if block is not None:
+        monkeypatch.setattr(stats, "FLOAT64_BLOCK", block)
     rng = np.random.RandomState(100 + seed)
     for _ in range(40):
         g, a, t = random_case(rng)
@@ -160,3 +164,16 @@ def test_the_float64_and_equality_paths_equal_the_definition(seed):
     same(np.array(["a", "b"]), np.array(["a", "c"]), tol())  # strings: equal as Python objects
     same(np.zeros((2, 3)), np.zeros((3, 2)), tol())  # shapes disagree
     same(np.float64(1.5), 1.5 + 1e-3, tol())  # scalars
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 4, 64])
+def test_float64_blocks_keep_the_first_of_equal_errors_and_the_first_odd_element(block, monkeypatch):
+    monkeypatch.setattr(stats, "FLOAT64_BLOCK", block)
+    g = np.zeros(9)
+    a = np.array([0, 0, 0.5, 0, 0, 0.5, 0, 0.25, 0])  # equal largest errors in different blocks
+    assert same(g, a, tol())["worst_index"] == (2,)
+    a[[4, 6]] = [np.inf, np.nan]  # NaN or Inf on one side only comes first, wherever the errors are
+    assert same(g, a, tol())["worst_index"] == (4,)
+    g[4] = np.inf  # equal infinities pass
+    assert same(g, a, tol())["worst_index"] == (6,)
+    assert same(g.reshape(3, 3), a.reshape(3, 3), tol())["worst_index"] == (2, 0)

@@ -4,6 +4,7 @@ small calls run when taken, a failing call raises when its result is taken."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -28,6 +29,31 @@ def test_results_come_in_order_and_no_more_than_ahead_start():
         gate.set()
         assert [work.take() for _ in range(6)] == [0, 10, 20, 30, 40, 50]
         assert sorted(started) == list(range(6))
+    finally:
+        work.close()
+
+
+def test_no_more_start_than_their_bytes_allow_and_one_always_may():
+    started, gate = [], threading.Event()
+
+    def call(i):
+        def run():
+            started.append(i)
+            gate.wait(5)
+            return i
+        return run
+
+    work = Pipeline(workers=4, ahead=8, budget=100)
+    try:
+        for i, size in enumerate([60, 30, 20, 500, 10]):
+            work.put(call(i), background=True, size=size)
+        assert not gate.wait(0.2) and sorted(started) == [0, 1]  # 60 + 30: the 20 would pass 100
+        gate.set()
+        assert work.take() == 0 and work.take() == 1
+        time.sleep(0.2)
+        assert 3 not in started  # 500 is over the budget with the 20 held ...
+        assert work.take() == 2
+        assert [work.take() for _ in range(2)] == [3, 4]  # ... and starts alone once nothing else is
     finally:
         work.close()
 

@@ -38,8 +38,7 @@ def carried(golden: Any, index: int, failing: Iterable[str], passed: Set[str], a
     owners = {name: str(entry.get("var")) for name, entry in slots.items() if isinstance(entry, Mapping)}
     wanted: Dict[str, Set[str]] = {}  # variable -> its failing keys
     for key in failing:
-        kind, name = split_key(key)
-        owner = name if kind == "var" else owners.get(name) if kind == "slot" else None
+        owner = _owner(key, owners)
         if owner is not None and owner in facts:
             wanted.setdefault(owner, set()).add(key)
     rates = [key for key in actual if split_key(key)[0] == "lr"]
@@ -54,13 +53,21 @@ def carried(golden: Any, index: int, failing: Iterable[str], passed: Set[str], a
     ready = {var for var in wanted if gradients[var] and all(k in passed for k in gradients[var])}
     if not ready:
         return {}
-    state = {key: value for key, value in actual.items() if split_key(key)[0] in ("var", "slot")}
-    values = {key: actual[key] for key in rates}
-    values.update((k, actual[k]) for var in ready for k in gradients[var])
-    audit = audit_step({var: facts[var] for var in ready}, slots, start, state, values, step=index)
+    rated = {key: actual[key] for key in rates}
+    owned: Dict[str, List[str]] = {}
+    for key in actual:
+        owned.setdefault(_owner(key, owners) or "", []).append(key)
     out = {}
-    for found in audit.variables:
-        if found.verdict == AGREES:
-            out.update((key, Noise(index, key, UPDATE, make_key("grad", found.var))) for key in wanted[found.var])
+    for var in ready:  # one variable's values at a time: a step's whole state, in a float64 port, is gigabytes
+        state = {key: actual[key] for key in owned.get(var, ())}
+        values = dict(rated, **{k: actual[k] for k in gradients[var]})
+        for found in audit_step({var: facts[var]}, slots, start, state, values, step=index).variables:
+            if found.verdict == AGREES:
+                out.update((key, Noise(index, key, UPDATE, make_key("grad", found.var))) for key in wanted[found.var])
     return out
 
+
+def _owner(key: str, owners: Mapping[str, str]) -> "str | None":
+    """The variable a "var/.." or "slot/.." key belongs to (None for other kinds)."""
+    kind, name = split_key(key)
+    return name if kind == "var" else owners.get(name) if kind == "slot" else None

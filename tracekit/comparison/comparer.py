@@ -41,6 +41,9 @@ Compared = List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]]
 # threads, at most PAIRS_AHEAD of them ahead of the one being judged (memory: a few pairs of values).
 READ_AHEAD_BYTES = 64 << 10
 PAIRS_AHEAD = 4
+# ... and no more of them than this many golden bytes (a float64 replay's side is twice that, its
+# statistics' temporaries more): BERT-base's word embeddings, their gradient and slots are 94 MB each.
+BYTES_AHEAD = 256 << 20
 
 # Kinds whose failing values the noise tracker looks at (an error budget, element by element).
 NOISE_VALUES = frozenset(["var", "tap"])
@@ -83,8 +86,10 @@ class Comparer:
         # key -> {step: (golden, port)} of each scalar loss at steps from the golden's state (loss_terms.py)
         # and of each learning rate at every step (races.py)
         self._scalars: Dict[str, Dict[int, Tuple[float, float]]] = {}
-        self._big = {t.key for t in golden.catalog if t.raw_bytes > READ_AHEAD_BYTES * max(1, t.steps + t.initial)}
-        self._work = Pipeline(ahead=PAIRS_AHEAD)
+        # key -> its golden bytes at a step (on average over the golden's steps)
+        self._bytes = {t.key: t.raw_bytes // max(1, t.steps + t.initial) for t in golden.catalog}
+        self._big = {key for key, size in self._bytes.items() if size > READ_AHEAD_BYTES}
+        self._work = Pipeline(ahead=PAIRS_AHEAD, budget=BYTES_AHEAD)
         self._queued: Deque[Tuple[int, List[str]]] = collections.deque()  # steps fed, not judged: (index, keys)
         self._forms: Dict[str, str] = {}  # key -> how a gradient sparse on some side is compared
         self._var_shapes = {t.name: t.shape for t in golden.catalog if t.kind == "var"}
@@ -133,7 +138,7 @@ class Comparer:
                         self._forms[part] = sparse.INDEX_SET if indices else pair.form
                         keys.append(part)
                         self._work.put(functools.partial(self._pair_sparse, index, g_step, a_step, pair, indices),
-                                       key in self._big)
+                                       key in self._big, self._bytes.get(key, 0))
             elif key not in a_step and key not in a_digests:  # a step captured light (replay_steps' full_at)
                 self._absent.add(key)
             elif key in g_digests or key not in a_step:
@@ -151,7 +156,7 @@ class Comparer:
                 source = g_step if read else fed
                 # A fed value is not read again: too little work left to hand to a worker thread.
                 self._work.put(functools.partial(self._pair, index, source, a_step, key, a_keys),
-                               read and key in self._big)
+                               read and key in self._big, self._bytes.get(key, 0))
         if index == 0:
             self._first_step = a_step
         self._queued.append((index, keys))
@@ -168,8 +173,10 @@ class Comparer:
         result = self.result
         index, keys = self._queued.popleft()
         compared: Compared = []
-        # Once both first divergences are known, only the noise tracker needs a failing tensor's values.
-        keep_all = self._first is None or (self._explained_first is None and not result.tolerance.accept_noise)
+        # Once both first divergences are known, only the noise tracker needs a failing tensor's values;
+        # a measurement keeps no others at all (a step of BERT-base failing whole is gigabytes of them).
+        keep_all = self._diagnose and (self._first is None or (self._explained_first is None
+                                                               and not result.tolerance.accept_noise))
         for key in keys:
             tol, g_value, outcomes = self._work.take()
             if tol.ignore:
@@ -212,7 +219,7 @@ class Comparer:
         if not failing or not self.golden.has_initial:
             return {}
         passed = {t.key for t, s, _ in compared if s.ok}
-        return carried(self.golden, index, failing, passed, actual, self.golden.state_before(0))
+        return carried(self.golden, index, failing, passed, actual, self.golden.state_view(0))
 
     def _pair(self, index: int, g_step: Mapping[str, Any], a_step: Mapping[str, Any], key: str,
               a_keys: List[str]) -> Tuple[Resolved, Any, List[Tuple[str, Any, Stats]]]:
@@ -344,7 +351,9 @@ class Comparer:
             result.uncompared = uncompared(golden.meta)
         first = self._first or self._explained_first  # an unexplained failure, however late, is the news
         values = None if first is None else self._values[first.step, first.key]
-        result.first_divergence = None if values is None else with_values(first, *values)
+        if values is not None and values[0] is None:  # a measurement's: not kept
+            values = None
+        result.first_divergence = first if values is None else with_values(first, *values)
         if self._diagnose:
             diagnose(result, golden, values, actual_meta, self.code, self._step_values if first is self._first else {},
                      self._scalars.get(first.key, {}) if first is not None else {},

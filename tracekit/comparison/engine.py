@@ -24,7 +24,8 @@ REFRESH_STEPS = 16
 
 def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Tolerance | str | None" = None,
                  result_type: Type[Comparison] = Comparison,
-                 progress: Optional[Callable[[int, int], None]] = None, steps: Optional[int] = None) -> Comparison:
+                 progress: Optional[Callable[[int, int], None]] = None, steps: Optional[int] = None,
+                 diagnose: bool = True) -> Comparison:
     """Compare a replayed trace (or any trace) with the golden, tensor by tensor, step by step.
     The result is data; `tracekit.compare` returns a `result_type` that can also render
     itself (report/comparison.py).
@@ -34,7 +35,8 @@ def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Toler
     TensorFlow; for the same code on the same TensorFlow, bit for bit when nothing that
     selects kernels differs, else the cross-machine round-off bound. `tolerance` may also
     name a profile (profiles.PROFILES: "default", "training", "exact", ...). progress(steps compared, steps to
-    compare) is called after each step. `steps`: compare only the first so many."""
+    compare) is called after each step. `steps`: compare only the first so many. diagnose=False: a
+    measurement (comparer)."""
     own = []  # traces opened here are closed here
     if not isinstance(golden, Trace):
         golden = open_trace(golden)
@@ -43,8 +45,8 @@ def compare_data(golden: "str | Trace", actual: "str | Trace", tolerance: "Toler
         actual = open_trace(actual)
         own.append(actual)
     try:
-        return _compare(golden, actual, comparer(golden, actual.path, actual.meta, tolerance, result_type), progress,
-                        steps)
+        return _compare(golden, actual, comparer(golden, actual.path, actual.meta, tolerance, result_type, diagnose),
+                        progress, steps)
     finally:
         for trace in own:
             trace.close()

@@ -14,6 +14,9 @@ from .tolerance import Resolved
 # blockwise pass's fixed cost (tens of microseconds) outweighs what it saves.
 BLOCKWISE_FROM = 2048
 
+# Elements per block of float64_stats: its float64 temporaries stay a few MB.
+FLOAT64_BLOCK = 1 << 18
+
 
 class Stats:
     """Data, no judgement beyond `ok`: max abs error, max rel error (where the golden is not
@@ -109,37 +112,87 @@ def _integer_distance(g: np.ndarray, a: np.ndarray) -> float:
 
 
 def float64_stats(stats: Stats, g: np.ndarray, a: np.ndarray, tol: Resolved) -> Stats:
-    """The definition of the statistics, in float64 over the whole tensor (NaN and Inf included);
-    blockwise.float_stats computes the same numbers faster for narrower floats."""
-    g64 = g.astype(np.complex128 if "c" in (g.dtype.kind, a.dtype.kind) else np.float64)  # bfloat16 too
-    a64 = a.astype(g64.dtype)
-    finite_g, finite_a = np.isfinite(g64), np.isfinite(a64)
-    both = finite_g & finite_a
-    err = np.zeros(g64.shape)
-    err[both] = np.abs(a64[both] - g64[both])
-    scale = np.where(finite_g, np.abs(g64), 0.0)
-    stats.golden_scale = float(scale[finite_g].max()) if finite_g.any() else 0.0
+    """The definition of the statistics, in float64 (NaN and Inf included); blockwise.float_stats
+    computes the same numbers faster for narrower floats. A real tensor is taken FLOAT64_BLOCK
+    elements at a time: a dozen float64 temporaries of a whole tensor (a float64 port's word
+    embeddings: 188 MB each) would be gigabytes for each tensor being compared."""
+    kind = np.complex128 if "c" in (g.dtype.kind, a.dtype.kind) else np.float64  # bfloat16 too
+    shape, g, a = g.shape, g.reshape(-1), a.reshape(-1)
+    step = max(1, g.size if kind is np.complex128 else FLOAT64_BLOCK)
+    starts = range(0, g.size, step)
+    # the round-off allowance scales with the largest finite |golden|: needed before any verdict
+    stats.golden_scale = max((_largest_finite(g[lo:lo + step].astype(kind)) for lo in starts), default=0.0)
     unit = tol.eps * stats.golden_scale  # one ulp of the tensor's scale
-    roundoff = tol.ulps * unit
-    bad = np.zeros(g64.shape, dtype=bool)
-    bad[both] = err[both] > tol.atol + tol.rtol * scale[both] + roundoff
-    nonfinite = ~both
-    if nonfinite.any():
-        same = (g64 == a64) | (np.isnan(g64) & np.isnan(a64) & tol.equal_nan)  # equal infinities pass
-        odd = nonfinite & ~same
-        stats.nonfinite = int(odd.sum())
-        bad |= odd
-    if both.any():
-        stats.max_abs = float(err[both].max())
-        nonzero = both & (scale > 0)  # relative error where the golden is not zero
-        stats.max_rel = float((err[nonzero] / scale[nonzero]).max()) if nonzero.any() else 0.0
+    found = _Found(tol, tol.ulps * unit)
+    for lo in starts:
+        found.block(lo, g[lo:lo + step].astype(kind), a[lo:lo + step].astype(kind))
+    if found.nonfinite:
+        stats.nonfinite = found.odd
+    if found.finite:
+        stats.max_abs, stats.max_rel = found.max_abs, found.max_rel
         stats.ulps = stats.max_abs / unit if unit > 0 else (0.0 if stats.max_abs == 0 else float("inf"))
-        stats.needed_atol = float(max(0.0, (err[both] - tol.rtol * scale[both] - roundoff).max()))
-        over = err[both] - tol.atol - roundoff
-        with np.errstate(divide="ignore", invalid="ignore"):  # over > 0 at a golden zero: inf
-            need = np.where(over <= 0, 0.0, over / scale[both])
-        stats.needed_rtol = float(need.max())
-    return _finish(stats, bad, err, nonfinite)
+        stats.needed_atol, stats.needed_rtol = max(0.0, found.needed_atol), found.needed_rtol
+    stats.mismatched = found.mismatched
+    stats.ok = stats.mismatched == 0
+    if not stats.ok:  # the first element NaN or Inf on one side only, else the first largest error
+        flat = found.worst if found.first_odd is None else found.first_odd
+        stats.worst_index = tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
+    return stats
+
+
+def _largest_finite(g64: np.ndarray) -> float:
+    finite = g64[np.isfinite(g64)]
+    return float(np.abs(finite).max()) if finite.size else 0.0
+
+
+class _Found:
+    """float64_stats' statistics gathered over blocks: each maximum the largest of the blocks',
+    each count their sum, each first index the first block's that has one."""
+
+    def __init__(self, tol: Resolved, roundoff: float) -> None:
+        self.tol, self.roundoff = tol, roundoff
+        self.mismatched = self.odd = 0
+        self.nonfinite = self.finite = False  # any element NaN/Inf on some side; finite on both
+        self.max_abs = self.max_rel = self.needed_atol = self.needed_rtol = -np.inf
+        self.first_odd: Optional[int] = None
+        self.worst, self.worst_err = 0, -np.inf
+
+    def block(self, lo: int, g64: np.ndarray, a64: np.ndarray) -> None:
+        tol, roundoff = self.tol, self.roundoff
+        finite_g = np.isfinite(g64)
+        both = finite_g & np.isfinite(a64)
+        err = np.zeros(g64.shape)
+        err[both] = np.abs(a64[both] - g64[both])
+        scale = np.where(finite_g, np.abs(g64), 0.0)
+        bad = np.zeros(g64.shape, dtype=bool)
+        bad[both] = err[both] > tol.atol + tol.rtol * scale[both] + roundoff
+        nonfinite = ~both
+        if nonfinite.any():
+            self.nonfinite = True
+            same = (g64 == a64) | (np.isnan(g64) & np.isnan(a64) & tol.equal_nan)  # equal infinities pass
+            odd = nonfinite & ~same
+            self.odd += int(odd.sum())
+            bad |= odd
+            if self.first_odd is None and odd.any():
+                self.first_odd = lo + int(np.argmax(odd))
+        if both.any():
+            self.finite = True
+            e, sc = err[both], scale[both]
+            self.max_abs = max(self.max_abs, float(e.max()))
+            nonzero = sc > 0  # relative error where the golden is not zero
+            self.max_rel = max(self.max_rel, float((e[nonzero] / sc[nonzero]).max()) if nonzero.any() else 0.0)
+            self.needed_atol = max(self.needed_atol, float((e - tol.rtol * sc - roundoff).max()))
+            over = e - tol.atol - roundoff
+            with np.errstate(divide="ignore", invalid="ignore"):  # over > 0 at a golden zero: inf
+                need = np.where(over <= 0, 0.0, over / sc)
+            self.needed_rtol = max(self.needed_rtol, float(need.max()))
+        mismatched = int(bad.sum())
+        if mismatched:
+            self.mismatched += mismatched
+            ranked = np.where(bad, err, -1.0)
+            at = int(np.argmax(ranked))
+            if ranked[at] > self.worst_err:  # strictly: the first of equal errors stays
+                self.worst, self.worst_err = lo + at, float(ranked[at])
 
 
 def _finish(stats: Stats, bad: np.ndarray, err: Optional[np.ndarray], nonfinite: Optional[np.ndarray]) -> Stats:

@@ -22,7 +22,7 @@ def write_excerpt(golden: Trace, step: int, out: str, source: Optional[Trace] = 
     if not 0 <= step < len(golden):
         raise UsageError("%s has steps 0..%d: no step %d to excerpt" % (golden.path, len(golden) - 1, step))
     taken = golden if source is None else source
-    state = taken.state_before(step)
+    state = taken.state_view(step)  # read one value at a time: a whole state is gigabytes
     meta = copy.deepcopy(dict(golden.meta))
     meta["excerpt"] = {"of": golden.path, "step": step}
     if source is not None:
@@ -31,9 +31,9 @@ def write_excerpt(golden: Trace, step: int, out: str, source: Optional[Trace] = 
     info = dict((values if source is None else golden.step(step)).info)  # a replay's step info is its own
     with create(out, meta=meta) as writer:
         with writer.initial():
-            for key, value in state.items():
-                writer.add(*split_key(key), value=value)
+            for key, value in state.items():  # values read here, which nothing else holds: not copied
+                writer.add(*split_key(key), value=value, copy=False)
         with writer.step(info):
             for key in values:
-                writer.add(*split_key(key), value=values[key])
+                writer.add(*split_key(key), value=values[key], copy=False)
     return out

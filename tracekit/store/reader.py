@@ -110,17 +110,21 @@ class Trace:
         """The training state step k started from ("kind/name" -> value of every variable and
         slot); a UsageError if the trace holds none there (no initial state before step 0, or
         a light step of a recording with every=K)."""
+        return dict(self.state_view(k))
+
+    def state_view(self, k: int) -> "StateView":
+        """state_before(k) as a mapping that reads each value when it is looked up (a whole state
+        need not be held at once to be copied, or to look at a few of its tensors)."""
         before = self.before(k)
-        state = {} if before is None else {key: before[key] for key in before
-                                           if split_key(key)[0] in STATE_KINDS and not key.endswith(BEFORE)}
-        if not any(split_key(key)[0] == "var" for key in state):
+        keys = [] if before is None else [key for key in before
+                                          if split_key(key)[0] in STATE_KINDS and not key.endswith(BEFORE)]
+        if not any(split_key(key)[0] == "var" for key in keys):
             raise UsageError("%s holds no variables from before step %d (%s)" % (
                 self.path, k, "it has no initial state" if k == 0 else "recorded with every=K"))
         # what runs between the steps changed after step k - 1 ended: step k holds it
-        if 0 <= k < len(self):
-            step = self.step(k)
-            state.update((key[:-len(BEFORE)], step[key]) for key in step if key.endswith(BEFORE))
-        return state
+        step = self.step(k) if 0 <= k < len(self) else None
+        changed = {} if step is None else {key[:-len(BEFORE)]: key for key in step if key.endswith(BEFORE)}
+        return StateView(before, keys, step, changed)
 
     def names(self, kind: "str | Kind") -> List[str]:
         """Names recorded under `kind`, in data-flow then recording order. A variable's value set
@@ -193,6 +197,30 @@ class Trace:
     def __repr__(self) -> str:
         state = "complete" if self.complete else "INCOMPLETE"
         return "<tracekit.Trace %s: %d steps, %s>" % (self.path, len(self), state)
+
+
+class StateView(Mapping):
+    """Trace.state_view's mapping: the state before a step, each value read from the step before
+    (or, where a run between the steps changed it, from the step itself) when looked up."""
+
+    def __init__(self, before: "Step", keys: List[str], step: "Optional[Step]", changed: Dict[str, str]) -> None:
+        self._before, self._step, self._changed = before, step, changed
+        known = set(keys)
+        self._keys = keys + [key for key in changed if key not in known]
+        self._known = known | set(changed)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._changed:
+            return self._step[self._changed[key]]  # type: ignore[index]
+        if key not in self._known:
+            raise KeyError(key)
+        return self._before[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 class Step(Mapping):

@@ -209,7 +209,7 @@ def crossed(golden: Trace, own: Trace, index: int, make_port: MakePort, replay_o
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tracekit-arbiter-") as folder:
         excerpt = write_excerpt(golden, index, os.path.join(folder, "own-step.h5"), source=own)
-        runs = _both(excerpt, folder, make_port, replay_one)
+        runs = _both(excerpt, folder, make_port, replay_one, taps=True)
         if isinstance(runs, str):
             return undecided(index, runs, time.perf_counter() - start)
         flips, own64 = runs.flips, runs.values
@@ -237,7 +237,7 @@ def _between(excerpt: str, own64: Mapping[str, Any], folder: str, make_port: Mak
              replay_one: ReplayOne) -> Tuple[Flip, ...]:
     """The layers whose float64 decisions differ between the golden's state (`excerpt`) and the
     port's own run's (`own64`, the float64 step from it, probed)."""
-    ran = _float64(excerpt, folder, make_port, replay_one)
+    ran = _float64(excerpt, folder, make_port, replay_one, taps=True)
     return () if isinstance(ran, str) else _flips(ran.probe.probed, ran.values, own64)
 
 
@@ -259,15 +259,15 @@ class _Float64:
     probe: Probe
 
 
-def _both(excerpt: str, folder: str, make_port: MakePort, replay_one: ReplayOne) -> "_Runs | str":
+def _both(excerpt: str, folder: str, make_port: MakePort, replay_one: ReplayOne, taps: bool = False) -> "_Runs | str":
     """Replay the one-step `excerpt` with the port in float32 and in float64 (or why the float64
-    port could not run)."""
+    port could not run); taps: as for _float64."""
     model32, step32, own32 = make_port()
     probe32 = Probe(model32)
     with probe32.installed():
         ran32 = replay_one(excerpt, model32, step32, own32, os.path.join(folder, "float32.h5"))
     with ran32:
-        ran64 = _float64(excerpt, folder, make_port, replay_one)
+        ran64 = _float64(excerpt, folder, make_port, replay_one, taps=taps)
         if isinstance(ran64, str):
             return ran64
         flips = _flips(probe32.probed, ran32.step(0), ran64.values, (probe32.layers, ran64.probe.layers))
@@ -275,9 +275,11 @@ def _both(excerpt: str, folder: str, make_port: MakePort, replay_one: ReplayOne)
 
 
 def _float64(excerpt: str, folder: str, make_port: MakePort, replay_one: ReplayOne,
-             flips: Optional[Mapping[int, np.ndarray]] = None) -> "_Float64 | str":
+             flips: Optional[Mapping[int, np.ndarray]] = None, taps: bool = False) -> "_Float64 | str":
     """The port built and run in float64 on the one-step `excerpt`, probed (its ReLU decisions
-    turned over at `flips`), compared with it under the arbiter's tolerance; or why it could not run."""
+    turned over at `flips`), compared with it under the arbiter's tolerance; or why it could not run.
+    taps: keep only the taps' values (what the layers decided; a step's float64 state and gradients
+    are 3.5 GB on BERT-base), not what an update rule is applied to."""
     try:
         with float64_policy(), float64_creations():
             model64, step64, own64 = make_port()
@@ -290,8 +292,8 @@ def _float64(excerpt: str, folder: str, make_port: MakePort, replay_one: ReplayO
         return why_mixed(exc)
     with ran64:
         values64 = ran64.step(0)
-        values = {key: values64[key] for key in values64}
-        stats64 = step_stats(compare(excerpt, ran64, arbiter_tolerance()))
+        values = {key: values64[key] for key in values64 if not taps or split_key(key)[0] == "tap"}
+        stats64 = step_stats(compare(excerpt, ran64, arbiter_tolerance(), diagnose=False))
     return _Float64(stats64, values, probe64)
 
 
