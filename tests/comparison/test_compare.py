@@ -81,6 +81,26 @@ def test_first_divergence_is_the_earliest_step_then_stage(golden, tmp_path, step
     assert isinstance(err.value, AssertionError) and "first divergence" in str(err.value)
 
 
+@pytest.mark.parametrize("key", ["grad/dense/kernel:0", "var/dense/bias:0"])
+def test_a_measurement_gives_the_same_statistics_and_keeps_no_values(golden, tmp_path, key):
+    # diagnose=False (the arbiter's one-step runs, the envelope's perturbed ones): the same numbers
+    # and verdicts; no cause sought, so a failing tensor's values are kept only where the noise
+    # tracker reads them (a variable's), and a gradient's first divergence carries none
+    from tracekit.comparison.engine import compare_data
+
+    actual = write(str(tmp_path / "actual.h5"), change=lambda k, name, v: v + np.float32(0.5) if name == key else v)
+    judged, measured = compare_data(golden, actual), compare_data(golden, actual, diagnose=False)
+    assert [(t.key, {k: s.to_dict() for k, s in t.by_step.items()}) for t in judged.tensors] == \
+        [(t.key, {k: s.to_dict() for k, s in t.by_step.items()}) for t in measured.tensors]
+    first, bare = judged.first_divergence, measured.first_divergence
+    assert (first.step, first.key) == (bare.step, bare.key) == (0, key)
+    assert first.golden_value is not None
+    if key.startswith("grad/"):
+        assert bare.golden_value is None and bare.golden_at_worst is None
+    else:
+        assert np.array_equal(bare.golden_value, first.golden_value)
+
+
 def test_taps_are_compared_in_recorded_order(golden, tmp_path):
     bump = {"tap/layer1", "tap/layer2"}
     actual = write(str(tmp_path / "actual.h5"), change=lambda k, key, v: v + 1 if key in bump else v)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tracekit
+from tracekit.store import reader
 from tracekit.store.excerpt import write_excerpt
 
 from ..support import build_golden
@@ -46,3 +47,22 @@ def test_no_state_before_the_step(tmp_path):
             write_excerpt(golden, 0, str(tmp_path / "x.h5"))
         with pytest.raises(tracekit.UsageError, match="no variables from before step 1 \\(recorded with every=K\\)"):
             golden.state_before(1)
+
+
+def test_the_state_view_reads_a_value_only_when_it_is_looked_up(tmp_path, monkeypatch):
+    # a value set between the steps (var@before, held by the step) stands over the step before's
+    def steps():
+        yield {"loss/loss": np.float32(0), "var/w:0": np.full(2, 1.0, "f4"), "slot/w/m:0": np.full(2, 2.0, "f4")}
+        yield {"loss/loss": np.float32(1), "var/w:0@before": np.full(2, 7.0, "f4"), "var/new:0@before": np.ones(1, "f4"),
+               "var/w:0": np.full(2, 8.0, "f4"), "slot/w/m:0": np.full(2, 3.0, "f4")}
+    path = build_golden(str(tmp_path / "b.h5"), steps(), {"var/w:0": np.zeros(2, "f4"), "slot/w/m:0": np.zeros(2, "f4")})
+    reads = []
+    read = reader.Step.__getitem__
+    monkeypatch.setattr(reader.Step, "__getitem__", lambda self, key: reads.append(key) or read(self, key))
+    with tracekit.open(path) as golden:
+        view = golden.state_view(1)
+        assert reads == [] and list(view) == ["var/w:0", "slot/w/m:0", "var/new:0"] and len(view) == 3
+        assert view["slot/w/m:0"].tolist() == [2.0, 2.0] and reads == ["slot/w/m:0"]
+        assert view["var/w:0"].tolist() == [7.0, 7.0] and "loss/loss" not in view
+        whole = golden.state_before(1)
+        assert list(whole) == list(view) and all(np.array_equal(whole[k], view[k]) for k in view)
