@@ -161,3 +161,49 @@ def test_a_steps_gradients_are_digested_in_its_function_where_the_golden_keeps_d
             forged.live = False
             assert isinstance(forged.values[big], np.ndarray) and np.array_equal(forged.values[big], expected)
     assert forged.digests.unusable == "grad/weights:0: forged" and "forged" in caplog.text
+
+
+def test_a_captured_digest_is_numpys_on_adversarial_values_and_each_shape_is_traced_once(tf2):
+    """The digest a step's function makes of a captured tensor (graph_digests.sending: one
+    function per shape and dtype, called from the step) is numpy's within the round-off it
+    states on the values that take the careful branch (NaN, Inf, squares beyond float32, all
+    NaN) and those that do not, in float16, float32 and float64; a second tensor of a shape
+    already seen adds one call to the step, not the digest's ops again."""
+    import tensorflow as tf
+
+    from tests.record.test_graph_digests import _cases, _check
+    from tracekit.replay.capture import Capture
+    from tracekit.store.digest import Digest
+
+    cases = {"grad/" + name: value for name, value in _cases().items()}
+    held = {key: tf.Variable(value) for key, value in cases.items()}
+    twin = tf.Variable(cases["grad/normal"] * 2, name="twin")
+    capture = Capture()
+
+    @tf.function(autograph=False)
+    def step():
+        capture.put_many([(key, tf.identity(variable)) for key, variable in held.items()])
+        capture.put_many([("grad/twin", tf.identity(twin))])
+
+    for digested in ((), list(cases) + ["grad/twin"], list(cases) + ["grad/twin"]):  # values, both, digests
+        capture.reset()
+        capture.live = True
+        capture.plan(digested)
+        step()
+        capture.live = False
+    assert capture.digests.checked and capture.digests.unusable is None
+    for key, value in cases.items():
+        sent = capture.values[key]
+        assert isinstance(sent, Digest), key
+
+        class Made:  # what _check asks of the ops: the digest they made
+            def digest(self, stats, sample):
+                return sent
+        _check(Made(), None, None, value)
+    ops = step.get_concrete_function().graph.get_operations()
+    calls = [op for op in ops if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+    assert len(calls) == len(cases) + 1  # each captured tensor: one call, no digest op in the step itself
+    assert len([op for op in ops if op.type in ("If", "StatelessIf")]) == 2  # each side op's, run at full steps
+    assert not [op for op in ops if op.type == "EuclideanNorm"]
+    # one function per shape and dtype: the twin calls the normal one's, as do the other (N,) float32s
+    assert len({op.get_attr("f").name for op in calls}) == len({(v.shape, v.dtype) for v in cases.values()}) < 10

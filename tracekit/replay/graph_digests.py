@@ -17,13 +17,19 @@ from typing import Any, Callable, Collection, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..digest_ops import digest_ops, disagreement, made_here
+from ..digest_ops import Made, digest_ops, disagreement, made_here
 from ..store.digest import positions
 from .tf_import import tf
 
 LOG = logging.getLogger(__name__)
 CAPACITY = 4096  # keys with a mode; any beyond are sent as values
 VALUE, DIGEST, BOTH = 0, 1, 2
+
+# One tf.function per shape and dtype (and kind), traced once per process and called from every
+# traced step that digests such a tensor: one call op there. Built inline, a digest's ops and
+# conditionals took ~50 ms of tracing per tensor (about 8 s of a BERT-base replay's first step).
+# Nothing in them is a tensor's own: what a digest states (Made) follows from shape and dtype.
+_CALLS: Dict[Tuple[str, Tuple[int, ...], str], Tuple[Any, Made]] = {}
 
 # What arrives of one key (the arrays its side op sent) -> its value or Digest
 Reader = Callable[[List[np.ndarray]], Any]
@@ -69,23 +75,12 @@ class GraphDigests:
         place = self._index.setdefault(key, len(self._index))
         if becomes:
             self._becomes[key] = tuple(becomes)
-        mode = self._modes[place]
         shape = tuple(int(d) for d in value.shape.as_list())
-        count = int(np.prod(shape, dtype=np.int64))
-        flat = tf.reshape(value, [-1])
-        made: List[Any] = []
-
-        def digested() -> Any:
-            made.append(digest_ops(tf, value))
-            return made[-1].stats, made[-1].sample
-
-        def nothing() -> Any:
-            return tf.zeros([7], tf.float64), tf.zeros([len(positions(count))], value.dtype)
-        sent_value = tf.cond(tf.equal(mode, DIGEST), lambda: tf.zeros([0], value.dtype), lambda: tf.identity(flat))
-        stats, sample = tf.cond(tf.equal(mode, VALUE), nothing, digested)
+        send, kept = sending(shape, value.dtype.base_dtype)
+        sent_value, stats, sample = send(value, self._modes[place])
 
         def read(arrays: List[np.ndarray]) -> Any:
-            found, kept = int(self._current[place]), made[-1]  # made[-1]: the branch as last traced
+            found = int(self._current[place])
             if found == VALUE:
                 return arrays[0].reshape(shape)
             digest = kept.digest(arrays[1], arrays[2])
@@ -103,3 +98,51 @@ class GraphDigests:
         self.checked, self.unusable = False, "%s: %s" % (key, why)
         LOG.warning("the port's captured tensors are digested in numpy from here on, not in TensorFlow: %s",
                     self.unusable)
+
+
+def sending(shape: Tuple[int, ...], dtype: Any) -> Tuple[Any, Made]:
+    """The function send(value, mode) -> (the value flattened, or a placeholder of no size where
+    `mode` is DIGEST; the digest's statistics and sample, or zeros where it is VALUE), and what
+    the digest it makes states."""
+    key = ("sent", shape, dtype.name)
+    if key not in _CALLS:
+        count = int(np.prod(shape, dtype=np.int64))
+        made: List[Made] = []
+
+        def send(value: Any, mode: Any) -> Any:
+            def digested() -> Any:
+                made.append(digest_ops(tf, value))
+                return made[-1].stats, made[-1].sample
+
+            def nothing() -> Any:
+                return tf.zeros([7], tf.float64), tf.zeros([len(positions(count))], value.dtype)
+            flat = tf.reshape(value, [-1])
+            sent_value = tf.cond(tf.equal(mode, DIGEST), lambda: tf.zeros([0], value.dtype), lambda: tf.identity(flat))
+            stats, sample = tf.cond(tf.equal(mode, VALUE), nothing, digested)
+            return sent_value, stats, sample
+        _CALLS[key] = (_traced(send, shape, dtype, tf.TensorSpec([], tf.int32)), made[-1])
+    return _CALLS[key]
+
+
+def digesting(shape: Tuple[int, ...], dtype: Any) -> Tuple[Any, Made]:
+    """The function digest(value) -> (statistics, sample) without the careful branch (of a
+    variable, which can be read again where they do not stand: digest_ops), and what the
+    digest states; for a tensor digest_ops.made_here takes."""
+    key = ("quick", shape, dtype.name)
+    if key not in _CALLS:
+        made: List[Made] = []
+
+        def digest(value: Any) -> Any:
+            ops = digest_ops(tf, value, careful=False)
+            assert ops is not None, "digesting() of a tensor made_here() does not take"
+            made.append(ops)
+            return ops.stats, ops.sample
+        _CALLS[key] = (_traced(digest, shape, dtype), made[-1])
+    return _CALLS[key]
+
+
+def _traced(body: Callable[..., Any], shape: Tuple[int, ...], dtype: Any, *more: Any) -> Any:
+    function = tf.function(body, input_signature=[tf.TensorSpec(shape, dtype), *more], autograph=False)
+    with tf.init_scope():  # traced apart from the step being traced: none of its device or control scopes
+        function.get_concrete_function()
+    return function
