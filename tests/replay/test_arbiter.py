@@ -294,7 +294,7 @@ def test_the_html_report_shows_both_views(tf2, goldens, tmp_path):
 def test_steps_accepted_by_two_judgments_stay_accepted(tmp_path):
     # The drift view accepts the explained discontinuities' steps, then (after a crossing of the
     # port's own) every step from the crossing on: the first judgment's steps stay accepted.
-    from tracekit.tf2.verdict import accept
+    from tracekit.comparison.accepted import accept
     from ..support.lifecycle import bump, legacy_golden, replayed
 
     golden = legacy_golden(str(tmp_path / "g.h5"), steps=6)
@@ -316,7 +316,7 @@ def test_drift_outside_between_samples_is_found_at_its_first_step(tmp_path, monk
 
     from tracekit.comparison.arbiter import PORT, Arbitrated, Arbitration
     from tracekit.comparison.result import Comparison
-    from tracekit.tf2 import verdict
+    from tracekit.tf2 import crossing, verdict
     from ..support import build_golden
     from ..support.lifecycle import LEGACY_META
 
@@ -344,7 +344,7 @@ def test_drift_outside_between_samples_is_found_at_its_first_step(tmp_path, monk
         with replay(seed, str(tmp_path / ("nudged-%d.h5" % seed)), restarts, full_at, None) as nudged:
             return tracekit.compare(own, nudged, tracekit.Tolerance.exact())
     crossings = []
-    monkeypatch.setattr(verdict, "crossed", lambda golden, own, step, *a: crossings.append(step) or Arbitration(step, PORT))
+    monkeypatch.setattr(crossing, "crossed", lambda golden, own, step, *a: crossings.append(step) or Arbitration(step, PORT))
     port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
     with tracekit.open(golden) as trace:
         drift = verdict.envelope(trace, port, Arbitrated(), Comparison)
@@ -405,7 +405,7 @@ def test_a_learning_rate_outside_is_no_crossing(tmp_path, monkeypatch, digested)
 
     from tracekit.comparison.arbiter import Arbitrated
     from tracekit.comparison.result import Comparison
-    from tracekit.tf2 import verdict
+    from tracekit.tf2 import crossing, verdict
     from ..support import build_golden
     from ..support.lifecycle import LEGACY_META
 
@@ -429,7 +429,7 @@ def test_a_learning_rate_outside_is_no_crossing(tmp_path, monkeypatch, digested)
         with replay(seed, str(tmp_path / ("nudged-%d.h5" % seed)), restarts, full_at, None) as nudged:
             return tracekit.compare(own, nudged, tracekit.Tolerance.exact())
     crossings = []
-    monkeypatch.setattr(verdict, "crossed", lambda golden, own, step, *a: crossings.append(step))
+    monkeypatch.setattr(crossing, "crossed", lambda golden, own, step, *a: crossings.append(step))
     port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
     with tracekit.open(golden) as trace:
         drift = verdict.envelope(trace, port, Arbitrated(), Comparison, digested=digested)
@@ -451,7 +451,7 @@ def test_a_keyframed_goldens_crossing_is_sought_where_the_error_jumped_and_judge
     from tracekit.comparison.arbiter import EXPLAINED, Arbitrated, Arbitration, Flip
     from tracekit.comparison.result import Comparison
     from tracekit.replay.loop import Whole
-    from tracekit.tf2 import verdict
+    from tracekit.tf2 import crossing, verdict
     from ..support import build_golden
     from ..support.lifecycle import LEGACY_META
 
@@ -491,7 +491,7 @@ def test_a_keyframed_goldens_crossing_is_sought_where_the_error_jumped_and_judge
     flip = Flip("dense", "zero", 1, 64, ((3,),), 0.5)
     crossings = []
     # float32 and float64 apart from the run's own state at every step searched, a layer deciding otherwise at the jump
-    monkeypatch.setattr(verdict, "crossed", lambda golden, own, step, *a: crossings.append(step) or Arbitration(
+    monkeypatch.setattr(crossing, "crossed", lambda golden, own, step, *a: crossings.append(step) or Arbitration(
         step, EXPLAINED, flips=(flip,) if step == jump else (), side="port"))
     port = verdict.PortRuns(check=None, replay=replay, against=against, replay_one=None, make_port=None)
     with tracekit.open(golden) as trace:

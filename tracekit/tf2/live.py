@@ -24,7 +24,8 @@ from ..store.opening import open_written
 from ..store.meta import RecordingMeta, ReplayMeta
 from .apart import Apart
 from .drive import _LOCALIZE_SETS, _made, _replay
-from .verdict import JUDGES, PortRuns, judge_keyframed, judge_long
+from .port_runs import PortRuns
+from .verdict import JUDGES, judge_keyframed, judge_long
 
 
 def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]] | None" = None, *,

@@ -14,29 +14,29 @@ tells a port's mistake from that. So a long golden is judged in two views:
   ARBITRATED_STEPS steps (those after it count as unexplained).
 - drift: the port from its own state, compared with the golden under an envelope: the spread of
   ENVELOPE_RUNS replays whose state moved one ulp at the start and again after every step (the
-  golden's round-off differs from the port's at every step, not only at the start; replays
-  moved only at the start, as tracekit.tf2.calibrate's, stay together far longer), times
+  golden's round-off differs from the port's at every step, not only at the start; replays moved
+  only at the start, as tracekit.tf2.calibrate's, stay together far longer), times
   ENVELOPE_MARGIN, over the training profile's floor, with no cap (the arbiter explained every
-  local error, so growth is round-off's). The replays are made one at a time, the next only
-  where the drift leaves the envelope of those before (_staged): the same verdict, at the cost
-  of one replay where the port is inside. Inside is shown beside the local view. These runs
-  capture every tensor on the first DRIFT_EVERY steps, every DRIFT_EVERY-th after and the last
-  (the loss and learning rate at every step): drift grows smoothly, and the first step outside is
-  then found by the port's own run again, in full over the steps up to that sample.
-  A discontinuity the arbiter explained sends the two trajectories apart at once, which no
-  perturbed replay need repeat: at each such step and the one after, the port's replay and the
-  perturbed ones restart from the golden's state (the explained step is then the local view's,
-  accepted), so drift is judged between discontinuities. Outside fails, unless a discontinuity
-  sent the port's own run away there (or in the CROSSING_LOOKBACK steps before, or, on a golden
-  kept as keyframes, where its error last jumped since the run last restarted: the run again,
-  compared at every step from there, tells): from its own state, a layer of its float32 and
-  float64 decides otherwise and they disagree on every tensor departing there, or a layer's
-  float64 decisions differ between its state and the golden's (a kink lies between the
-  trajectories), and either way the error jumped there (CROSSING_JUMP over the step before:
-  drift that grew out of the envelope smoothly is the port's). From such a step the two are no
-  longer comparable element by element until the run next restarts from the golden's state:
-  drift there is not judged. A golden kept as keyframes has no local view: its step 0, where
-  the state after it is whole, goes to the arbiter when it fails.
+  local error, so growth is round-off's). The replays are made one at a time, the next only where
+  the drift leaves the envelope of those before (_staged): the same verdict, at the cost of one
+  replay where the port is inside. Inside is shown beside the local view. These runs capture every
+  tensor on the first DRIFT_EVERY steps, every DRIFT_EVERY-th after and the last (the loss and
+  learning rate at every step): drift grows smoothly, and the first step outside is then found by
+  the port's own run again, in full over the steps up to that sample. A discontinuity the arbiter
+  explained sends the two trajectories apart at once, which no perturbed replay need repeat: at
+  each such step and the one after, the port's replay and the perturbed ones restart from the
+  golden's state (the explained step is then the local view's, accepted), so drift is judged
+  between discontinuities. Outside fails, unless a discontinuity sent the port's own run away
+  there (tf2/crossing.py; or in the CROSSING_LOOKBACK steps before, or, on a golden kept as
+  keyframes, where its error last jumped since the run last restarted: the run again, compared at
+  every step from there, tells): from its own state, a layer of its float32 and float64 decides
+  otherwise and they disagree on every tensor departing there, or a layer's float64 decisions
+  differ between its state and the golden's (a kink lies between the trajectories), and either way
+  the error jumped there (CROSSING_JUMP over the step before: drift that grew out of the envelope
+  smoothly is the port's). From such a step the two are no longer comparable element by element
+  until the run next restarts from the golden's state: drift there is not judged. A golden kept as
+  keyframes has no local view: its step 0, where the state after it is whole, goes to the arbiter
+  when it fails.
 
 The drift is measured only when the local view passes: a local error already decides.
 """
@@ -46,21 +46,20 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from dataclasses import dataclass, field, replace
-from typing import AbstractSet, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence
 
-from ..comparison.arbiter import PORT, Arbitrated
-from ..comparison.calibration import CALIBRATED_KINDS, Spread, derive
+from ..comparison.accepted import accept, failing_steps
+from ..comparison.arbiter import Arbitrated
+from ..comparison.calibration import Spread, derive
 from ..comparison.engine import compare_data as compare
 from ..comparison.races import raced_steps
-from ..comparison.result import Comparison, Divergence
-from ..comparison.stats import Stats
+from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
-from ..keys import KIND_ORDER, counters_read
-from ..replay.loop import Whole
+from ..keys import counters_read
 from ..store import Trace
-from .apart import Apart
-from .arbiter import MakePort, ReplayOne, arbitrate, crossed
+from .arbiter import arbitrate
+from .crossing import outside
+from .port_runs import PortRuns
 
 ARBITRATED_STEPS = 16
 ENVELOPE_RUNS = 2
@@ -68,29 +67,7 @@ ENVELOPE_MARGIN = 4.0
 # The drift view's runs keep the whole state on the first DRIFT_EVERY steps and every DRIFT_EVERY-th after:
 # drift grows smoothly, and a full capture costs as much as the step itself (docs/BENCHMARKS.md).
 DRIFT_EVERY = 10
-CROSSING_LOOKBACK = 2  # steps before the first outside the envelope where the port's own crossing is sought
-# A kink between the trajectories explains drift outside the envelope only where the error jumped
-# there by this factor over the step before: drift that grew smoothly out of it is the port's.
-CROSSING_JUMP = 16.0
-CROSSING_JUMPS = 2  # the latest steps where the error jumped so, searched beside the lookback's
 JUDGES = ("auto", "plain", "local")
-
-
-@dataclass(frozen=True)
-class PortRuns:
-    """How the verdict runs the port, each time a fresh one from its factory."""
-
-    check: Callable[[], Comparison]  # the teacher-forced replay, compared as it runs
-    # (nudge seed or None, out, steps restarting from the golden's state, steps captured in full, steps to run
-    # or None for all) -> a written replay from its own state
-    replay: Callable[[Optional[int], str, "frozenset[int]", Optional[Callable[[int], bool]], Optional[int]], Trace]
-    # (nudge seed, a replay written from the port's own state, steps restarting, steps captured in full) -> a
-    # replay from its own state nudged, compared exactly with that one as it runs
-    against: Callable[[int, Trace, "frozenset[int]", Optional[Callable[[int], bool]]], Comparison]
-    replay_one: ReplayOne
-    make_port: MakePort
-    # runs a call that makes ports (a run, the arbiter's steps): in a process of its own where that is safe
-    apart: Apart = field(default_factory=Apart)
 
 
 def judge_long(golden: Trace, port: PortRuns, drift_out: Optional[str] = None) -> Comparison:
@@ -116,7 +93,7 @@ def judge_keyframed(golden: Trace, port: PortRuns, keyframes: Sequence[int], res
     steps (each band of steps holds one; a digest of every state tensor costs more than the step
     of a real-size model), the loss and learning rate at every step; where a sample is outside,
     the port's run again, compared at every step since it last restarted, finds the first step
-    outside (_digested_outside). The round-off training amplifies
+    outside (tf2/crossing.py). The round-off training amplifies
     (an Adam update flipping on a gradient at the noise floor, a ReLU crossing) moves them as
     far. A slip the envelope holds is not seen; one that recurs (a learning rate, a decay, a
     loss term) shows at its step (docs/NUMERICS.md)."""
@@ -154,47 +131,6 @@ def arbitrate_local(golden: Trace, local: Comparison, port: PortRuns) -> Arbitra
             break
     accept(local, {a.step for a in arbitrated.explained})
     return arbitrated
-
-
-def failing(tensor_ok: bool, step: int, noise_steps: object, accept_noise: bool) -> bool:
-    return not tensor_ok and not (accept_noise and step in noise_steps)  # type: ignore[operator]
-
-
-def failing_steps(result: Comparison) -> List[Tuple[int, Dict[str, Stats]]]:
-    """(step, {key: stats}) of every step where some tensor fails, unaccepted, in step order."""
-    steps: Dict[int, Dict[str, Stats]] = {}
-    for tensor in result.tensors:
-        for step, stats in tensor.by_step.items():
-            if failing(stats.ok, step, tensor.noise, result.tolerance.accept_noise):
-                steps.setdefault(step, {})[tensor.key] = stats
-    return sorted(steps.items())
-
-
-def accept(result: Comparison, explained: AbstractSet[int]) -> None:
-    """Count the failures of the `explained` steps as accepted, beside those an earlier call
-    accepted; the first divergence becomes the first failure at another step."""
-    if not explained:
-        return
-    first: Optional[Tuple[Tuple[int, Tuple[int, int]], Divergence]] = None
-    for order, tensor in enumerate(result.tensors):
-        still = []
-        for step, stats in tensor.by_step.items():
-            if step in tensor.judged_steps or not failing(stats.ok, step, tensor.noise, result.tolerance.accept_noise):
-                continue
-            if step in explained:
-                tensor.failed_steps -= 1
-                tensor.accepted_steps += 1
-                tensor.judged_steps.add(step)
-            else:
-                still.append(step)
-        tensor.first_failed = still[0] if still else None
-        # within a step, data-flow order: by kind, then as the tensors came (their order within a kind)
-        rank = (KIND_ORDER.get(tensor.kind, len(KIND_ORDER)), order)
-        if still and (first is None or (still[0], rank) < first[0]):
-            first = ((still[0], rank), Divergence(still[0], tensor.kind, tensor.name, tensor.by_step[still[0]]))
-    was = result.first_divergence
-    if was is None or was.step in explained:
-        result.first_divergence = None if first is None else first[1]
 
 
 def sampled(index: int) -> bool:
@@ -240,8 +176,8 @@ def envelope(golden: Trace, port: PortRuns, arbitrated: Arbitrated, result_type:
             drift.arbitration = judged_first if judged_first.steps else None
             for _ in range(ARBITRATED_STEPS):  # each crossing explained leaves the drift judged past the next restart
                 at = drift.first_divergence.step if drift.first_divergence is not None else None
-                if at is None or not _outside(golden, own, drift, tolerance, set(explained), port, restarts, folder,
-                                              full_at, digested) or drift.first_divergence is None or \
+                if at is None or not outside(golden, own, drift, tolerance, set(explained), port, restarts, folder,
+                                             full_at, DRIFT_EVERY, digested) or drift.first_divergence is None or \
                         drift.first_divergence.step <= at:
                     break
     sampling = "steps 0-%d, every %dth step after and the last" % (DRIFT_EVERY - 1, DRIFT_EVERY)
@@ -296,127 +232,3 @@ def _arbitrated_first(golden: Trace, first: Comparison, port: PortRuns, arbitrat
         return None
     first.arbitration = arbitrated
     return first
-
-
-def _outside(golden: Trace, own: Trace, drift: Comparison, tolerance: Tolerance, explained: AbstractSet[int],
-             port: PortRuns, restarts: "frozenset[int]", folder: str, captured: Callable[[int], bool],
-             digested: bool = False) -> bool:
-    """Drift outside the envelope at a step the runs `captured`: the port's own run again, in full
-    over the DRIFT_EVERY steps up to it (the same run: a replay is deterministic), finds the first step
-    outside; then whether a discontinuity sent the run away there (_own_crossing). A golden kept
-    as keyframes (`digested`) is searched by _digested_outside. A learning rate, an input or a
-    draw (compared exactly) is no trajectory's: no crossing is sought for it. Whether a crossing
-    explained the drift."""
-    assert drift.first_divergence is not None
-    if drift.first_divergence.kind not in CALIBRATED_KINDS:
-        return False
-    if digested:
-        return _digested_outside(golden, drift, tolerance, explained, port, restarts, folder)
-    outside = drift.first_divergence.step
-    lookback = range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1)
-    if all(captured(step) for step in range(max(outside - CROSSING_LOOKBACK - 1, 0), outside)):
-        return _own_crossing(golden, own, drift, drift, port, restarts, lookback)
-    window = port.replay(None, os.path.join(folder, "window.h5"), restarts,
-                         lambda index: index >= outside - DRIFT_EVERY, outside + 1)
-    with window:
-        near = compare(golden, window, tolerance, result_type=type(drift))
-        accept(near, explained)
-        first = near.first_divergence
-        steps: Sequence[int] = lookback
-        if first is not None and first.step < outside:
-            drift.notes.append("first outside the envelope at step %d (%s), found by the port's own run again in "
-                               "full over steps %d-%d" % (first.step, first.key, outside - DRIFT_EVERY, outside))
-            drift.first_divergence = first
-            steps = range(first.step, max(first.step - CROSSING_LOOKBACK, 0) - 1, -1)
-        return _own_crossing(golden, window, drift, near, port, restarts, steps)
-
-
-def _digested_outside(golden: Trace, drift: Comparison, tolerance: Tolerance, explained: AbstractSet[int],
-                      port: PortRuns, restarts: "frozenset[int]", folder: str) -> bool:
-    """Drift outside the envelope at a sample of a golden kept as keyframes: the port's own run
-    again, compared at every step since it last restarted from the golden's state (digest
-    against digest), finds the first step outside and the steps where its error jumped; the run
-    once more, kept whole (Whole: not digested) at each step searched and the one before it,
-    is what the crossing search reads (a digest holds no state to cross a kink from). Whether a
-    crossing explained the drift."""
-    assert drift.first_divergence is not None
-    outside = drift.first_divergence.step
-    since = max(_last_restart(restarts, outside), 0)
-    every = port.replay(None, os.path.join(folder, "every.h5"), restarts, lambda index: index >= since, outside + 1)
-    with every:
-        near = compare(golden, every, tolerance, result_type=type(drift))
-    accept(near, explained)
-    first = near.first_divergence
-    if first is not None and first.step < outside:
-        drift.notes.append("first outside the envelope at step %d (%s), found by the port's own run again compared "
-                           "at every step from step %d" % (first.step, first.key, since))
-        drift.first_divergence = first
-        outside = first.step
-    lookback = range(outside, max(outside - CROSSING_LOOKBACK, 0) - 1, -1)
-    steps = sorted(set(lookback) | set(_jumps(near, outside, restarts)[-CROSSING_JUMPS:]), reverse=True)
-    whole = {k for step in steps for k in (step - 1, step)}  # each step searched and the state before it
-    window = port.replay(None, os.path.join(folder, "window.h5"), restarts, Whole(whole.__contains__), outside + 1)
-    with window:
-        return _own_crossing(golden, window, drift, near, port, restarts, steps)
-
-
-def _jumps(drift: Comparison, outside: int, restarts: "frozenset[int]") -> List[int]:
-    """The steps since the last restart, up to `outside`, where the drift's largest error jumped
-    CROSSING_JUMP-fold over the step before (where a discontinuity would have sent the run away)."""
-    return [step for step in range(max(_last_restart(restarts, outside), 0) + 1, outside + 1) if _jumped(drift, step)]
-
-
-def _last_restart(restarts: "frozenset[int]", step: int) -> int:
-    """The latest step up to `step` where the run restarted from the golden's state (-1: none)."""
-    return max([r for r in restarts if r <= step], default=-1)
-
-
-def _jumped(result: Comparison, step: int) -> bool:
-    """Whether the largest error jumped CROSSING_JUMP-fold at `step` over the step before (over
-    one eps of scale, where it was smaller)."""
-    return _worst_ulps(result, step) >= CROSSING_JUMP * max(_worst_ulps(result, step - 1), 1.0)
-
-
-def _own_crossing(golden: Trace, own: Trace, drift: Comparison, near: Comparison, port: PortRuns,
-                  restarts: "frozenset[int]", steps: Sequence[int]) -> bool:
-    """Drift outside the envelope at step t: if a discontinuity sent the port's own run away at
-    one of `steps` (latest first: t and the CROSSING_LOOKBACK steps before, and where its error
-    jumped; arbiter.crossed), the two trajectories are no longer comparable element by element
-    from that step until the run next restarts from the golden's state: drift there is not
-    judged. `own` holds the run's state in full at those steps, `near` its comparison there.
-    Whether one explained the drift."""
-    assert drift.first_divergence is not None
-    checked = drift.arbitration = drift.arbitration if drift.arbitration is not None else Arbitrated()
-    restarted = _last_restart(restarts, drift.first_divergence.step)
-    for step in steps:
-        if step <= restarted:
-            break  # the run restarted from the golden's state there: nothing of its own before
-        crossing = port.apart(lambda: crossed(golden, own, step, port.make_port, port.replay_one))
-        if crossing.explained and not _jumped(near, step):
-            # a kink crossed where the run's error did not jump: the drift came first (an RMSProp update's
-            # round-off sets the float32 and float64 runs apart with no kink at all)
-            crossing = replace(crossing, verdict=PORT, side="")
-        if crossing.side == "port" and (not crossing.flips or set(dict(failing_steps(near)).get(step, ())) -
-                                        {v.key for v in crossing.also}):
-            # float32 and float64 apart with no layer deciding otherwise (an RMSProp update's round-off does that),
-            # or a tensor that departs from the golden there on which they agree: no crossing of its own explains it
-            crossing = replace(crossing, verdict=PORT, side="")
-        checked.steps.append(crossing)
-        if crossing.explained:
-            end = min([r for r in restarts if r > step], default=drift.golden_steps)
-            accept(drift, set(range(step, end)))
-            drift.notes.append("at step %d a discontinuity sent the port's own run away from the golden (%s): drift "
-                               "is not judged over steps %d-%d%s" % (
-                                   step, "it crossed a kink itself" if crossing.side == "port"
-                                   else "a kink lay between the two trajectories", step, end - 1,
-                                   ", up to the run's restart from the golden's state" if end < drift.golden_steps
-                                   else ""))
-            return True
-    return False
-
-
-def _worst_ulps(result: Comparison, step: int) -> float:
-    """The largest finite error at `step` over the float tensors compared, in eps x their scale."""
-    worst = [stats.ulps for tensor in result.tensors for stats in [tensor.by_step.get(step)]
-             if stats is not None and not stats.discrete and math.isfinite(stats.ulps)]
-    return max(worst, default=0.0)
