@@ -13,7 +13,7 @@ import tracekit
 PACKAGE = os.path.dirname(tracekit.__file__)
 # Rank of each top-level part: imports go to a lower rank, or within the same part.
 RANKS = {
-    "_version": 0, "errors": 0, "_isolate": 0, "_ci": 0, "_threads": 0,
+    "_version": 0, "errors": 0, "_isolate": 0, "_ci": 0, "_threads": 0, "_heap": 0,
     "keys": 1, "structure": 1, "sources": 1,
     "environment": 2, "taps": 2,
     "store": 3,

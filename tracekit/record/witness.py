@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
+from .._heap import give_back
 from ..errors import RecordError
 from ..keys import (ASSIGNED, AUDIT, LOSSES, RACE_EFFECTS, REEXECUTED, SELF_CHECK, SPARSE_INDICES, SPARSE_VALUES,
                     UNCLIPPED, make_key, sparse_owner, split_key)
@@ -119,7 +120,7 @@ class Witness:
         elif probes is not None:
             self._deferred.pop(_kind(plan), None)
             values = self._check(model, plan, step, state, fed, values, probes, probed)
-        racy = [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in MEASURED_KINDS]
+        racy = _measured_races(plan)
         if racy and state is not None:
             values = self._recompute(model, plan, racy, state, fed, values, step)
         elif probes is not None and len(self._reruns) >= AUDIT_STEPS:
@@ -131,8 +132,7 @@ class Witness:
         after it: while the audit runs, a check is due or deferred, or racy reads are recomputed
         (else its digests can be made in the graph: graph_digests.py)."""
         kind = _kind(plan)
-        racy = any(split_key(r["tensor"])[0] in MEASURED_KINDS for r in plan.races if "tensor" in r)
-        return len(self._audits) < AUDIT_STEPS or racy or kind in self._deferred or \
+        return len(self._audits) < AUDIT_STEPS or bool(_measured_races(plan)) or kind in self._deferred or \
             bool(plan.losses and kind not in self._checked)
 
     def _shared(self, model: GraphModel) -> bool:
@@ -269,8 +269,8 @@ class Witness:
         self._reruns.append(audited)
         fresh = [u.var for u in rerun.updates if u.var not in self._ledger.claims]
         added = self._ledger.note(verify(rerun, base, fresh), plan, model.graph) if base is not None and fresh else []
-        if len(self._reruns) >= AUDIT_STEPS and not plan.races:
-            self.close()
+        if len(self._reruns) >= AUDIT_STEPS and not _measured_races(plan):
+            self.close()  # a racy learning rate's counter read needs no copy: the step keeps which value it read
         return [(key, value) for key, value in values if key not in self._ledger.refuted] + added
 
     @property
@@ -312,6 +312,8 @@ class Witness:
     def close(self) -> None:
         if self._copy is not None and not isinstance(self._copy, str):
             self._copy.close()
+            self._copy = None
+            give_back()  # the copy's state and the audit's held it several times over: not kept resident
         self._copy = None
 
 
@@ -373,6 +375,13 @@ def recorded_gradients(values: List[Tuple[str, Any]], state: Mapping[str, Any]) 
             rows = selfcheck.Rows(value, recorded[make_key("grad", var + SPARSE_INDICES)])
             out[var] = selfcheck.dense(rows, np.shape(state.get(var)))
     return out
+
+
+def _measured_races(plan: StepPlan) -> List[str]:
+    """The keys of the racy reads of `plan` that the copy recomputes or measures (a loss, a tap, a
+    gradient read unordered with an update); a learning rate's racy read of the step counter is
+    kept as read with the step (counter_reads.py) and needs no copy."""
+    return [r["tensor"] for r in plan.races if "tensor" in r and split_key(r["tensor"])[0] in MEASURED_KINDS]
 
 
 def _kind(plan: StepPlan) -> str:
