@@ -126,3 +126,15 @@ def test_ulps_of_float32_values_are_those_of_their_float64_magnitudes():
         np.testing.assert_array_equal(ulps_of(a, b, floor=floor), ulps_of(a.astype(np.float64), b.astype(
             np.float64), floor=floor, dtype=np.dtype(F)))
         assert ulps_of(a, b, floor=floor)[5] == ulps_of(b[5:6], floor=floor)[0]
+
+
+def test_same_bits_tells_bits_not_values():
+    # The audit lets the recorded array stand for a re-executed one only where their bits agree.
+    from tracekit.record.rerun import same_bits
+    a = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    assert same_bits(a, a.copy()) and same_bits(a, np.asfortranarray(a))
+    assert not same_bits(np.float32(0.0), np.float32(-0.0))  # equal values, other bits
+    assert same_bits(np.array(np.nan), np.array(np.nan)) and not same_bits(a, a.astype(np.float64))
+    moved = a.copy()
+    moved[2, 3] = np.nextafter(moved[2, 3], np.float32(2))
+    assert not same_bits(a, moved) and not same_bits(a, a.reshape(4, 3))

@@ -67,3 +67,36 @@ def test_the_graph_copy_goes_once_the_audit_is_done_where_only_a_rate_races(tf, 
             assert trace.meta["recomputed"] == {"loss/loss": STEPS}
     else:  # only the rate races: closed as the last audited step is recorded, before the next runs
         assert races == [] and closed == [AUDIT_STEPS - 1], closed
+
+
+def test_a_copy_is_loaded_and_read_a_piece_of_the_state_at_a_time(tf, graph, monkeypatch):
+    # Each run feeds or reads at most LOAD_BYTES of the state (TensorFlow copies what it is fed); a
+    # variable the state does not hold starts as the program starts it, and a load again sets the
+    # state again. A read value that `kept` replaces is let go.
+    v1 = tf.compat.v1
+    sizes = {"a": [300], "b": [20, 30], "c": [7]}
+    made = {name: v1.get_variable(name, shape, initializer=v1.zeros_initializer()) for name, shape in sizes.items()}
+    counter = v1.get_variable("counter", [], initializer=v1.constant_initializer(5.0))  # not in the state
+    rng = np.random.RandomState(0)
+    state = {made[name].name: rng.randn(*shape).astype(np.float32) for name, shape in sizes.items()}
+    copy = selfcheck.GraphCopy.of(tf, graph)
+    runs = []
+    run = copy.session.run
+    monkeypatch.setattr(copy.session, "run", lambda fetches, *a, **k: runs.append(len(fetches)) or run(fetches, *a, **k))
+    monkeypatch.setattr(selfcheck, "LOAD_BYTES", 1000)
+    for scale in (1.0, 2.0):
+        runs.clear()
+        copy.load({name: value * scale for name, value in state.items()}, {})
+        assert len(runs) == 3  # a: 1200 bytes, then b: 2400, then c with what is left
+        got = copy.rerun([], sorted(state) + [counter.name])
+        for name in sorted(state):
+            np.testing.assert_array_equal(got[name], state[name] * scale, err_msg=name)
+        assert got[counter.name] == 5.0
+    held = {made["b"].name: state[made["b"].name] * 2.0}
+    runs.clear()
+    read = copy.rerun([], sorted(state), lambda name, value: held.get(name, value))
+    assert runs == [0, 1, 1, 1]  # the ops (none), then a, b and c each in a run of its own
+    assert read[made["b"].name] is held[made["b"].name]
+    for name in sorted(state):
+        np.testing.assert_array_equal(read[name], state[name] * 2.0, err_msg=name)
+    copy.close()

@@ -19,7 +19,7 @@ Python 3.7 syntax.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,6 +33,7 @@ OWN, MODEL = 1e-4, 1e-6
 # gradient off the update's path (it then reads the variable after its update) is off by about
 # one update's worth (the audit shows which).
 GROSS = 1e-2
+LOAD_BYTES = 128 << 20  # of the state a copy's load feeds in one run (GraphCopy.load)
 
 
 @dataclass(frozen=True)
@@ -176,13 +177,19 @@ class GraphCopy:
 
     def load(self, state: Mapping[str, Any], feeds: Mapping[str, Any]) -> None:
         """Set the variables to `state` (variable name -> value; the others as the program starts
-        them) and what later runs feed (graph tensor name -> value), in one run."""
-        initializers, values = [], {}
+        them) and what later runs feed (graph tensor name -> value). A run takes up to LOAD_BYTES
+        of the state: TensorFlow copies what it is fed, so one run would hold the model's state
+        twice over while it assigns."""
+        initializers, values, size = [], {}, 0
         for name, variable in self._variables.items():
             if name in state:
                 initializer = variable.initializer  # its initial value fed: no op added
+                value = values[initializer.inputs[1]] = np.asarray(state[name])
                 initializers.append(initializer)
-                values[initializer.inputs[1]] = np.asarray(state[name])
+                size += value.nbytes
+                if size >= LOAD_BYTES:  # the same runs at every load: their executors are made once
+                    self.session.run(initializers, values)
+                    initializers, values, size = [], {}, 0
             elif not self._started:  # not in the recorded state (a metric's counters)
                 initializers.append(variable.initializer)
         self.session.run(initializers + ([] if self._started else [self._tables]), values)
@@ -193,16 +200,35 @@ class GraphCopy:
         """The values of graph tensors `names` at the loaded state and feeds."""
         return self.session.run([self.graph.get_tensor_by_name(n) for n in names], self._feeds)
 
-    def rerun(self, ops: Sequence[str], read: Sequence[str]) -> Dict[str, np.ndarray]:
+    def rerun(self, ops: Sequence[str], read: Sequence[str],
+              kept: Optional[Callable[[str, np.ndarray], np.ndarray]] = None) -> Dict[str, np.ndarray]:
         """Run the ops named `ops` at the loaded state and feeds; the values of the variables named
-        `read` after them."""
+        `read` after them, read LOAD_BYTES at a time, each passed through `kept` (name, value) ->
+        the value to keep where given (an equal array already held: the copy read is let go)."""
         self.session.run([self.graph.get_operation_by_name(name) for name in ops], self._feeds)
         with self.graph.as_default():  # a read of each, made once
             for name in read:
                 if name not in self._reads:
                     self._reads[name] = self._variables[name].value()
-        tensors = [self._reads[name] for name in read]
-        return dict(zip(read, self.session.run(tensors)))
+        out: Dict[str, np.ndarray] = {}
+        for chunk in self._chunks(read):
+            for name, value in zip(chunk, self.session.run([self._reads[name] for name in chunk])):
+                out[name] = value if kept is None else kept(name, value)
+        return out
+
+    def _chunks(self, names: Sequence[str]) -> List[List[str]]:
+        """`names` in runs of up to LOAD_BYTES of their variables (the same runs for the same names)."""
+        chunks: List[List[str]] = [[]]
+        size = 0
+        for name in names:
+            shape = self._variables[name].shape
+            size += (int(np.prod(shape.as_list(), dtype=np.int64)) if shape.is_fully_defined() else 0) * \
+                self._variables[name].dtype.base_dtype.size
+            chunks[-1].append(name)
+            if size >= LOAD_BYTES:
+                chunks.append([])
+                size = 0
+        return [chunk for chunk in chunks if chunk]
 
     def close(self) -> None:
         self.session.close()
