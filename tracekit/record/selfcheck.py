@@ -180,19 +180,14 @@ class GraphCopy:
         them) and what later runs feed (graph tensor name -> value). A run takes up to LOAD_BYTES
         of the state: TensorFlow copies what it is fed, so one run would hold the model's state
         twice over while it assigns."""
-        initializers, values, size = [], {}, 0
-        for name, variable in self._variables.items():
-            if name in state:
-                initializer = variable.initializer  # its initial value fed: no op added
-                value = values[initializer.inputs[1]] = np.asarray(state[name])
-                initializers.append(initializer)
-                size += value.nbytes
-                if size >= LOAD_BYTES:  # the same runs at every load: their executors are made once
-                    self.session.run(initializers, values)
-                    initializers, values, size = [], {}, 0
-            elif not self._started:  # not in the recorded state (a metric's counters)
-                initializers.append(variable.initializer)
-        self.session.run(initializers + ([] if self._started else [self._tables]), values)
+        # the variables not in the recorded state (a metric's counters) start as the program starts them
+        rest = [] if self._started else [variable.initializer for name, variable in self._variables.items()
+                                         if name not in state] + [self._tables]
+        chunks = self._chunks([name for name in self._variables if name in state]) or [[]]
+        for chunk in chunks:  # the same runs at every load: their executors are made once
+            initializers = [self._variables[name].initializer for name in chunk]  # its initial value fed: no op added
+            self.session.run(initializers + (rest if chunk is chunks[-1] else []),
+                             {i.inputs[1]: np.asarray(state[name]) for i, name in zip(initializers, chunk)})
         self._started = True
         self._feeds = {self.graph.get_tensor_by_name(name): value for name, value in feeds.items()}
 

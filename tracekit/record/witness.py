@@ -310,11 +310,11 @@ class Witness:
         return out
 
     def close(self) -> None:
-        if self._copy is not None and not isinstance(self._copy, str):
-            self._copy.close()
-            self._copy = None
+        copy, self._copy = self._copy, None
+        if copy is not None and not isinstance(copy, str):
+            copy.close()
+            del copy  # its graph too, before the heap is given back
             give_back()  # the copy's state and the audit's held it several times over: not kept resident
-        self._copy = None
 
 
 def _finite_gradients(values: List[Tuple[str, Any]]) -> bool:
