@@ -64,7 +64,7 @@ def add(command: Command) -> None:
 
 def _record(args: argparse.Namespace) -> int:
     from ..store.remote import refuse_url
-    from ..store.writer import check_path
+    from ..store.writable import check_path
 
     refuse_url(args.output, "record a golden")
     check_path(args.output)  # before TensorFlow is imported and the script trains

@@ -37,6 +37,7 @@ from ._lock import held
 from ._screen import trust
 from ._sink import Commit, Drop, FileSink, Flush, Meta, Value
 from ._wire import MetaRecord, OpenRecord, StepRecord, ValueRecord
+from .writable import check_path, write_error
 
 DEFAULT_LEVEL = None  # tuned fast zstd parameters (_codec.FAST_FLOATS); an int is a zstd level
 DEFAULT_PENDING = 256 << 20
@@ -58,25 +59,6 @@ def _close_at_exit() -> None:
             writer.close()
         except Exception:
             pass
-
-
-def check_path(path: str) -> None:
-    """Raise TraceWriteError if a golden cannot be written at `path` (a directory, or in a
-    directory that does not exist): asked before a recording starts, not when it ends. A URL
-    is a UsageError: goldens are written locally."""
-    from .remote import refuse_url
-
-    refuse_url(path, "write a trace")
-    if os.path.isdir(path):
-        raise TraceWriteError("%s is a directory: name the golden file to write, e.g. %s"
-                              % (path, os.path.join(path, "golden.h5")))
-    parent = os.path.dirname(os.path.abspath(path))
-    if os.path.exists(parent) and not os.path.isdir(parent):
-        raise TraceWriteError("cannot write a trace to %s: %s is not a directory; choose a writable path"
-                              % (path, parent))
-    if not os.path.isdir(parent):
-        raise TraceWriteError("cannot write a trace to %s: the directory %s does not exist; create it first"
-                              % (path, parent))
 
 
 class TraceWriter:
@@ -337,11 +319,11 @@ class TraceWriter:
         error = self._sink.failure()
         if error is not None:
             self._sink.abandon()
-            raise _write_error(self.path, error)
+            raise write_error(self.path, error)
         try:
             where = self._sink.finish(self.steps, self._found)
         except OSError as exc:
-            raise _write_error(self.path, exc)
+            raise write_error(self.path, exc)
         trust(where)  # written whole by this process: reading it back needs no screening
         if where != self.path:
             raise TraceWriteError("another golden was put at %s while this recording ran: it stays in place, and "
@@ -363,7 +345,7 @@ class TraceWriter:
         error = self._sink.failure()
         if error is not None:
             self.close_after_error()
-            raise _write_error(self.path, error)
+            raise write_error(self.path, error)
 
     def close_after_error(self) -> None:
         """Stop after a failed write: the journal keeps what was committed (tracekit recover)."""
@@ -388,13 +370,6 @@ def _with_environment(meta: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
 
         out["environment"] = fingerprint()
     return out
-
-
-def _write_error(path: str, exc: BaseException) -> Exception:
-    if isinstance(exc, OSError):
-        return TraceWriteError("writing %s failed: %s; the steps committed before it are kept "
-                               "(tracekit recover %s)" % (path, exc.strerror or exc, path))
-    return exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
 
 
 def create(path: str, mode: str = "w", meta: Optional[Mapping[str, Any]] = None, **options: Any) -> TraceWriter:
