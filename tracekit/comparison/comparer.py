@@ -15,11 +15,11 @@ import numpy as np
 from ..keys import BEFORE, INITIAL_STEP, KIND_ORDER, REPLICA, STATE_KINDS, make_key, replica_base, split_key
 from ..sources import paired
 from ..store import Trace, provenance
-from ..store.digest import Digest
 from ..store.held import uncompared
 from ..store.meta import ReplayMeta, replay_of
 from . import dropout, sparse
 from .diagnosis import diagnose, with_values
+from .judging import Compared, judge_step
 from .fingerprints import PROPORTIONAL_ULPS, fittable, from_golden_state, held_to_proportion
 from .loss_terms import port_source_key, source_key
 from .floor import under_the_floor
@@ -33,9 +33,6 @@ from .races import counter_notes
 from .result import Comparison, Divergence, TensorResult
 from .stats import Stats, compare_values, dtype_name
 from .tolerance import Resolved
-
-# A step's (tensor, stats, and for a failing one: golden, actual, tolerance), in data-flow order.
-Compared = List[Tuple[TensorResult, Stats, Optional[Tuple[Any, Any, Resolved]]]]
 
 # Tensors larger than this (on average over the golden's steps) are read and compared on worker
 # threads, at most PAIRS_AHEAD of them ahead of the one being judged (memory: a few pairs of values).
@@ -191,7 +188,7 @@ class Comparer:
                 compared.append((tensor, stats, failed))
         accepted = self._carried(index, compared)
         before = self._first, self._explained_first
-        self._first, self._explained_first = _judge(result, index, compared, self._noise, before, accepted)
+        self._first, self._explained_first = judge_step(result, index, compared, self._noise, before, accepted)
         for found, was in zip((self._first, self._explained_first), before):
             if found is not None and found is not was:  # kept for the hints, which look at both values there
                 self._values.update(((index, t.key), failed[:2]) for t, _, failed in compared
@@ -209,7 +206,7 @@ class Comparer:
         resolve = self.result.tolerance.resolve
         return all(resolve(kind, name, step, "float32").ignore for step in range(max(1, self.result.steps)))
 
-    def _carried(self, index: int, compared: "Compared") -> Dict[str, Noise]:
+    def _carried(self, index: int, compared: Compared) -> Dict[str, Noise]:
         """Step 0's failing variables and slots that their update carried past their tolerance
         (carried.py), from the golden's initial state, which the replay started from."""
         if index != 0 or self._first_step is None:
@@ -374,39 +371,6 @@ class Comparer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _judge(result: Comparison, index: int, compared: "Compared", noise: NoiseTracker,
-           firsts: Tuple[Optional[Divergence], Optional[Divergence]],
-           carried_over: Optional[Mapping[str, Noise]] = None) -> Tuple[Optional[Divergence], Optional[Divergence]]:
-    """Record a step's statistics, in data-flow order, and which failures amplified round-off
-    explains; `firsts`: the first divergence so far, and the first only explained failures make,
-    both as they are after this step; `carried_over`: failures verified to be round-off an update
-    carried (carried.py), accepted whatever the tolerance says of noise."""
-    tolerance = result.tolerance
-    first, explained_first = firsts
-    noise.gradients([(t.name, s) for t, s, _ in compared if t.kind == "grad"],
-                    [s for t, s, _ in compared if t.kind == "loss"])
-    for tensor, stats, failed in compared:
-        # Integers and booleans (ids, indices, masks) never differ by round-off: never noise. From
-        # a digest only the statistics are known: the noise tracker gets no values.
-        if failed is not None and isinstance(failed[0], Digest):
-            failed = (None, None, failed[2])
-        verified = (carried_over or {}).get(tensor.key) if failed is not None else None
-        explained = verified or (None if failed is None or stats.discrete or stats.problem else
-                                 noise.explain(index, tensor.kind, tensor.name, *failed))
-        tensor.add(index, stats, explained, tolerance.accept_noise or verified is not None)
-        if failed is None:
-            continue
-        if explained is not None:
-            if len(tensor.noise) == 1:
-                result.noise.append(explained)
-            if explained_first is None and not tolerance.accept_noise and verified is None:
-                explained_first = Divergence(index, tensor.kind, tensor.name, stats, explained)
-        elif first is None:
-            first = Divergence(index, tensor.kind, tensor.name, stats)
-    noise.end_step()
-    return first, explained_first
 
 
 def _in_order(keys: List[str]) -> List[str]:
