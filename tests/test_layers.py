@@ -16,6 +16,7 @@ RANKS = {
     "_version": 0, "errors": 0, "_isolate": 0, "_ci": 0, "_threads": 0, "_heap": 0,
     "keys": 1, "structure": 1, "sources": 1,
     "environment": 2, "taps": 2,
+    "tf_environment": 2.5,  # what a running TensorFlow tells of the environment (environment: the machine)
     "store": 3,
     "digest_ops": 3.5,  # what TensorFlow computes of a digest (store.digest), for record and replay alike
     "record": 4, "replay": 4,
@@ -35,7 +36,8 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _imports(path: str, module: str, top_only: bool = False):
+def _imports(path: str, module: str, top_only: bool = False, every: bool = False):
+    """(line, module imported) of `path`'s imports of tracekit's modules (`every`: of any module)."""
     with open(path) as fh:
         tree = ast.parse(fh.read(), path)
     package = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
@@ -47,7 +49,7 @@ def _imports(path: str, module: str, top_only: bool = False):
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if not target.startswith("tracekit"):
+            if not (every or target.startswith("tracekit")):
                 continue
             if node.module is None:  # from .. import taps: the names are the modules
                 for alias in node.names:
@@ -56,7 +58,7 @@ def _imports(path: str, module: str, top_only: bool = False):
                 yield node.lineno, target
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("tracekit"):
+                if every or alias.name.startswith("tracekit"):
                     yield node.lineno, alias.name
 
 

@@ -9,7 +9,8 @@ import pytest
 
 import tracekit
 from tracekit.comparison.envdiff import default_profile, environment_diff, numerics
-from tracekit.environment import onednn_default, parse_cpuinfo
+from tracekit.environment import parse_cpuinfo
+from tracekit.tf_environment import onednn_default
 from tracekit.report.environment import diff_lines, isa_summary, summary
 
 # First processor blocks of /proc/cpuinfo, trimmed to the fields read.

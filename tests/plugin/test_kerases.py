@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import types
 
-from tracekit.environment import keras_binding
+from tracekit.tf_environment import keras_binding
 from tracekit.plugin.kerases import import_order_note
 
 from ..support import run_python

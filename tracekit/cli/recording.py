@@ -93,7 +93,8 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _env(args: argparse.Namespace) -> int:
-    from ..environment import fingerprint, tensorflow_environment
+    from ..environment import fingerprint
+    from ..tf_environment import tensorflow_environment
     from ..report.environment import fingerprint_text
 
     meta: dict = {}

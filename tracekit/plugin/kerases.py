@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Mapping, Optional
 
-from ..environment import keras_binding
+from ..tf_environment import keras_binding
 
 VARIABLE = "TF_USE_LEGACY_KERAS"
 _TRUE, _FALSE = ("1", "true", "True"), ("0", "false", "False")

@@ -23,7 +23,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from ..environment import program_identity, tensorflow_environment
+from ..environment import program_identity
+from ..tf_environment import tensorflow_environment
 from ..errors import MissingDependency, RecordError, UsageError
 from ..keys import DRAWS, REGULARIZATION_LOSSES, WARNINGS, make_key, split_key
 from ..store import create, provenance

@@ -12,7 +12,8 @@ import tempfile
 import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from ..environment import fingerprint, program_identity, tensorflow_environment
+from ..environment import fingerprint, program_identity
+from ..tf_environment import tensorflow_environment
 from ..replay.keras_optimizers import keras_of
 from ..errors import UsageError
 from ..keys import REPLAY

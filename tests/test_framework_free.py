@@ -1,0 +1,106 @@
+"""The framework-free core: the parts of tracekit that read, compare, judge and report a golden
+import no machine-learning framework, directly or through another tracekit module, and import
+in an interpreter where none can be imported. A port's framework is an adapter's business
+(TensorFlow's today: record/, tf2/ and the replay modules not listed here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .test_layers import PACKAGE, _imports, _modules
+
+FRAMEWORKS = ("tensorflow", "tf_keras", "keras", "torch", "jax", "jaxlib", "flax", "optax")
+# Whole parts of the package that are framework-free, and the replay engine's modules that are.
+CORE_PARTS = ("_version", "errors", "_isolate", "_ci", "_threads", "_heap", "keys", "structure", "sources",
+              "environment", "store", "comparison", "lifecycle", "report")
+CORE_REPLAY = ("ahead", "behind", "conversions", "factory", "forcing", "loop", "micro", "options", "patched",
+               "port_state", "proposal", "returned", "slots", "source", "variables", "varmap")
+# Outputs that exist to hand a framework's own tools what tracekit found.
+ADAPTED = {"tracekit.report.tensorboard": "writes TensorBoard's event files with TensorFlow's summary writer"}
+
+
+def _core():
+    modules = dict(_modules())
+    core = {}
+    for module, path in modules.items():
+        parts = module.split(".")
+        part = parts[1] if len(parts) > 1 else ""
+        if module in ADAPTED:
+            continue
+        if part in CORE_PARTS or (part == "replay" and len(parts) > 2 and parts[2] in CORE_REPLAY):
+            core[module] = path
+    return modules, core
+
+
+def _framework(target):
+    return target.split(".")[0] in FRAMEWORKS
+
+
+def test_the_core_imports_no_framework_and_nothing_outside_the_core():
+    modules, core = _core()
+    assert len(core) > 100 and all(("tracekit.replay." + name) in core for name in CORE_REPLAY)
+    problems = []
+    for module, path in sorted(core.items()):
+        for line, target in _imports(path, module, every=True):
+            if _framework(target):
+                problems.append("%s:%d imports %s" % (module, line, target))
+                continue
+            if not target.startswith("tracekit"):
+                continue
+            while target not in modules and "." in target:  # a name imported from a module
+                target = target.rpartition(".")[0]
+            if target in modules and target not in core and target != "tracekit":
+                problems.append("%s:%d imports %s, which is not framework-free" % (module, line, target))
+    assert not problems, "\n".join(problems)
+
+
+def test_a_framework_import_in_the_core_is_seen(tmp_path):
+    # The check above reads lazy imports too: a module that imports TensorFlow inside a function
+    # would pass an import-time test and still need TensorFlow to run.
+    path = tmp_path / "m.py"
+    path.write_text("def f():\n    import tensorflow.compat.v1 as tf\n    from torch import nn\n    return tf, nn\n")
+    assert [t for _, t in _imports(str(path), "tracekit.store.m", every=True) if _framework(t)] == [
+        "tensorflow.compat.v1", "torch"]
+
+
+BLOCKED = """
+import importlib.abc, sys
+FRAMEWORKS = %r
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in FRAMEWORKS:
+            raise ImportError("no %%s here" %% name)
+sys.meta_path.insert(0, Absent())
+import importlib
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in FRAMEWORKS)
+assert not loaded, loaded
+print(len(sys.argv) - 1)
+"""
+
+
+def test_the_core_imports_where_no_framework_can_be_imported():
+    _, core = _core()
+    # The replay engine runs in the modern environment only (Python >= 3.8: typing.Protocol).
+    modern = sys.version_info >= (3, 8)
+    names = sorted(m for m in core if not m.endswith("__main__") and (modern or not m.startswith("tracekit.replay")))
+    env = dict(os.environ)
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    done = subprocess.run([sys.executable, "-c", BLOCKED % (FRAMEWORKS,)] + names, capture_output=True, text=True,
+                          cwd=os.path.dirname(PACKAGE), env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == str(len(names))
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "torch"])
+def test_a_core_module_that_needs_a_framework_fails_there(framework, tmp_path):
+    # The blocking interpreter itself: a module importing a framework does not import.
+    (tmp_path / "needs.py").write_text("import %s\n" % framework)
+    done = subprocess.run([sys.executable, "-c", BLOCKED % (FRAMEWORKS,), "needs"], capture_output=True, text=True,
+                          cwd=str(tmp_path), timeout=120)
+    assert done.returncode != 0 and "no %s here" % framework in done.stderr
