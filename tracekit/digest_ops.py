@@ -1,7 +1,7 @@
 """Digests made by TensorFlow where the values are: the ops that compute what store/digest.py
 keeps of a tensor (golden format 3), so that only the digest leaves TensorFlow, not the tensor.
 The recorder adds them to a TF 1.15 graph (record/graph_digests.py); a replay runs them in a
-tf.function over the port's state (replay/capture.py).
+tf.function over the port's state (tf2/capture.py).
 
 For a float tensor of a known shape and at least SMALLEST elements: the sum and the sum of
 squares accumulated in the tensor's precision over rows of BLOCK elements (reduce_sum and

@@ -175,7 +175,7 @@ def test_a_drift_replay_moves_its_state_and_gradients_by_an_eps_of_their_scale(t
     # The drift envelope's replays: after every step each variable, and in every step each
     # gradient taken, moved by up to one eps of its tensor's scale (and the rounding of the sum:
     # half an ulp of the element), zeros kept, other draws at each step.
-    from tracekit.replay.perturb import GradientJitter, Jitter
+    from tracekit.tf2.perturb import GradientJitter, Jitter
 
     tf = tf2.tf
     rng = np.random.RandomState(0)
@@ -209,7 +209,7 @@ def test_a_large_tensor_moves_by_a_repeated_block_of_draws(tf2):
     # Past perturb.BLOCK elements the draws repeat every BLOCK elements (a draw per element cost as
     # much as a large model's step); each element still moves within its eps of scale (a variable's
     # zeros kept).
-    from tracekit.replay.perturb import BLOCK, GradientJitter, Jitter
+    from tracekit.tf2.perturb import BLOCK, GradientJitter, Jitter
 
     tf = tf2.tf
     start = np.random.RandomState(1).randn(3, BLOCK + 7).astype(np.float32)

@@ -13,7 +13,7 @@ from ..support import golden
 
 
 def test_numerics_switches_are_recorded_and_put_back(tf2):
-    from tracekit.replay.settings import _determinism_enabled
+    from tracekit.tf2.settings import _determinism_enabled
 
     tf = tf2.tf
     before = (_determinism_enabled(), tf.config.experimental.tensor_float_32_execution_enabled(),

@@ -173,7 +173,7 @@ def test_gradients_a_hand_written_optimizer_takes_are_digested_in_its_step(tf2, 
     # Named only after the step ("#taken:", "#clipped:"), they are digested in the traced step
     # where the golden keeps a digest under every key each may become (the gradient, the one
     # before clipping): both sent at the first such step and checked, the digest alone after.
-    from tracekit.replay.graph_digests import BOTH, DIGEST
+    from tracekit.tf2.graph_digests import BOTH, DIGEST
 
     result, _ = _replay(tf2, wide_every, _port(tf2.tf, features=128, width=256))
     assert result.ok and not result.missing, result.report()
@@ -190,7 +190,7 @@ def test_gradients_a_hand_written_optimizer_takes_are_digested_in_its_step(tf2, 
 @pytest.fixture
 def golden_modes(monkeypatch):
     """Per captured "#..." key, the mode graph_digests set before each step it ran (0 where unset)."""
-    from tracekit.replay import graph_digests
+    from tracekit.tf2 import graph_digests
 
     seen = {}
     plan = graph_digests.GraphDigests.plan

@@ -12,7 +12,7 @@ import pytest
 def test_a_state_read_keeps_its_values_when_the_variables_change_after(tf2, update):
     import tensorflow as tf
 
-    from tracekit.replay.capture import VariableReader
+    from tracekit.tf2.capture import VariableReader
 
     kernel = tf.Variable(np.arange(12, dtype=np.float32).reshape(3, 4), name="kernel")
     optimizer = {"keras_adam": lambda: tf.keras.optimizers.Adam(0.1),
@@ -46,7 +46,7 @@ def test_a_captured_value_is_kept_without_a_copy_and_survives_the_steps_after(tf
     its step's value after later steps whose ops could reuse that buffer in place."""
     import tensorflow as tf
 
-    from tracekit.replay.capture import retained, when_run
+    from tracekit.tf2.capture import retained, when_run
 
     weights = tf.Variable(np.linspace(-1, 1, 4096, dtype=np.float32), name="weights")
     got, held = [], []
@@ -74,7 +74,7 @@ def test_the_first_digests_a_replay_makes_are_held_against_numpys(tf2, monkeypat
     with the reason logged, and no digest is made again."""
     import tensorflow as tf
 
-    from tracekit.replay import capture
+    from tracekit.tf2 import capture
     from tracekit.store.digest import Digest
 
     rng = np.random.default_rng(5)
@@ -109,8 +109,8 @@ def test_a_steps_gradients_are_digested_in_its_function_where_the_golden_keeps_d
     import tensorflow as tf
 
     from tracekit.digest_ops import disagreement
-    from tracekit.replay import graph_digests
-    from tracekit.replay.capture import Capture
+    from tracekit.tf2 import graph_digests
+    from tracekit.tf2.capture import Capture
     from tracekit.store.digest import Digest
 
     rng = np.random.default_rng(11)
@@ -172,7 +172,7 @@ def test_a_captured_digest_is_numpys_on_adversarial_values_and_each_shape_is_tra
     import tensorflow as tf
 
     from tests.record.test_graph_digests import _cases, _check
-    from tracekit.replay.capture import Capture
+    from tracekit.tf2.capture import Capture
     from tracekit.store.digest import Digest
 
     cases = {"grad/" + name: value for name, value in _cases().items()}

@@ -7,7 +7,7 @@ as the scheduler has it, so the golden's rates are those of the step at some ste
 next at others. The recorder fetches that read with the step and keeps, in the step's info,
 how far past the counter's value before the step it was (COUNTER_READS: {counter: offset}, 0
 or the increment). A replay feeds that offset to the port's schedule for the length of the
-step (replay/counters.py), as it feeds the step's random draws, so a correct port computes the
+step (tf2/counters.py), as it feeds the step's random draws, so a correct port computes the
 rate TF1 computed, and a schedule that is wrong shows at its step.
 
 A read is kept only where it is checked: each of the rate's reads of the counter races its

@@ -1,15 +1,15 @@
-"""Replaying goldens through TF2 ports; `tracekit.tf2` is the API.
+"""The replay engine, framework-free (tests/test_framework_free.py): it drives a port through a
+golden's steps by a Runner (loop.py), and each framework's adapter provides the Runner
+(TensorFlow 2's: tracekit/tf2/tf2_runner.py). The public API is the adapter's (`tracekit.tf2`).
 
-loop.py      the framework-neutral loop and the Runner protocol it drives
-options.py   what a replay is asked for (ReplayOptions), checked once
-returned.py  what a port's step may return, checked against the golden
-tf2_runner.py  the TensorFlow 2 runner, built from:
-  variables.py   finding, pairing (varmap.py: by name, no TensorFlow), loading variables
-  optimizer.py   the Keras optimizer's gradients, learning rate, loss, slots in TF1 terms
-  keras_optimizers.py  the optimizer classes hooked (every Keras in use, tf.compat.v1.train)
-  random_tape.py the golden's random draws injected into TF2's random ops
-  capture.py     values of a step, eager or inside a tf.function (per replica under a strategy)
-  distribute.py  under a tf.distribute strategy: inputs split, replicas' values joined
-settings.py    numerics switches for a replay: op determinism, TF32, Grappler
-tf_import.py   TensorFlow, imported with tf-keras selected
+loop.py        the loop and the Runner protocol it drives; ahead.py reads the next step while the
+               port runs, behind.py compares on a thread of its own
+options.py     what a replay is asked for (ReplayOptions), checked once; factory.py a port's factory
+returned.py    what a port's step may return, checked against the golden
+variables.py   the port's variables found, paired with the golden's (varmap.py, by name; proposal.py,
+               what is left), cast and loaded; slots.py the golden's optimizer state in Keras' terms,
+               port_state.py the state a port keeps in variables of its own
+conversions.py weight layouts as data; forcing.py what teacher forcing set, read back
+micro.py       a golden step made of micro-batch runs; source.py a source trace for a run without a golden
+patched.py     attributes replaced while a replay step runs
 """

@@ -23,7 +23,7 @@ from typing import Callable, TypeVar
 
 from .._isolate import ChildCrashed, in_child
 from ..errors import ReplayError
-from ..replay.tf_import import tf  # noqa: F401  # TensorFlow imported (its runtime not started) before any fork
+from .tf_import import tf  # noqa: F401  # TensorFlow imported (its runtime not started) before any fork
 
 T = TypeVar("T")
 

@@ -31,7 +31,7 @@ from ..comparison.stats import Stats
 from ..errors import TracekitError
 from ..keys import make_key, split_key
 from ..replay.options import ReplayOptions
-from ..replay.tf_import import tf
+from .tf_import import tf
 from ..store import Trace
 from ..store.excerpt import write_excerpt
 from .float64 import cast_up, check_float64, float64_creations, float64_policy, why_mixed

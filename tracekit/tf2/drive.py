@@ -14,20 +14,20 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..environment import fingerprint, program_identity
 from ..tf_environment import tensorflow_environment
-from ..replay.keras_optimizers import keras_of
+from .keras_optimizers import keras_of
 from ..errors import UsageError
 from ..keys import REPLAY
-from ..replay.capture import numpy
+from .capture import numpy
 from ..replay.conversions import Conversion
-from ..replay.distribute import Distribution, batch_size
+from .distribute import Distribution, batch_size
 from ..replay.factory import made
 from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
 from ..replay.options import ReplayOptions
-from ..replay.port_step import aligned_seeds, call_step
-from ..replay.settings import numeric_switches
+from .port_step import aligned_seeds, call_step
+from .settings import numeric_switches
 from ..replay.source import write_source
-from ..replay.tf2_runner import TF2Runner
-from ..replay.tf_import import tf
+from .tf2_runner import TF2Runner
+from .tf_import import tf
 from ..replay.variables import model_variables, name_of
 from ..store import Trace, open_trace
 from ..store.remote import refuse_url

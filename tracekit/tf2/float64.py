@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 import numpy as np
 
 from ..errors import ReplayError
-from ..replay.tf_import import tf
+from .tf_import import tf
 from ..replay.variables import model_variables, name_of
 
 

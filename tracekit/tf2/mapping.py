@@ -9,7 +9,7 @@ from typing import Any, Callable, List
 
 from ..errors import ReplayError
 from ..replay.options import ReplayOptions
-from ..replay.tf2_runner import TF2Runner
+from .tf2_runner import TF2Runner
 from ..replay.varmap import explain
 from ..store import open_trace
 from .drive import _LOCALIZE_SETS, _made

@@ -11,7 +11,7 @@ import numpy as np
 
 from .capture import numpy
 from .tf_import import tf
-from .slots import Slot
+from ..replay.slots import Slot
 
 # Keras slot attributes (new optimizers, tf-keras' and Keras 3's; legacy ones name their slots
 # by role) for each slot role.

@@ -55,7 +55,7 @@ class GradientWatch:
         # gradient they took (a hand-written one), False after a step whose optimizers reported all
         # (a Keras port: not copied twice), None until the first step of each kind has told.
         self.needed: Optional[bool] = None
-        # Told each gradient call's target (the loss): where the port made it (replay/sources.py).
+        # Told each gradient call's target (the loss): where the port made it (tf2/sources.py).
         self.differentiated: Optional[Callable[[Any], None]] = None
 
     def start(self, first: bool) -> None:

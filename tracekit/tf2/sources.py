@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from ..keys import make_key
 from ..sources import Lines, Source, user_source, written
-from .patched import patched
+from ..replay.patched import patched
 from .tf_import import tf
 
 try:  # maps AutoGraph's generated frames to the port's source (TensorFlow's private module)

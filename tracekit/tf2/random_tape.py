@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import ReplayError
 from .capture import Capture, weakly
 from .distribute import Distribution, replica_id
-from .patched import patched
+from ..replay.patched import patched
 from .tf_import import tf
 from tensorflow.python.ops import random_ops, stateless_random_ops  # noqa: E402  (after tf_import)
 

@@ -25,14 +25,14 @@ from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchroni
 from .keras_optimizers import keras_of
 from .optimizer import OptimizerBridge
 from .optimizer_terms import one_value
-from .options import ReplayOptions
+from ..replay.options import ReplayOptions
 from .perturb import GradientJitter, Jitter, move
-from .port_state import starts_fresh
+from ..replay.port_state import starts_fresh
 from .random_tape import RandomTape
-from .slots import split_state
+from ..replay.slots import split_state
 from .sources import SourceWatch
 from .tf_import import tf
-from .variables import cast_for, initial_value, model_variables, pair_port, unwrap
+from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
 
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
