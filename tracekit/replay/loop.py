@@ -1,7 +1,7 @@
 """The replay loop, framework-neutral: drive a runner through the golden's steps and write
 what it produces as a trace with the golden's kinds and names.
 
-A runner (tf2_runner.py for TensorFlow 2; any object with the Runner protocol's
+A runner (tracekit/tf2/tf2_runner.py for TensorFlow 2; any object with the Runner protocol's
 methods, such as a strategy-aware runner) maps and loads variables, runs one step
 with the recorded inputs and random draws, and reads the state after it; this loop
 does the bookkeeping around it.

@@ -31,10 +31,10 @@ from ..comparison.stats import Stats
 from ..errors import TracekitError
 from ..keys import make_key, split_key
 from ..replay.options import ReplayOptions
-from .tf_import import tf
 from ..store import Trace
 from ..store.excerpt import write_excerpt
 from .float64 import cast_up, check_float64, float64_creations, float64_policy, why_mixed
+from .tf_import import tf
 
 # The tap names of the probe's layer outputs: "<PREFIX><index>" (and "#in" for a layer's input).
 PREFIX = "tracekit.arbiter/"

@@ -13,25 +13,25 @@ import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..environment import fingerprint, program_identity
-from ..tf_environment import tensorflow_environment
-from .keras_optimizers import keras_of
 from ..errors import UsageError
 from ..keys import REPLAY
-from .capture import numpy
 from ..replay.conversions import Conversion
-from .distribute import Distribution, batch_size
 from ..replay.factory import made
 from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
 from ..replay.options import ReplayOptions
-from .port_step import aligned_seeds, call_step
-from .settings import numeric_switches
 from ..replay.source import write_source
-from .tf2_runner import TF2Runner
-from .tf_import import tf
 from ..replay.variables import model_variables, name_of
 from ..store import Trace, open_trace
 from ..store.remote import refuse_url
 from ..structure import structured
+from ..tf_environment import tensorflow_environment
+from .capture import numpy
+from .distribute import Distribution, batch_size
+from .keras_optimizers import keras_of
+from .port_step import aligned_seeds, call_step
+from .settings import numeric_switches
+from .tf2_runner import TF2Runner
+from .tf_import import tf
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
            model: Any = None, variables: Any = None,

@@ -13,8 +13,8 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 import numpy as np
 
 from ..errors import ReplayError
-from .tf_import import tf
 from ..replay.variables import model_variables, name_of
+from .tf_import import tf
 
 
 @contextlib.contextmanager

@@ -9,10 +9,10 @@ from typing import Any, Callable, List
 
 from ..errors import ReplayError
 from ..replay.options import ReplayOptions
-from .tf2_runner import TF2Runner
 from ..replay.varmap import explain
 from ..store import open_trace
 from .drive import _LOCALIZE_SETS, _made
+from .tf2_runner import TF2Runner
 
 
 @dataclass(frozen=True)

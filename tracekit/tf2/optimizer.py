@@ -18,22 +18,22 @@ import numpy as np
 
 from ..errors import ReplayError
 from ..keys import MICRO, UNCLIPPED, make_key, split_key
-from .capture import Capture, numpy, passed_key, port_grad_key, when_run
 from ..replay.conversions import Conversion
+from ..replay.forcing import reads_back
+from ..replay.patched import patched
+from ..replay.port_state import starts_fresh, unmapped_state
+from ..replay.slots import Slot, inert_slots
+from ..replay.variables import cast_for, initial_value, unwrap
+from ..replay.varmap import Mapping
+from .capture import Capture, numpy, passed_key, port_grad_key, when_run
 from .counters import CounterFeed
 from .distribute import disagreeing_copies, replica_id
-from ..replay.forcing import reads_back
 from .gradients import GradientWatch, gradient_keys
 from .keras_optimizers import aggregates, delegates, optimizer_classes
 from .optimizer_terms import (applied, compact, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate,
                               settings, slot_from_tf1, slot_to_tf1, TF1_MOMENTUM)
-from .tf_import import tf
-from ..replay.patched import patched
-from ..replay.port_state import starts_fresh, unmapped_state
-from ..replay.slots import Slot, inert_slots
 from .sources import SourceWatch
-from ..replay.varmap import Mapping
-from ..replay.variables import cast_for, initial_value, unwrap
+from .tf_import import tf
 
 
 

@@ -9,9 +9,9 @@ from typing import AbstractSet, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..replay.slots import Slot
 from .capture import numpy
 from .tf_import import tf
-from ..replay.slots import Slot
 
 # Keras slot attributes (new optimizers, tf-keras' and Keras 3's; legacy ones name their slots
 # by role) for each slot role.

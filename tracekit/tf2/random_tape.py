@@ -15,9 +15,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from ..errors import ReplayError
+from ..replay.patched import patched
 from .capture import Capture, weakly
 from .distribute import Distribution, replica_id
-from ..replay.patched import patched
 from .tf_import import tf
 from tensorflow.python.ops import random_ops, stateless_random_ops  # noqa: E402  (after tf_import)
 

@@ -13,8 +13,8 @@ import traceback
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..keys import make_key
-from ..sources import Lines, Source, user_source, written
 from ..replay.patched import patched
+from ..sources import Lines, Source, user_source, written
 from .tf_import import tf
 
 try:  # maps AutoGraph's generated frames to the port's source (TensorFlow's private module)

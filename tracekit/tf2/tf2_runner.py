@@ -19,20 +19,20 @@ import numpy as np
 from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, make_key, replica_name, split_key
+from ..replay.options import ReplayOptions
+from ..replay.port_state import starts_fresh
+from ..replay.slots import split_state
+from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
 from .capture import Capture, VariableReader, numpy, passed_key, weakly
 from .counters import OPTIMIZERS, CounterFeed
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .keras_optimizers import keras_of
 from .optimizer import OptimizerBridge
 from .optimizer_terms import one_value
-from ..replay.options import ReplayOptions
 from .perturb import GradientJitter, Jitter, move
-from ..replay.port_state import starts_fresh
 from .random_tape import RandomTape
-from ..replay.slots import split_state
 from .sources import SourceWatch
 from .tf_import import tf
-from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
 
 # Why a replay under a strategy has no cross-replica value of a tap or random draw.
 _PER_REPLICA = "per replica only (no batch axis to join the replicas' values on): see <name>@replica<id>"
