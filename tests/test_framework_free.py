@@ -16,7 +16,7 @@ from .test_layers import PACKAGE, _imports, _modules
 FRAMEWORKS = ("tensorflow", "tf_keras", "keras", "torch", "jax", "jaxlib", "flax", "optax")
 # The parts of the package that are framework-free.
 CORE_PARTS = ("_version", "errors", "_isolate", "_ci", "_threads", "_heap", "keys", "structure", "sources",
-              "environment", "store", "replay", "comparison", "lifecycle", "report")
+              "environment", "store", "replay", "comparison", "lifecycle", "report", "judge")
 # Outputs that exist to hand a framework's own tools what tracekit found.
 ADAPTED = {"tracekit.report.tensorboard": "writes TensorBoard's event files with TensorFlow's summary writer"}
 

@@ -23,7 +23,8 @@ RANKS = {
     "comparison": 5,
     "lifecycle": 6,
     "report": 7,
-    "cli": 8, "tf1": 8, "tf2": 8, "plugin": 8, "__init__": 8, "__main__": 8,
+    "judge": 7.5,  # judging a port, framework-free: the adapters hand it their replays
+    "cli": 8, "tf1": 8, "tf2": 8, "torch": 8, "plugin": 8, "__init__": 8, "__main__": 8,
 }
 
 

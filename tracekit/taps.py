@@ -3,7 +3,8 @@
 The same call works in both worlds, so taps line up by name:
 - TF1 graph code (and TF2 `tf.compat.v1` graph mode): the tensor is registered in
   its graph; a recorder fetches it in every recorded step;
-- TF2 eager code or a `tf.function`: the replayer's active capture (if any) takes it.
+- TF2 eager code or a `tf.function`, or a PyTorch port's forward pass: the replayer's
+  active capture (if any) takes it.
 Returns the tensor unchanged, so it can wrap an expression in place.
 """
 
@@ -30,7 +31,9 @@ def tap(name: str, tensor: Any) -> Any:
         raise UsageError("tap(%r, ...): %s" % (name, exc)) from None
     tf = sys.modules.get("tensorflow")
     if tf is None or not _is_tensor(tf, tensor):
-        raise UsageError("tap(%r, ...) needs a TensorFlow tensor, got %s; tap the output of a layer or op"
+        if _is_torch_tensor(tensor):  # a PyTorch port's: the replayer's capture takes it, if one runs
+            return _eager_sink(name, tensor) if _eager_sink is not None else tensor
+        raise UsageError("tap(%r, ...) needs a TensorFlow or PyTorch tensor, got %s; tap the output of a layer or op"
                          % (name, type(tensor).__name__))
     graph = getattr(tensor, "graph", None)
     if graph is not None and not _is_function_graph(graph):
@@ -82,6 +85,11 @@ def _is_tensor(tf: Any, value: Any) -> bool:
     is_tensor = getattr(tf, "is_tensor", None)
     return bool(is_tensor and is_tensor(value) and hasattr(value, "dtype") and hasattr(value, "shape")
                 and not hasattr(value, "indices"))
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")  # imported by the port that made `value`, if it is one
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 def _is_function_graph(graph: Any) -> bool:

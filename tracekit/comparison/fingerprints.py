@@ -44,7 +44,7 @@ from ..keys import counters_read, make_key, split_key
 from ..store import Trace
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta
-from . import adam, clipping, forms
+from . import adam, clipping, corrected, forms
 from .explained import Explained
 from .sampled import SAMPLED, SampledStep, cut, sampled_state, sampled_values, samples
 from .fitting import ELEMENTS_PER_PARAMETER, EPS32, LEFT, f64, lstsq, same, smallest_change
@@ -204,6 +204,7 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
     grad_factors = [-1.0] + ([float(batch), 1.0 / batch] if batch and batch > 1 else [])
     fits: List[_Fit] = []
     found: List[Explained] = []
+    trained = {split_key(k)[1] for k in recorded if k.startswith("grad/")}
     for key, (g_value, a_value) in values.items():
         kind, name = split_key(key)
         if kind not in ("var", "grad") or (kind == "grad") != (first_kind == "grad") or not _numeric(g_value, a_value):
@@ -211,6 +212,11 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         start = before.get(make_key("var", name))
         start = start if start is not None and _numeric(start, g_value) else None
         tol = resolve(kind, name, step, np.asarray(a_value).dtype.name)
+        variance = None if kind != "var" or start is None or name in trained else \
+            corrected.bessel(key, start, g_value, a_value, tol)
+        if variance is not None:  # a moving variance: the one correction, not a rate and a decay
+            found.append(variance)
+            continue
         moments = None if kind == "grad" or start is None else adam.moments(golden, name, before, recorded)
         fit = None
         if start is not None:
@@ -235,7 +241,7 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
     # a factor every gradient shares, not the batch size's, may be a clip by global norm
     norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" and not sampled else None
     named = [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f
-             for f in _named(golden, step, fits, found, {split_key(k)[1] for k in recorded if k.startswith("grad/")})]
+             for f in _named(golden, step, fits, found, trained)]
     return [replace(f, detail=dict(f.detail, **{SAMPLED: len(sampled & set(f.keys))})) if sampled & set(f.keys)
             else f for f in named]
 
@@ -318,6 +324,11 @@ def _fit_var(step: int, key: str, start: Any, g_value: Any, a_value: Any, tol: R
     if found is None:
         return None
     changed = found[0]
+    # another epsilon, or a usual one added after the bias correction (corrected.py): the closer prediction
+    if "eps" in changed and betas is not None:
+        hat = corrected.epsilon_hat(golden_fit, predict, a_value, tol, betas[1], counts, EPSILONS)
+        if hat is not None and (hat.ulps <= found[1] or abs(changed["eps"][1] / hat.acting - 1) < 0.05):
+            return _Fit(key, {"eps_hat": (golden_fit["eps"], hat.eps)}, hat.ulps, betas, (hat.t,))
     if "alpha" in changed and "decay" in changed and same(*(a / g for g, a in (changed["alpha"], changed["decay"]))):
         # the whole step scaled, its decay with it: one factor of the learning rate
         changed = {"rate": (1.0, changed["alpha"][1] / changed["alpha"][0]),
@@ -368,6 +379,8 @@ def _describe(parameter: str, g: float, a: float, fit: _Fit, rate: Optional[floa
     """(code, golden's value, port's value, detail) of one changed parameter."""
     if parameter == "eps":
         return EPSILON, g, a, {}
+    if parameter == "eps_hat":
+        return corrected.EPSILON_HAT, g, a, {"t": float(fit.counts[0]), "beta_2": fit.betas[1]}  # type: ignore[index]
     if parameter in ("decay", "l2"):
         if parameter == "l2":
             return L2_IN_LOSS, g, a, {}

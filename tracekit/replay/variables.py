@@ -81,6 +81,7 @@ def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequen
     mismatch stops the replay before it starts, listing both sides. Returns the model's mapping
     and the state's (its pairs only: golden state no port variable holds is left to the port's
     optimizer)."""
+    side = port_side(tf_vars)
     if not tf_vars:
         raise ReplayError("no TF2 variables to replay into: build the model before replaying (call it once "
                           "on a batch, or model.build(input_shape)), or pass variables=[...]")
@@ -108,14 +109,14 @@ def map_variables(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf_vars: Sequen
     if not mapping.ok or held.unmatched_golden or held.shape_mismatch:
         golden_left = mapping.unmatched_golden + [(name, shape) for name, shape, _ in mapping.shape_mismatch]
         port_left = [(c.name, c.shape) for c in mapping.unmatched_tf2 + [c for _, _, c in mapping.shape_mismatch]]
-        state_lines = ["  optimizer state: var_map names %s, which is not among the TF2 variables" % name
+        state_lines = ["  optimizer state: var_map names %s, which is not among the %s variables" % (name, side)
                        for name, _ in held.unmatched_golden]
-        state_lines += ["  optimizer state: shape differs: golden %s %s vs TF2 %s %s" % (name, shape, c.name, c.shape)
+        state_lines += ["  optimizer state: shape differs: golden %s %s vs %s %s %s" % (name, shape, side, shown(c), c.shape)
                         for name, shape, c in held.shape_mismatch]
         advice = conversions.suggest(golden_left, port_left) + [
             "name the port's layers like the TF1 scopes, or pass var_map= (a dict, regex rules or a callable; "
             "None for a golden variable the port has no counterpart of)"]
-        raise ReplayError("\n".join(["the TF2 variables do not match the golden's:"] + mismatch_lines(mapping) +
+        raise ReplayError("\n".join(["the %s variables do not match the golden's:" % side] + mismatch_lines(mapping, side) +
                                      state_lines + advice + proposal.proposed(golden_left, port_left)))
     return mapping, held
 
@@ -138,21 +139,33 @@ def _lenient(var_map: Any) -> Any:
     return ask
 
 
-def mismatch_lines(mapping: varmap.Mapping) -> List[str]:
+def port_side(variables: Sequence[Any]) -> str:
+    """What the port's variables are called in messages: their `framework` ("PyTorch": an
+    adapter's wrapper says), TF2's by default."""
+    return str(getattr(variables[0], "framework", "TF2")) if variables else "TF2"
+
+
+def shown(cand: varmap.Candidate) -> str:
+    """A port variable as a message names it: its own `shown` (an adapter's name for it, where
+    pairing sees TF's), else its name."""
+    return str(getattr(cand.obj, "shown", cand.name))
+
+
+def mismatch_lines(mapping: varmap.Mapping, side: str = "TF2") -> List[str]:
     """The error's listing: counts, then each variable that did not pair, on either side."""
-    out = ["%d golden variables, %d TF2 variables, %d matched" % (
+    out = ["%d golden variables, %d %s variables, %d matched" % (
         len(mapping.pairs) + len(mapping.unmatched_golden) + len(mapping.shape_mismatch),
-        len(mapping.pairs) + len(mapping.unmatched_tf2) + len(mapping.shape_mismatch), len(mapping.pairs))]
+        len(mapping.pairs) + len(mapping.unmatched_tf2) + len(mapping.shape_mismatch), side, len(mapping.pairs))]
     for name, shape, cand in mapping.shape_mismatch:
-        out.append("  shape differs: golden %s %s vs TF2 %s %s" % (name, shape, cand.name, cand.shape))
+        out.append("  shape differs: golden %s %s vs %s %s %s" % (name, shape, side, shown(cand), cand.shape))
     for name, shape in mapping.unmatched_golden:
         out.append("  only in the golden: %s %s" % (name, shape))
     for cand in mapping.unmatched_tf2:
-        out.append("  only in TF2: %s %s" % (cand.name, cand.shape))
+        out.append("  only in %s: %s %s" % (side, shown(cand), cand.shape))
     auto = [(name, cand) for name, cand in mapping.pairs.items() if mapping.how.get(name) != "explicit"]
     if auto:
         out.append("paired automatically (check them too):")
-        out += ["  %s -> %s (%s)" % (name, cand.name, varmap.explain(mapping.how.get(name, "?"))) for name, cand in auto]
+        out += ["  %s -> %s (%s)" % (name, shown(cand), varmap.explain(mapping.how.get(name, "?"))) for name, cand in auto]
     return out
 
 

@@ -174,7 +174,7 @@ def match(golden: Sequence[Tuple[str, Tuple[int, ...]]], tf2: Sequence[Candidate
             result.how[name] = how
 
     for name, shape in golden:
-        target = _explicit(explicit, name)
+        target = explicit_target(explicit, name)
         if target is NOT_PORTED:
             result.left_out.append(name)
             continue
@@ -325,10 +325,10 @@ def _unique_best(pairs: List[Tuple[Any, int]]) -> Optional[Any]:
     return winners[0] if top and len(winners) == 1 else None
 
 
-NOT_PORTED = object()  # what _explicit returns for a golden variable mapped to None
+NOT_PORTED = object()  # what explicit_target returns for a golden variable mapped to None
 
 
-def _explicit(explicit: Any, name: str) -> Any:
+def explicit_target(explicit: Any, name: str) -> Any:
     """The explicit mapping's target for a golden name: a TF2 name or variable, NOT_PORTED, or
     None (left to the automatic rules)."""
     if explicit in (None, "auto"):

@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 
 from ..comparison.activations import ACTIVATION, NORM_EPSILON
 from ..comparison.clipping import CLIP_EACH_NORM, CLIP_NORM, CLIP_VALUE
+from ..comparison.corrected import BESSEL, BESSEL_N_EXACT, EPSILON_HAT
 from ..comparison.epsilon import EPSILON_INSIDE
 from ..comparison.fingerprints import (AVERAGE_RATE, BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE,
                                        EPSILON, GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, Fingerprint)
@@ -59,6 +60,26 @@ def _line(hint: Fingerprint) -> str:
         return ("named cause: the optimizer's epsilon. At %s the port's update of %s fits epsilon=%.2g, TF1's "
                 "epsilon=%.2g (in m / (sqrt(v) + epsilon), Adam's moments verified from the golden's gradient), %s. "
                 "Pass epsilon=%.2g" % (where, _names(hint.keys), hint.port, hint.golden, fit, hint.golden))
+    if hint.code == EPSILON_HAT:
+        t = int(d.get("t", 0))
+        return ("named cause: Adam's epsilon added after the bias correction. At %s the port's update of %s is TF1's "
+                "with epsilon=%.2g added to sqrt(v_hat) (PyTorch's and optax's Adam), where TF1 adds it to sqrt(v) and "
+                "folds the correction into the step size (there epsilon acts as %.2g x sqrt(1 - beta_2^t) = %.2g at "
+                "t=%d), %s. Compute the update as TF1 does (lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t); "
+                "m / (sqrt(v) + epsilon)), or accept the difference with a tolerance"
+                % (where, _names(hint.keys), hint.port, hint.port,
+                   hint.port * math.sqrt(1 - float(d.get("beta_2", 0.999)) ** t), t, fit))
+    if hint.code == BESSEL:
+        n, port_corrects = int(d.get("n", 0)), hint.port > hint.golden
+        return ("named cause: the running variance's Bessel correction. At %s the port moves %s toward the batch's "
+                "variance times %s, %s (n %s %d values per feature, the average's rate %.3g). %s"
+                % (where, _names(hint.keys), "n / (n - 1)" if port_corrects else "(n - 1) / n", fit,
+                   "=" if n <= BESSEL_N_EXACT else "about", n,
+                   d.get("rate", float("nan")),
+                   "The port keeps the unbiased variance (PyTorch's BatchNorm does), TF1 the biased one (Keras' "
+                   "batch norm of 2-D inputs, tf.nn.moments): update the average with the biased variance" if
+                   port_corrects else "TF1 keeps the unbiased variance (its fused batch norm does), the port the "
+                   "biased one: update the average with the variance times n / (n - 1)"))
     if hint.code == BIAS_CORRECTION:
         corrects = hint.port == 1.0
         return ("named cause: Adam's bias correction. At %s the port's update of %s is %.4g x TF1's, the correction "
@@ -77,7 +98,7 @@ def _line(hint: Fingerprint) -> str:
         return ("named cause: the rate of a moving average. At %s the port moves %s %.4g x as far as TF1, %s. No "
                 "gradient moves these variables, so this is not a learning rate: a moving average's (1 - momentum) "
                 "differs by that factor (TF1's momentum 0.9 against 0.99 gives 0.1; tf.layers and Keras default "
-                "to 0.99, slim to 0.999). Give the port's layer TF1's momentum"
+                "to 0.99, slim to 0.999; PyTorch's momentum= is TF's 1 - momentum). Give the port's layer TF1's momentum"
                 % (where, _names(hint.keys), hint.port, fit))
     if hint.code == SIGN:
         return ("named cause: the update's sign. At %s the port moves %s opposite to TF1, %s: a gradient or a loss "

@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from ..comparison.arbiter import LONG_GOLDEN
-from ..comparison.comparer import Comparer
-from ..comparison.engine import REFRESH_STEPS, comparer
 from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
+from ..judge.live import compared
 from ..replay.factory import made as made_port
-from ..replay.behind import Behind
 from ..replay.loop import Replayed
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
@@ -103,21 +101,11 @@ def _whole_steps(trace: Trace) -> List[int]:
 def _compared(trace: Trace, step_fn: Any, options: ReplayOptions, against: Trace, tolerance: "Tolerance | str | None",
               out: Optional[str] = None, fail_fast: bool = False, measuring: bool = False,
               **run: Any) -> Tuple[Reported, Replayed]:
-    """Replay `trace`'s steps, each compared as it runs with `against`'s (the golden itself, or
-    the drift view's own run): the result, and the replay (`run`: _replay's perturbations);
-    measuring=True: the steps' differences only, as an envelope measures them (_Live)."""
-    live = _Live(against, out, tolerance, measuring)
-    try:
-        replayed = _replay(trace, step_fn, options, out, write=out is not None, watch=live,
-                           stop=(lambda: live.diverged) if fail_fast else None, **run)
-    except BaseException:
-        live.close(quiet=True)  # the replay's error is the news
-        raise
-    if replayed.trace is not None:
-        replayed.trace.close()
-    live.close()
-    assert live.comparer is not None  # made when the replay started
-    return live.comparer.finish(replayed.meta, replayed.steps), replayed  # type: ignore[return-value]
+    """Replay `trace`'s steps, each compared as it runs with `against`'s (judge/live.py; `run`:
+    _replay's perturbations)."""
+    def replayed(watch: Any, stop: Any) -> Replayed:
+        return _replay(trace, step_fn, options, out, write=out is not None, watch=watch, stop=stop, **run)
+    return compared(replayed, against, tolerance, out, fail_fast, measuring)
 
 
 def _keyframed(trace: Trace) -> Optional[str]:
@@ -187,62 +175,3 @@ def _port_runs(trace: Trace, step_fn: Any, make_port: Callable[[], Any], toleran
         return written
 
     return PortRuns(forced, replay_own, against, replay_one, made, apart)
-
-
-class _StepsOnly:
-    """A comparer fed the steps and not the initial state."""
-
-    takes_initial = False
-
-    def __init__(self, comparer: Comparer) -> None:
-        self.comparer = comparer
-
-    def initial(self, values: Mapping[str, Any]) -> None:
-        pass
-
-    def step(self, *args: Any) -> None:
-        self.comparer.step(*args)
-
-
-class _Live:
-    """The comparison a check feeds: made when the replay knows its own metadata, and run on a
-    thread behind the port's steps."""
-
-    def __init__(self, golden: Trace, out: Optional[str], tolerance: "Tolerance | str | None",
-                 measuring: bool = False) -> None:
-        # measuring: an envelope's perturbed run against the unmoved one (calibration.Spread reads its steps). Its
-        # start differs by the nudge: comparing the whole initial state for that, or reading the state back to
-        # name a cause, would double the run's peak memory for nothing
-        self.golden, self.out, self.tolerance, self.measuring = golden, out, tolerance, measuring
-        self.comparer: Optional[Comparer] = None  # once the replay starts
-        self._behind: Optional[Behind] = None
-
-    def __call__(self, meta: Dict[str, Any]) -> Behind:
-        label = self.out if self.out is not None else "replay of %s (not written)" % meta["program"]["entry"]
-        self.comparer = comparer(self.golden, label, meta, self.tolerance, result_type=Reported,
-                                 diagnose=not self.measuring)
-        self._behind = Behind(_StepsOnly(self.comparer) if self.measuring else self.comparer, sync=self._refresh,
-                              sync_every=REFRESH_STEPS)
-        return self._behind
-
-    def _refresh(self) -> None:
-        """Between steps, the comparer's thread idle: judge what it holds, then reopen the golden."""
-        assert self.comparer is not None
-        self.comparer.drain()
-        self.golden.refresh()
-
-    @property
-    def diverged(self) -> bool:
-        return self.comparer is not None and self.comparer.diverged
-
-    def close(self, quiet: bool = False) -> None:
-        """Wait for the steps handed over (raising what comparing them raised, unless quiet); end
-        the comparer's reading threads."""
-        if self._behind is None or self.comparer is None:
-            return
-        try:
-            self._behind.close(quiet)
-            if not quiet:
-                self.comparer.drain()  # the last step fed
-        finally:
-            self.comparer.close()

@@ -1,0 +1,99 @@
+"""A PyTorch port of the TF1 Keras fit example (goldens/keras_fit.h5, recorded on TF 1.15):
+Dense, BatchNormalization, ReLU, Dropout fed the golden's draws, Dense, under Adam. The port
+written with TF's forms (tools/ports/torch/tf_forms.py) matches; the torch defaults a port
+slips on are caught at their step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracekit
+from tools.ports.torch import keras_fit
+from tracekit.comparison.corrected import BESSEL, EPSILON_HAT
+from tracekit.comparison.fingerprints import AVERAGE_RATE, EPSILON
+
+from ..support import golden
+
+
+def _check(tt, tolerance=None, **port):
+    model, step, own = keras_fit.make(**port)
+    return tt.check(golden("keras_fit"), step, model=model, tolerance=tolerance, **own)
+
+
+def test_a_port_with_tfs_forms_matches(tt, tmp_path):
+    out = str(tmp_path / "actual.h5")
+    result = _check(tt, "training")
+    assert result.ok and result.steps == 16, result.report()
+    # Only the dense bias before batch norm, whose gradient is round-off that Adam amplifies, and
+    # what it feeds, need the training preset: everything else matches at the default tolerance.
+    strict = _check(tt)
+    assert {n.key for n in strict.noise} <= {"var/hidden/bias:0", "var/bn/moving_mean:0"}, strict.report()
+    assert all(t.ok for t in strict.tensors if t.key not in {n.key for n in strict.noise}), strict.report()
+    assert {"input", "random", "loss", "lr", "grad", "var", "slot"} <= {t.kind for t in strict.tensors}
+    # The initial state as loaded reads back as the golden's, bit for bit, in the golden's layout.
+    model, step, own = keras_fit.make()
+    actual = tt.replay(golden("keras_fit"), step, model=model, out=out, steps=2, **own)
+    with tracekit.open(golden("keras_fit")) as g:
+        for name in ("hidden/kernel:0", "logits/kernel:0", "bn/moving_variance:0"):
+            assert np.array_equal(actual.initial["var", name], g.initial["var", name]), name
+        # dropout took the golden's uniform draw, as recorded
+        draw = g.names("random")[0]
+        assert np.array_equal(actual.step(0)["random", draw], g.step(0)["random", draw])
+    mapping = actual.meta["replay"]["mapping"]
+    assert mapping["hidden/kernel:0"] == "hidden.weight" and mapping["bn/moving_variance:0"] == "bn.running_var"
+    assert actual.meta["torch"]["version"] and "tensorflow" not in actual.meta
+
+
+def test_without_the_golden_draws_the_loss_departs_at_the_first_step(tt):
+    model, step, own = keras_fit.make()
+    off = tt.check(golden("keras_fit"), step, model=model, random="none", **own)
+    assert (off.first_divergence.step, off.first_divergence.key) == (0, "loss/loss"), off.report()
+
+
+@pytest.mark.parametrize("port, expected, cause", [
+    # torch's own Adam: epsilon added to sqrt(v_hat), where TF adds it before the bias correction
+    ({"optimizer": "torch"}, (0, "var/hidden/kernel:0"), EPSILON_HAT),
+    # nn.BatchNorm1d: the running variance with Bessel's correction, Keras' without
+    ({"batch_norm": "torch"}, (0, "var/bn/moving_variance:0"), BESSEL),
+    # Keras' momentum given to torch, whose momentum is 1 - Keras'
+    ({"bn_momentum": 0.99}, (0, "var/bn/moving_mean:0"), AVERAGE_RATE),
+    # TF1 AdamOptimizer's default epsilon, not Keras' 1e-7
+    ({"epsilon": 1e-8}, (0, "var/hidden/kernel:0"), EPSILON),
+    # the golden's draws, another keep threshold: caught at the loss, nothing to fit
+    ({"dropout": 0.5}, (0, "loss/loss"), None),
+])
+def test_slips_are_caught_where_they_depart_and_named(tt, port, expected, cause):
+    result = _check(tt, "training", **port)
+    first = result.first_divergence
+    assert not result.ok and (first.step, first.key) == expected, result.report()
+    named = {hint.code for hint in result.fingerprints}
+    assert named == ({cause} if cause else set()), result.report()
+
+
+def test_a_var_map_names_torch_parameters_and_tensors(tt):
+    model, step, own = keras_fit.make()
+    var_map = {"hidden/kernel:0": "hidden.weight", "logits/kernel:0": model.logits.weight}
+    actual = tt.replay(golden("keras_fit"), step, model=model, var_map=var_map, steps=1, **own)
+    assert actual.meta["replay"]["matched_by"]["hidden/kernel:0"] == "explicit"
+    assert actual.meta["replay"]["mapping"]["logits/kernel:0"] == "logits.weight"
+
+
+def test_a_port_that_does_not_pair_is_stopped_naming_both_sides(tt):
+    import torch
+
+    model, step, own = keras_fit.make()
+    model.extra = torch.nn.Linear(2, 2)
+    with pytest.raises(tracekit.ReplayError) as caught:
+        tt.replay(golden("keras_fit"), step, model=model, steps=1, **own)
+    message = str(caught.value)
+    assert "the PyTorch variables do not match the golden's" in message
+    assert "only in PyTorch: extra.weight (as extra/kernel, transposed) (2, 2)" in message, message
+
+
+def test_options_that_are_tensorflows_alone_are_refused(tt):
+    model, step, own = keras_fit.make()
+    with pytest.raises(tracekit.UsageError, match="determinism is TensorFlow's"):
+        tt.replay(golden("keras_fit"), step, model=model, determinism=True, **own)
+    with pytest.raises(tracekit.UsageError, match="optimizer="):
+        tt.replay(golden("keras_fit"), step, model=model)

@@ -1,0 +1,1 @@
+"""PyTorch ports of the shipped goldens' programs, written as a team porting them would."""

@@ -1,0 +1,44 @@
+"""PyTorch port of the TF1 Keras fit example (goldens/keras_fit.h5): Dense, BatchNormalization,
+ReLU, Dropout, Dense under Keras' Adam, with a softmax cross-entropy on one-hot labels.
+
+Keras' defaults written out in torch's terms: BatchNormalization's momentum 0.99 is torch's
+0.01, its epsilon 1e-3; Keras' Adam epsilon 1e-7. `make()` returns (model, step, {"optimizer":
+optimizer}); its keyword arguments build deliberately wrong ports: optimizer="torch"
+(torch.optim.Adam, epsilon after the bias correction), batch_norm="torch" (nn.BatchNorm1d, the
+running variance with Bessel's correction), bn_momentum=0.99 (Keras' number given to torch),
+dropout=0.5.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from .tf_forms import KerasBatchNorm1d, TFAdam
+
+FEATURES, CLASSES = 5, 3
+
+
+class Net(torch.nn.Module):
+    def __init__(self, batch_norm="keras", bn_momentum=0.01, bn_eps=1e-3, dropout=0.25):
+        super().__init__()
+        norm = KerasBatchNorm1d if batch_norm == "keras" else torch.nn.BatchNorm1d
+        self.hidden = torch.nn.Linear(FEATURES, 16)
+        self.bn = norm(16, momentum=bn_momentum, eps=bn_eps)
+        self.dropout = torch.nn.Dropout(dropout)
+        self.logits = torch.nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        return self.logits(self.dropout(torch.relu(self.bn(self.hidden(x)))))
+
+
+def make(optimizer="tf", batch_norm="keras", epsilon=1e-7, bn_momentum=0.01, dropout=0.25, lr=1e-2):
+    model = Net(batch_norm, bn_momentum, 1e-3, dropout)
+    adam = TFAdam if optimizer == "tf" else torch.optim.Adam
+    opt = adam(model.parameters(), lr=lr, eps=epsilon)
+
+    def step(inputs):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(inputs["hidden_input:0"]), inputs["logits_target:0"])
+        loss.backward()
+        opt.step()
+        return loss
+    return model, step, {"optimizer": opt}

@@ -1,0 +1,57 @@
+"""What a team porting TF1 code to PyTorch writes once and reuses: TF's forms of the pieces whose
+torch counterparts compute something slightly different.
+
+- `TFAdam`: TF's Adam. torch.optim.Adam adds epsilon to the bias-corrected sqrt(v_hat); TF1's
+  AdamOptimizer and Keras' Adam fold the bias correction into the step size and add epsilon to
+  sqrt(v) ("epsilon hat"), so torch's epsilon acts as TF's times sqrt(1 - beta2^t).
+- `KerasBatchNorm1d`: Keras' BatchNormalization on (batch, features). torch's BatchNorm1d keeps
+  the running variance of the batch with Bessel's correction (n / (n - 1)); Keras keeps the
+  biased one, and moves its averages as `moving -= (moving - batch) * (1 - momentum)`.
+"""
+
+import math
+
+import torch
+
+
+class TFAdam(torch.optim.Optimizer):
+    """Adam as TF computes it: lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t);
+    var -= lr_t m / (sqrt(v) + epsilon). Its state is torch's names: step, exp_avg, exp_avg_sq."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-7):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                t = float(state["step"])
+                lr_t = group["lr"] * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.add_((p.grad - m) * (1 - beta1))
+                v.add_((p.grad * p.grad - v) * (1 - beta2))
+                p.sub_(m * lr_t / (v.sqrt() + group["eps"]))
+
+
+class KerasBatchNorm1d(torch.nn.BatchNorm1d):
+    """BatchNorm1d with Keras' training-time arithmetic (torch's `momentum` is Keras' 1 - momentum)."""
+
+    def forward(self, x):
+        if not self.training:
+            return super().forward(x)
+        mean = x.mean(0)
+        var = ((x - mean) ** 2).mean(0)
+        with torch.no_grad():
+            self.running_mean.sub_((self.running_mean - mean) * self.momentum)
+            self.running_var.sub_((self.running_var - var) * self.momentum)
+        inv = torch.rsqrt(var + self.eps) * self.weight
+        return x * inv + (self.bias - mean * inv)

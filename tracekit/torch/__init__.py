@@ -1,0 +1,15 @@
+"""tracekit for PyTorch ports: `tracekit.torch.replay(golden, step_fn, model=, optimizer=)` and
+`check`. Imports PyTorch.
+
+    drive.py   replay() and check(): the runner driven by the framework-free loop
+    runner.py  the runner (replay/loop.py's Runner) of a torch.nn.Module and its optimizers
+    params.py  parameters and buffers under TF's names and in TF's layout
+    optim.py   the optimizer's gradients, learning rate and state, by role
+    tape.py    the golden's random draws fed to dropout and torch.rand/randn
+"""
+
+from __future__ import annotations
+
+from .drive import check, replay, torch_environment
+
+__all__ = ["check", "replay", "torch_environment"]

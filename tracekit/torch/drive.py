@@ -1,0 +1,175 @@
+"""tracekit.torch.replay and check: a golden replayed through a PyTorch port's step (the
+runner, runner.py, driven by the framework-free loop, replay/loop.py), and compared as it
+runs (judge/live.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..environment import fingerprint, program_identity
+from ..errors import UsageError
+from ..judge.live import compared
+from ..keys import REPLAY, make_key
+from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
+from ..replay.options import ReplayOptions
+from ..report.reported import Reported
+from ..store import Trace, open_trace
+from ..store.remote import refuse_url
+from ..structure import structured
+from .runner import TorchRunner
+
+# ReplayOptions' fields that are TensorFlow's alone: refused here, naming what to do instead.
+_TF_ONLY = {"variables": "pass model=", "strategy": "not supported for PyTorch ports yet",
+            "input_api": "not supported for PyTorch ports yet", "global_batch_size": "not supported for PyTorch ports yet",
+            "determinism": "call torch.use_deterministic_algorithms(True) in the port", "tf32": "a CPU replay has none",
+            "grappler": "TensorFlow's graph optimizer: PyTorch has none"}
+
+
+def _options(given: Mapping[str, Any], where: str) -> ReplayOptions:
+    options = ReplayOptions.of(given, where)
+    for name in sorted(set(given) & set(_TF_ONLY)):
+        raise UsageError("%s: option %s is TensorFlow's (%s)" % (where, name, _TF_ONLY[name]))
+    if options.random == "seed":
+        raise UsageError("%s: random='seed' aligns TensorFlow's seeds; a PyTorch port takes the golden's draws "
+                         "(random='tape') or its own (random='none')" % where)
+    if options.init == "seed":
+        raise UsageError("%s: init='seed' builds a TensorFlow model from the golden's seeds; a PyTorch port starts "
+                         "from the golden's state (init='golden')" % where)
+    return options
+
+
+def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
+           model: Any = None, optimizer: Any = None, out: Optional[str] = None, **options: Any) -> Trace:
+    """Drive a PyTorch port's training step through the golden's steps; the actual trace.
+
+    step_fn(inputs): one training step (forward, backward, optimizer.step()), called once per
+      recorded step with {golden input name: torch.Tensor}; it returns its loss or a dict of
+      named values, as tracekit.tf2.replay's does.
+    model: the torch.nn.Module; its parameters and buffers pair with the golden's variables
+      under TF's names for them (`hidden.weight` of an nn.Linear is `hidden/kernel`, in
+      Dense's (in, out) layout), or by var_map= (golden name -> torch's dotted name, the
+      tensor itself, or None).
+    optimizer: the torch.optim optimizer(s) the step calls .step() on: their state pairs with
+      the golden's slots by role (exp_avg is Adam's m, momentum_buffer Momentum's accumulator,
+      ...); gradients are read as the optimizer's step begins (after any clipping), and before
+      clip_grad_norm_ where the golden kept the unclipped ones.
+    The rest are tracekit.tf2.replay's: var_map, init, random ("tape": dropout and
+    torch.rand/randn take the golden's draws; "none"), steps, inputs, convert, progress,
+    every, forcing ("none", "state", "taps")."""
+    run = _Run(golden, step_fn, model, optimizer, _options(dict(options, model=model), "tracekit.torch.replay"))
+    trace = run.replay(out).trace
+    assert trace is not None
+    return trace
+
+
+def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
+          model: Any = None, optimizer: Any = None, tolerance: Any = None, fail_fast: bool = False,
+          out: Optional[str] = None, **options: Any) -> Reported:
+    """Replay and compare as the steps run (replay()'s arguments; tolerance as for
+    tracekit.compare): the comparison, the actual trace written only where `out` is given."""
+    if not isinstance(fail_fast, bool):
+        raise UsageError("fail_fast must be True or False, got %r" % (fail_fast,))
+    given = _options(dict(options, model=model), "tracekit.torch.check")
+    with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
+        run = _Run(trace, step_fn, model, optimizer, given)
+        result, replayed = compared(lambda watch, stop: run.replay(out, watch=watch, stop=stop), trace, tolerance,
+                                    out, fail_fast)
+    return result
+
+
+class _Run:
+    """One PyTorch replay's parts."""
+
+    def __init__(self, golden: "str | Trace", step_fn: Any, model: Any, optimizer: Any,
+                 options: ReplayOptions) -> None:
+        check_steps(step_fn)
+        if optimizer is None:
+            raise UsageError("tracekit.torch needs the port's optimizer: optimizer=<torch.optim.Optimizer> (or a list "
+                             "of them)")
+        self.golden, self.step_fn, self.model, self.options = golden, step_fn, model, options
+        self.optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
+
+    def replay(self, out: Optional[str], watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
+               stop: Optional[Callable[[], bool]] = None) -> Replayed:
+        refuse_url(out, "write a replay's trace")
+        with (contextlib.nullcontext(self.golden) if isinstance(self.golden, Trace)
+              else open_trace(self.golden)) as trace:
+            runner = TorchRunner(trace, self.options, self.optimizers)
+            if self.options.init == "golden":
+                runner.load_initial()
+            about = {"golden": trace.path, "init": self.options.init, "random": self.options.random,
+                     "mapping": {name: cand.obj.dotted for name, cand in runner.mapping.pairs.items()},
+                     "matched_by": dict(runner.mapping.how),
+                     "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
+            structures = trace.meta.get("inputs")
+
+            def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
+                tensors = structured({name: _tensor(value) for name, value in feeds.items()}, structures)
+                return call_step(step_for(self.step_fn, info, index, trace.path), tensors, self.options.inputs)
+            meta = {"environment": fingerprint(), "program": _program(self.step_fn, self.model),
+                    "torch": torch_environment()}
+            plan = {REPLAY: {"init": self.options.init, "forcing": self.options.forcing, "restarted_at": []}}
+            return replay_steps(trace, runner, call, self.options, out, about, meta=meta, write=out is not None or
+                                watch is None, sink=watch(dict(meta, **plan)) if watch is not None else None,
+                                stop=stop)
+
+
+def _tensor(value: Any) -> Any:
+    """A golden input as the port's step takes it: a tensor, or as read where torch has no such
+    dtype (strings)."""
+    array = np.asarray(value)
+    if array.dtype.kind in "biuf":
+        return torch.from_numpy(np.array(array))
+    return value
+
+
+def call_step(step_fn: Callable[..., Any], tensors: Dict[str, Any], inputs: Optional[Mapping[str, str]]) -> Dict[str, Any]:
+    """The port's step called on one step's inputs; what it returned as {"kind/name": array}."""
+    if inputs is None:
+        result = step_fn(tensors)
+    else:
+        missing = [name for name in inputs if name not in tensors]
+        if missing:
+            raise UsageError("inputs= names golden inputs %s, but the step records only %s"
+                             % (", ".join(missing), ", ".join(sorted(tensors))))
+        result = step_fn(**{keyword: tensors[name] for name, keyword in inputs.items()})
+    if result is None:
+        return {}
+    if not isinstance(result, dict):
+        result = {"loss": result}
+    out = {}
+    for key, value in result.items():
+        if "/" not in key:
+            key = {"loss": "loss/loss", "lr": "lr/learning_rate", "learning_rate": "lr/learning_rate"}.get(
+                key, make_key("fetch", key))
+        out[key] = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    return out
+
+
+def torch_environment() -> Dict[str, Any]:
+    """What the running PyTorch tells of the numerics: its version, threads, whether oneDNN
+    (mkldnn) is used, deterministic algorithms, CUDA."""
+    return {"version": torch.__version__, "threads": torch.get_num_threads(),
+            "interop_threads": torch.get_num_interop_threads(),
+            "mkldnn": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
+            "deterministic": torch.are_deterministic_algorithms_enabled(),
+            "cuda": torch.version.cuda, "devices": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+
+
+def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
+    """The port's identity: its step functions and model class, and the files they come from."""
+    functions: Sequence[Any] = [step_fn[k] for k in sorted(step_fn)] if isinstance(step_fn, Mapping) else [step_fn]
+    parts = list(functions) + ([type(model)] if model is not None else [])
+    names = ["%s.%s" % (getattr(p, "__module__", "?"), getattr(p, "__qualname__", repr(p))) for p in parts]
+    sources = []
+    for part in parts:
+        try:
+            sources.append(inspect.getsourcefile(part))
+        except TypeError:
+            sources.append(None)
+    return program_identity(" + ".join(names), sources)

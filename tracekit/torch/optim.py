@@ -1,0 +1,276 @@
+"""A PyTorch optimizer as the replay sees it: the gradients it applies and its learning rate,
+read as its step begins (a step pre-hook), the gradients before `clip_grad_norm_` clipped them,
+and its state paired with the golden's slots by role.
+
+TF1 names a slot by its role (replay/slots.py: Adam's "m" and "v", Momentum's accumulator,
+RMSProp's mean square); torch's optimizers, and hand-written ones, keep the same quantities in
+`optimizer.state[param]` under names of their own (`exp_avg`, `exp_avg_sq`, `momentum_buffer`,
+`square_avg`, `sum`, ...): `STATE_KEYS` says which name holds which role. Keras SGD's momentum
+(the sum of steps, `-lr` times torch's sum of gradients) converts by the learning rate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ..errors import ReplayError
+from ..keys import UNCLIPPED, make_key, split_key
+from ..replay.slots import Slot
+from .params import Param
+
+# The golden's slot roles -> the state names that hold them: torch's own first, then the names
+# hand-written optimizers give them.
+STATE_KEYS: Dict[str, Tuple[str, ...]] = {
+    "m": ("exp_avg", "m", "mu", "first_moment", "exp_avg_grad"),
+    "v": ("exp_avg_sq", "v", "nu", "second_moment"),
+    "vhat": ("max_exp_avg_sq", "vhat"),
+    "momentum": ("momentum_buffer", "momentum", "velocity", "buf"),
+    "rms": ("square_avg", "ms", "rms"),
+    "mg": ("grad_avg", "mg"),
+    "accumulator": ("sum", "accumulator", "acc"),
+    "accum_grad": ("square_avg", "accum_grad"),
+    "accum_var": ("acc_delta", "accum_var"),
+}
+STEP_KEYS = ("step", "t", "count", "iterations")
+
+
+def _fresh(optimizer: Any, group: Mapping[str, Any], tensor: torch.Tensor) -> Optional[Dict[str, Any]]:
+    """The whole state torch's own optimizer makes for a parameter at its first step (lazily,
+    so the golden's initial slots can go in only if it is made first); None for others."""
+    zeros = lambda: torch.zeros_like(tensor, memory_format=torch.preserve_format)  # noqa: E731
+    kind = type(optimizer)
+    if kind in (torch.optim.Adam, torch.optim.AdamW):
+        state = {"step": torch.tensor(0.0), "exp_avg": zeros(), "exp_avg_sq": zeros()}
+        if group.get("amsgrad"):
+            state["max_exp_avg_sq"] = zeros()
+        return state
+    if kind is torch.optim.SGD:
+        return {"momentum_buffer": zeros()} if group.get("momentum") else {}
+    if kind is torch.optim.RMSprop:
+        state = {"step": torch.tensor(0.0), "square_avg": zeros()}
+        if group.get("momentum"):
+            state["momentum_buffer"] = zeros()
+        if group.get("centered"):
+            state["grad_avg"] = zeros()
+        return state
+    if kind is torch.optim.Adadelta:
+        return {"step": torch.tensor(0.0), "square_avg": zeros(), "acc_delta": zeros()}
+    return None
+
+
+class OptimizerBridge:
+    """The port's optimizers, for one replay: `params` golden name -> Param, `slots` the
+    golden's slots of them, `iterations` its step counters, `lrs` its learning rates' names."""
+
+    def __init__(self, optimizers: Sequence[Any], params: Dict[str, Param], slots: Sequence[Slot],
+                 iterations: Sequence[str], lrs: Sequence[str], grads: Sequence[str], golden: Any,
+                 load_initial: bool) -> None:
+        for optimizer in optimizers:
+            if not isinstance(optimizer, torch.optim.Optimizer):
+                raise ReplayError("optimizer= takes torch.optim.Optimizer objects (a hand-written one subclasses "
+                                  "it), got %s" % type(optimizer).__name__)
+        self.optimizers = list(optimizers)
+        self.params = params
+        self._golden_of = {id(p.tensor): name for name, p in params.items()}
+        self.slots = list(slots)
+        self.iterations = list(iterations)
+        self.lrs = list(lrs)
+        self._grads = set(grads)
+        self.golden = golden
+        self.load_initial = load_initial
+        self.loaded: Dict[str, bool] = {}  # "slot/<name>" -> loaded before the first update (else its own start)
+        self.values: Dict[str, np.ndarray] = {}  # this step's gradients and learning rates
+        self.applies: Dict[str, int] = {}  # optimizer class -> steps applied
+        self.first_applies: Optional[int] = None  # the optimizers' steps in the replay's first step
+
+    def _owner(self, tensor: torch.Tensor) -> Optional[Tuple[Any, Mapping[str, Any]]]:
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                if any(p is tensor for p in group["params"]):
+                    return optimizer, group
+        return None
+
+    # ---- a step -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def installed(self, first: bool) -> Iterator[None]:
+        """For the step's length: each optimizer's step reports its gradients and learning rate
+        (and, at the first, loads the golden's initial slots); clip_grad_norm_ reports the
+        gradients it is handed."""
+        self.values = {}
+        before = sum(self.applies.values())
+        handles = [o.register_step_pre_hook(self._hook(i, first)) for i, o in enumerate(self.optimizers)]
+        utils = torch.nn.utils
+        original = utils.clip_grad_norm_
+
+        def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+            listed = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            for tensor in listed:
+                name = self._golden_of.get(id(tensor))
+                key = make_key("grad", name + UNCLIPPED) if name else None
+                if key and name + UNCLIPPED in self._grads and tensor.grad is not None:
+                    self.values[key] = self.params[name].to_golden(tensor.grad)
+            return original(listed, *args, **kwargs)
+        utils.clip_grad_norm_ = clip
+        try:
+            yield
+        finally:
+            if self.first_applies is None:
+                self.first_applies = sum(self.applies.values()) - before
+            utils.clip_grad_norm_ = original
+            for handle in handles:
+                handle.remove()
+
+    def _hook(self, position: int, first: bool) -> Callable[..., None]:
+        def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            self.applies[type(optimizer).__name__] = self.applies.get(type(optimizer).__name__, 0) + 1
+            if first and self.load_initial:
+                self._load(optimizer)
+            for group in optimizer.param_groups:
+                for tensor in group["params"]:
+                    name = self._golden_of.get(id(tensor))
+                    if name is not None and tensor.grad is not None and name in self._grads:
+                        self.values[make_key("grad", name)] = self.params[name].to_golden(tensor.grad)
+            lr_name = self._lr_name(position)
+            if lr_name is not None:
+                lr = optimizer.param_groups[0]["lr"]
+                self.values[make_key("lr", lr_name)] = np.asarray(float(lr), dtype=np.float32)
+        return hook
+
+    def _lr_name(self, position: int) -> Optional[str]:
+        if len(self.lrs) == len(self.optimizers):
+            return self.lrs[position]
+        return self.lrs[0] if len(self.lrs) == 1 else None
+
+    def _load(self, optimizer: Any) -> None:
+        """The golden's initial slots and step count into `optimizer`'s state, made first where
+        torch's own optimizer makes it lazily."""
+        initial = self.golden.initial
+        for slot in self.slots:
+            key = make_key("slot", slot.name)
+            param = self.params.get(slot.var)
+            owner = self._owner(param.tensor) if param is not None else None
+            if owner is None or owner[0] is not optimizer or key not in initial:
+                continue
+            state = optimizer.state[param.tensor]
+            if not state:
+                state.update(_fresh(optimizer, owner[1], param.tensor) or {})
+            self.loaded[key] = self._set(optimizer, owner[1], param, slot, initial["slot", slot.name])
+        counters = {k: initial[split_key(k)] for k in initial.keys()
+                    if split_key(k)[1] in self.iterations or k.endswith("beta1_power:0")}
+        count = self._golden_count(counters, optimizer)
+        if count is not None:
+            self._set_count(optimizer, count)
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def _state_key(self, state: Mapping[str, Any], role: str) -> Optional[str]:
+        return next((k for k in STATE_KEYS.get(role, ()) if isinstance(state.get(k), torch.Tensor)), None)
+
+    def _set(self, optimizer: Any, group: Mapping[str, Any], param: Param, slot: Slot, value: Any) -> bool:
+        state = optimizer.state[param.tensor]
+        key = self._state_key(state, slot.role)
+        if key is None:
+            return False
+        held = state[key]
+        array = np.asarray(value)
+        if slot.role == "momentum" and not slot.tf1_momentum:  # Keras SGD's sum of steps: -lr x torch's
+            array = array / -float(group["lr"])
+        with torch.no_grad():
+            held.copy_(param.to_port(array, like=held))
+        back = param.to_golden(held)  # read back: "loaded" is a claim checked as it is made
+        if slot.role == "momentum" and not slot.tf1_momentum:
+            return bool(np.allclose(back * -float(group["lr"]), np.asarray(value), rtol=1e-6, atol=0))
+        return bool(np.array_equal(back, np.asarray(value, dtype=back.dtype)))
+
+    def read(self) -> List[Tuple[str, np.ndarray]]:
+        """("slot/<golden name>", value) of every paired slot the port's optimizers hold now, and
+        the step count under the golden's counter."""
+        out = []
+        for slot in self.slots:
+            param = self.params.get(slot.var)
+            owner = self._owner(param.tensor) if param is not None else None
+            if owner is None:
+                continue
+            state = owner[0].state.get(param.tensor) or {}
+            key = self._state_key(state, slot.role)
+            if key is None:
+                continue
+            value = param.to_golden(state[key])
+            if slot.role == "momentum" and not slot.tf1_momentum:
+                value = (value * -float(owner[1]["lr"])).astype(value.dtype)
+            out.append((make_key("slot", slot.name), value))
+        count = self._count()
+        if count is not None:
+            for name in self.iterations:
+                kind = "slot" if name in self.golden.names("slot") else "var"
+                dtype = next((t.dtype for t in self.golden.catalog if t.name == name), np.int64)
+                out.append((make_key(kind, name), np.asarray(count, dtype=dtype)))
+        return out
+
+    def unpaired(self, updated: Sequence[str]) -> List[str]:
+        """The golden's slots of `updated` variables the port's optimizers hold no state for."""
+        missing = []
+        for slot in self.slots:
+            param = self.params.get(slot.var)
+            owner = self._owner(param.tensor) if param is not None else None
+            if slot.var not in updated or owner is None:
+                continue
+            if self._state_key(owner[0].state.get(param.tensor) or {}, slot.role) is None:
+                held = sorted(owner[0].state.get(param.tensor) or {})
+                missing.append("%s (%s of %s; %s holds %s)" % (slot.name, slot.role, param.dotted,
+                                                              type(owner[0]).__name__, ", ".join(held) or "nothing"))
+        return missing
+
+    def _count(self) -> Optional[int]:
+        for optimizer in self.optimizers:
+            for state in optimizer.state.values():
+                key = next((k for k in STEP_KEYS if k in state), None)
+                if key is not None:
+                    return int(float(state[key]))
+        return None
+
+    def _golden_count(self, state: Mapping[str, Any], optimizer: Any) -> Optional[int]:
+        """The steps the golden's optimizer had taken in `state`: its counter, or, for TF1's Adam,
+        what its beta power says (beta1 ** (steps + 1))."""
+        for name in self.iterations:
+            for kind in ("slot", "var"):
+                if make_key(kind, name) in state:
+                    return int(np.asarray(state[make_key(kind, name)]))
+        betas = optimizer.param_groups[0].get("betas") if optimizer.param_groups else None
+        power = next((v for k, v in state.items() if k.endswith("beta1_power:0")), None)
+        if betas and power is not None and 0 < float(betas[0]) < 1:
+            return int(round(math.log(float(np.asarray(power))) / math.log(float(betas[0])))) - 1
+        return None
+
+    def _set_count(self, optimizer: Any, count: int) -> None:
+        for state in optimizer.state.values():
+            key = next((k for k in STEP_KEYS if k in state), None)
+            if key is None:
+                continue
+            if isinstance(state[key], torch.Tensor):
+                state[key].fill_(count)
+            else:
+                state[key] = type(state[key])(count)
+
+    def force(self, state: Mapping[str, np.ndarray]) -> List[str]:
+        """Teacher forcing: the golden's slots and step count into the port's optimizers."""
+        forced = []
+        for slot in self.slots:
+            key = make_key("slot", slot.name)
+            param = self.params.get(slot.var)
+            owner = self._owner(param.tensor) if param is not None else None
+            if key in state and owner is not None and self._set(owner[0], owner[1], param, slot, state[key]):
+                forced.append(key)
+        for optimizer in self.optimizers:
+            count = self._golden_count(state, optimizer)
+            if count is not None:
+                self._set_count(optimizer, count)
+                forced += [k for k in (make_key(kind, n) for n in self.iterations for kind in ("var", "slot"))
+                           if k in state]
+        return forced

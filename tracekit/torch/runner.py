@@ -1,0 +1,202 @@
+"""The PyTorch runner: replays a golden through a PyTorch training step (replay/loop.py's
+Runner). It pairs the module's parameters and buffers with the golden's variables (params.py
+names and lays them out as TF does; replay/variables.py pairs them), loads the initial state,
+and for each step installs the random tape (tape.py), the optimizer's hooks (optim.py) and the
+`tracekit.tap` sink, then reads the state after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from .. import taps
+from ..errors import ReplayError, UsageError
+from ..keys import BEFORE, REGULARIZATION, make_key, split_key
+from ..replay import varmap
+from ..replay.options import ReplayOptions
+from ..replay.slots import split_state
+from ..replay.variables import cast_for, initial_value, pair_port
+from .optim import OptimizerBridge
+from .params import Param, by_tensor, module_params
+from .tape import Tape
+
+
+@dataclass
+class Captured:
+    values: Dict[str, np.ndarray] = field(default_factory=dict)
+    draws: List[np.ndarray] = field(default_factory=list)
+
+
+def _port_var_map(var_map: Any, params: Sequence[Param]) -> Any:
+    """The var_map with torch's names (`hidden.weight`) and tensors as targets turned into the
+    Params pairing sees (their TF names)."""
+    if var_map in (None, "auto"):
+        return var_map
+    dotted = {p.dotted: p for p in params}
+    tensors = by_tensor(list(params))
+
+    def target(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            found = tensors.get(id(value))
+            if found is None:
+                raise UsageError("var_map names a tensor that is not among the model's parameters and buffers")
+            return found
+        if isinstance(value, str) and value in dotted:
+            return dotted[value]
+        return value
+    if isinstance(var_map, dict):
+        return {name: target(value) for name, value in var_map.items()}
+    return lambda name: target(varmap.explicit_target(var_map, name))
+
+
+class TorchRunner:
+    """The PyTorch side of one replay."""
+
+    def __init__(self, golden: Any, options: ReplayOptions, optimizers: Sequence[Any]) -> None:
+        if options.model is None:
+            raise UsageError("tracekit.torch needs the port's model: model=<torch.nn.Module>")
+        self.golden = golden
+        self.not_replayed: Dict[str, str] = {}
+        keys = {n: make_key("var", n) for n in golden.names("var")}
+        keys.update((n, make_key("slot", n)) for n in golden.names("slot"))
+        recorded = golden.meta.get("slots")
+        model_names, slot_names, iterations, orphans = split_state(
+            list(keys), recorded if isinstance(recorded, dict) else None)
+        for name in orphans:
+            self.not_replayed[keys[name]] = "TF1 optimizer state with no PyTorch counterpart"
+        accumulated = golden.meta.get("accumulation") if isinstance(golden.meta.get("accumulation"), dict) else {}
+        for name in [n for n in accumulated.get("state") or () if n in model_names]:
+            model_names.remove(name)
+            self.not_replayed[keys[name]] = "TF1's accumulator of micro-batches: a port sums them in its step"
+            self.not_replayed[keys[name] + BEFORE] = self.not_replayed[keys[name]]
+        if REGULARIZATION in [make_key("loss", n) for n in golden.names("loss")]:
+            self.not_replayed[REGULARIZATION] = ("a PyTorch module keeps no regularization losses: return "
+                                                 "\"loss/regularization\" from the step to compare it")
+        self.model = options.model
+        params = module_params(options.model)
+        paired = pair_port(golden, params, _port_var_map(options.var_map, params), list(options.convert),
+                           model_names, slot_names, iterations, keys)
+        if paired.state.held:
+            raise ReplayError("var_map pairs optimizer state with model parameters; a PyTorch optimizer keeps its "
+                              "state in optimizer.state, which tracekit pairs by role")
+        self.conversions, self.mapping = paired.conversions, paired.mapping
+        self.not_replayed.update(paired.not_replayed)
+        mapped = {name: cand.obj for name, cand in self.mapping.pairs.items()}
+        self.optimizer = OptimizerBridge(optimizers, mapped, paired.slots, paired.iterations, golden.names("lr"),
+                                         golden.names("grad"), golden, load_initial=options.init == "golden")
+        self.tape = Tape(inject=options.random == "tape")
+        self._init = options.init
+        self._forced_taps: Optional[Dict[str, np.ndarray]] = None
+        self._captured = Captured()
+        self._step_index = -1
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def load_initial(self) -> None:
+        for name, cand in self.mapping.pairs.items():
+            cand.obj.assign(cast_for(initial_value(self.golden, "var", name), cand.obj))
+        for conv in self.conversions:
+            values = conv.values_to_port([initial_value(self.golden, "var", n) for n in conv.golden])
+            for param, value in zip(conv.port, values):
+                param.assign(cast_for(value, param))
+
+    def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
+        out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())
+                                      for name, cand in self.mapping.pairs.items()]
+        for conv in self.conversions:
+            values = conv.values_to_golden([p.numpy() for p in conv.port])
+            out.extend((make_key("var", name), value) for name, value in zip(conv.golden, values))
+        return out + self.optimizer.read()
+
+    def regularization(self) -> Optional[np.ndarray]:
+        return None
+
+    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> List[str]:
+        forced = []
+        for name, cand in self.mapping.pairs.items():
+            value = state.get(make_key("var", name))
+            if value is not None:
+                cand.obj.assign(cast_for(value, cand.obj))
+                forced.append(make_key("var", name))
+        for conv in self.conversions:
+            values = [state.get(make_key("var", n)) for n in conv.golden]
+            if all(v is not None for v in values):
+                for param, value in zip(conv.port, conv.values_to_port(values)):
+                    param.assign(cast_for(value, param))
+                forced.extend(make_key("var", n) for n in conv.golden)
+        return forced + self.optimizer.force(state)
+
+    def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        out: Dict[str, float] = {}
+        for conv in self.conversions:
+            keys = [make_key("var", n) for n in conv.golden]
+            if all(key in state for key in keys):
+                scale = max(float(np.max(np.abs(v), initial=0.0)) for v in conv.values_to_port([state[k] for k in keys]))
+                out.update((key, scale) for key in keys)
+        return out
+
+    def force_taps(self, golden_taps: Mapping[str, np.ndarray]) -> None:
+        self._forced_taps = dict(golden_taps)
+
+    def own_initial(self) -> Dict[str, np.ndarray]:
+        return {}
+
+    def after_step(self, index: int) -> None:
+        pass
+
+    # ---- a step -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool, full: bool = True,
+             counters: Mapping[str, int] = {}, digested: Collection[str] = ()) -> Iterator[Captured]:
+        self._step_index = index
+        self._captured = captured = Captured()
+        self.tape.start(index, draws)
+        with self.tape.installed(), self.optimizer.installed(first), taps.capturing(self._tap):
+            yield captured
+        captured.values.update(self.optimizer.values)
+        captured.draws = list(self.tape.taken)
+        if not full:
+            captured.values = {k: v for k, v in captured.values.items() if split_key(k)[0] in ("loss", "lr")}
+
+    def check_step(self, index: int, updated: Sequence[str]) -> None:
+        self.tape.check(index)
+        if index == 0:
+            mapped = [name for name in updated if name in self.mapping.pairs]
+            missing = [name for name in mapped if make_key("grad", name) not in self._captured.values]
+            if missing and not self.optimizer.applies:
+                raise ReplayError("step 0: the port's optimizer took no step (pass optimizer= the torch.optim "
+                                  "optimizer(s) the step function calls .step() on)")
+            unpaired = self.optimizer.unpaired(mapped)
+            if unpaired:
+                raise ReplayError("step %d: the golden's optimizer state has no counterpart in the port's optimizer "
+                                  "state (tracekit pairs them by role: %s):\n  %s"
+                                  % (index, "exp_avg/exp_avg_sq, momentum_buffer, square_avg, sum, ...",
+                                     "\n  ".join(unpaired)))
+            for name in missing:
+                self.not_replayed.setdefault(make_key("grad", name), "the port's optimizer holds no gradient for it")
+
+    def _tap(self, name: str, tensor: Any) -> Any:
+        if not isinstance(tensor, torch.Tensor):
+            return tensor
+        self._captured.values[make_key("tap", name)] = tensor.detach().cpu().numpy().copy()
+        if self._forced_taps is None:
+            return tensor
+        value = self._forced_taps.get(name)
+        if value is None or tuple(np.shape(value)) != tuple(tensor.shape):
+            raise ReplayError("forcing='taps': the port taps %r at step %d as %s; the golden holds %s there"
+                              % (name, self._step_index, tuple(tensor.shape),
+                                 "no such tap" if value is None else tuple(np.shape(value))))
+        forced = torch.from_numpy(np.asarray(value, dtype=tensor.detach().cpu().numpy().dtype)).to(tensor.device)
+        return forced + (tensor - tensor.detach())  # the golden's value forward, the port's gradient backward
+
+    def meta(self) -> Dict[str, Any]:
+        return {"own_initial": [], "applies": self.optimizer.first_applies,
+                "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
+                "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
+                           "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}
