@@ -16,7 +16,7 @@ import tracekit
 from tools import family_spec as spec
 from tools.ports import family
 
-from ..support import ROOT, run_python
+from ..support import record_family
 
 FAMILY, STEPS = 8, 80
 RUNS = spec.family(FAMILY, STEPS)
@@ -24,10 +24,7 @@ RUNS = spec.family(FAMILY, STEPS)
 
 @pytest.fixture(scope="module")
 def goldens(legacy_python, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("family"))
-    run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "family.py"), out, "--size", str(FAMILY),
-                               "--steps", str(STEPS)], timeout=600)
-    return out
+    return record_family(legacy_python, str(tmp_path_factory.mktemp("family")), FAMILY, STEPS)
 
 
 def test_the_family_covers_its_axes():
@@ -58,10 +55,7 @@ KEYFRAMED_RUNS = RUNS[:KEYFRAMED]
 
 @pytest.fixture(scope="module")
 def keyframed_goldens(legacy_python, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("family-every"))
-    run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "family.py"), out, "--size", str(KEYFRAMED),
-                               "--steps", str(STEPS), "--every", str(EVERY)], timeout=600)
-    return out
+    return record_family(legacy_python, str(tmp_path_factory.mktemp("family-every")), KEYFRAMED, STEPS, EVERY)
 
 
 @pytest.mark.slow

@@ -17,6 +17,14 @@ PLANT = os.path.join(ROOT, "tests", "support", "plant")
 IS_LEGACY = sys.version_info < (3, 8)
 
 
+def record_family(legacy_python, out, size, steps, every=None):
+    """Record the generated family's first `size` runs, `steps` steps each, on TF 1.15 into `out`
+    (tools/goldens/family.py; every=K: the state whole after every K-th step, digests between)."""
+    run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "family.py"), out, "--size", str(size),
+                               "--steps", str(steps)] + (["--every", str(every)] if every else []), timeout=600)
+    return out
+
+
 def golden(name):
     """The path of a shipped golden: golden("seed_example")."""
     return os.path.join(GOLDENS, name + ".h5")

@@ -97,3 +97,15 @@ def test_options_that_are_tensorflows_alone_are_refused(tt):
         tt.replay(golden("keras_fit"), step, model=model, determinism=True, **own)
     with pytest.raises(tracekit.UsageError, match="optimizer="):
         tt.replay(golden("keras_fit"), step, model=model)
+
+
+def test_teacher_forced_the_port_matches_and_the_state_it_set_reads_back(tt):
+    result = _check(tt, "training", **{})
+    model, step, own = keras_fit.make()
+    forced = tt.check(golden("keras_fit"), step, model=model, tolerance="training", forcing="state", **own)
+    assert forced.ok and forced.forcing == "state" and result.ok, forced.report()
+    # what forcing set at its first step is read back as the golden's: variables, Adam's slots, the step count
+    assert forced.forced["set"]["var"] == 8 and forced.forced["set"]["slot"] == 13, forced.forced
+    model, step, own = keras_fit.make(optimizer="torch")
+    wrong = tt.check(golden("keras_fit"), step, model=model, tolerance="training", forcing="state", **own)
+    assert not wrong.ok and wrong.first_divergence.step == 0, wrong.report()

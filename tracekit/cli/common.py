@@ -69,6 +69,17 @@ def port(spec: str) -> Any:
         raise UsageError("cannot load the port %s: %s" % (spec, exc)) from None
 
 
+def framework_of(make_port: Any) -> str:
+    """"torch" where the port's module brought PyTorch in and not TensorFlow, or where a port it
+    makes has a torch.nn.Module for its model; "tensorflow" otherwise (imported by its module)."""
+    loaded = {name for name in ("torch", "tensorflow") if name in sys.modules}
+    if loaded != {"torch", "tensorflow"}:
+        return "torch" if loaded == {"torch"} else "tensorflow"
+    made = make_port()  # both loaded: the model it makes says
+    model = made[0] if isinstance(made, tuple) and made else None
+    return "torch" if isinstance(model, sys.modules["torch"].nn.Module) else "tensorflow"
+
+
 def meta(path: str) -> Any:
     from ..store import open_trace
 

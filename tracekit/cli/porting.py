@@ -10,7 +10,7 @@ from typing import Any, Dict
 from ..comparison.arbiter import LONG_GOLDEN
 from ..comparison.calibration import DEFAULT_MARGIN
 from ..report.terminal import Progress
-from .common import EXIT_FAIL, EXIT_OK, Command, port, read_tolerance, tolerance_options
+from .common import EXIT_FAIL, EXIT_OK, Command, framework_of, port, read_tolerance, tolerance_options
 
 
 def add(command: Command) -> None:
@@ -36,12 +36,13 @@ def add(command: Command) -> None:
                    help="where to write the tolerance (default: GOLDEN's name with .tolerance.toml)")
     p.add_argument("--json", action="store_true", help="print what was measured and derived as JSON")
 
-    p = command("check", _check, "Replay a TF2 port against its golden and judge it. A golden longer than %d steps "
-                                 "is judged by each step's own error (teacher-forced), the steps that fail judged by "
-                                 "the float64 arbiter (round-off through a ReLU, max-pooling or threshold is not a port "
-                                 "error), and the port's drift against an envelope of perturbed replays; a shorter "
-                                 "one as the replay runs. Exit 0 on a match, 1 on a mismatch. Needs TensorFlow 2."
-                % LONG_GOLDEN)
+    p = command("check", _check, "Replay a TF2 or PyTorch port against its golden and judge it. A TF2 port's golden "
+                                 "longer than %d steps is judged by each step's own error (teacher-forced), the steps "
+                                 "that fail judged by the float64 arbiter (round-off through a ReLU, max-pooling or "
+                                 "threshold is not a port error), and the port's drift against an envelope of "
+                                 "perturbed replays; a shorter one, and a PyTorch port's, as the replay runs. Exit 0 "
+                                 "on a match, 1 on a mismatch. Needs TensorFlow 2, or PyTorch for a PyTorch port "
+                                 "(FUNCTION returns (model, step, {\"optimizer\": ...}))." % LONG_GOLDEN)
     porting(p)
     p.add_argument("--judge", choices=("auto", "plain", "local"), default="auto",
                    help="auto (local for long goldens), plain (the replay as it runs) or local")
@@ -74,11 +75,17 @@ def add(command: Command) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     make_port = port(args.port)
-    import tracekit.tf2  # TensorFlow: only this command needs it
-
     options = {} if args.steps is None else {"steps": args.steps}
-    result = tracekit.tf2.check(args.golden, make_port=make_port, tolerance=read_tolerance(args), judge=args.judge,
-                                **options)
+    if framework_of(make_port) == "torch":
+        import tracekit.torch  # PyTorch: a PyTorch port's check needs it, and no TensorFlow
+
+        result = tracekit.torch.check(args.golden, make_port=make_port, tolerance=read_tolerance(args),
+                                      judge=args.judge, **options)
+    else:
+        import tracekit.tf2  # TensorFlow: only this command needs it
+
+        result = tracekit.tf2.check(args.golden, make_port=make_port, tolerance=read_tolerance(args),
+                                    judge=args.judge, **options)
     return _shown(result, args, result.to_dict(by_step=False))
 
 

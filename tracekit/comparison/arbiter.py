@@ -38,6 +38,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..errors import TracekitError
 from .asdict import plain
 from .stats import Stats
 from .tolerance import ROUNDOFF_ULPS, Tolerance
@@ -189,6 +190,16 @@ def step_stats(result: Any, step: int = 0) -> Dict[str, Stats]:
             stats.ok = True
         out[tensor.key] = stats
     return out
+
+
+def golden_before(golden: Any, index: int) -> Dict[str, Any]:
+    """The golden's variables and slots before step `index`, what an update rule is applied to
+    (downstream.by_update); {} where it does not keep them whole."""
+    try:
+        values = golden.state_before(index)
+    except TracekitError:
+        return {}
+    return {key: values[key] for key in values if key.split("/", 1)[0] in ("var", "slot")}
 
 
 def undecided(step: int, error: str, seconds: float) -> Arbitration:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -155,27 +156,32 @@ class GoldenReplay:
         options: passed to tracekit.tf2.replay (var_map, init, random, steps, inputs, convert, strategy,
           input_api, global_batch_size, determinism, tf32, grappler, every), checked before anything
           runs; not out= (the plugin keeps the actual trace itself: a pending entry, or .actual).
+          A PyTorch port (a torch.nn.Module for model, or make_port returning one) is replayed by
+          tracekit.torch.replay: pass its optimizer=, or return {"optimizer": ...} from make_port.
         """
         __tracebackhide__ = True
+        options = dict(options)
+        optimizer = options.pop("optimizer", None)  # a PyTorch port's (tracekit.torch.replay's own argument)
         options = ReplayOptions.of(options, "tracekit_replay").given()  # checked before anything runs
         settings = self._settings
         path = settings.resolve(golden)
         rel = settings.workspace.relative(path)
         tol = settings.tolerance_for(tolerance, self._item)
-        tf2 = _tf2()
         if step is None:
             if make_port is None:
                 raise UsageError("tracekit_replay needs the port's step function, or its factory (make_port=)")
-            model, step, options = _made(make_port, options)
+            model, step, options, optimizer = _made(make_port, options, optimizer)
+        adapter = _adapter(model, optimizer)
+        port = {"optimizer": optimizer} if adapter.__name__ == "tracekit.torch" else {"variables": variables}
         if not is_url(path) and not os.path.exists(path):  # at a URL, the replay's GoldenNotFound names it
-            message = self._missing(tf2, path, rel, step, model, variables, data, options)
+            message = self._missing(adapter, path, rel, step, model, variables, data, options)
             if message is None:
                 return None
             pytest.fail(message, pytrace=False)
-        if make_port is not None:
-            result, actual = self._judged(tf2, path, step, model, variables, tol, make_port, options)
+        if make_port is not None and "variables" in port:  # the judged verdict is TensorFlow 2's so far
+            result, actual = self._judged(adapter, path, step, model, variables, tol, make_port, options)
         else:
-            actual = tf2.replay(path, step, model=model, variables=variables, **options)
+            actual = adapter.replay(path, step, model=model, **port, **options)
             result = compare(path, actual, tol)
         self._traces.append(actual)
         pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)  # superseded now
@@ -211,7 +217,7 @@ class GoldenReplay:
                 actual.delete_when_closed(folder)
             else:  # a local error decided before the drift view wrote it: the port's own run, for review
                 shutil.rmtree(folder, ignore_errors=True)
-                fresh, port_step, joined = _made(make_port, options)
+                fresh, port_step, joined, _ = _made(make_port, options)
                 actual = tf2.replay(path, port_step, model=fresh, variables=variables, **joined)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
@@ -246,6 +252,9 @@ class GoldenReplay:
         if data is None:
             self._use(rel, MISSING, headline="no golden")
             return ways
+        if not hasattr(tf2, "derive"):
+            raise UsageError("golden %s does not exist, and a golden derived from a PyTorch run (data=) is not built "
+                             "yet: record it on the legacy environment (tracekit record)" % rel)
         inputs = {"inputs": options["inputs"]} if "inputs" in options else {}
         actual = tf2.derive(step, data, model=model, variables=variables, **inputs)
         self._traces.append(actual)
@@ -292,13 +301,27 @@ class GoldenReplay:
                 "--tracekit-update=all" % (kept, entry.name))
 
 
-def _made(make_port: Any, options: Mapping[str, Any]) -> Tuple[Any, Any, Dict[str, Any]]:
+def _made(make_port: Any, options: Mapping[str, Any],
+          optimizer: Any = None) -> Tuple[Any, Any, Dict[str, Any], Any]:
     """A fresh port: (model, step, the test's replay options joined by the port's own, the
-    test's winning where both name one)."""
+    test's winning where both name one, and a PyTorch port's optimizer)."""
     model, step, own = made(make_port)
+    optimizer = optimizer if optimizer is not None else own.get("optimizer")
+    own = {k: v for k, v in own.items() if k != "optimizer"}
     joined = ReplayOptions.of(options, "tracekit_replay").merged(own, "the replay options make_port() returned",
                                                                  frozenset({"model"}), clash="caller")
-    return model, step, joined.given()
+    return model, step, joined.given(), optimizer
+
+
+def _adapter(model: Any, optimizer: Any) -> Any:
+    """What replays the port: tracekit.torch for a PyTorch one (an optimizer given, or a
+    torch.nn.Module for its model), tracekit.tf2 otherwise."""
+    torch = sys.modules.get("torch")
+    if optimizer is not None or (torch is not None and isinstance(model, torch.nn.Module)):
+        import tracekit.torch
+
+        return tracekit.torch
+    return _tf2()
 
 
 def settings_from(config: Any, controller: Optional[Mapping[str, Any]] = None) -> Settings:

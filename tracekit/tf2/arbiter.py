@@ -24,11 +24,11 @@ import numpy as np
 from .. import taps
 from ..comparison import golden_side
 from ..comparison.arbiter import (EXPLAINED, PORT, Arbitration, Flip, TensorVerdict, arbiter_tolerance,
-                                   forward_agrees, judge, selection_flips, step_stats, undecided, zero_flips)
+                                   forward_agrees, golden_before, judge, selection_flips, step_stats, undecided,
+                                   zero_flips)
 from ..comparison.downstream import by_update
 from ..comparison.engine import compare_data as compare
 from ..comparison.stats import Stats
-from ..errors import TracekitError
 from ..keys import make_key, split_key
 from ..replay.options import ReplayOptions
 from ..store import Trace
@@ -166,7 +166,7 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
         runs = _both(excerpt, folder, make_port, replay_one)
         if isinstance(runs, str):
             return undecided(index, runs, time.perf_counter() - start)
-        g_step, before = golden.step(index), _before(golden, index)
+        g_step, before = golden.step(index), golden_before(golden, index)
         stats64, updated = by_update(golden.meta, before, g_step, runs.values, runs.stats,
                                      arbiter_tolerance())
         golden_flips = tuple(flip for flip in (zero_flips("golden tap %s" % name, g_step["tap", name],
@@ -188,16 +188,6 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
                 stats, updated, sides = found
                 verdict = judge(index, failing, stats, runs.flips, 0.0, sides, reproduced=True, by_update=updated)
     return replace(verdict, seconds=time.perf_counter() - start)
-
-
-def _before(golden: Trace, index: int) -> Dict[str, Any]:
-    """The golden's variables and slots before step `index` ({} where it does not keep them whole:
-    then no update rule is applied)."""
-    try:
-        values = golden.state_before(index)
-    except TracekitError:
-        return {}
-    return {key: values[key] for key in values if key.split("/", 1)[0] in ("var", "slot")}
 
 
 def crossed(golden: Trace, own: Trace, index: int, make_port: MakePort, replay_one: ReplayOne) -> Arbitration:

@@ -52,16 +52,14 @@ from ..comparison.accepted import accept, failing_steps
 from ..comparison.arbiter import Arbitrated
 from ..comparison.calibration import Spread, derive
 from ..comparison.engine import compare_data as compare
-from ..comparison.races import raced_steps
 from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
-from ..keys import counters_read
+from ..judge.local import ARBITRATED_STEPS, arbitrate_local as local_view
 from ..store import Trace
 from .arbiter import arbitrate
 from .crossing import outside
 from .port_runs import PortRuns
 
-ARBITRATED_STEPS = 16
 ENVELOPE_RUNS = 2
 ENVELOPE_MARGIN = 4.0
 # The drift view's runs keep the whole state on the first DRIFT_EVERY steps and every DRIFT_EVERY-th after:
@@ -111,26 +109,10 @@ def _memory_note(result: Comparison, port: PortRuns) -> None:
 
 
 def arbitrate_local(golden: Trace, local: Comparison, port: PortRuns) -> Arbitrated:
-    """Arbitrate a teacher-forced comparison's failing steps in order, up to the first the arbiter
-    does not explain, and accept those it explains (`local.arbitration` says which); first accept
-    the steps a TF1 race explains (comparison/races.py; `local.raced`)."""
-    arbitrated = local.arbitration = Arbitrated()
-    # a race the golden reports, as the rates show it, at steps whose read the golden did not keep
-    local.raced = raced_steps(golden.meta, local.rates, lambda k: counters_read(golden.step(k).info))
-    accept(local, {raced.step for raced in local.raced})
-    for step, failing in failing_steps(local):
-        if step < 0:
-            break  # the initial state differs: the variables as loaded, no step to arbitrate
-        if len(arbitrated.steps) >= ARBITRATED_STEPS:
-            local.notes.append("the arbiter stopped after %d failing steps: later local errors count as the port's"
-                               % ARBITRATED_STEPS)
-            break
-        arbitration = port.apart(lambda: arbitrate(golden, step, failing, port.make_port, port.replay_one))
-        arbitrated.steps.append(arbitration)
-        if not arbitration.explained:
-            break
-    accept(local, {a.step for a in arbitrated.explained})
-    return arbitrated
+    """The local view's arbitration (judge/local.py), each step by the float64 arbiter of a fresh
+    port (apart, where that is safe)."""
+    return local_view(golden, local, lambda step, failing: port.apart(
+        lambda: arbitrate(golden, step, failing, port.make_port, port.replay_one)))
 
 
 def sampled(index: int) -> bool:

@@ -13,14 +13,19 @@ import torch
 
 from ..environment import fingerprint, program_identity
 from ..errors import UsageError
+from ..comparison.arbiter import LONG_GOLDEN
 from ..judge.live import compared
+from ..judge.local import arbitrate_local
 from ..keys import REPLAY, make_key
+from ..replay.factory import made
 from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
 from ..store import Trace, open_trace
+from ..store.meta import ReplayMeta
 from ..store.remote import refuse_url
 from ..structure import structured
+from .arbiter import arbitrate
 from .runner import TorchRunner
 
 # ReplayOptions' fields that are TensorFlow's alone: refused here, naming what to do instead.
@@ -67,18 +72,84 @@ def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Ca
     return trace
 
 
-def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
+def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]] | None" = None, *,
           model: Any = None, optimizer: Any = None, tolerance: Any = None, fail_fast: bool = False,
-          out: Optional[str] = None, **options: Any) -> Reported:
+          out: Optional[str] = None, make_port: Optional[Callable[[], Any]] = None, judge: str = "auto",
+          **options: Any) -> Reported:
     """Replay and compare as the steps run (replay()'s arguments; tolerance as for
-    tracekit.compare): the comparison, the actual trace written only where `out` is given."""
+    tracekit.compare): the comparison, the actual trace written only where `out` is given.
+
+    make_port: the port's factory in place of step_fn and model, a fresh (model, step function,
+    {"optimizer": ..., other replay options}) per call. judge: "plain" (the replay as it runs),
+    "local" (make_port's port teacher-forced, each step's own error; a failing step goes to the
+    float64 arbiter, torch/arbiter.py, and the steps it explains as round-off through a
+    discontinuity are accepted; judge/local.py) or "auto" (local for a factory's port on a golden
+    longer than LONG_GOLDEN steps, else plain). TensorFlow 2's verdict also judges the drift
+    from the port's own state against an envelope of perturbed replays: not built for PyTorch
+    ports yet, and said so in the result."""
     if not isinstance(fail_fast, bool):
         raise UsageError("fail_fast must be True or False, got %r" % (fail_fast,))
-    given = _options(dict(options, model=model), "tracekit.torch.check")
+    if judge not in ("auto", "plain", "local"):
+        raise UsageError("judge must be one of auto, plain, local, got %r" % (judge,))
+    if make_port is None and judge == "local":
+        raise UsageError("tracekit.torch.check(judge='local') needs the port's factory: pass make_port= (a fresh "
+                         "(model, step function, {\"optimizer\": ...}) per call)")
+    if make_port is not None and (step_fn is not None or model is not None):
+        raise UsageError("tracekit.torch.check takes the port's factory (make_port=) or its step function and "
+                         "model, not both")
+    if make_port is None and step_fn is None:
+        raise UsageError("tracekit.torch.check needs the port: its step function (and model=, optimizer=), or its "
+                         "factory (make_port=)")
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
-        run = _Run(trace, step_fn, model, optimizer, given)
-        result, replayed = compared(lambda watch, stop: run.replay(out, watch=watch, stop=stop), trace, tolerance,
-                                    out, fail_fast)
+        if make_port is not None:
+            local = judge == "local" or (judge == "auto" and len(trace) > LONG_GOLDEN and "forcing" not in options)
+            model, step_fn, own = _port(make_port, options)
+            optimizer = own.pop("optimizer", optimizer)
+            if local:
+                return _local(trace, make_port, (model, step_fn, optimizer), tolerance, dict(own, forcing="state"))
+            options = own
+        return _plain(trace, step_fn, model, optimizer, tolerance, fail_fast, out, options)
+
+
+def _port(make_port: Callable[[], Any], options: Mapping[str, Any]) -> Any:
+    """A fresh port from make_port: (model, step, its replay options joined with the caller's)."""
+    model, step_fn, own = made(make_port)
+    twice = sorted(set(own) & set(options))
+    if twice:
+        raise UsageError("replay option(s) %s given both by make_port() and by the caller" % ", ".join(twice))
+    return model, step_fn, dict(options, **own)
+
+
+def _plain(trace: Trace, step_fn: Any, model: Any, optimizer: Any, tolerance: Any, fail_fast: bool,
+           out: Optional[str], options: Mapping[str, Any]) -> Reported:
+    """The replay compared as it runs, against the tolerance."""
+    run = _Run(trace, step_fn, model, optimizer, _options(dict(options, model=model), "tracekit.torch.check"))
+    result, replayed = compared(lambda watch, stop: run.replay(out, watch=watch, stop=stop), trace, tolerance,
+                                out, fail_fast)
+    first = result.first_divergence
+    if ReplayMeta.of(replayed.meta[REPLAY]).stopped and first is not None:
+        result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
+                            % (replayed.steps - 1, first.step))
+    return result
+
+
+def _local(trace: Trace, make_port: Callable[[], Any], port: Any, tolerance: Any,
+           options: Dict[str, Any]) -> Reported:
+    """The local view: the port teacher-forced, its failing steps arbitrated in float64."""
+    model, step_fn, optimizer = port
+    result = _plain(trace, step_fn, model, optimizer, tolerance, False, None, options)
+    result.judged = "local"
+
+    def replay_one(excerpt: str, model: Any, step: Any, optimizer: Any, own: Dict[str, Any], out: str) -> Trace:
+        given = _options(dict(own, model=model, progress=None, forcing="none"), "the float64 arbiter")
+        written = _Run(excerpt, step, model, optimizer, given).replay(out).trace
+        assert written is not None
+        return written
+
+    arbitrate_local(trace, result, lambda step, failing: arbitrate(trace, step, failing, lambda: made(make_port),
+                                                                   replay_one))
+    result.notes.append("judged by each step's own error (teacher-forced) and the float64 arbiter; the drift from "
+                        "the port's own state is not judged for PyTorch ports yet")
     return result
 
 
@@ -103,8 +174,9 @@ class _Run:
             if self.options.init == "golden":
                 runner.load_initial()
             about = {"golden": trace.path, "init": self.options.init, "random": self.options.random,
-                     "mapping": {name: cand.obj.dotted for name, cand in runner.mapping.pairs.items()},
-                     "matched_by": dict(runner.mapping.how),
+                     "mapping": {name: cand.obj.dotted for name, cand in
+                                 list(runner.mapping.pairs.items()) + list(runner.port_state.mapping.pairs.items())},
+                     "matched_by": dict(runner.mapping.how, **runner.port_state.mapping.how),
                      "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
             structures = trace.meta.get("inputs")
 

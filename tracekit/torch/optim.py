@@ -63,6 +63,17 @@ def _fresh(optimizer: Any, group: Mapping[str, Any], tensor: torch.Tensor) -> Op
     return None
 
 
+@contextlib.contextmanager
+def _hooks_off(optimizer: Any) -> Iterator[None]:
+    """optimizer.step() without its step hooks (tracekit's own pre-hook among them)."""
+    pre, post = optimizer._optimizer_step_pre_hooks, optimizer._optimizer_step_post_hooks
+    optimizer._optimizer_step_pre_hooks, optimizer._optimizer_step_post_hooks = type(pre)(), type(post)()
+    try:
+        yield
+    finally:
+        optimizer._optimizer_step_pre_hooks, optimizer._optimizer_step_post_hooks = pre, post
+
+
 class OptimizerBridge:
     """The port's optimizers, for one replay: `params` golden name -> Param, `slots` the
     golden's slots of them, `iterations` its step counters, `lrs` its learning rates' names."""
@@ -160,12 +171,38 @@ class OptimizerBridge:
             state = optimizer.state[param.tensor]
             if not state:
                 state.update(_fresh(optimizer, owner[1], param.tensor) or {})
+            if not state:
+                self._dry_step(optimizer)
             self.loaded[key] = self._set(optimizer, owner[1], param, slot, initial["slot", slot.name])
         counters = {k: initial[split_key(k)] for k in initial.keys()
                     if split_key(k)[1] in self.iterations or k.endswith("beta1_power:0")}
         count = self._golden_count(counters, optimizer)
         if count is not None:
             self._set_count(optimizer, count)
+
+    def _dry_step(self, optimizer: Any) -> None:
+        """Make a hand-written optimizer's state as its own first step does (lazily, inside step()),
+        so the golden's can go in before its first update: one step with zero gradients at learning
+        rate 0, its parameters then put back as they were (the state it made is overwritten by
+        the golden's, and read back, or left as its own start, said in meta "loaded")."""
+        groups = optimizer.param_groups
+        params = [p for group in groups for p in group["params"]]
+        kept = [(p.detach().clone(), p.grad) for p in params]
+        rates = [group["lr"] for group in groups]
+        try:
+            for group in groups:
+                group["lr"] = 0.0
+            for p in params:
+                p.grad = torch.zeros_like(p)
+            with torch.no_grad(), _hooks_off(optimizer):
+                optimizer.step()
+        finally:
+            for group, rate in zip(groups, rates):
+                group["lr"] = rate
+            with torch.no_grad():
+                for p, (value, grad) in zip(params, kept):
+                    p.copy_(value)
+                    p.grad = grad
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -213,6 +250,15 @@ class OptimizerBridge:
                 out.append((make_key(kind, name), np.asarray(count, dtype=dtype)))
         return out
 
+    def uncounted(self) -> Dict[str, str]:
+        """The golden's step counters no port optimizer keeps a count for (torch's SGD keeps none) -> why."""
+        if not self.iterations or self._count() is not None:
+            return {}
+        kinds = {t.name: t.kind for t in self.golden.catalog}
+        why = ("the port's optimizer keeps no step count (%s)" % ", ".join(sorted({type(o).__name__
+                                                                                for o in self.optimizers})))
+        return {make_key(kinds.get(name, "var"), name): why for name in self.iterations}
+
     def unpaired(self, updated: Sequence[str]) -> List[str]:
         """The golden's slots of `updated` variables the port's optimizers hold no state for."""
         missing = []
@@ -248,15 +294,19 @@ class OptimizerBridge:
             return int(round(math.log(float(np.asarray(power))) / math.log(float(betas[0])))) - 1
         return None
 
-    def _set_count(self, optimizer: Any, count: int) -> None:
+    def _set_count(self, optimizer: Any, count: int) -> bool:
+        """The step count into every parameter's state that keeps one; whether any does."""
+        held = False
         for state in optimizer.state.values():
             key = next((k for k in STEP_KEYS if k in state), None)
             if key is None:
                 continue
+            held = True
             if isinstance(state[key], torch.Tensor):
                 state[key].fill_(count)
             else:
                 state[key] = type(state[key])(count)
+        return held
 
     def force(self, state: Mapping[str, np.ndarray]) -> List[str]:
         """Teacher forcing: the golden's slots and step count into the port's optimizers."""
@@ -269,8 +319,7 @@ class OptimizerBridge:
                 forced.append(key)
         for optimizer in self.optimizers:
             count = self._golden_count(state, optimizer)
-            if count is not None:
-                self._set_count(optimizer, count)
+            if count is not None and self._set_count(optimizer, count):
                 forced += [k for k in (make_key(kind, n) for n in self.iterations for kind in ("var", "slot"))
                            if k in state]
         return forced

@@ -68,7 +68,7 @@ class Param:
     def to_golden(self, value: torch.Tensor) -> np.ndarray:
         """A tensor of this parameter's shape (itself, its gradient, a slot) as the golden holds it."""
         array = value.detach().cpu().numpy()
-        return np.ascontiguousarray(array.transpose(self.perm)) if self.perm else array.copy()
+        return np.array(array.transpose(self.perm), order="C") if self.perm else array.copy()
 
     def to_port(self, value: Any, like: Optional[torch.Tensor] = None) -> torch.Tensor:
         """A golden value as a tensor of this parameter's layout (and `like`'s dtype and device)."""
@@ -76,7 +76,8 @@ class Param:
         array = np.asarray(value)
         if self.perm:
             array = array.transpose(np.argsort(self.perm))
-        return torch.from_numpy(np.ascontiguousarray(array, dtype=numpy_dtype(like.dtype))).to(like.device)
+        # np.array, not ascontiguousarray: that makes a scalar (a step counter) one-dimensional
+        return torch.from_numpy(np.array(array, dtype=numpy_dtype(like.dtype), order="C")).to(like.device)
 
     def assign(self, value: Any) -> None:
         with torch.no_grad():

@@ -19,7 +19,7 @@ from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, make_key, split_key
 from ..replay import varmap
 from ..replay.options import ReplayOptions
-from ..replay.slots import split_state
+from ..replay.slots import inert_slots, split_state
 from ..replay.variables import cast_for, initial_value, pair_port
 from .optim import OptimizerBridge
 from .params import Param, by_tensor, module_params
@@ -81,13 +81,14 @@ class TorchRunner:
         params = module_params(options.model)
         paired = pair_port(golden, params, _port_var_map(options.var_map, params), list(options.convert),
                            model_names, slot_names, iterations, keys)
-        if paired.state.held:
-            raise ReplayError("var_map pairs optimizer state with model parameters; a PyTorch optimizer keeps its "
-                              "state in optimizer.state, which tracekit pairs by role")
-        self.conversions, self.mapping = paired.conversions, paired.mapping
+        # the golden's state the port holds in its module (a step counter kept as a buffer), forced as a variable
+        self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
         self.not_replayed.update(paired.not_replayed)
+        inert = inert_slots(golden, paired.slots)  # slots that change nothing: a torch optimizer keeps none
+        self.not_replayed.update((make_key("slot", name), why) for name, why in inert.items())
+        slots = [slot for slot in paired.slots if slot.name not in inert]
         mapped = {name: cand.obj for name, cand in self.mapping.pairs.items()}
-        self.optimizer = OptimizerBridge(optimizers, mapped, paired.slots, paired.iterations, golden.names("lr"),
+        self.optimizer = OptimizerBridge(optimizers, mapped, slots, paired.iterations, golden.names("lr"),
                                          golden.names("grad"), golden, load_initial=options.init == "golden")
         self.tape = Tape(inject=options.random == "tape")
         self._init = options.init
@@ -104,6 +105,8 @@ class TorchRunner:
             values = conv.values_to_port([initial_value(self.golden, "var", n) for n in conv.golden])
             for param, value in zip(conv.port, values):
                 param.assign(cast_for(value, param))
+        self.port_state.assign({key: initial_value(self.golden, *split_key(key)) for key in self.port_state.keys},
+                               cast_for)
 
     def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
         out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())
@@ -111,7 +114,7 @@ class TorchRunner:
         for conv in self.conversions:
             values = conv.values_to_golden([p.numpy() for p in conv.port])
             out.extend((make_key("var", name), value) for name, value in zip(conv.golden, values))
-        return out + self.optimizer.read()
+        return out + self.port_state.read(lambda param: param.numpy()) + self.optimizer.read()
 
     def regularization(self) -> Optional[np.ndarray]:
         return None
@@ -129,7 +132,7 @@ class TorchRunner:
                 for param, value in zip(conv.port, conv.values_to_port(values)):
                     param.assign(cast_for(value, param))
                 forced.extend(make_key("var", n) for n in conv.golden)
-        return forced + self.optimizer.force(state)
+        return forced + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state)
 
     def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
         out: Dict[str, float] = {}
@@ -180,6 +183,7 @@ class TorchRunner:
                                      "\n  ".join(unpaired)))
             for name in missing:
                 self.not_replayed.setdefault(make_key("grad", name), "the port's optimizer holds no gradient for it")
+            self.not_replayed.update(self.optimizer.uncounted())
 
     def _tap(self, name: str, tensor: Any) -> Any:
         if not isinstance(tensor, torch.Tensor):

@@ -42,3 +42,8 @@ def make(optimizer="tf", batch_norm="keras", epsilon=1e-7, bn_momentum=0.01, dro
         opt.step()
         return loss
     return model, step, {"optimizer": opt}
+
+
+def make_with_torch_adam():
+    """The port with torch.optim.Adam (a factory for `tracekit check GOLDEN MODULE:FUNCTION`)."""
+    return make(optimizer="torch")
