@@ -60,15 +60,15 @@ class Conversion:
         return self.port_offset or (None,) * len(self.port)
 
 
-def _gates(array: np.ndarray, order: Sequence[int]) -> np.ndarray:
+def gates(array: np.ndarray, order: Sequence[int]) -> np.ndarray:
     """Reorder the four equal blocks of the last axis."""
     blocks = np.split(array, 4, axis=-1)
     return np.concatenate([blocks[i] for i in order], axis=-1)
 
 
 # TF1 gate blocks (i, j, f, o) in Keras' order (i, f, c, o): Keras block k is TF1 block ORDER[k].
-_TO_KERAS = (0, 2, 1, 3)
-_TO_TF1 = (0, 2, 1, 3)  # the permutation swaps two blocks: it is its own inverse
+TO_KERAS = (0, 2, 1, 3)
+TO_TF1 = (0, 2, 1, 3)  # the permutation swaps two blocks: it is its own inverse
 
 
 def lstm(golden_scope: str, port_layer: Any, forget_bias: float = 1.0) -> Conversion:
@@ -93,12 +93,12 @@ def lstm(golden_scope: str, port_layer: Any, forget_bias: float = 1.0) -> Conver
     def to_port(golden: Arrays) -> List[np.ndarray]:
         g_kernel, g_bias = golden
         inputs = g_kernel.shape[0] - units
-        k = _gates(g_kernel, _TO_KERAS)
-        return [np.ascontiguousarray(k[:inputs]), np.ascontiguousarray(k[inputs:]), _gates(g_bias, _TO_KERAS)]
+        k = gates(g_kernel, TO_KERAS)
+        return [np.ascontiguousarray(k[:inputs]), np.ascontiguousarray(k[inputs:]), gates(g_bias, TO_KERAS)]
 
     def to_golden(port: Arrays) -> List[np.ndarray]:
         p_kernel, p_recurrent, p_bias = port
-        return [_gates(np.concatenate([p_kernel, p_recurrent], axis=0), _TO_TF1), _gates(p_bias, _TO_TF1)]
+        return [gates(np.concatenate([p_kernel, p_recurrent], axis=0), TO_TF1), gates(p_bias, TO_TF1)]
 
     peephole = "the TF1 cell has peephole connections (use_peepholes=True), which Keras LSTM lacks"
     projection = "the TF1 cell projects its output (num_proj), which Keras LSTM cannot"

@@ -6,10 +6,13 @@
     params.py  parameters and buffers under TF's names and in TF's layout
     optim.py   the optimizer's gradients, learning rate and state, by role
     tape.py    the golden's random draws fed to dropout and torch.rand/randn
+    conversions.py  TF1 cells' weights in torch's recurrent modules (lstm)
+    arbiter.py the float64 arbiter's one-step replay (model.double())
 """
 
 from __future__ import annotations
 
+from .conversions import lstm
 from .drive import check, replay, torch_environment
 
-__all__ = ["check", "replay", "torch_environment"]
+__all__ = ["check", "lstm", "replay", "torch_environment"]

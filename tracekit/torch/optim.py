@@ -20,6 +20,7 @@ import torch
 
 from ..errors import ReplayError
 from ..keys import UNCLIPPED, make_key, split_key
+from ..replay.conversions import Conversion
 from ..replay.slots import Slot
 from .params import Param
 
@@ -80,7 +81,7 @@ class OptimizerBridge:
 
     def __init__(self, optimizers: Sequence[Any], params: Dict[str, Param], slots: Sequence[Slot],
                  iterations: Sequence[str], lrs: Sequence[str], grads: Sequence[str], golden: Any,
-                 load_initial: bool) -> None:
+                 load_initial: bool, conversions: Sequence[Conversion] = ()) -> None:
         for optimizer in optimizers:
             if not isinstance(optimizer, torch.optim.Optimizer):
                 raise ReplayError("optimizer= takes torch.optim.Optimizer objects (a hand-written one subclasses "
@@ -94,6 +95,10 @@ class OptimizerBridge:
         self._grads = set(grads)
         self.golden = golden
         self.load_initial = load_initial
+        self.conversions = list(conversions)
+        self._converted = {name: conv for conv in self.conversions for name in conv.golden}
+        # the golden's slots by (its variable, role): a converted variable's are read and set together
+        self._by_role = {(slot.var, slot.role): slot for slot in self.slots}
         self.loaded: Dict[str, bool] = {}  # "slot/<name>" -> loaded before the first update (else its own start)
         self.values: Dict[str, np.ndarray] = {}  # this step's gradients and learning rates
         self.applies: Dict[str, int] = {}  # optimizer class -> steps applied
@@ -147,6 +152,15 @@ class OptimizerBridge:
                     name = self._golden_of.get(id(tensor))
                     if name is not None and tensor.grad is not None and name in self._grads:
                         self.values[make_key("grad", name)] = self.params[name].to_golden(tensor.grad)
+            for conv in self.conversions:  # rearranged into the golden's variables (a frozen part's counts 0)
+                grads = [p.tensor.grad for p in conv.port]
+                if any(g is not None for g in grads) and self._owner(conv.port[0].tensor) is not None \
+                        and self._owner(conv.port[0].tensor)[0] is optimizer:
+                    arrays = [p.to_golden(g) if g is not None else np.zeros(p.shape, p.dtype)
+                              for p, g in zip(conv.port, grads)]
+                    for name, value in zip(conv.golden, conv.deltas_to_golden(arrays)):
+                        if name in self._grads:
+                            self.values[make_key("grad", name)] = value
             lr_name = self._lr_name(position)
             if lr_name is not None:
                 lr = optimizer.param_groups[0]["lr"]
@@ -174,6 +188,20 @@ class OptimizerBridge:
             if not state:
                 self._dry_step(optimizer)
             self.loaded[key] = self._set(optimizer, owner[1], param, slot, initial["slot", slot.name])
+        for conv in self.conversions:
+            owner = self._owner(conv.port[0].tensor)
+            if owner is None or owner[0] is not optimizer:
+                continue
+            for param in conv.port:
+                state = optimizer.state[param.tensor]
+                if not state and param.tensor.requires_grad:
+                    state.update(_fresh(optimizer, owner[1], param.tensor) or {})
+                    if not state:
+                        self._dry_step(optimizer)
+            slots = {make_key("slot", slot.name): initial["slot", slot.name] for slot in self.slots
+                     if slot.var in conv.golden and make_key("slot", slot.name) in initial}
+            set_ = self._set_converted(conv, slots)
+            self.loaded.update((key, key in set_) for key in slots)
         counters = {k: initial[split_key(k)] for k in initial.keys()
                     if split_key(k)[1] in self.iterations or k.endswith("beta1_power:0")}
         count = self._golden_count(counters, optimizer)
@@ -242,6 +270,8 @@ class OptimizerBridge:
             if slot.role == "momentum" and not slot.tf1_momentum:
                 value = (value * -float(owner[1]["lr"])).astype(value.dtype)
             out.append((make_key("slot", slot.name), value))
+        for conv in self.conversions:
+            out.extend(self._read_converted(conv).items())
         count = self._count()
         if count is not None:
             for name in self.iterations:
@@ -249,6 +279,52 @@ class OptimizerBridge:
                 dtype = next((t.dtype for t in self.golden.catalog if t.name == name), np.int64)
                 out.append((make_key(kind, name), np.asarray(count, dtype=dtype)))
         return out
+
+    def _roles(self, conv: Conversion) -> List[str]:
+        return sorted({slot.role for slot in self.slots if slot.var in conv.golden})
+
+    def _read_converted(self, conv: Conversion) -> Dict[str, np.ndarray]:
+        """{"slot/<name>": value} of a converted variable's slots: each role's state of the port's
+        tensors rearranged as the conversion rearranges gradients (a tensor without it, a frozen
+        one, counts 0)."""
+        owner = self._owner(conv.port[0].tensor)
+        if owner is None:
+            return {}
+        out = {}
+        for role in self._roles(conv):
+            states = [owner[0].state.get(p.tensor) or {} for p in conv.port]
+            keys = [self._state_key(state, role) for state in states]
+            if all(key is None for key in keys):
+                continue
+            arrays = [p.to_golden(state[key]) if key is not None else np.zeros(p.shape, p.dtype)
+                      for p, state, key in zip(conv.port, states, keys)]
+            for name, value in zip(conv.golden, conv.deltas_to_golden(arrays)):
+                slot = self._by_role.get((name, role))
+                if slot is not None:
+                    out[make_key("slot", slot.name)] = value
+        return out
+
+    def _set_converted(self, conv: Conversion, values: Mapping[str, Any]) -> List[str]:
+        """A converted variable's slots from `values` ("slot/<name>" -> the golden's) into the state of
+        the port's tensors, role by role where all of the role's are given; the keys set and read back."""
+        owner = self._owner(conv.port[0].tensor)
+        if owner is None:
+            return []
+        done: List[str] = []
+        for role in self._roles(conv):
+            slots = [self._by_role.get((name, role)) for name in conv.golden]
+            keys = [make_key("slot", slot.name) if slot is not None else None for slot in slots]
+            if any(key is None or key not in values for key in keys):
+                continue
+            for param, array in zip(conv.port, conv.deltas_to_port([np.asarray(values[k]) for k in keys])):
+                state = owner[0].state.get(param.tensor) or {}
+                key = self._state_key(state, role)
+                if key is not None:
+                    with torch.no_grad():
+                        state[key].copy_(param.to_port(array, like=state[key]))
+            back = self._read_converted(conv)
+            done += [k for k in keys if k in back and np.array_equal(back[k], np.asarray(values[k], back[k].dtype))]
+        return done
 
     def uncounted(self) -> Dict[str, str]:
         """The golden's step counters no port optimizer keeps a count for (torch's SGD keeps none) -> why."""
@@ -271,6 +347,12 @@ class OptimizerBridge:
                 held = sorted(owner[0].state.get(param.tensor) or {})
                 missing.append("%s (%s of %s; %s holds %s)" % (slot.name, slot.role, param.dotted,
                                                               type(owner[0]).__name__, ", ".join(held) or "nothing"))
+        for conv in self.conversions:
+            read = self._read_converted(conv)
+            missing += ["%s (%s of %s, converted: no state of that role in %s)"
+                        % (slot.name, slot.role, slot.var, ", ".join(p.dotted for p in conv.port))
+                        for slot in self.slots if slot.var in conv.golden and slot.var in updated
+                        and make_key("slot", slot.name) not in read]
         return missing
 
     def _count(self) -> Optional[int]:
@@ -317,6 +399,9 @@ class OptimizerBridge:
             owner = self._owner(param.tensor) if param is not None else None
             if key in state and owner is not None and self._set(owner[0], owner[1], param, slot, state[key]):
                 forced.append(key)
+        for conv in self.conversions:
+            forced += self._set_converted(conv, {key: value for key, value in state.items()
+                                                 if split_key(key)[0] == "slot"})
         for optimizer in self.optimizers:
             count = self._golden_count(state, optimizer)
             if count is not None and self._set_count(optimizer, count):

@@ -8,7 +8,7 @@ and for each step installs the random tape (tape.py), the optimizer's hooks (opt
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -79,7 +79,10 @@ class TorchRunner:
                                                  "\"loss/regularization\" from the step to compare it")
         self.model = options.model
         params = module_params(options.model)
-        paired = pair_port(golden, params, _port_var_map(options.var_map, params), list(options.convert),
+        own = by_tensor(params)  # a conversion's tensors as the model names them (and pairing leaves them out)
+        convert = [replace(conv, port=tuple(own.get(id(getattr(p, "tensor", p)), p) for p in conv.port))
+                   for conv in options.convert]
+        paired = pair_port(golden, params, _port_var_map(options.var_map, params), convert,
                            model_names, slot_names, iterations, keys)
         # the golden's state the port holds in its module (a step counter kept as a buffer), forced as a variable
         self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
@@ -89,7 +92,8 @@ class TorchRunner:
         slots = [slot for slot in paired.slots if slot.name not in inert]
         mapped = {name: cand.obj for name, cand in self.mapping.pairs.items()}
         self.optimizer = OptimizerBridge(optimizers, mapped, slots, paired.iterations, golden.names("lr"),
-                                         golden.names("grad"), golden, load_initial=options.init == "golden")
+                                         golden.names("grad"), golden, load_initial=options.init == "golden",
+                                         conversions=self.conversions)
         self.tape = Tape(inject=options.random == "tape")
         self._init = options.init
         self._forced_taps: Optional[Dict[str, np.ndarray]] = None

@@ -10,8 +10,8 @@ dropout=0.5.
 """
 
 import torch
-import torch.nn.functional as F
 
+from . import supervised_step
 from .tf_forms import KerasBatchNorm1d, TFAdam
 
 FEATURES, CLASSES = 5, 3
@@ -34,13 +34,7 @@ def make(optimizer="tf", batch_norm="keras", epsilon=1e-7, bn_momentum=0.01, dro
     model = Net(batch_norm, bn_momentum, 1e-3, dropout)
     adam = TFAdam if optimizer == "tf" else torch.optim.Adam
     opt = adam(model.parameters(), lr=lr, eps=epsilon)
-
-    def step(inputs):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(inputs["hidden_input:0"]), inputs["logits_target:0"])
-        loss.backward()
-        opt.step()
-        return loss
+    step = supervised_step(model, opt, x="hidden_input:0", y="logits_target:0")
     return model, step, {"optimizer": opt}
 
 
