@@ -60,6 +60,12 @@ def _parts(name: str) -> Tuple[str, ...]:
     return tuple(parts)
 
 
+def parts(name: str) -> Tuple[str, ...]:
+    """A variable name's scopes, ":0" and a partition dropped, its last one's role in Keras' word
+    (weights -> kernel): what two names are compared by."""
+    return _parts(name)
+
+
 def _deduplicated(parts: Tuple[str, ...]) -> Tuple[str, ...]:
     """The port's name without the "_<n>" TF appends to a variable created again under a name
     in use (an EMA's shadow "w/ExponentialMovingAverage_1" in a process that made one before);

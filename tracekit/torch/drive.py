@@ -182,7 +182,9 @@ class _Run:
 
             def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
                 tensors = structured({name: _tensor(value) for name, value in feeds.items()}, structures)
-                return call_step(step_for(self.step_fn, info, index, trace.path), tensors, self.options.inputs)
+                returned = call_step(step_for(self.step_fn, info, index, trace.path), tensors, self.options.inputs)
+                runner.returned(returned)
+                return returned
             meta = {"environment": fingerprint(), "program": _program(self.step_fn, self.model),
                     "torch": torch_environment()}
             plan = {REPLAY: {"init": self.options.init, "forcing": self.options.forcing, "restarted_at": []}}

@@ -33,11 +33,13 @@ class Captured:
 
 
 def _port_var_map(var_map: Any, params: Sequence[Param]) -> Any:
-    """The var_map with torch's names (`hidden.weight`) and tensors as targets turned into the
-    Params pairing sees (their TF names)."""
+    """The var_map with torch's names (`hidden.weight`), TF's names for them (`hidden/kernel`, or
+    `hidden/weights:0` as a rule rewriting the golden's names leaves them) and tensors as targets
+    turned into the Params pairing sees."""
     if var_map in (None, "auto"):
         return var_map
     dotted = {p.dotted: p for p in params}
+    scoped = {varmap.parts(p.name): p for p in params}  # TF's name for it, as a rule may write it
     tensors = by_tensor(list(params))
 
     def target(value: Any) -> Any:
@@ -46,8 +48,8 @@ def _port_var_map(var_map: Any, params: Sequence[Param]) -> Any:
             if found is None:
                 raise UsageError("var_map names a tensor that is not among the model's parameters and buffers")
             return found
-        if isinstance(value, str) and value in dotted:
-            return dotted[value]
+        if isinstance(value, str):
+            return dotted.get(value) or scoped.get(varmap.parts(value)) or value
         return value
     if isinstance(var_map, dict):
         return {name: target(value) for name, value in var_map.items()}
@@ -74,9 +76,6 @@ class TorchRunner:
             model_names.remove(name)
             self.not_replayed[keys[name]] = "TF1's accumulator of micro-batches: a port sums them in its step"
             self.not_replayed[keys[name] + BEFORE] = self.not_replayed[keys[name]]
-        if REGULARIZATION in [make_key("loss", n) for n in golden.names("loss")]:
-            self.not_replayed[REGULARIZATION] = ("a PyTorch module keeps no regularization losses: return "
-                                                 "\"loss/regularization\" from the step to compare it")
         self.model = options.model
         params = module_params(options.model)
         own = by_tensor(params)  # a conversion's tensors as the model names them (and pairing leaves them out)
@@ -170,6 +169,14 @@ class TorchRunner:
         captured.draws = list(self.tape.taken)
         if not full:
             captured.values = {k: v for k, v in captured.values.items() if split_key(k)[0] in ("loss", "lr")}
+
+    def returned(self, keys: Collection[str]) -> None:
+        """What the port's step returned at its first step: the golden's regularization sum, which
+        a module does not keep, is compared where the step returns it, and said not replayed where not."""
+        if self._step_index == 0 and REGULARIZATION not in keys and \
+                REGULARIZATION in [make_key("loss", n) for n in self.golden.names("loss")]:
+            self.not_replayed[REGULARIZATION] = ("a PyTorch module keeps no regularization losses: return "
+                                                 "\"loss/regularization\" from the step to compare it")
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         self.tape.check(index)
