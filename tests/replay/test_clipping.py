@@ -6,25 +6,20 @@ all departs at step 0, and what it did not clip is said, not missed."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import tracekit
 from tracekit.keys import UNCLIPPED
 
-from ..support import ROOT, run_python
-from ..support.recording import SCRIPTS
+from ..support.recording import record_plain_loop
 
 NORM = 0.1  # the recorded gradients' global norm is about 1: clipping is in force
 
 
 @pytest.fixture(scope="module")
 def golden(legacy_python, tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("clip") / "clip.h5")
-    run_python(legacy_python, ["-m", "tracekit", "record", "-o", path, "--", os.path.join(SCRIPTS, "plain_loop.py"),
-                               "--steps", "5", "--clip", str(NORM), "--dropout", "0"], cwd=ROOT)
-    return path
+    return record_plain_loop(legacy_python, tmp_path_factory.mktemp("clip") / "clip.h5", "--steps", 5, "--clip", NORM,
+                             "--dropout", 0)
 
 
 def _compare(tf2, golden, clip_in_step, **adam):

@@ -190,7 +190,7 @@ def test_a_tensor_longer_than_a_chunk_reads_back_otherwise_wherever_its_one_elem
 
 
 def test_a_fresh_slot_is_held_as_one_element_and_reads_as_the_whole():
-    from tracekit.tf2.optimizer_terms import compact
+    from tracekit.replay.slots import compact
 
     zeros = np.zeros((512, 256), np.float32)
     held = compact(zeros)

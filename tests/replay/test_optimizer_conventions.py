@@ -6,29 +6,20 @@ the usual slips are caught at their first step with their hint."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 import tracekit
 from tracekit.comparison.slips import OPTIMIZER_SETTING, SLOT_INITIAL
 from tracekit.keys import INITIAL_STEP
 
-from ..support import ROOT, run_python
-from ..support.recording import SCRIPTS
+from ..support.recording import record_optimizers
 
 RECORDED = ("ftrl", "rmsprop-centered", "rmsprop-a2c", "adadelta", "proximal-adagrad")
 
 
 @pytest.fixture(scope="module")
 def goldens(legacy_python, tmp_path_factory):
-    where = tmp_path_factory.mktemp("optimizers")
-    out = {}
-    for name in RECORDED:
-        out[name] = path = str(where / (name + ".h5"))
-        run_python(legacy_python, ["-m", "tracekit", "record", "-o", path, "--", os.path.join(SCRIPTS, "plain_loop.py"),
-                                   "--steps", "5", "--optimizer", name, "--dropout", "0"], cwd=ROOT)
-    return out
+    return record_optimizers(legacy_python, tmp_path_factory.mktemp("optimizers"), RECORDED)
 
 
 # (golden, port's optimizer) -> the TF2 optimizer, as plain_loop.py's TF1 one is configured
@@ -108,6 +99,6 @@ def assert_keras_rmsprop_from_zero(result, variables):
     first = result.first_divergence
     assert first.step == INITIAL_STEP and first.key.endswith("/RMSProp:0"), result.report()
     assert [h.code for h in result.slips] == [SLOT_INITIAL]
-    assert "TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras RMSprop at 0" in result.report()
+    assert "TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras' and PyTorch's RMSprop at 0" in result.report()
     failed = {t.key for t in result.tensors if not t.ok}
     assert failed and all(key.endswith("/RMSProp:0") for key in failed), failed

@@ -13,6 +13,21 @@ from . import ROOT, run_python
 SCRIPTS = os.path.join(ROOT, "tests", "record", "scripts")
 
 
+def record_plain_loop(legacy_python, path, *script_args):
+    """Record tests/record/scripts/plain_loop.py (a dense net, MSE, TF1's optimizer) on TF 1.15 at
+    `path` with `script_args` ("--steps", "5", "--optimizer", "adagrad", ...); returns `path`."""
+    run_python(legacy_python, ["-m", "tracekit", "record", "-o", str(path), "--", os.path.join(SCRIPTS, "plain_loop.py")]
+               + [str(a) for a in script_args], cwd=ROOT)
+    return str(path)
+
+
+def record_optimizers(legacy_python, where, names, steps=5):
+    """plain_loop.py recorded under each TF1 optimizer of `names` (its --optimizer choices) into
+    the folder `where`, without dropout: {name: golden path}."""
+    return {name: record_plain_loop(legacy_python, os.path.join(str(where), name + ".h5"), "--steps", steps,
+                                    "--optimizer", name, "--dropout", 0) for name in names}
+
+
 def record_cli(out, script, *script_args, **options):
     """`python -m tracekit record -o out [options] -- script args` in this interpreter."""
     check, env, timeout = options.pop("check", True), options.pop("env", None), options.pop("timeout", 300)

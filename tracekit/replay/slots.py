@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 _TF1_SLOTS = [
     (re.compile(r"^(?P<var>.+)/Adam_1:0$"), "v"),
     (re.compile(r"^(?P<var>.+)/Adam:0$"), "m"),
@@ -121,3 +123,16 @@ def inert_slots(golden: Any, slots: Sequence[Slot]) -> Dict[str, str]:
                               "back, so the variable's comparison covers it; the port's optimizer keeps none"
                               % slot.update)
     return out
+
+
+def one_value(value: np.ndarray) -> bool:
+    """A slot as an optimizer makes it: one value everywhere (zeros, an initial accumulator)."""
+    flat = np.asarray(value).reshape(-1)
+    return flat.size > 0 and bool((flat == flat[0]).all())
+
+
+def compact(value: np.ndarray) -> np.ndarray:
+    """`value`, held as a read-only broadcast of its one element where it has one value everywhere:
+    the port's own fresh slots of a big model then cost nothing until a writer encodes them."""
+    flat = value.reshape(-1)
+    return np.broadcast_to(flat[:1].copy().reshape(()), value.shape) if one_value(flat) else value

@@ -22,7 +22,7 @@ from ..replay.conversions import Conversion
 from ..replay.forcing import reads_back
 from ..replay.patched import patched
 from ..replay.port_state import starts_fresh, unmapped_state
-from ..replay.slots import Slot, inert_slots
+from ..replay.slots import Slot, compact, inert_slots, one_value
 from ..replay.variables import cast_for, initial_value, unwrap
 from ..replay.varmap import Mapping
 from .capture import Capture, numpy, passed_key, port_grad_key, when_run
@@ -30,7 +30,7 @@ from .counters import CounterFeed
 from .distribute import disagreeing_copies, replica_id
 from .gradients import GradientWatch, gradient_keys
 from .keras_optimizers import aggregates, delegates, optimizer_classes
-from .optimizer_terms import (applied, compact, convention, is_v1, keras_slot, learning_rate, one_value, ported_rate,
+from .optimizer_terms import (applied, convention, is_v1, keras_slot, learning_rate, ported_rate,
                               settings, slot_from_tf1, slot_to_tf1, TF1_MOMENTUM)
 from .sources import SourceWatch
 from .tf_import import tf

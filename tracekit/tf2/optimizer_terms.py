@@ -37,19 +37,6 @@ def slot_to_tf1(value: np.ndarray, role: str, lr: float) -> np.ndarray:
     return (-value / lr).astype(value.dtype) if role == TF1_MOMENTUM else value
 
 
-def one_value(value: np.ndarray) -> bool:
-    """A slot as an optimizer makes it: one value everywhere (zeros, an initial accumulator)."""
-    flat = np.asarray(value).reshape(-1)
-    return flat.size > 0 and bool((flat == flat[0]).all())
-
-
-def compact(value: np.ndarray) -> np.ndarray:
-    """`value`, held as a read-only broadcast of its one element where it has one value everywhere:
-    the port's own fresh slots of a big model then cost nothing until a writer encodes them."""
-    flat = value.reshape(-1)
-    return np.broadcast_to(flat[:1].copy().reshape(()), value.shape) if one_value(flat) else value
-
-
 def applied(optimizer: Any, pairs: List[Tuple[Any, Any]]) -> List[Any]:
     """The gradients the optimizer applies of those it is given: a Keras optimizer set to clip
     (global_clipnorm, clipnorm, clipvalue) clips them in apply_gradients, as TF1 code clips before."""

@@ -21,14 +21,13 @@ from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, make_key, replica_name, split_key
 from ..replay.options import ReplayOptions
 from ..replay.port_state import starts_fresh
-from ..replay.slots import split_state
+from ..replay.slots import one_value, split_state
 from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
 from .capture import Capture, VariableReader, numpy, passed_key, weakly
 from .counters import OPTIMIZERS, CounterFeed
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .keras_optimizers import keras_of
 from .optimizer import OptimizerBridge
-from .optimizer_terms import one_value
 from .perturb import GradientJitter, Jitter, move
 from .random_tape import RandomTape
 from .sources import SourceWatch

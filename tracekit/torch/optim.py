@@ -5,8 +5,9 @@ and its state paired with the golden's slots by role.
 TF1 names a slot by its role (replay/slots.py: Adam's "m" and "v", Momentum's accumulator,
 RMSProp's mean square); torch's optimizers, and hand-written ones, keep the same quantities in
 `optimizer.state[param]` under names of their own (`exp_avg`, `exp_avg_sq`, `momentum_buffer`,
-`square_avg`, `sum`, ...): `STATE_KEYS` says which name holds which role. Keras SGD's momentum
-(the sum of steps, `-lr` times torch's sum of gradients) converts by the learning rate.
+`square_avg`, `sum`, ...): `STATE_KEYS` says which name holds which role. A momentum that sums
+steps rather than gradients converts by the learning rate: Keras SGD's is `-lr` times torch's
+momentum_buffer, TF1 RMSProp's `mom` `lr` times it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import torch
 from ..errors import ReplayError
 from ..keys import UNCLIPPED, make_key, split_key
 from ..replay.conversions import Conversion
-from ..replay.slots import Slot
+from ..replay.port_state import starts_fresh
+from ..replay.slots import Slot, compact, one_value
 from .params import Param
 
 # The golden's slot roles -> the state names that hold them: torch's own first, then the names
@@ -103,6 +105,10 @@ class OptimizerBridge:
         self.values: Dict[str, np.ndarray] = {}  # this step's gradients and learning rates
         self.applies: Dict[str, int] = {}  # optimizer class -> steps applied
         self.first_applies: Optional[int] = None  # the optimizers' steps in the replay's first step
+        # "slot/<name>" -> the port's own start of a slot the golden's replaced, where TF1's optimizer made it
+        self.own_initial: Dict[str, np.ndarray] = {}
+        self._fresh_golden = starts_fresh(golden)
+        self._dried: set = set()  # ids of the optimizers whose state a dry step made (_dry_step)
 
     def _owner(self, tensor: torch.Tensor) -> Optional[Tuple[Any, Mapping[str, Any]]]:
         for optimizer in self.optimizers:
@@ -185,9 +191,17 @@ class OptimizerBridge:
             state = optimizer.state[param.tensor]
             if not state:
                 state.update(_fresh(optimizer, owner[1], param.tensor) or {})
+            # where the port's optimizer starts, where it is known before its first update: made by its
+            # constructor (Adagrad's) or as torch's own makes it (_fresh); a dry step's has been stepped once
+            known = bool(state) and id(optimizer) not in self._dried
             if not state:
                 self._dry_step(optimizer)
-            self.loaded[key] = self._set(optimizer, owner[1], param, slot, initial["slot", slot.name])
+                self._dried.add(id(optimizer))
+            golden = initial["slot", slot.name]
+            held = self._state_key(state, slot.role)
+            if known and held is not None and self._fresh_golden and one_value(golden):
+                self.own_initial[key] = compact(self._to_golden(owner[1], param, slot, state[held]))
+            self.loaded[key] = self._set(optimizer, owner[1], param, slot, golden)
         for conv in self.conversions:
             owner = self._owner(conv.port[0].tensor)
             if owner is None or owner[0] is not optimizer:
@@ -198,6 +212,7 @@ class OptimizerBridge:
                     state.update(_fresh(optimizer, owner[1], param.tensor) or {})
                     if not state:
                         self._dry_step(optimizer)
+                        self._dried.add(id(optimizer))
             slots = {make_key("slot", slot.name): initial["slot", slot.name] for slot in self.slots
                      if slot.var in conv.golden and make_key("slot", slot.name) in initial}
             set_ = self._set_converted(conv, slots)
@@ -234,6 +249,19 @@ class OptimizerBridge:
 
     # ---- state --------------------------------------------------------------------------------
 
+    @staticmethod
+    def _factor(group: Mapping[str, Any], slot: Slot) -> float:
+        """The golden's slot over torch's state of its role: 1, but for a momentum that sums steps
+        rather than gradients: TF1 RMSProp's `mom` (lr x torch's momentum_buffer), Keras SGD's (-lr x it)."""
+        if slot.role != "momentum" or slot.tf1_momentum:
+            return 1.0
+        rmsprop = "RMSProp" in slot.update or "/RMSProp_1:" in slot.name  # an older golden: by the slot's name
+        return float(group["lr"]) * (1.0 if rmsprop else -1.0)
+
+    def _to_golden(self, group: Mapping[str, Any], param: Param, slot: Slot, held: torch.Tensor) -> np.ndarray:
+        value, factor = param.to_golden(held), self._factor(group, slot)
+        return value if factor == 1.0 else (value * factor).astype(value.dtype)
+
     def _state_key(self, state: Mapping[str, Any], role: str) -> Optional[str]:
         return next((k for k in STATE_KEYS.get(role, ()) if isinstance(state.get(k), torch.Tensor)), None)
 
@@ -242,15 +270,13 @@ class OptimizerBridge:
         key = self._state_key(state, slot.role)
         if key is None:
             return False
-        held = state[key]
-        array = np.asarray(value)
-        if slot.role == "momentum" and not slot.tf1_momentum:  # Keras SGD's sum of steps: -lr x torch's
-            array = array / -float(group["lr"])
+        held, factor = state[key], self._factor(group, slot)
+        array = np.asarray(value) if factor == 1.0 else np.asarray(value) / factor
         with torch.no_grad():
             held.copy_(param.to_port(array, like=held))
-        back = param.to_golden(held)  # read back: "loaded" is a claim checked as it is made
-        if slot.role == "momentum" and not slot.tf1_momentum:
-            return bool(np.allclose(back * -float(group["lr"]), np.asarray(value), rtol=1e-6, atol=0))
+        back = self._to_golden(group, param, slot, held)  # read back: "loaded" is a claim checked as it is made
+        if factor != 1.0:  # through a division and back: to its round-off
+            return bool(np.allclose(back, np.asarray(value), rtol=1e-6, atol=0))
         return bool(np.array_equal(back, np.asarray(value, dtype=back.dtype)))
 
     def read(self) -> List[Tuple[str, np.ndarray]]:
@@ -266,10 +292,7 @@ class OptimizerBridge:
             key = self._state_key(state, slot.role)
             if key is None:
                 continue
-            value = param.to_golden(state[key])
-            if slot.role == "momentum" and not slot.tf1_momentum:
-                value = (value * -float(owner[1]["lr"])).astype(value.dtype)
-            out.append((make_key("slot", slot.name), value))
+            out.append((make_key("slot", slot.name), self._to_golden(owner[1], param, slot, state[key])))
         for conv in self.conversions:
             out.extend(self._read_converted(conv).items())
         count = self._count()

@@ -96,6 +96,7 @@ class TorchRunner:
         self.tape = Tape(inject=options.random == "tape")
         self._init = options.init
         self._forced_taps: Optional[Dict[str, np.ndarray]] = None
+        self._own_named: set = set()  # the slots own_initial handed over
         self._captured = Captured()
         self._step_index = -1
 
@@ -150,7 +151,12 @@ class TorchRunner:
         self._forced_taps = dict(golden_taps)
 
     def own_initial(self) -> Dict[str, np.ndarray]:
-        return {}
+        """Handed over once: the port's optimizer's own start of the slots the golden's replaced,
+        where TF1's optimizer made them (an Adagrad accumulator of 0 where TF1's was 0.1): the
+        replay's initial state of those slots, so such a port differs there."""
+        out, self.optimizer.own_initial = self.optimizer.own_initial, {}
+        self._own_named.update(out)
+        return out
 
     def after_step(self, index: int) -> None:
         pass
@@ -211,7 +217,8 @@ class TorchRunner:
         return forced + (tensor - tensor.detach())  # the golden's value forward, the port's gradient backward
 
     def meta(self) -> Dict[str, Any]:
-        return {"own_initial": [], "applies": self.optimizer.first_applies,
+        return {"own_initial": sorted(self._own_named.union(self.optimizer.own_initial)),
+                "applies": self.optimizer.first_applies,
                 "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
                 "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                            "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}

@@ -2,8 +2,8 @@
 written as a migrating team writes them: an nn.Module of Linear (or Conv2d and MaxPool2d) layers
 in a ModuleList, paired with TF1's `dense_<i>` scopes by a var_map of rules; the conv net reads
 TF's NHWC batches and flattens in TF's order; TF's Adam (tf_forms.TFAdam, epsilon 1e-8),
-torch.optim.SGD for TF1's Momentum (the same accumulator), torch.optim.RMSprop for TF1's (its mean
-squares start at TF1's 1.0, loaded from the golden); TF1's exponential decay of the rate set on
+torch.optim.SGD for TF1's Momentum (the same accumulator), torch's RMSprop with TF1's start
+(tf_forms.TFStartRMSprop: the mean squares at 1.0); TF1's exponential decay of the rate set on
 the optimizer before each step from the step count the model keeps (a buffer the replay pairs with
 TF1's global_step); the L2 weight decay in the loss.
 
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from tools import family_spec as spec
 
-from .tf_forms import TFAdam
+from .tf_forms import TFAdam, TFStartRMSprop
 
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "gelu": lambda x: F.gelu(x, approximate="none"),
                "conv": torch.relu}
@@ -61,7 +61,7 @@ def _optimizer(run, model):
         return torch.optim.SGD(model.parameters(), lr=rate, momentum=spec.MOMENTUM)
     if run.optimizer == "adam":
         return TFAdam(model.parameters(), lr=rate, eps=1e-8)
-    return torch.optim.RMSprop(model.parameters(), lr=rate, alpha=spec.RHO, eps=spec.RMS_EPSILON)
+    return TFStartRMSprop(model.parameters(), lr=rate, alpha=spec.RHO, eps=spec.RMS_EPSILON)
 
 
 def make_port(run, slip=False):

@@ -4,6 +4,8 @@ torch counterparts compute something slightly different.
 - `TFAdam`: TF's Adam. torch.optim.Adam adds epsilon to the bias-corrected sqrt(v_hat); TF1's
   AdamOptimizer and Keras' Adam fold the bias correction into the step size and add epsilon to
   sqrt(v) ("epsilon hat"), so torch's epsilon acts as TF's times sqrt(1 - beta2^t).
+- `TFStartRMSprop`: torch's RMSprop with its mean squares starting at 1.0, as TF1's RMSPropOptimizer's
+  do (torch's start at 0).
 - `KerasBatchNorm1d`: Keras' BatchNormalization on (batch, features). torch's BatchNorm1d keeps
   the running variance of the batch with Bessel's correction (n / (n - 1)); Keras keeps the
   biased one, and moves its averages as `moving -= (moving - batch) * (1 - momentum)`.
@@ -40,6 +42,24 @@ class TFAdam(torch.optim.Optimizer):
                 m.add_((p.grad - m) * (1 - beta1))
                 v.add_((p.grad * p.grad - v) * (1 - beta2))
                 p.sub_(m * lr_t / (v.sqrt() + group["eps"]))
+
+
+class TFStartRMSprop(torch.optim.RMSprop):
+    """torch.optim.RMSprop whose state starts as TF1's: the mean square at 1.0."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not self.state[p]:
+                    state = self.state[p]
+                    state["step"] = torch.tensor(0.0)
+                    state["square_avg"] = torch.ones_like(p)
+                    if group["momentum"] > 0:
+                        state["momentum_buffer"] = torch.zeros_like(p)
+                    if group["centered"]:
+                        state["grad_avg"] = torch.zeros_like(p)
+        return super().step(closure)
 
 
 class KerasBatchNorm1d(torch.nn.BatchNorm1d):

@@ -1,0 +1,79 @@
+"""TF1's optimizers (plain_loop.py --optimizer NAME, recorded for real in TF 1.15) replayed into a
+PyTorch port with the torch optimizer a team would pick for each, configured as TF1's: its state
+pairs with TF1's slots by role (Adam's m and v, Adagrad's accumulator, RMSProp's mean square and
+momentum, centered RMSProp's mean gradient, Adadelta's two accumulators) and the port matches; a
+port whose optimizer would start its state elsewhere than TF1's departs at the initial state, the
+hint saying which slot and where TF1 started it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracekit.comparison.slips import SLOT_INITIAL
+from tracekit.keys import INITIAL_STEP
+
+from ..support.recording import record_optimizers
+
+RECORDED = ("adam", "adagrad", "rmsprop", "rmsprop-centered", "adadelta")
+
+
+@pytest.fixture(scope="module")
+def goldens(legacy_python, tmp_path_factory):
+    return record_optimizers(legacy_python, tmp_path_factory.mktemp("optimizers"), RECORDED)
+
+
+def _optimizers():
+    import torch
+
+    from tools.ports.torch.tf_forms import TFAdam, TFStartRMSprop
+
+    return {  # (golden, port) -> the port's optimizer of these parameters, as plain_loop.py configures TF1's
+        ("adam", "tf"): lambda p: TFAdam(p, lr=0.05, eps=1e-8),
+        ("adagrad", "torch"): lambda p: torch.optim.Adagrad(p, lr=0.05, initial_accumulator_value=0.1),
+        ("rmsprop", "torch"): lambda p: TFStartRMSprop(p, lr=0.05, alpha=0.9, eps=1e-10, momentum=0.5),
+        ("rmsprop-centered", "torch"): lambda p: TFStartRMSprop(p, lr=0.05, alpha=0.9, eps=1e-10, momentum=0.5,
+                                                                centered=True),
+        ("adadelta", "torch"): lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-7),
+        # slips
+        ("adagrad", "torch default"): lambda p: torch.optim.Adagrad(p, lr=0.05),
+        ("rmsprop", "torch start"): lambda p: torch.optim.RMSprop(p, lr=0.05, alpha=0.9, eps=1e-10, momentum=0.5),
+    }
+
+
+def _check(tt, golden, make_optimizer):
+    import torch
+
+    model = torch.nn.Sequential()
+    model.add_module("hidden", torch.nn.Linear(3, 5))
+    model.add_module("relu", torch.nn.ReLU())
+    model.add_module("out", torch.nn.Linear(5, 1))
+    optimizer = make_optimizer(model.parameters())
+
+    def step(inputs):
+        optimizer.zero_grad()
+        loss = ((model(inputs["x:0"]) - 1.0) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+    return tt.check(golden, step, model=model, optimizer=optimizer, tolerance="training")
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_the_torch_optimizer_configured_as_tf1s_matches(tt, goldens, name):
+    port = next(port for (golden, port) in _optimizers() if golden == name)
+    result = _check(tt, goldens[name], _optimizers()[name, port])
+    assert result.ok and not result.missing, result.report()
+    slots = {t.key for t in result.tensors if t.kind == "slot"}
+    assert slots and all(result.tensor(*key.split("/", 1)).steps >= 5 for key in slots), sorted(slots)
+
+
+@pytest.mark.parametrize("name, port, first", [
+    ("adagrad", "torch default", (INITIAL_STEP, "slot")),  # its accumulator starts at 0, TF1's at 0.1
+    ("rmsprop", "torch start", (INITIAL_STEP, "slot")),  # its mean square starts at 0, TF1's at 1
+])
+def test_a_torch_optimizer_left_at_torchs_defaults_departs(tt, goldens, name, port, first):
+    result = _check(tt, goldens[name], _optimizers()[name, port])
+    divergence = result.first_divergence
+    assert not result.ok and (divergence.step, divergence.kind) == first, result.report()
+    assert SLOT_INITIAL in {hint.code for hint in result.slips}, result.report()
+    assert "PyTorch" in result.report()  # the advice says what to set in a PyTorch port
