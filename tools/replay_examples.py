@@ -1,5 +1,5 @@
-"""The main job on the shipped goldens: replay each TF2 port against its TF 1.15 golden
-and compare, printing the verdict and the largest error seen for each kind of tensor.
+"""The main job on the shipped goldens: replay each TF2 port, and the PyTorch ports, against its
+TF 1.15 golden and compare, printing the verdict and the largest error seen for each kind of tensor.
 
     .venv/bin/python tools/replay_examples.py [--out build/replays] [--goldens DIR]
 
@@ -7,7 +7,7 @@ Compared with Tolerance.training(): step 0 at the migration guide's single-step 
 (atol=1e-5, rtol=1e-6), later steps also allowing the port noise that accumulates through
 the optimizer (TRAINING_ULPS; the ulps column below is what that bound was derived from).
 --goldens tests/data/foreign_cpu replays the goldens recorded on another machine.
-Two ports wrong on purpose follow, each caught where it departs. The table of the largest
+Three ports wrong on purpose follow, each caught where it departs. The table of the largest
 errors is written to OUT/errors.txt (printed with --tables, or when something fails); the last
 line counts what ran, matched and was caught. Exit code 1 if a port does not match or a wrong
 one does.
@@ -24,6 +24,8 @@ import tracekit  # noqa: E402
 import tracekit.tf2  # noqa: E402
 from tools.ports import (estimator_model, estimator_shim, gan_model, keras_fit, momentum_model,  # noqa: E402
                          rnn_model, seed_example, slim_resnet, two_optimizers)
+from tools.ports.torch import keras_fit as torch_keras_fit, rnn_model as torch_rnn, slim_resnet as torch_resnet  # noqa: E402,E501
+import tracekit.torch  # noqa: E402
 from tracekit.report.comparison import headline, max_error_rows  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
@@ -43,6 +45,14 @@ def _converted(cell):
     def replay(golden, out):
         model, step = rnn_model.make(cell)
         return tracekit.tf2.replay(golden, step, model=model, out=out, convert=rnn_model.conversions(model, cell))
+    return replay
+
+
+def _torch(make):
+    """A PyTorch port whose make() gives (model, step, {"optimizer": ..., other replay options})."""
+    def replay(golden, out):
+        model, step, own = make()
+        return tracekit.torch.replay(golden, step, model=model, out=out, **own)
     return replay
 
 
@@ -67,6 +77,9 @@ PORTS = [  # (golden, port, replay(golden path, out path) -> the actual trace)
     ("keras_fit", "compiled Keras model, its train_step", _plain(keras_fit.make)),
     ("momentum_model", "Keras model, tf.compat.v1.train.MomentumOptimizer", _plain(momentum_model.make)),
     ("gan_model", "Keras GAN, a step function per train op", _gan),
+    ("keras_fit", "PyTorch nn.Module, TF's Adam and Keras' batch norm written out", _torch(torch_keras_fit.make)),
+    ("lstm_model", "PyTorch nn.LSTM, converted weights", _torch(torch_rnn.make)),
+    ("slim_resnet", "PyTorch resnet_v1", _torch(torch_resnet.make)),
 ]
 
 
@@ -74,6 +87,8 @@ PORTS = [  # (golden, port, replay(golden path, out path) -> the actual trace)
 WRONG = [
     ("seed_example", "learning-rate schedule one step off", _plain(lambda: seed_example.make(lr_shift=1))),
     ("keras_fit", "batch norm momentum 0.9 where TF1 Keras used 0.99", _plain(lambda: keras_fit.make(bn_momentum=0.9))),
+    ("keras_fit", "PyTorch: torch.optim.Adam, epsilon after the bias correction",
+     _torch(lambda: torch_keras_fit.make(optimizer="torch"))),
 ]
 
 CAPTION = ("largest errors seen, per kind, over all steps and tensors but those round-off drives. ulps: in eps times "
