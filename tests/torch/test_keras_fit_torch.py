@@ -91,7 +91,11 @@ def test_a_port_that_does_not_pair_is_stopped_naming_both_sides(tt):
     assert "only in PyTorch: extra.weight (as extra/kernel, transposed) (2, 2)" in message, message
 
 
-def test_options_that_are_tensorflows_alone_are_refused(tt):
+def test_options_that_are_tensorflows_alone_or_contradict_are_refused(tt):
+    with pytest.raises(tracekit.UsageError, match="not both"):
+        tt.check(golden("keras_fit"), make_port=keras_fit.make, optimizer=object())
+    with pytest.raises(tracekit.UsageError, match="writes no actual trace"):
+        tt.check(golden("keras_fit"), make_port=keras_fit.make, judge="local", out="x.h5")
     model, step, own = keras_fit.make()
     with pytest.raises(tracekit.UsageError, match="determinism is TensorFlow's"):
         tt.replay(golden("keras_fit"), step, model=model, determinism=True, **own)

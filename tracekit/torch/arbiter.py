@@ -1,6 +1,6 @@
 """The float64 arbiter, PyTorch's side: one step of a golden replayed with a fresh port in
 float64 (`model.double()`: its parameters and buffers, so its optimizer's state, hold and compute
-float64; the golden's state and inputs are cast up, exactly), from the golden's state before the
+float64, the state its optimizer's constructor made cast up too; the golden's state and inputs are cast up, exactly), from the golden's state before the
 step, and compared with it under the arbiter's tolerance (comparison/arbiter.py judges). Where the
 float64 port agrees with the golden on every tensor the float32 port fails, the float32 port's
 difference is round-off that a discontinuity (a ReLU's kink, a max-pooling tie) carried: the step
@@ -25,7 +25,8 @@ from ..errors import TracekitError
 from ..store import Trace
 from ..store.excerpt import write_excerpt
 
-# A fresh port: (model, step function, its optimizer(s), its replay options) -> a written one-step replay
+# (a one-step excerpt's path, a port's model, step function, optimizer(s) and replay options, where to
+# write) -> its replay of that step, written
 ReplayOne = Callable[[str, Any, Any, Any, Dict[str, Any], str], Trace]
 
 
@@ -38,9 +39,10 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
         try:
             model, step, own = make_port()
             model.double()  # in place: the optimizer's parameters are the same objects, now float64
-            ran = replay_one(excerpt, model, _cast_up(step), own.pop("optimizer", None), own,
-                             os.path.join(folder, "float64.h5"))
-        except (TracekitError, RuntimeError, TypeError) as exc:  # the port cannot compute in float64
+            optimizer = own.pop("optimizer", None)
+            _state_up(optimizer, model)
+            ran = replay_one(excerpt, model, _cast_up(step), optimizer, own, os.path.join(folder, "float64.h5"))
+        except (TracekitError, RuntimeError, TypeError, ValueError) as exc:  # the port cannot compute in float64
             return undecided(index, "the port did not run in float64: %s" % exc, time.perf_counter() - start)
         with ran:
             values = ran.step(0)
@@ -51,16 +53,34 @@ def arbitrate(golden: Trace, index: int, failing: Mapping[str, Stats], make_port
     return replace(verdict, seconds=time.perf_counter() - start)
 
 
+def _up(value: Any) -> Any:
+    """A step's inputs with every floating tensor in float64, however nested."""
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.is_floating_point() else value
+    if isinstance(value, Mapping):
+        return {k: _up(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_up(v) for v in value)
+    return value
+
+
 def _cast_up(step: Any) -> Any:
-    """The port's step handed its floating inputs in float64."""
-    def step64(inputs: Any = None, **keywords: Any) -> Any:
-        def up(value: Any) -> Any:
-            if isinstance(value, torch.Tensor) and value.is_floating_point():
-                return value.double()
-            if isinstance(value, dict):
-                return {k: up(v) for k, v in value.items()}
-            return value
-        return step(up(inputs)) if inputs is not None else step(**up(keywords))
+    """The port's step (or each of a dict of them, one per train op) handed its floating inputs in float64."""
+    if isinstance(step, Mapping):
+        return {name: _cast_up(function) for name, function in step.items()}
+
+    def step64(*args: Any, **keywords: Any) -> Any:
+        return step(*_up(args), **_up(keywords))
     return step64
+
+
+def _state_up(optimizer: Any, model: Any) -> None:
+    """The optimizer's state its constructor made (Adagrad's accumulator) in float64, as
+    model.double() made its parameters: what the port's optimizer makes later is made so."""
+    for optimizer_ in optimizer if isinstance(optimizer, (list, tuple)) else [optimizer]:
+        for state in getattr(optimizer_, "state", {}).values():
+            for key, value in list(state.items()):
+                if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() > 0:
+                    state[key] = value.double()
 
 

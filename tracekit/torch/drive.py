@@ -31,7 +31,8 @@ from .runner import TorchRunner
 # ReplayOptions' fields that are TensorFlow's alone: refused here, naming what to do instead.
 _TF_ONLY = {"variables": "pass model=", "strategy": "not supported for PyTorch ports yet",
             "input_api": "not supported for PyTorch ports yet", "global_batch_size": "not supported for PyTorch ports yet",
-            "determinism": "call torch.use_deterministic_algorithms(True) in the port", "tf32": "a CPU replay has none",
+            "determinism": "call torch.use_deterministic_algorithms(True) in the port",
+            "tf32": "set torch.backends.cuda.matmul.allow_tf32 in the port",
             "grappler": "TensorFlow's graph optimizer: PyTorch has none"}
 
 
@@ -94,19 +95,23 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     if make_port is None and judge == "local":
         raise UsageError("tracekit.torch.check(judge='local') needs the port's factory: pass make_port= (a fresh "
                          "(model, step function, {\"optimizer\": ...}) per call)")
-    if make_port is not None and (step_fn is not None or model is not None):
-        raise UsageError("tracekit.torch.check takes the port's factory (make_port=) or its step function and "
-                         "model, not both")
+    if make_port is not None and (step_fn is not None or model is not None or optimizer is not None):
+        raise UsageError("tracekit.torch.check takes the port's factory (make_port=, returning its optimizer as "
+                         "{\"optimizer\": ...}) or its step function, model and optimizer, not both")
     if make_port is None and step_fn is None:
         raise UsageError("tracekit.torch.check needs the port: its step function (and model=, optimizer=), or its "
                          "factory (make_port=)")
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         if make_port is not None:
             local = judge == "local" or (judge == "auto" and len(trace) > LONG_GOLDEN and "forcing" not in options)
+            if local and out is not None:
+                raise UsageError("tracekit.torch.check(judge='local') writes no actual trace (its replays are "
+                                 "teacher-forced and one step long): leave out out=, or check with judge='plain'")
             model, step_fn, own = _port(make_port, options)
-            optimizer = own.pop("optimizer", optimizer)
+            optimizer = own.pop("optimizer", None)
             if local:
-                return _local(trace, make_port, (model, step_fn, optimizer), tolerance, dict(own, forcing="state"))
+                return _local(trace, lambda: _port(make_port, options), (model, step_fn, optimizer), tolerance,
+                              dict(own, forcing="state"))
             options = own
         return _plain(trace, step_fn, model, optimizer, tolerance, fail_fast, out, options)
 
@@ -135,7 +140,8 @@ def _plain(trace: Trace, step_fn: Any, model: Any, optimizer: Any, tolerance: An
 
 def _local(trace: Trace, make_port: Callable[[], Any], port: Any, tolerance: Any,
            options: Dict[str, Any]) -> Reported:
-    """The local view: the port teacher-forced, its failing steps arbitrated in float64."""
+    """The local view: the port teacher-forced, its failing steps arbitrated in float64;
+    make_port(): a fresh port with its replay options joined with the caller's (_port)."""
     model, step_fn, optimizer = port
     result = _plain(trace, step_fn, model, optimizer, tolerance, False, None, options)
     result.judged = "local"
@@ -146,8 +152,7 @@ def _local(trace: Trace, make_port: Callable[[], Any], port: Any, tolerance: Any
         assert written is not None
         return written
 
-    arbitrate_local(trace, result, lambda step, failing: arbitrate(trace, step, failing, lambda: made(make_port),
-                                                                   replay_one))
+    arbitrate_local(trace, result, lambda step, failing: arbitrate(trace, step, failing, make_port, replay_one))
     result.notes.append("judged by each step's own error (teacher-forced) and the float64 arbiter; the drift from "
                         "the port's own state is not judged for PyTorch ports yet")
     return result

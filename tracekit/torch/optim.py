@@ -109,6 +109,8 @@ class OptimizerBridge:
         self.own_initial: Dict[str, np.ndarray] = {}
         self._fresh_golden = starts_fresh(golden)
         self._dried: set = set()  # ids of the optimizers whose state a dry step made (_dry_step)
+        self._loaded_ids: set = set()  # ids of the optimizers the golden's initial state was loaded into
+        self._step_lrs: Dict[int, float] = {}  # id(optimizer) -> the learning rate its last step applied
 
     def _owner(self, tensor: torch.Tensor) -> Optional[Tuple[Any, Mapping[str, Any]]]:
         for optimizer in self.optimizers:
@@ -151,7 +153,8 @@ class OptimizerBridge:
     def _hook(self, position: int, first: bool) -> Callable[..., None]:
         def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
             self.applies[type(optimizer).__name__] = self.applies.get(type(optimizer).__name__, 0) + 1
-            if first and self.load_initial:
+            if first and self.load_initial and id(optimizer) not in self._loaded_ids:
+                self._loaded_ids.add(id(optimizer))  # once: a later call may not load over what it computed
                 self._load(optimizer)
             for group in optimizer.param_groups:
                 for tensor in group["params"]:
@@ -160,15 +163,16 @@ class OptimizerBridge:
                         self.values[make_key("grad", name)] = self.params[name].to_golden(tensor.grad)
             for conv in self.conversions:  # rearranged into the golden's variables (a frozen part's counts 0)
                 grads = [p.tensor.grad for p in conv.port]
-                if any(g is not None for g in grads) and self._owner(conv.port[0].tensor) is not None \
-                        and self._owner(conv.port[0].tensor)[0] is optimizer:
+                owner = self._owner(conv.port[0].tensor)
+                if any(g is not None for g in grads) and owner is not None and owner[0] is optimizer:
                     arrays = [p.to_golden(g) if g is not None else np.zeros(p.shape, p.dtype)
                               for p, g in zip(conv.port, grads)]
                     for name, value in zip(conv.golden, conv.deltas_to_golden(arrays)):
                         if name in self._grads:
                             self.values[make_key("grad", name)] = value
+            self._step_lrs[id(optimizer)] = float(optimizer.param_groups[0].get("lr", 0.0))
             lr_name = self._lr_name(position)
-            if lr_name is not None:
+            if lr_name is not None and "lr" in optimizer.param_groups[0]:
                 lr = optimizer.param_groups[0]["lr"]
                 self.values[make_key("lr", lr_name)] = np.asarray(float(lr), dtype=np.float32)
         return hook
@@ -226,22 +230,23 @@ class OptimizerBridge:
     def _dry_step(self, optimizer: Any) -> None:
         """Make a hand-written optimizer's state as its own first step does (lazily, inside step()),
         so the golden's can go in before its first update: one step with zero gradients at learning
-        rate 0, its parameters then put back as they were (the state it made is overwritten by
-        the golden's, and read back, or left as its own start, said in meta "loaded")."""
+        rate 0, its parameters and param groups then put back as they were (the slots it made are
+        overwritten by the golden's and read back, or left as its own start, said in meta "loaded";
+        a count it keeps on itself rather than in its state or groups stays one step on)."""
         groups = optimizer.param_groups
         params = [p for group in groups for p in group["params"]]
         kept = [(p.detach().clone(), p.grad) for p in params]
-        rates = [group["lr"] for group in groups]
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in groups]
         try:
             for group in groups:
                 group["lr"] = 0.0
-            for p in params:
-                p.grad = torch.zeros_like(p)
+            for p in params:  # a frozen parameter keeps none, as its real steps give it none
+                p.grad = torch.zeros_like(p) if p.requires_grad else None
             with torch.no_grad(), _hooks_off(optimizer):
                 optimizer.step()
         finally:
-            for group, rate in zip(groups, rates):
-                group["lr"] = rate
+            for group, setting in zip(groups, settings):
+                group.update(setting)  # the rate, and any count a group keeps
             with torch.no_grad():
                 for p, (value, grad) in zip(params, kept):
                     p.copy_(value)
@@ -249,14 +254,18 @@ class OptimizerBridge:
 
     # ---- state --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _factor(group: Mapping[str, Any], slot: Slot) -> float:
+    def _factor(self, group: Mapping[str, Any], slot: Slot) -> float:
         """The golden's slot over torch's state of its role: 1, but for a momentum that sums steps
-        rather than gradients: TF1 RMSProp's `mom` (lr x torch's momentum_buffer), Keras SGD's (-lr x it)."""
+        rather than gradients: TF1 RMSProp's `mom` (lr x torch's momentum_buffer), Keras SGD's (-lr x
+        it), at the learning rate the optimizer's last step applied (a schedule may have moved the
+        group's since)."""
         if slot.role != "momentum" or slot.tf1_momentum:
             return 1.0
         rmsprop = "RMSProp" in slot.update or "/RMSProp_1:" in slot.name  # an older golden: by the slot's name
-        return float(group["lr"]) * (1.0 if rmsprop else -1.0)
+        owner = self._owner(self.params[slot.var].tensor) if slot.var in self.params else None
+        lr = self._step_lrs.get(id(owner[0])) if owner is not None else None
+        lr = float(group.get("lr", 0.0)) if lr is None else lr
+        return lr * (1.0 if rmsprop else -1.0)
 
     def _to_golden(self, group: Mapping[str, Any], param: Param, slot: Slot, held: torch.Tensor) -> np.ndarray:
         value, factor = param.to_golden(held), self._factor(group, slot)
@@ -271,6 +280,8 @@ class OptimizerBridge:
         if key is None:
             return False
         held, factor = state[key], self._factor(group, slot)
+        if factor == 0.0:  # a rate of 0 (a warm-up's first step): the momentum cannot be recovered from it
+            return False
         array = np.asarray(value) if factor == 1.0 else np.asarray(value) / factor
         with torch.no_grad():
             held.copy_(param.to_port(array, like=held))
@@ -395,8 +406,10 @@ class OptimizerBridge:
                     return int(np.asarray(state[make_key(kind, name)]))
         betas = optimizer.param_groups[0].get("betas") if optimizer.param_groups else None
         power = next((v for k, v in state.items() if k.endswith("beta1_power:0")), None)
-        if betas and power is not None and 0 < float(betas[0]) < 1:
-            return int(round(math.log(float(np.asarray(power))) / math.log(float(betas[0])))) - 1
+        power = None if power is None else float(np.asarray(power))
+        # a power that underflowed (beyond about 900 steps at beta1 0.9) no longer tells the count
+        if betas and power is not None and 0 < power < 1 and math.isfinite(power) and 0 < float(betas[0]) < 1:
+            return int(round(math.log(power) / math.log(float(betas[0])))) - 1
         return None
 
     def _set_count(self, optimizer: Any, count: int) -> bool:

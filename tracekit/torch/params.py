@@ -92,7 +92,7 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
 
 
 def module_params(model: Any) -> List[Param]:
-    """Every parameter and floating buffer of `model`, in TF's terms (OWN_BUFFERS left out)."""
+    """Every parameter and buffer of `model`, in TF's terms (OWN_BUFFERS left out)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError("model must be a torch.nn.Module, got %s" % type(model).__name__)
     found: List[Param] = []

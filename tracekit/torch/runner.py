@@ -16,7 +16,7 @@ import torch
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import BEFORE, REGULARIZATION, make_key, split_key
+from ..keys import BEFORE, REGULARIZATION, UNCLIPPED, make_key, split_key
 from ..replay import varmap
 from ..replay.options import ReplayOptions
 from ..replay.slots import inert_slots, split_state
@@ -191,7 +191,8 @@ class TorchRunner:
             missing = [name for name in mapped if make_key("grad", name) not in self._captured.values]
             if missing and not self.optimizer.applies:
                 raise ReplayError("step 0: the port's optimizer took no step (pass optimizer= the torch.optim "
-                                  "optimizer(s) the step function calls .step() on)")
+                                  "optimizer(s) the step function calls .step() on, or return it from make_port as "
+                                  "{\"optimizer\": ...})")
             unpaired = self.optimizer.unpaired(mapped)
             if unpaired:
                 raise ReplayError("step %d: the golden's optimizer state has no counterpart in the port's optimizer "
@@ -200,6 +201,12 @@ class TorchRunner:
                                      "\n  ".join(unpaired)))
             for name in missing:
                 self.not_replayed.setdefault(make_key("grad", name), "the port's optimizer holds no gradient for it")
+            for name in self.golden.names("grad"):  # what TF1 clipped: seen only where the port clips so
+                key = make_key("grad", name)
+                if name.endswith(UNCLIPPED) and key not in self._captured.values:
+                    self.not_replayed.setdefault(key, "the port's step did not clip these gradients with "
+                                                      "torch.nn.utils.clip_grad_norm_ (called by that name; the "
+                                                      "gradients of converted weights are not taken before clipping)")
             self.not_replayed.update(self.optimizer.uncounted())
 
     def _tap(self, name: str, tensor: Any) -> Any:

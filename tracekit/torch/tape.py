@@ -41,7 +41,9 @@ class Tape:
         if self.inject and self._tape and len(self.taken) != len(self._tape):
             raise ReplayError("step %d: the PyTorch step drew %d random tensors, the golden recorded %d (%s); the "
                               "random tape feeds them in order, so the port must draw as often (dropout through "
-                              "torch.nn.functional.dropout or nn.Dropout, other draws through torch.rand/randn)"
+                              "torch.nn.functional.dropout or nn.Dropout, other draws through torch.rand/randn; "
+                              "dropout2d, alpha_dropout, attention's dropout_p, bernoulli and Tensor.uniform_ draw "
+                              "their own, unfed)"
                               % (index, len(self.taken), len(self._tape), ", ".join(n for n, _ in self._tape)))
 
     def _next(self, what: str, shape: Tuple[int, ...], dtype: torch.dtype, kind: str,
