@@ -97,6 +97,7 @@ class TorchRunner:
         self._init = options.init
         self._forced_taps: Optional[Dict[str, np.ndarray]] = None
         self._own_named: set = set()  # the slots own_initial handed over
+        self._counter_reads: Dict[str, Dict[str, Any]] = {}  # golden counter -> TF1's racy reads not fed
         self._captured = Captured()
         self._step_index = -1
 
@@ -167,6 +168,10 @@ class TorchRunner:
     def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool, full: bool = True,
              counters: Mapping[str, int] = {}, digested: Collection[str] = ()) -> Iterator[Captured]:
         self._step_index = index
+        for name, offset in counters.items():  # TF1's racy reads of its step counter: no schedule of torch's takes them
+            if offset:
+                record = self._counter_reads.setdefault(name, {"steps": 0, "unfed": 0, "first_unfed": index})
+                record["unfed"] += 1
         self._captured = captured = Captured()
         self.tape.start(index, draws)
         with self.tape.installed(), self.optimizer.installed(first), taps.capturing(self._tap):
@@ -227,5 +232,6 @@ class TorchRunner:
         return {"own_initial": sorted(self._own_named.union(self.optimizer.own_initial)),
                 "applies": self.optimizer.first_applies,
                 "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
+                "counter_reads": dict(self._counter_reads),
                 "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                            "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}
