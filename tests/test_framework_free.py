@@ -84,9 +84,10 @@ print(len(sys.argv) - 1)
 
 def test_the_core_imports_where_no_framework_can_be_imported():
     _, core = _core()
-    # The replay engine runs in the modern environment only (Python >= 3.8: typing.Protocol).
+    # The replay engine, and judge/ on it, run in the modern environment only (Python >= 3.8: typing.Protocol).
     modern = sys.version_info >= (3, 8)
-    names = sorted(m for m in core if not m.endswith("__main__") and (modern or not m.startswith("tracekit.replay")))
+    names = sorted(m for m in core if not m.endswith("__main__") and
+                   (modern or not m.startswith(("tracekit.replay", "tracekit.judge"))))
     env = dict(os.environ)
     env.pop("TF_USE_LEGACY_KERAS", None)
     done = subprocess.run([sys.executable, "-c", BLOCKED % (FRAMEWORKS,)] + names, capture_output=True, text=True,
