@@ -53,3 +53,14 @@ def legacy_python():
     if in_ci():
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def ported_family(legacy_python, tmp_path_factory):
+    """The generated family's runs the PyTorch and JAX ports replay (tests/torch, tests/jax): a
+    folder of its first PORTED_FAMILY runs, PORTED_STEPS steps each, recorded on TF 1.15 once
+    per worker that runs any of them."""
+    from .support import PORTED_FAMILY, PORTED_STEPS, record_family
+
+    return record_family(legacy_python, str(tmp_path_factory.mktemp("family")), PORTED_FAMILY, PORTED_STEPS)
+

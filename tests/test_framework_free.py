@@ -96,7 +96,7 @@ def test_the_core_imports_where_no_framework_can_be_imported():
     assert done.stdout.strip() == str(len(names))
 
 
-@pytest.mark.parametrize("framework", ["tensorflow", "torch"])
+@pytest.mark.parametrize("framework", ["tensorflow", "torch", "jax"])
 def test_a_core_module_that_needs_a_framework_fails_there(framework, tmp_path):
     # The blocking interpreter itself: a module importing a framework does not import.
     (tmp_path / "needs.py").write_text("import %s\n" % framework)

@@ -24,7 +24,7 @@ RANKS = {
     "lifecycle": 6,
     "report": 7,
     "judge": 7.5,  # judging a port, framework-free: the adapters hand it their replays
-    "cli": 8, "tf1": 8, "tf2": 8, "torch": 8, "plugin": 8, "__init__": 8, "__main__": 8,
+    "cli": 8, "tf1": 8, "tf2": 8, "torch": 8, "jax": 8, "plugin": 8, "__init__": 8, "__main__": 8,
 }
 
 

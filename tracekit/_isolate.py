@@ -12,6 +12,7 @@ import os
 import pickle
 import signal
 import sys
+import warnings
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
@@ -33,7 +34,9 @@ def in_child(call: Callable[..., T], *args: Any, hold: Any = None) -> T:
     if not hasattr(os, "fork"):  # pragma: no cover  # Windows
         return call(*args)
     read, write = os.pipe()
-    with hold if hold is not None else contextlib.nullcontext():
+    with hold if hold is not None else contextlib.nullcontext(), warnings.catch_warnings():
+        # JAX warns of any fork: the child touches none of its threads' state (it reads a file)
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
         pid = os.fork()
     if pid == 0:  # the child: answer through the pipe, then leave without running the parent's exit handlers
         try:

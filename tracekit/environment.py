@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import os
 import platform
 import sys
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ._version import __version__
 
@@ -152,6 +153,23 @@ def fingerprint() -> Dict[str, Any]:
         "keras": _version("tf_keras") or _version("keras"),
         "env": recorded_env(dict(os.environ)),
     }
+
+
+def port_identity(step_fn: Any, model: Any) -> Dict[str, Any]:
+    """meta["program"] of a port: its step functions (a dict of them: each) and its model's
+    class, and the files they come from; a compiled step (a tf.function, a jax.jit) is named by
+    the Python function it wraps."""
+    functions = [step_fn[k] for k in sorted(step_fn)] if isinstance(step_fn, Mapping) else [step_fn]
+    parts = [getattr(f, "python_function", None) or getattr(f, "__wrapped__", None) or f for f in functions]
+    parts += [type(model)] if model is not None else []
+    names = ["%s.%s" % (getattr(p, "__module__", "?"), getattr(p, "__qualname__", repr(p))) for p in parts]
+    sources = []
+    for part in parts:
+        try:
+            sources.append(inspect.getsourcefile(part))
+        except TypeError:  # a builtin or C-implemented callable: no file to hash
+            sources.append(None)
+    return program_identity(" + ".join(names), sources)
 
 
 def program_identity(entry: str, sources: Sequence[Optional[str]]) -> Dict[str, Any]:

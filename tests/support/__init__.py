@@ -17,6 +17,10 @@ PLANT = os.path.join(ROOT, "tests", "support", "plant")
 IS_LEGACY = sys.version_info < (3, 8)
 
 
+# The generated family's runs the PyTorch and JAX ports replay (the ported_family fixture).
+PORTED_FAMILY, PORTED_STEPS = 8, 80
+
+
 def record_family(legacy_python, out, size, steps, every=None):
     """Record the generated family's first `size` runs, `steps` steps each, on TF 1.15 into `out`
     (tools/goldens/family.py; every=K: the state whole after every K-th step, digests between)."""

@@ -17,15 +17,9 @@ import pytest
 from tools import family_spec as spec
 from tools.ports.torch import family
 
-from ..support import record_family
+from ..support import PORTED_FAMILY as FAMILY, PORTED_STEPS as STEPS
 
-FAMILY, STEPS = 8, 80
 RUNS = spec.family(FAMILY, STEPS)
-
-
-@pytest.fixture(scope="module")
-def goldens(legacy_python, tmp_path_factory):
-    return record_family(legacy_python, str(tmp_path_factory.mktemp("family")), FAMILY, STEPS)
 
 
 def test_the_ports_cover_the_familys_axes():
@@ -35,8 +29,8 @@ def test_the_ports_cover_the_familys_axes():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
-def test_the_correct_pytorch_port_matches_and_its_slip_departs_at_its_step(tt, goldens, run):
-    golden = os.path.join(goldens, run.name + ".h5")
+def test_the_correct_pytorch_port_matches_and_its_slip_departs_at_its_step(tt, ported_family, run):
+    golden = os.path.join(ported_family, run.name + ".h5")
     result = tt.check(golden, make_port=functools.partial(family.make_port, run), judge="local")
     assert result.ok and result.judged == "local" and result.steps == STEPS, result.report()
     assert all(a.explained for a in result.arbitration.steps), result.report()

@@ -70,14 +70,17 @@ def port(spec: str) -> Any:
 
 
 def framework_of(make_port: Any) -> str:
-    """"torch" where the port's module brought PyTorch in and not TensorFlow, or where a port it
-    makes has a torch.nn.Module for its model; "tensorflow" otherwise (imported by its module)."""
-    loaded = {name for name in ("torch", "tensorflow") if name in sys.modules}
-    if loaded != {"torch", "tensorflow"}:
-        return "torch" if loaded == {"torch"} else "tensorflow"
-    made = make_port()  # both loaded: the model it makes says
-    model = made[0] if isinstance(made, tuple) and made else None
-    return "torch" if isinstance(model, sys.modules["torch"].nn.Module) else "tensorflow"
+    """"torch", "jax" or "tensorflow": the one of them the port's module brought in; where it
+    brought in several, or none, the model a port it makes has (replay/factory.py)."""
+    loaded = [name for name in ("torch", "jax", "tensorflow") if name in sys.modules]
+    if len(loaded) == 1:
+        return loaded[0]
+    if not loaded:
+        return "tensorflow"
+    from ..replay.factory import framework_of_model  # the replay engine: Python >= 3.8, as replays are
+
+    made = make_port()
+    return framework_of_model(made[0] if isinstance(made, tuple) and made else None)
 
 
 def meta(path: str) -> Any:

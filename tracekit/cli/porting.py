@@ -76,11 +76,17 @@ def add(command: Command) -> None:
 def _check(args: argparse.Namespace) -> int:
     make_port = port(args.port)
     options = {} if args.steps is None else {"steps": args.steps}
-    if framework_of(make_port) == "torch":
+    framework = framework_of(make_port)
+    if framework == "torch":
         import tracekit.torch  # PyTorch: a PyTorch port's check needs it, and no TensorFlow
 
         result = tracekit.torch.check(args.golden, make_port=make_port, tolerance=read_tolerance(args),
                                       judge=args.judge, **options)
+    elif framework == "jax":
+        import tracekit.jax  # JAX: a JAX port's check needs it, and no TensorFlow
+
+        result = tracekit.jax.check(args.golden, make_port=make_port, tolerance=read_tolerance(args),
+                                    judge=args.judge, **options)
     else:
         import tracekit.tf2  # TensorFlow: only this command needs it
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from ..lifecycle.update import write_golden
 from ..lifecycle.workspace import Workspace
 from ..report.comparison import headline
 from ..report.reported import Reported, compare
-from ..replay.factory import made
+from ..replay.factory import framework_of_model, made
 from ..replay.options import ReplayOptions
 from ..store import open_trace
 from ..store.remote import is_url
@@ -172,16 +171,17 @@ class GoldenReplay:
                 raise UsageError("tracekit_replay needs the port's step function, or its factory (make_port=)")
             model, step, options, optimizer = _made(make_port, options, optimizer)
         adapter = _adapter(model, optimizer)
-        port = {"optimizer": optimizer} if adapter.__name__ == "tracekit.torch" else {"variables": variables}
+        port = {"tracekit.torch": {"model": model, "optimizer": optimizer},
+                "tracekit.jax": {"state": model}}.get(adapter.__name__, {"model": model, "variables": variables})
         if not is_url(path) and not os.path.exists(path):  # at a URL, the replay's GoldenNotFound names it
             message = self._missing(adapter, path, rel, step, model, variables, data, options)
             if message is None:
                 return None
             pytest.fail(message, pytrace=False)
-        if make_port is not None and "variables" in port:  # the judged verdict is TensorFlow 2's so far
+        if make_port is not None and "variables" in port:  # the judged verdict is TensorFlow 2's so far (and PyTorch's local view)
             result, actual = self._judged(adapter, path, step, model, variables, tol, make_port, options)
         else:
-            actual = adapter.replay(path, step, model=model, **port, **options)
+            actual = adapter.replay(path, step, **port, **options)
             result = compare(path, actual, tol)
         self._traces.append(actual)
         pending.clear_stale(settings.workspace, path, self._item.nodeid, settings.run)  # superseded now
@@ -253,8 +253,9 @@ class GoldenReplay:
             self._use(rel, MISSING, headline="no golden")
             return ways
         if not hasattr(tf2, "derive"):
-            raise UsageError("golden %s does not exist, and a golden derived from a PyTorch run (data=) is not built "
-                             "yet: record it on the legacy environment (tracekit record)" % rel)
+            raise UsageError("golden %s does not exist, and a golden derived from a %s run (data=) is not built yet: "
+                             "record it on the legacy environment (tracekit record)"
+                             % (rel, "PyTorch" if tf2.__name__ == "tracekit.torch" else "JAX"))
         inputs = {"inputs": options["inputs"]} if "inputs" in options else {}
         actual = tf2.derive(step, data, model=model, variables=variables, **inputs)
         self._traces.append(actual)
@@ -315,12 +316,17 @@ def _made(make_port: Any, options: Mapping[str, Any],
 
 def _adapter(model: Any, optimizer: Any) -> Any:
     """What replays the port: tracekit.torch for a PyTorch one (an optimizer given, or a
-    torch.nn.Module for its model), tracekit.tf2 otherwise."""
-    torch = sys.modules.get("torch")
-    if optimizer is not None or (torch is not None and isinstance(model, torch.nn.Module)):
+    torch.nn.Module for its model), tracekit.jax for a JAX one (a train state for its model:
+    params, opt_state and tx), tracekit.tf2 otherwise."""
+    framework = framework_of_model(model, optimizer)
+    if framework == "torch":
         import tracekit.torch
 
         return tracekit.torch
+    if framework == "jax":
+        import tracekit.jax
+
+        return tracekit.jax
     return _tf2()
 
 

@@ -4,6 +4,7 @@ variables=). localize, calibrate and the verdict on long goldens call it for eve
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Dict, Mapping, Tuple
 
 from ..errors import UsageError
@@ -17,3 +18,16 @@ def made(make_port: Callable[[], Any]) -> Tuple[Any, Any, Dict[str, Any]]:
         raise UsageError("make_port() must return (model, step function) or (model, step function, {replay option: "
                          "value}), got %s" % got)
     return port[0], port[1], dict(port[2]) if len(port) == 3 else {}
+
+
+def framework_of_model(model: Any, optimizer: Any = None) -> str:
+    """Which framework a port's model is of, by what is already imported (none is imported
+    here): "torch" for a torch.nn.Module (or where a PyTorch optimizer is given), "jax" for a
+    train state (params, opt_state and tx) while JAX is loaded, else "tensorflow"."""
+    torch = sys.modules.get("torch")
+    if optimizer is not None or (torch is not None and isinstance(model, torch.nn.Module)):
+        return "torch"
+    if "jax" in sys.modules and all(hasattr(model, name) for name in ("params", "opt_state", "tx")):
+        return "jax"
+    return "tensorflow"
+

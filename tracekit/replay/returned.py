@@ -6,13 +6,47 @@ left out of the comparison."""
 from __future__ import annotations
 
 import difflib
-from typing import Any, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
+
+import numpy as np
 
 from ..errors import ReplayError
-from ..keys import replica_base, sparse_owner, split_key
+from ..keys import make_key, replica_base, sparse_owner, split_key
 from ..store import Trace
 
 SHORTHANDS = ("loss/loss", "lr/learning_rate")  # what "loss" and "lr" become: the golden's names may be others
+
+
+def called(step_fn: Callable[..., Any], tensors: Dict[str, Any], inputs: Optional[Mapping[str, str]],
+           *leading: Any) -> Any:
+    """The port's step called on one step's inputs: one dict {golden input name: tensor}
+    (inputs=None) or keywords ({golden input name: keyword}), after `leading` (a functional
+    port's state)."""
+    if inputs is None:
+        return step_fn(*leading, tensors)
+    missing = [name for name in inputs if name not in tensors]
+    if missing:
+        raise ReplayError("inputs= names golden inputs %s, but the step records only %s"
+                          % (", ".join(missing), ", ".join(sorted(tensors))))
+    return step_fn(*leading, **{keyword: tensors[name] for name, keyword in inputs.items()})
+
+
+def named(result: Any, numpy: Callable[[str, Any], np.ndarray]) -> Dict[str, np.ndarray]:
+    """What a step returned (nothing, its loss, or a dict) as {"kind/name": array}: "loss" and
+    "lr"/"learning_rate" as SHORTHANDS, other names without a kind as fetch/<name>; numpy(the
+    name as returned, value) makes each an array (and refuses what it cannot)."""
+    if result is None:
+        return {}
+    if not isinstance(result, dict):
+        result = {"loss": result}
+    out = {}
+    for given, value in result.items():
+        key = given
+        if "/" not in key:
+            key = {"loss": SHORTHANDS[0], "lr": SHORTHANDS[1], "learning_rate": SHORTHANDS[1]}.get(
+                key, make_key("fetch", key))
+        out[key] = numpy(given, value)
+    return out
 
 
 def check_returned(golden: Trace, returned: Mapping[str, Any], index: int) -> None:

@@ -9,11 +9,14 @@ was to its update op (meta["slots"]), that decides; older goldens are read by sl
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+
+from ..keys import make_key
 
 _TF1_SLOTS = [
     (re.compile(r"^(?P<var>.+)/Adam_1:0$"), "v"),
@@ -136,3 +139,35 @@ def compact(value: np.ndarray) -> np.ndarray:
     the port's own fresh slots of a big model then cost nothing until a writer encodes them."""
     flat = value.reshape(-1)
     return np.broadcast_to(flat[:1].copy().reshape(()), value.shape) if one_value(flat) else value
+
+
+# The golden's slot roles -> the names hand-written optimizers (in any framework) give them; each
+# adapter puts its framework's own names first (torch's exp_avg, optax's mu).
+STATE_NAMES: Dict[str, Tuple[str, ...]] = {
+    "m": ("m", "mu", "first_moment", "exp_avg_grad"),
+    "v": ("v", "nu", "second_moment"),
+    "vhat": ("vhat", "v_hat", "max_v"),
+    "momentum": ("momentum", "velocity", "buf", "trace"),
+    "rms": ("ms", "rms", "mean_square"),
+    "mg": ("mg", "mean_grad"),
+    "accumulator": ("accumulator", "acc"),
+    "accum_grad": ("accum_grad",),
+    "accum_var": ("accum_var",),
+}
+
+
+def golden_count(state: Mapping[str, Any], iterations: Sequence[str], beta1: Optional[float]) -> Optional[int]:
+    """The steps the golden's optimizer had taken in `state` ("kind/name" -> value): its
+    counter, or, for TF1's Adam, what its beta power says (beta1 ** (steps + 1)) where the port's
+    beta1 is known."""
+    for name in iterations:
+        for kind in ("slot", "var"):
+            if make_key(kind, name) in state:
+                return int(np.asarray(state[make_key(kind, name)]))
+    power = next((v for k, v in state.items() if k.endswith("beta1_power:0")), None)
+    power = None if power is None else float(np.asarray(power))
+    # a power that underflowed (beyond about 900 steps at beta1 0.9) no longer tells the count
+    if beta1 is not None and power is not None and 0 < power < 1 and math.isfinite(power) and 0 < beta1 < 1:
+        return int(round(math.log(power) / math.log(beta1))) - 1
+    return None
+

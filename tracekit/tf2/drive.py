@@ -5,14 +5,13 @@ and the verdict on long goldens make (each of a fresh port from its factory)."""
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import shutil
 import tempfile
 import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from ..environment import fingerprint, program_identity
+from ..environment import fingerprint, port_identity
 from ..errors import UsageError
 from ..keys import REPLAY
 from ..replay.conversions import Conversion
@@ -179,28 +178,13 @@ def _run(trace: Trace, step_fn: Any, options: ReplayOptions, out: Optional[str],
             tensors = structured(tensors, structures)  # + inputs["features"]["color"], ...
             return call_step(step_for(step_fn, info, index, trace.path), tensors, options.inputs)
         # the environment here, not left to the writer: a check compares it before anything is written
-        meta = {"environment": fingerprint(), "program": _program(step_fn, options.model),
+        meta = {"environment": fingerprint(), "program": port_identity(step_fn, options.model),
                 "tensorflow": dict(tensorflow_environment(tf), keras=keras_of(options.model))}
         # a sink judges as the replay runs: it is told now which steps will start from the golden's state
         plan = {REPLAY: {"init": options.init, "forcing": options.forcing, "restarted_at": sorted(restart_at)}}
         return replay_steps(trace, runner, call, options, out, about, meta=meta, write=write,
                             sink=watch(dict(meta, **plan)) if watch is not None else None, stop=stop,
                             restart_at=restart_at, full_at=full_at)
-
-
-def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
-    """The port's identity: its step functions and model class, and the files they come from."""
-    functions = [step_fn[k] for k in sorted(step_fn)] if isinstance(step_fn, Mapping) else [step_fn]
-    parts = [getattr(f, "python_function", f) for f in functions]  # a tf.function's Python function
-    parts += [type(model)] if model is not None else []
-    names = ["%s.%s" % (getattr(p, "__module__", "?"), getattr(p, "__qualname__", repr(p))) for p in parts]
-    sources = []
-    for part in parts:
-        try:
-            sources.append(inspect.getsourcefile(part))
-        except TypeError:  # a builtin or C-implemented callable: no file to hash
-            sources.append(None)
-    return program_identity(" + ".join(names), sources)
 
 
 # The replay options localize and calibrate set themselves (the model is make_port()'s).

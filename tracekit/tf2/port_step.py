@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import numpy as np
 
 from ..errors import ReplayError, UsageError
-from ..keys import make_key
+from ..replay.returned import called, named
 from .capture import numpy
 from .tf_import import tf
 
@@ -22,34 +22,13 @@ def call_step(step_fn: Callable[..., Any], tensors: Dict[str, Any], inputs: Opti
     inputs=None passes one dict {golden input name: tensor}; a dict {golden input name:
     keyword} passes keywords. The step may return nothing, its loss, or a dict whose keys
     are "loss", "lr"/"learning_rate", "kind/name", or other names (kept as fetch/<name>)."""
-    if inputs is None:
-        result = step_fn(tensors)
-    else:
-        missing = [name for name in inputs if name not in tensors]
-        if missing:
-            raise ReplayError("inputs= names golden inputs %s, but the step records only %s"
-                              % (", ".join(missing), ", ".join(sorted(tensors))))
-        result = step_fn(**{keyword: tensors[name] for name, keyword in inputs.items()})
-    if result is None:
-        return {}
-    if not isinstance(result, dict):
-        result = {"loss": result}
-    out = {}
-    for key, value in result.items():
+    def array(key: str, value: Any) -> np.ndarray:
         if isinstance(value, tf.distribute.DistributedValues):
             raise UsageError("the step returned per-replica values for %r: return the cross-replica value, "
                              "strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None) for a loss scaled by "
                              "the global batch (tf.nn.compute_average_loss)" % (key,))
-        if "/" in key:
-            pass
-        elif key == "loss":
-            key = "loss/loss"
-        elif key in ("lr", "learning_rate"):
-            key = "lr/learning_rate"
-        else:
-            key = make_key("fetch", key)
-        out[key] = numpy(value)
-    return out
+        return numpy(value)
+    return named(called(step_fn, tensors, inputs), array)
 
 
 def keras_train_step(model: Any, x: str = "x:0", y: str = "y:0", sample_weight: Optional[str] = None,

@@ -5,48 +5,33 @@ runs (judge/live.py)."""
 from __future__ import annotations
 
 import contextlib
-import inspect
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import numpy as np
 import torch
 
-from ..environment import fingerprint, program_identity
-from ..errors import UsageError
 from ..comparison.arbiter import LONG_GOLDEN
-from ..judge.live import compared
-from ..judge.local import arbitrate_local
-from ..keys import REPLAY, make_key
-from ..replay.factory import made
+from ..environment import fingerprint, port_identity
+from ..errors import UsageError
+from ..judge.port import check_arguments, local, options_for, plain, port_made
+from ..keys import REPLAY
 from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
 from ..replay.options import ReplayOptions
+from ..replay.returned import called, named
 from ..report.reported import Reported
 from ..store import Trace, open_trace
-from ..store.meta import ReplayMeta
 from ..store.remote import refuse_url
 from ..structure import structured
 from .arbiter import arbitrate
 from .runner import TorchRunner
 
-# ReplayOptions' fields that are TensorFlow's alone: refused here, naming what to do instead.
-_TF_ONLY = {"variables": "pass model=", "strategy": "not supported for PyTorch ports yet",
-            "input_api": "not supported for PyTorch ports yet", "global_batch_size": "not supported for PyTorch ports yet",
-            "determinism": "call torch.use_deterministic_algorithms(True) in the port",
-            "tf32": "set torch.backends.cuda.matmul.allow_tf32 in the port",
-            "grappler": "TensorFlow's graph optimizer: PyTorch has none"}
+# What torch does in place of TensorFlow's own options.
+_INSTEAD = {"determinism": "call torch.use_deterministic_algorithms(True) in the port",
+            "tf32": "set torch.backends.cuda.matmul.allow_tf32 in the port"}
 
 
 def _options(given: Mapping[str, Any], where: str) -> ReplayOptions:
-    options = ReplayOptions.of(given, where)
-    for name in sorted(set(given) & set(_TF_ONLY)):
-        raise UsageError("%s: option %s is TensorFlow's (%s)" % (where, name, _TF_ONLY[name]))
-    if options.random == "seed":
-        raise UsageError("%s: random='seed' aligns TensorFlow's seeds; a PyTorch port takes the golden's draws "
-                         "(random='tape') or its own (random='none')" % where)
-    if options.init == "seed":
-        raise UsageError("%s: init='seed' builds a TensorFlow model from the golden's seeds; a PyTorch port starts "
-                         "from the golden's state (init='golden')" % where)
-    return options
+    return options_for(given, where, "PyTorch", _INSTEAD)
 
 
 def replay(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Callable[..., Any]]", *,
@@ -88,74 +73,43 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     longer than LONG_GOLDEN steps, else plain). TensorFlow 2's verdict also judges the drift
     from the port's own state against an envelope of perturbed replays: not built for PyTorch
     ports yet, and said so in the result."""
-    if not isinstance(fail_fast, bool):
-        raise UsageError("fail_fast must be True or False, got %r" % (fail_fast,))
-    if judge not in ("auto", "plain", "local"):
-        raise UsageError("judge must be one of auto, plain, local, got %r" % (judge,))
-    if make_port is None and judge == "local":
-        raise UsageError("tracekit.torch.check(judge='local') needs the port's factory: pass make_port= (a fresh "
-                         "(model, step function, {\"optimizer\": ...}) per call)")
-    if make_port is not None and (step_fn is not None or model is not None or optimizer is not None):
-        raise UsageError("tracekit.torch.check takes the port's factory (make_port=, returning its optimizer as "
-                         "{\"optimizer\": ...}) or its step function, model and optimizer, not both")
-    if make_port is None and step_fn is None:
-        raise UsageError("tracekit.torch.check needs the port: its step function (and model=, optimizer=), or its "
-                         "factory (make_port=)")
+    check_arguments("tracekit.torch.check", "(model, step function, {\"optimizer\": ...})", fail_fast, judge,
+                    make_port, {"step_fn": step_fn, "model": model, "optimizer": optimizer})
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:
         if make_port is not None:
-            local = judge == "local" or (judge == "auto" and len(trace) > LONG_GOLDEN and "forcing" not in options)
-            if local and out is not None:
+            locally = judge == "local" or (judge == "auto" and len(trace) > LONG_GOLDEN and "forcing" not in options)
+            if locally and out is not None:
                 raise UsageError("tracekit.torch.check(judge='local') writes no actual trace (its replays are "
                                  "teacher-forced and one step long): leave out out=, or check with judge='plain'")
-            model, step_fn, own = _port(make_port, options)
+            model, step_fn, own = port_made(make_port, options)
             optimizer = own.pop("optimizer", None)
-            if local:
-                return _local(trace, lambda: _port(make_port, options), (model, step_fn, optimizer), tolerance,
+            if locally:
+                return _local(trace, lambda: port_made(make_port, options), (model, step_fn, optimizer), tolerance,
                               dict(own, forcing="state"))
             options = own
         return _plain(trace, step_fn, model, optimizer, tolerance, fail_fast, out, options)
-
-
-def _port(make_port: Callable[[], Any], options: Mapping[str, Any]) -> Any:
-    """A fresh port from make_port: (model, step, its replay options joined with the caller's)."""
-    model, step_fn, own = made(make_port)
-    twice = sorted(set(own) & set(options))
-    if twice:
-        raise UsageError("replay option(s) %s given both by make_port() and by the caller" % ", ".join(twice))
-    return model, step_fn, dict(options, **own)
 
 
 def _plain(trace: Trace, step_fn: Any, model: Any, optimizer: Any, tolerance: Any, fail_fast: bool,
            out: Optional[str], options: Mapping[str, Any]) -> Reported:
     """The replay compared as it runs, against the tolerance."""
     run = _Run(trace, step_fn, model, optimizer, _options(dict(options, model=model), "tracekit.torch.check"))
-    result, replayed = compared(lambda watch, stop: run.replay(out, watch=watch, stop=stop), trace, tolerance,
-                                out, fail_fast)
-    first = result.first_divergence
-    if ReplayMeta.of(replayed.meta[REPLAY]).stopped and first is not None:
-        result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
-                            % (replayed.steps - 1, first.step))
-    return result
+    return plain(run.replay, trace, tolerance, fail_fast, out)
 
 
 def _local(trace: Trace, make_port: Callable[[], Any], port: Any, tolerance: Any,
            options: Dict[str, Any]) -> Reported:
     """The local view: the port teacher-forced, its failing steps arbitrated in float64;
-    make_port(): a fresh port with its replay options joined with the caller's (_port)."""
+    make_port(): a fresh port with its replay options joined with the caller's (port_made)."""
     model, step_fn, optimizer = port
-    result = _plain(trace, step_fn, model, optimizer, tolerance, False, None, options)
-    result.judged = "local"
 
     def replay_one(excerpt: str, model: Any, step: Any, optimizer: Any, own: Dict[str, Any], out: str) -> Trace:
         given = _options(dict(own, model=model, progress=None, forcing="none"), "the float64 arbiter")
         written = _Run(excerpt, step, model, optimizer, given).replay(out).trace
         assert written is not None
         return written
-
-    arbitrate_local(trace, result, lambda step, failing: arbitrate(trace, step, failing, make_port, replay_one))
-    result.notes.append("judged by each step's own error (teacher-forced) and the float64 arbiter; the drift from "
-                        "the port's own state is not judged for PyTorch ports yet")
-    return result
+    forced = _plain(trace, step_fn, model, optimizer, tolerance, False, None, options)
+    return local(trace, forced, lambda step, failing: arbitrate(trace, step, failing, make_port, replay_one), "PyTorch")
 
 
 class _Run:
@@ -187,10 +141,11 @@ class _Run:
 
             def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
                 tensors = structured({name: _tensor(value) for name, value in feeds.items()}, structures)
-                returned = call_step(step_for(self.step_fn, info, index, trace.path), tensors, self.options.inputs)
+                returned = named(called(step_for(self.step_fn, info, index, trace.path), tensors,
+                                        self.options.inputs), _array)
                 runner.returned(returned)
                 return returned
-            meta = {"environment": fingerprint(), "program": _program(self.step_fn, self.model),
+            meta = {"environment": fingerprint(), "program": port_identity(self.step_fn, self.model),
                     "torch": torch_environment()}
             plan = {REPLAY: {"init": self.options.init, "forcing": self.options.forcing, "restarted_at": []}}
             return replay_steps(trace, runner, call, self.options, out, about, meta=meta, write=out is not None or
@@ -207,27 +162,8 @@ def _tensor(value: Any) -> Any:
     return value
 
 
-def call_step(step_fn: Callable[..., Any], tensors: Dict[str, Any], inputs: Optional[Mapping[str, str]]) -> Dict[str, Any]:
-    """The port's step called on one step's inputs; what it returned as {"kind/name": array}."""
-    if inputs is None:
-        result = step_fn(tensors)
-    else:
-        missing = [name for name in inputs if name not in tensors]
-        if missing:
-            raise UsageError("inputs= names golden inputs %s, but the step records only %s"
-                             % (", ".join(missing), ", ".join(sorted(tensors))))
-        result = step_fn(**{keyword: tensors[name] for name, keyword in inputs.items()})
-    if result is None:
-        return {}
-    if not isinstance(result, dict):
-        result = {"loss": result}
-    out = {}
-    for key, value in result.items():
-        if "/" not in key:
-            key = {"loss": "loss/loss", "lr": "lr/learning_rate", "learning_rate": "lr/learning_rate"}.get(
-                key, make_key("fetch", key))
-        out[key] = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-    return out
+def _array(key: str, value: Any) -> np.ndarray:
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 def torch_environment() -> Dict[str, Any]:
@@ -238,17 +174,3 @@ def torch_environment() -> Dict[str, Any]:
             "mkldnn": bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled),
             "deterministic": torch.are_deterministic_algorithms_enabled(),
             "cuda": torch.version.cuda, "devices": torch.cuda.device_count() if torch.cuda.is_available() else 0}
-
-
-def _program(step_fn: Any, model: Any) -> Dict[str, Any]:
-    """The port's identity: its step functions and model class, and the files they come from."""
-    functions: Sequence[Any] = [step_fn[k] for k in sorted(step_fn)] if isinstance(step_fn, Mapping) else [step_fn]
-    parts = list(functions) + ([type(model)] if model is not None else [])
-    names = ["%s.%s" % (getattr(p, "__module__", "?"), getattr(p, "__qualname__", repr(p))) for p in parts]
-    sources = []
-    for part in parts:
-        try:
-            sources.append(inspect.getsourcefile(part))
-        except TypeError:
-            sources.append(None)
-    return program_identity(" + ".join(names), sources)

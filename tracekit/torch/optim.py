@@ -13,7 +13,6 @@ momentum_buffer, TF1 RMSProp's `mom` `lr` times it.
 from __future__ import annotations
 
 import contextlib
-import math
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -23,22 +22,15 @@ from ..errors import ReplayError
 from ..keys import UNCLIPPED, make_key, split_key
 from ..replay.conversions import Conversion
 from ..replay.port_state import starts_fresh
-from ..replay.slots import Slot, compact, one_value
+from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, one_value
 from .params import Param
 
 # The golden's slot roles -> the state names that hold them: torch's own first, then the names
-# hand-written optimizers give them.
-STATE_KEYS: Dict[str, Tuple[str, ...]] = {
-    "m": ("exp_avg", "m", "mu", "first_moment", "exp_avg_grad"),
-    "v": ("exp_avg_sq", "v", "nu", "second_moment"),
-    "vhat": ("max_exp_avg_sq", "vhat"),
-    "momentum": ("momentum_buffer", "momentum", "velocity", "buf"),
-    "rms": ("square_avg", "ms", "rms"),
-    "mg": ("grad_avg", "mg"),
-    "accumulator": ("sum", "accumulator", "acc"),
-    "accum_grad": ("square_avg", "accum_grad"),
-    "accum_var": ("acc_delta", "accum_var"),
-}
+# hand-written optimizers give them (replay/slots.py).
+STATE_KEYS: Dict[str, Tuple[str, ...]] = {role: own + STATE_NAMES[role] for role, own in {
+    "m": ("exp_avg",), "v": ("exp_avg_sq",), "vhat": ("max_exp_avg_sq",), "momentum": ("momentum_buffer",),
+    "rms": ("square_avg",), "mg": ("grad_avg",), "accumulator": ("sum",), "accum_grad": ("square_avg",),
+    "accum_var": ("acc_delta",)}.items()}
 STEP_KEYS = ("step", "t", "count", "iterations")
 
 
@@ -111,13 +103,18 @@ class OptimizerBridge:
         self._dried: set = set()  # ids of the optimizers whose state a dry step made (_dry_step)
         self._loaded_ids: set = set()  # ids of the optimizers the golden's initial state was loaded into
         self._step_lrs: Dict[int, float] = {}  # id(optimizer) -> the learning rate its last step applied
+        self._owners: Dict[int, Tuple[Any, Mapping[str, Any]]] = {}  # id(tensor) -> (optimizer, group): _owner
+        self._owners_of: Tuple[int, ...] = ()
 
     def _owner(self, tensor: torch.Tensor) -> Optional[Tuple[Any, Mapping[str, Any]]]:
-        for optimizer in self.optimizers:
-            for group in optimizer.param_groups:
-                if any(p is tensor for p in group["params"]):
-                    return optimizer, group
-        return None
+        """The optimizer and param group holding `tensor`: from a map made once, and again when a
+        group was added (add_param_group), not a scan of every group per slot and step."""
+        shape = tuple(len(group["params"]) for optimizer in self.optimizers for group in optimizer.param_groups)
+        if shape != self._owners_of:
+            self._owners = {id(p): (optimizer, group) for optimizer in self.optimizers
+                            for group in optimizer.param_groups for p in group["params"]}
+            self._owners_of = shape
+        return self._owners.get(id(tensor))
 
     # ---- a step -------------------------------------------------------------------------------
 
@@ -398,19 +395,8 @@ class OptimizerBridge:
         return None
 
     def _golden_count(self, state: Mapping[str, Any], optimizer: Any) -> Optional[int]:
-        """The steps the golden's optimizer had taken in `state`: its counter, or, for TF1's Adam,
-        what its beta power says (beta1 ** (steps + 1))."""
-        for name in self.iterations:
-            for kind in ("slot", "var"):
-                if make_key(kind, name) in state:
-                    return int(np.asarray(state[make_key(kind, name)]))
         betas = optimizer.param_groups[0].get("betas") if optimizer.param_groups else None
-        power = next((v for k, v in state.items() if k.endswith("beta1_power:0")), None)
-        power = None if power is None else float(np.asarray(power))
-        # a power that underflowed (beyond about 900 steps at beta1 0.9) no longer tells the count
-        if betas and power is not None and 0 < power < 1 and math.isfinite(power) and 0 < float(betas[0]) < 1:
-            return int(round(math.log(power) / math.log(float(betas[0])))) - 1
-        return None
+        return golden_count(state, self.iterations, float(betas[0]) if betas else None)
 
     def _set_count(self, optimizer: Any, count: int) -> bool:
         """The step count into every parameter's state that keeps one; whether any does."""

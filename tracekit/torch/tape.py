@@ -1,74 +1,36 @@
-"""The golden's random draws fed to a PyTorch port, in the order it draws them.
+"""The golden's random draws fed to a PyTorch port, in the order it draws them (the draws
+themselves: replay/draws.py).
 
-TF1 drops out with a uniform draw: an element is kept where the draw is >= the rate, and
-scaled by 1 / (1 - rate). torch's dropout draws inside one fused kernel, with no draw to
-replace, so for the step's length `torch.nn.functional.dropout` (which `nn.Dropout` calls) is
-one that takes its uniform draw from the tape and masks as TF1 did; `torch.rand`,
-`torch.rand_like`, `torch.randn` and `torch.randn_like` hand out the tape's draws as they are.
-A draw of another shape with as many numbers is fed reshaped; anything else is an error naming
-the step and the draw.
+torch's dropout draws inside one fused kernel, with no draw to replace, so for the step's length
+`torch.nn.functional.dropout` (which `nn.Dropout` calls) is one that takes its uniform draw from
+the tape and masks as TF1 did; `torch.rand`, `torch.rand_like`, `torch.randn` and
+`torch.randn_like` hand out the tape's draws as they are.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..errors import ReplayError
+from ..replay.draws import DrawTape, kept as kept_where
 from .params import numpy_dtype
 
 
-class Tape:
+class Tape(DrawTape):
     """One replay's random tape; `inject` False leaves torch's randomness alone."""
 
     def __init__(self, inject: bool) -> None:
-        self.inject = inject
-        self.taken: List[np.ndarray] = []  # this step's draws as the port took them
-        self.rates: Dict[str, float] = {}  # golden draw -> the dropout rate it was used at
-        self.reshaped: Dict[str, List[List[int]]] = {}
-        self._tape: List[Tuple[str, np.ndarray]] = []
-        self._step = -1
-
-    def start(self, index: int, draws: List[Tuple[str, np.ndarray]]) -> None:
-        self._tape, self.taken, self._step = list(draws), [], index
-
-    def check(self, index: int) -> None:
-        """After the step: the port must have drawn every recorded draw."""
-        if self.inject and self._tape and len(self.taken) != len(self._tape):
-            raise ReplayError("step %d: the PyTorch step drew %d random tensors, the golden recorded %d (%s); the "
-                              "random tape feeds them in order, so the port must draw as often (dropout through "
-                              "torch.nn.functional.dropout or nn.Dropout, other draws through torch.rand/randn; "
-                              "dropout2d, alpha_dropout, attention's dropout_p, bernoulli and Tensor.uniform_ draw "
-                              "their own, unfed)"
-                              % (index, len(self.taken), len(self._tape), ", ".join(n for n, _ in self._tape)))
+        super().__init__(inject, "PyTorch", "dropout through torch.nn.functional.dropout or nn.Dropout, other draws "
+                         "through torch.rand/randn", "dropout2d, alpha_dropout, attention's dropout_p, bernoulli and "
+                         "Tensor.uniform_")
 
     def _next(self, what: str, shape: Tuple[int, ...], dtype: torch.dtype, kind: str,
               rate: Optional[float] = None) -> torch.Tensor:
-        position = len(self.taken)
-        where = "step %d, random draw %d (%s)" % (self._step, position, what)
-        if position >= len(self._tape):
-            raise ReplayError("%s: the PyTorch step draws more random tensors than the golden recorded (%d); use "
-                              "random='none' if the port's randomness differs" % (where, len(self._tape)))
-        name, value = self._tape[position]
-        drawn = _distribution(name)
-        if drawn is not None and drawn != kind:
-            raise ReplayError("%s: the golden recorded a %s draw (%s), the PyTorch step asks for a %s one; the tape "
-                              "feeds draws in order" % (where, drawn, name, kind))
-        if tuple(value.shape) != shape and value.size == int(np.prod(shape)):
-            self.reshaped.setdefault(name, [list(value.shape), list(shape)])
-            value = value.reshape(shape)
-        if tuple(value.shape) != shape:
-            raise ReplayError("%s: the golden recorded %s %s from %s, the PyTorch step asks for %s; the tape feeds "
-                              "draws in order, so the port must draw as many numbers in the same order"
-                              % (where, value.dtype, tuple(value.shape), name, shape))
-        self.taken.append(value)
-        if rate is not None:
-            self.rates.setdefault(name, rate)
-        return torch.from_numpy(np.array(value, dtype=numpy_dtype(dtype)))
+        return torch.from_numpy(np.array(self.next(what, shape, kind, rate), dtype=numpy_dtype(dtype)))
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -81,8 +43,8 @@ class Tape:
         def dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
             if not training or p == 0:
                 return input
-            uniform = tape._next("dropout", tuple(input.shape), input.dtype, "uniform", float(p)).to(input.device)
-            kept = (uniform >= p).to(input.dtype)  # TF1: keep where the uniform draw >= rate, scale the kept
+            uniform = tape.next("dropout", tuple(input.shape), "uniform", float(p))
+            kept = torch.from_numpy(kept_where(uniform, p)).to(device=input.device, dtype=input.dtype)
             out = input * (1.0 / (1.0 - p)) * kept
             return input.copy_(out) if inplace else out
 
@@ -110,10 +72,3 @@ class Tape:
             for owner, attr, function in saved:
                 setattr(owner, attr, function)
 
-
-def _distribution(name: str) -> Optional[str]:
-    lowered = name.rsplit("/", 1)[-1].lower()
-    for kind in ("truncated", "normal", "uniform"):  # truncated first: its name holds "normal" too
-        if kind in lowered:
-            return kind
-    return None

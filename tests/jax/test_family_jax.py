@@ -1,0 +1,40 @@
+"""The generated family (tools/family_spec.py: ReLU, tanh and GELU MLPs and a max-pooling conv net;
+Adam, Momentum and RMSProp; batch 8 to 64; dropout on and off), recorded on TF 1.15 at test time
+and replayed into JAX ports (tools/ports/jax/family.py: flax modules, optax transformations, a
+jitted step), judged locally: every step started from the golden's state, a step that fails the
+default tolerance judged by the float64 arbiter (the train state cast up under
+jax_enable_x64). Each correct port MATCHes, and each wrong port departs at its slip's step, the
+arbiter saying it is the port's. The same runs as tests/torch/test_family_torch.py's."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from tools import family_spec as spec
+from tools.ports.jax import family
+
+from ..support import PORTED_FAMILY as FAMILY, PORTED_STEPS as STEPS
+
+RUNS = spec.family(FAMILY, STEPS)
+
+
+def test_the_ports_cover_the_familys_axes():
+    assert {r.model for r in RUNS} == set(spec.MODELS) and {r.optimizer for r in RUNS} == set(spec.OPTIMIZERS)
+    assert {bool(r.dropout) for r in RUNS} == {True, False} and {r.slip for r in RUNS} == set(spec.SLIPS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
+def test_the_correct_jax_port_matches_and_its_slip_departs_at_its_step(tj, ported_family, run):
+    golden = os.path.join(ported_family, run.name + ".h5")
+    result = tj.check(golden, make_port=functools.partial(family.make_port, run), judge="local")
+    assert result.ok and result.judged == "local" and result.steps == STEPS, result.report()
+    assert all(a.explained for a in result.arbitration.steps), result.report()
+    kinds = {t.kind for t in result.tensors}
+    assert {"loss", "lr", "grad", "var", "slot"} <= kinds and ("random" in kinds) == bool(run.dropout)
+    wrong = tj.check(golden, make_port=functools.partial(family.make_port, run, True), judge="local")
+    assert not wrong.ok and wrong.first_divergence.step == run.slip_at, wrong.report()
+    assert wrong.arbitration.steps[-1].step == run.slip_at and wrong.arbitration.steps[-1].verdict == "port"

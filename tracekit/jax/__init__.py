@@ -1,0 +1,15 @@
+"""tracekit for JAX ports (flax with optax): `tracekit.jax.replay(golden, step_fn, state=)` and
+`check`. Imports JAX.
+
+    drive.py   replay() and check(): the runner driven by the framework-free loop
+    runner.py  the runner (replay/loop.py's Runner) of a train state and its functional step
+    tree.py    the train state as assignable leaves, the model's under TF's names
+    optim.py   the optax state by role, the gradients tx is handed, the learning rate
+    tape.py    the golden's random draws fed to jax.random (flax's Dropout among its callers)
+"""
+
+from __future__ import annotations
+
+from .drive import check, jax_environment, replay
+
+__all__ = ["check", "jax_environment", "replay"]

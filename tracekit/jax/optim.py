@@ -1,0 +1,220 @@
+"""An optax optimizer as the replay sees it: the gradients it is handed, its learning rate, and
+its state paired with the golden's slots by role.
+
+optax keeps a transformation's state beside the parameters' tree (`mu` and `nu` of
+scale_by_adam, `trace` of momentum, `sum_of_squares` of Adagrad, ...): a leaf of the port's
+`opt_state` whose path ends with a parameter's path holds that parameter's state of the role its
+field names (ROLES). `count` leaves hold the step count, `hyperparams` (optax.inject_hyperparams)
+the learning rate. The gradients are read where the train state's `tx.update` is handed them:
+tracekit wraps `tx` for the replay, and a jax.debug.callback hands them out of a jitted step.
+A momentum that sums steps rather than gradients converts by the learning rate: Keras SGD's is
+`-lr` times optax's trace, TF1 RMSProp's `mom` `lr` times it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import jax
+import numpy as np
+
+from ..errors import UsageError
+from ..keys import UNCLIPPED, make_key, split_key
+from ..replay.port_state import starts_fresh
+from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, one_value
+from .tree import Leaf, Leaves, path_names
+
+# The golden's slot roles -> optax's fields that hold them, then hand-written names.
+ROLES: Dict[str, Tuple[str, ...]] = {role: own + STATE_NAMES[role] for role, own in {
+    "m": ("mu",), "v": ("nu",), "vhat": ("nu_max",), "momentum": ("trace",), "rms": ("nu",), "mg": ("mu",),
+    "accumulator": ("sum_of_squares",), "accum_grad": ("e_g",), "accum_var": ("e_x",)}.items()}
+COUNTS = ("count", "step")
+
+
+def reporting(tx: Any, sink: Callable[[Any], None]) -> Any:
+    """`tx` handing sink() the gradients its update is given, jitted or not (a jax.debug.callback)."""
+    if not hasattr(tx, "update") or not hasattr(tx, "_replace"):
+        raise UsageError("the train state's tx must be an optax GradientTransformation, got %s" % type(tx).__name__)
+    original = tx.update
+
+    def update(updates: Any, state: Any, params: Any = None, **extra: Any) -> Any:
+        jax.debug.callback(sink, updates, ordered=True)
+        return original(updates, state, params, **extra)
+    return tx._replace(update=update)
+
+
+class OptaxBridge:
+    """The port's optax transformation, for one replay: `params` golden name -> Leaf of the
+    state's `params`, `slots` the golden's slots of them, `iterations` its step counters."""
+
+    def __init__(self, leaves: Leaves, params: Dict[str, Leaf], slots: Sequence[Slot], iterations: Sequence[str],
+                 lrs: Sequence[str], grads: Sequence[str], golden: Any) -> None:
+        self.leaves, self.params, self.golden = leaves, params, golden
+        self.slots, self.iterations, self.lrs = list(slots), list(iterations), list(lrs)
+        self._grads = set(grads)
+        # the golden keeps clipped gradients and the unclipped ones; tx.update is handed what the step passes it,
+        # clipped or not, and a chain clips inside: neither is known to be which
+        self.clipping = any(name.endswith(UNCLIPPED) for name in grads)
+        self._grad_name = {leaf.holder.paths[leaf.position][1:]: name for name, leaf in params.items()
+                           if leaf.holder.paths[leaf.position][0] == "params"}
+        optimizer = [i for i, path in enumerate(leaves.paths) if path[0] == "opt_state"]
+        self._counts = [i for i in optimizer if leaves.paths[i][-1] in COUNTS and "hyperparams" not in leaves.paths[i]]
+        self._counts += [i for i, path in enumerate(leaves.paths) if path == ("step",)]  # TrainState's own
+        hyper = {leaves.paths[i][-1]: i for i in optimizer if "hyperparams" in leaves.paths[i][:-1]}
+        self._lr = hyper.get("learning_rate", hyper.get("lr"))
+        self._b1 = hyper.get("b1")
+        self.slot_leaf: Dict[str, int] = {}  # golden slot name -> position of the leaf holding it
+        for slot in self.slots:
+            found = self._find(slot, optimizer)
+            if found is not None:
+                self.slot_leaf[slot.name] = found
+        self.values: Dict[str, np.ndarray] = {}  # this step's gradients and learning rate
+        self.applies = 0
+        self.own_initial: Dict[str, np.ndarray] = {}
+        self.loaded: Dict[str, bool] = {}
+
+    def _find(self, slot: Slot, optimizer: Sequence[int]) -> Optional[int]:
+        leaf = self.params.get(slot.var)
+        if leaf is None:
+            return None
+        tail = self.leaves.paths[leaf.position][1:]
+        for name in ROLES.get(slot.role, ()):
+            for i in optimizer:
+                path = self.leaves.paths[i]
+                if path[len(path) - len(tail):] == tail and len(path) > len(tail) and path[-len(tail) - 1] == name:
+                    return i
+        return None
+
+    # ---- a step -------------------------------------------------------------------------------
+
+    def took(self, updates: Any) -> None:
+        """What the port's tx.update was handed (reporting()): its gradients."""
+        self.applies += 1
+        if self.clipping:
+            return
+        for path, value in jax.tree_util.tree_flatten_with_path(updates)[0]:
+            name = self._grad_name.get(path_names(path))
+            if name is not None and name in self._grads:
+                self.values[make_key("grad", name)] = np.array(value, copy=True)
+
+    def start(self) -> None:
+        self.values = {}
+
+    def finish(self) -> None:
+        """After the step: its learning rate, as the transformation's hyperparameters hold it."""
+        if self._lr is not None and len(self.lrs) == 1:
+            self.values[make_key("lr", self.lrs[0])] = np.asarray(float(np.asarray(self.leaves.values[self._lr])),
+                                                                  dtype=np.float32)
+
+    def not_compared(self) -> Dict[str, str]:
+        """What of the golden's optimizer this port's state cannot show -> why."""
+        out: Dict[str, str] = {}
+        if self.lrs and self._lr is None:
+            out.update((make_key("lr", n), "the port's optax transformation keeps no learning rate in its state "
+                        "(wrap it in optax.inject_hyperparams to compare it)") for n in self.lrs)
+        if self.clipping:
+            out.update((make_key("grad", n), "the golden clipped its gradients; tracekit reads those the port's tx "
+                        "is handed, before any clipping inside its optax chain and after any the step did itself, "
+                        "so neither kind is compared") for n in self._grads)
+        if self.iterations and not self._counts:
+            out.update((make_key(k, n), "the port's optax state keeps no step count") for n in self.iterations
+                       for k in ("var", "slot") if n in self.golden.names(k))
+        for slot in self.slots:
+            if slot.name in self.slot_leaf and self._factor(slot) is None:
+                out[make_key("slot", slot.name)] = ("a momentum kept as a sum of steps converts by the learning rate, "
+                                                    "which the port's optax state does not keep (wrap it in "
+                                                    "optax.inject_hyperparams to compare it)")
+        return out
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def _factor(self, slot: Slot) -> Optional[float]:
+        """The golden's slot over optax's state of its role: 1, but for a momentum that sums steps
+        (TF1 RMSProp's `mom`: lr x optax's trace; Keras SGD's: -lr x it); None where the rate is
+        not kept."""
+        if slot.role != "momentum" or slot.tf1_momentum:
+            return 1.0
+        if self._lr is None:
+            return None
+        lr = float(np.asarray(self.leaves.values[self._lr]))
+        return lr * (1.0 if "RMSProp" in slot.update or "/RMSProp_1:" in slot.name else -1.0)
+
+    def read(self) -> List[Tuple[str, np.ndarray]]:
+        out = []
+        for slot in self.slots:
+            position, factor = self.slot_leaf.get(slot.name), self._factor(slot)
+            if position is None or factor is None:
+                continue
+            value = np.array(self.leaves.values[position], copy=True)
+            out.append((make_key("slot", slot.name), value if factor == 1.0 else (value * factor).astype(value.dtype)))
+        count = self.count()
+        if count is not None:
+            for name in self.iterations:
+                kind = "slot" if name in self.golden.names("slot") else "var"
+                dtype = next((t.dtype for t in self.golden.catalog if t.name == name), np.int64)
+                out.append((make_key(kind, name), np.asarray(count, dtype=dtype)))
+        return out
+
+    def count(self) -> Optional[int]:
+        return int(np.asarray(self.leaves.values[self._counts[0]])) if self._counts else None
+
+    def _set(self, slot: Slot, value: Any) -> bool:
+        """The golden's value of `slot` into the port's leaf; whether it reads back as given."""
+        position, factor = self.slot_leaf.get(slot.name), self._factor(slot)
+        if position is None or not factor:
+            return False
+        held = self.leaves.values[position]
+        array = np.asarray(value, dtype=np.float64) / factor
+        self.leaves.values[position] = jax.numpy.asarray(array, dtype=held.dtype)
+        back = np.asarray(self.leaves.values[position]) * factor
+        if factor != 1.0:
+            return bool(np.allclose(back, np.asarray(value), rtol=1e-6, atol=0))
+        return bool(np.array_equal(back.astype(np.asarray(value).dtype), np.asarray(value)))
+
+    def _set_count(self, count: int) -> None:
+        for position in self._counts:
+            held = self.leaves.values[position]
+            self.leaves.values[position] = jax.numpy.asarray(count, dtype=getattr(held, "dtype", np.int32))
+
+    def _golden_count(self, state: Mapping[str, Any]) -> Optional[int]:
+        b1 = float(np.asarray(self.leaves.values[self._b1])) if self._b1 is not None else None
+        return golden_count(state, self.iterations, b1)
+
+    def load(self) -> None:
+        """The golden's initial slots and step count into the port's state (optax made its state
+        when the train state was created: its own start of a slot the golden's optimizer made
+        fresh is kept for own_initial)."""
+        initial = self.golden.initial
+        fresh = starts_fresh(self.golden)
+        for slot in self.slots:
+            key = make_key("slot", slot.name)
+            if key not in initial or slot.name not in self.slot_leaf:
+                continue
+            golden = initial["slot", slot.name]
+            factor = self._factor(slot)
+            if fresh and one_value(golden) and factor:
+                own = np.asarray(self.leaves.values[self.slot_leaf[slot.name]]) * factor
+                self.own_initial[key] = compact(own.astype(np.asarray(golden).dtype))
+            self.loaded[key] = self._set(slot, golden)
+        counters = {k: initial[split_key(k)] for k in initial.keys()
+                    if split_key(k)[1] in self.iterations or k.endswith("beta1_power:0")}
+        count = self._golden_count(counters)
+        if count is not None:
+            self._set_count(count)
+
+    def force(self, state: Mapping[str, np.ndarray]) -> List[str]:
+        """Teacher forcing: the golden's slots and step count into the port's state."""
+        forced = [make_key("slot", slot.name) for slot in self.slots
+                  if make_key("slot", slot.name) in state and self._set(slot, state[make_key("slot", slot.name)])]
+        count = self._golden_count(state)
+        if count is not None and self._counts:
+            self._set_count(count)
+            forced += [k for k in (make_key(kind, n) for n in self.iterations for kind in ("var", "slot")) if k in state]
+        return forced
+
+    def unpaired(self, updated: Sequence[str]) -> List[str]:
+        """The golden's slots of `updated` variables the port's optax state holds nothing for."""
+        return ["%s (%s of %s; looked for %s)" % (slot.name, slot.role, self.params[slot.var].dotted,
+                                                 " or ".join(ROLES.get(slot.role, ())))
+                for slot in self.slots if slot.var in updated and slot.var in self.params
+                and slot.name not in self.slot_leaf]

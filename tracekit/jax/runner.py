@@ -1,0 +1,198 @@
+"""The JAX runner: replays a golden through a JAX port's functional step (replay/loop.py's
+Runner). It holds the port's train state as leaves (tree.py), pairs the model's with the
+golden's variables (replay/variables.py) and its optax state with the golden's slots
+(optim.py), loads the initial state, and for each step installs the random tape (tape.py) and
+the `tracekit.tap` sink; the drive (drive.py) calls the step on the state put back together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import jax
+import numpy as np
+
+from .. import taps
+from ..errors import ReplayError, UsageError
+from ..keys import BEFORE, REGULARIZATION, make_key, split_key
+from ..replay import varmap
+from ..replay.options import ReplayOptions
+from ..replay.slots import inert_slots, split_state
+from ..replay.variables import cast_for, initial_value, pair_port
+from .optim import OptaxBridge, reporting
+from .tape import Tape
+from .tree import Leaf, Leaves, check_train_state, model_leaves
+
+
+@dataclass
+class Captured:
+    values: Dict[str, np.ndarray] = field(default_factory=dict)
+    draws: List[np.ndarray] = field(default_factory=list)
+
+
+class JaxRunner:
+    """The JAX side of one replay: `state` the port's train state (its tx wrapped to report the
+    gradients it is handed)."""
+
+    def __init__(self, golden: Any, options: ReplayOptions, state: Any) -> None:
+        check_train_state(state)
+        if options.convert:
+            raise UsageError("convert= is not supported for JAX ports yet: flax's variables pair with the golden's "
+                             "one to one, under TF's names for their roles")
+        self.golden = golden
+        self.not_replayed: Dict[str, str] = {}
+        keys = {n: make_key("var", n) for n in golden.names("var")}
+        keys.update((n, make_key("slot", n)) for n in golden.names("slot"))
+        recorded = golden.meta.get("slots")
+        model_names, slot_names, iterations, orphans = split_state(
+            list(keys), recorded if isinstance(recorded, dict) else None)
+        for name in orphans:
+            self.not_replayed[keys[name]] = "TF1 optimizer state with no optax counterpart"
+        accumulated = golden.meta.get("accumulation") if isinstance(golden.meta.get("accumulation"), dict) else {}
+        for name in [n for n in accumulated.get("state") or () if n in model_names]:
+            model_names.remove(name)
+            self.not_replayed[keys[name]] = "TF1's accumulator of micro-batches: a port sums them in its step"
+            self.not_replayed[keys[name] + BEFORE] = self.not_replayed[keys[name]]
+        # tx reports the gradients it is handed to the bridge, made once the state's leaves are known
+        self.leaves = Leaves(state.replace(tx=reporting(state.tx, lambda updates: self.optimizer.took(updates))))
+        params = model_leaves(self.leaves)
+        paired = pair_port(golden, params, _var_map(options.var_map, params), [], model_names, slot_names,
+                           iterations, keys)
+        self.mapping, self.port_state = paired.mapping, paired.state
+        self.not_replayed.update(paired.not_replayed)
+        inert = inert_slots(golden, paired.slots)
+        self.not_replayed.update((make_key("slot", name), why) for name, why in inert.items())
+        slots = [slot for slot in paired.slots if slot.name not in inert]
+        mapped = {name: cand.obj for name, cand in self.mapping.pairs.items()}
+        self.optimizer = OptaxBridge(self.leaves, mapped, slots, paired.iterations, golden.names("lr"),
+                                     golden.names("grad"), golden)
+        self.not_replayed.update(self.optimizer.not_compared())
+        self.tape = Tape(inject=options.random == "tape")
+        self._forced_taps: Optional[Dict[str, np.ndarray]] = None
+        self._own_named: set = set()
+        self._captured = Captured()
+        self._step_index = -1
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def load_initial(self) -> None:
+        for name, cand in self.mapping.pairs.items():
+            cand.obj.assign(cast_for(initial_value(self.golden, "var", name), cand.obj))
+        self.port_state.assign({key: initial_value(self.golden, *split_key(key)) for key in self.port_state.keys},
+                               cast_for)
+        self.optimizer.load()
+
+    def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
+        out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())
+                                      for name, cand in self.mapping.pairs.items()]
+        return out + self.port_state.read(lambda leaf: leaf.numpy()) + self.optimizer.read()
+
+    def regularization(self) -> Optional[np.ndarray]:
+        return None
+
+    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> List[str]:
+        forced = []
+        for name, cand in self.mapping.pairs.items():
+            value = state.get(make_key("var", name))
+            if value is not None:
+                cand.obj.assign(cast_for(value, cand.obj))
+                forced.append(make_key("var", name))
+        return forced + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state)
+
+    def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
+        return {}
+
+    def force_taps(self, golden_taps: Mapping[str, np.ndarray]) -> None:
+        self._forced_taps = dict(golden_taps)
+
+    def own_initial(self) -> Dict[str, np.ndarray]:
+        """Handed over once: optax's own start of the slots the golden's replaced, where TF1's
+        optimizer made them (RMSProp's mean square at 0 where TF1's was 1)."""
+        out, self.optimizer.own_initial = self.optimizer.own_initial, {}
+        self._own_named.update(out)
+        return out
+
+    def after_step(self, index: int) -> None:
+        pass
+
+    # ---- a step -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool, full: bool = True,
+             counters: Mapping[str, int] = {}, digested: Collection[str] = ()) -> Iterator[Captured]:
+        self._step_index = index
+        self._captured = captured = Captured()
+        self.tape.start(index, draws)
+        self.optimizer.start()
+        with self.tape.installed(), taps.capturing(self._tap):
+            yield captured
+            jax.effects_barrier()  # the step's callbacks (draws, gradients) have run
+        self.optimizer.finish()
+        captured.values.update(self.optimizer.values)
+        captured.draws = list(self.tape.taken)
+        if not full:
+            captured.values = {k: v for k, v in captured.values.items() if split_key(k)[0] in ("loss", "lr")}
+
+    def returned(self, keys: Collection[str]) -> None:
+        """At the first step: the golden's regularization sum, which a train state does not keep,
+        is compared where the step returns it, and said not replayed where not."""
+        if self._step_index == 0 and REGULARIZATION not in keys and \
+                REGULARIZATION in [make_key("loss", n) for n in self.golden.names("loss")]:
+            self.not_replayed[REGULARIZATION] = ("a JAX train state keeps no regularization losses: return "
+                                                 "\"loss/regularization\" from the step to compare it")
+
+    def check_step(self, index: int, updated: Sequence[str]) -> None:
+        self.tape.check(index)
+        if index == 0:
+            if not self.optimizer.applies:
+                raise ReplayError("step 0: the port's optimizer took no step (the step must apply its gradients "
+                                  "through the train state's tx: state.apply_gradients(grads=...), or "
+                                  "state.tx.update)")
+            unpaired = self.optimizer.unpaired([name for name in updated if name in self.mapping.pairs])
+            if unpaired:
+                raise ReplayError("step %d: the golden's optimizer state has no counterpart in the port's optax "
+                                  "state (tracekit pairs them by role: mu/nu, trace, sum_of_squares, ...):\n  %s"
+                                  % (index, "\n  ".join(unpaired)))
+            for name in self.golden.names("grad"):
+                key = make_key("grad", name)
+                if key not in self._captured.values and key not in self.not_replayed:
+                    self.not_replayed[key] = "the port's optimizer was handed no gradient for it"
+
+    def _tap(self, name: str, tensor: Any) -> Any:
+        if not isinstance(tensor, jax.Array) or isinstance(tensor, jax.core.Tracer):
+            return tensor  # a traced tap has no value here: tap outside jit
+        self._captured.values[make_key("tap", name)] = np.array(tensor, copy=True)
+        if self._forced_taps is None:
+            return tensor
+        value = self._forced_taps.get(name)
+        if value is None or tuple(np.shape(value)) != tuple(tensor.shape):
+            raise ReplayError("forcing='taps': the port taps %r at step %d as %s; the golden holds %s there"
+                              % (name, self._step_index, tuple(tensor.shape),
+                                 "no such tap" if value is None else tuple(np.shape(value))))
+        return jax.numpy.asarray(value, dtype=tensor.dtype)
+
+    def meta(self) -> Dict[str, Any]:
+        return {"own_initial": sorted(self._own_named.union(self.optimizer.own_initial)),
+                "applies": self.optimizer.applies,
+                "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
+                "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
+                           "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}
+
+
+def _var_map(var_map: Any, leaves: Sequence[Leaf]) -> Any:
+    """The var_map with the port's paths (`params/hidden/kernel`), or TF's names for them, as
+    targets turned into the leaves pairing sees."""
+    if var_map in (None, "auto"):
+        return var_map
+    by_path = {leaf.dotted: leaf for leaf in leaves}
+    by_name = {varmap.parts(leaf.name): leaf for leaf in leaves}
+
+    def target(value: Any) -> Any:
+        if isinstance(value, str):
+            return by_path.get(value) or by_name.get(varmap.parts(value)) or value
+        return value
+    if isinstance(var_map, dict):
+        return {name: target(value) for name, value in var_map.items()}
+    return lambda name: target(varmap.explicit_target(var_map, name))
