@@ -31,10 +31,10 @@ def tap(name: str, tensor: Any) -> Any:
         raise UsageError("tap(%r, ...): %s" % (name, exc)) from None
     tf = sys.modules.get("tensorflow")
     if tf is None or not _is_tensor(tf, tensor):
-        if _is_torch_tensor(tensor):  # a PyTorch port's: the replayer's capture takes it, if one runs
+        if _is_port_array(tensor):  # a PyTorch or JAX port's: the replayer's capture takes it, if one runs
             return _eager_sink(name, tensor) if _eager_sink is not None else tensor
-        raise UsageError("tap(%r, ...) needs a TensorFlow or PyTorch tensor, got %s; tap the output of a layer or op"
-                         % (name, type(tensor).__name__))
+        raise UsageError("tap(%r, ...) needs a TensorFlow or PyTorch tensor or a JAX array, got %s; tap the output "
+                         "of a layer or op" % (name, type(tensor).__name__))
     graph = getattr(tensor, "graph", None)
     if graph is not None and not _is_function_graph(graph):
         _register(graph, name, tensor)
@@ -87,9 +87,11 @@ def _is_tensor(tf: Any, value: Any) -> bool:
                 and not hasattr(value, "indices"))
 
 
-def _is_torch_tensor(value: Any) -> bool:
-    torch = sys.modules.get("torch")  # imported by the port that made `value`, if it is one
-    return torch is not None and isinstance(value, torch.Tensor)
+def _is_port_array(value: Any) -> bool:
+    """A PyTorch tensor or a JAX array (traced too): the frameworks are looked up, not imported
+    (the port that made `value` imported its own)."""
+    torch, jax = sys.modules.get("torch"), sys.modules.get("jax")
+    return (torch is not None and isinstance(value, torch.Tensor)) or (jax is not None and isinstance(value, jax.Array))
 
 
 def _is_function_graph(graph: Any) -> bool:

@@ -281,7 +281,7 @@ def test_tap_errors(tf):
         tracekit.tap("same", a)  # the same tensor again is fine (a model function built twice)
         with pytest.raises(tracekit.UsageError, match="'same' is used twice in one graph: for a:0 and for b:0"):
             tracekit.tap("same", b)
-        with pytest.raises(tracekit.UsageError, match="needs a TensorFlow or PyTorch tensor, got list"):
+        with pytest.raises(tracekit.UsageError, match="needs a TensorFlow or PyTorch tensor or a JAX array, got list"):
             tracekit.tap("x", [1.0])
         with pytest.raises(tracekit.UsageError, match="non-empty str"):
             tracekit.tap("", a)

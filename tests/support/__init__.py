@@ -43,6 +43,8 @@ def run_python(python, code_or_args, timeout=300, env=None, check=True, unset=()
         # TF 2 sets TF2_BEHAVIOR=1 when it is imported; TF 1.15 would then give the legacy child
         # TF 2's resource variables and control flow, not the program's own TF1 behaviour
         full_env.pop("TF2_BEHAVIOR", None)
+        # XLA's flags for this process's JAX (a kernel cap, one thread): TF 1.15's XLA aborts on flags it lacks
+        full_env.pop("XLA_FLAGS", None)
     full_env.update(env or {})
     for name in unset:
         full_env.pop(name, None)

@@ -6,10 +6,13 @@
     tree.py    the train state as assignable leaves, the model's under TF's names
     optim.py   the optax state by role, the gradients tx is handed, the learning rate
     tape.py    the golden's random draws fed to jax.random (flax's Dropout among its callers)
+    conversions.py  TF1 cells' weights in flax's LSTM cells (lstm)
+    arbiter.py the float64 arbiter's one-step replay (the state cast up under jax_enable_x64)
 """
 
 from __future__ import annotations
 
+from .conversions import lstm
 from .drive import check, jax_environment, replay
 
-__all__ = ["check", "jax_environment", "replay"]
+__all__ = ["check", "jax_environment", "lstm", "replay"]

@@ -127,7 +127,8 @@ class _Run:
             about = {"golden": trace.path, "init": self.options.init, "random": self.options.random,
                      "mapping": {name: cand.obj.dotted for name, cand in
                                  list(runner.mapping.pairs.items()) + list(runner.port_state.mapping.pairs.items())},
-                     "matched_by": dict(runner.mapping.how, **runner.port_state.mapping.how)}
+                     "matched_by": dict(runner.mapping.how, **runner.port_state.mapping.how),
+                     "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
             structures = trace.meta.get("inputs")
 
             def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:

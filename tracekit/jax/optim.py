@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..keys import UNCLIPPED, make_key, split_key
+from ..replay.conversions import Conversion
 from ..replay.port_state import starts_fresh
 from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, one_value
 from .tree import Leaf, Leaves, path_names
@@ -48,8 +49,9 @@ class OptaxBridge:
     state's `params`, `slots` the golden's slots of them, `iterations` its step counters."""
 
     def __init__(self, leaves: Leaves, params: Dict[str, Leaf], slots: Sequence[Slot], iterations: Sequence[str],
-                 lrs: Sequence[str], grads: Sequence[str], golden: Any) -> None:
+                 lrs: Sequence[str], grads: Sequence[str], golden: Any, conversions: Sequence[Conversion] = ()) -> None:
         self.leaves, self.params, self.golden = leaves, params, golden
+        self.conversions = list(conversions)
         self.slots, self.iterations, self.lrs = list(slots), list(iterations), list(lrs)
         self._grads = set(grads)
         # the golden keeps clipped gradients and the unclipped ones; tx.update is handed what the step passes it,
@@ -65,20 +67,29 @@ class OptaxBridge:
         self._b1 = hyper.get("b1")
         self.slot_leaf: Dict[str, int] = {}  # golden slot name -> position of the leaf holding it
         for slot in self.slots:
-            found = self._find(slot, optimizer)
+            found = self._find(self.params.get(slot.var), slot.role, optimizer)
             if found is not None:
                 self.slot_leaf[slot.name] = found
+        # a converted variable's slots, role by role: the golden's slot of each of its variables, and the
+        # positions of the port leaves' state of that role (all of them, or none)
+        self._by_role = {(slot.var, slot.role): slot for slot in self.slots}
+        self.converted_slots: List[Tuple[Conversion, List[Optional[Slot]], Optional[List[int]]]] = []
+        for conv in self.conversions:
+            for role in sorted({slot.role for slot in self.slots if slot.var in conv.golden}):
+                found = [self._find(leaf, role, optimizer) for leaf in conv.port]
+                self.converted_slots.append((conv, [self._by_role.get((n, role)) for n in conv.golden],
+                                             None if None in found else [int(i) for i in found if i is not None]))
         self.values: Dict[str, np.ndarray] = {}  # this step's gradients and learning rate
         self.applies = 0
         self.own_initial: Dict[str, np.ndarray] = {}
         self.loaded: Dict[str, bool] = {}
 
-    def _find(self, slot: Slot, optimizer: Sequence[int]) -> Optional[int]:
-        leaf = self.params.get(slot.var)
+    def _find(self, leaf: Optional[Leaf], role: str, optimizer: Sequence[int]) -> Optional[int]:
+        """The position of the optax state of `role` that `leaf` (a parameter) has."""
         if leaf is None:
             return None
         tail = self.leaves.paths[leaf.position][1:]
-        for name in ROLES.get(slot.role, ()):
+        for name in ROLES.get(role, ()):
             for i in optimizer:
                 path = self.leaves.paths[i]
                 if path[len(path) - len(tail):] == tail and len(path) > len(tail) and path[-len(tail) - 1] == name:
@@ -92,10 +103,19 @@ class OptaxBridge:
         self.applies += 1
         if self.clipping:
             return
-        for path, value in jax.tree_util.tree_flatten_with_path(updates)[0]:
-            name = self._grad_name.get(path_names(path))
+        handed = {path_names(path): value for path, value in jax.tree_util.tree_flatten_with_path(updates)[0]}
+        for path, value in handed.items():
+            name = self._grad_name.get(path)
             if name is not None and name in self._grads:
                 self.values[make_key("grad", name)] = np.array(value, copy=True)
+        for conv in self.conversions:  # rearranged into the golden's variables (a part handed none counts 0)
+            tails = [leaf.holder.paths[leaf.position][1:] for leaf in conv.port]
+            if any(tail in handed for tail in tails):
+                arrays = [np.asarray(handed[tail]) if tail in handed else np.zeros(leaf.shape, leaf.dtype)
+                          for tail, leaf in zip(tails, conv.port)]
+                for name, value in zip(conv.golden, conv.deltas_to_golden(arrays)):
+                    if name in self._grads:
+                        self.values[make_key("grad", name)] = value
 
     def start(self) -> None:
         self.values = {}
@@ -147,6 +167,7 @@ class OptaxBridge:
                 continue
             value = np.array(self.leaves.values[position], copy=True)
             out.append((make_key("slot", slot.name), value if factor == 1.0 else (value * factor).astype(value.dtype)))
+        out.extend(self._read_converted().items())
         count = self.count()
         if count is not None:
             for name in self.iterations:
@@ -154,6 +175,31 @@ class OptaxBridge:
                 dtype = next((t.dtype for t in self.golden.catalog if t.name == name), np.int64)
                 out.append((make_key(kind, name), np.asarray(count, dtype=dtype)))
         return out
+
+    def _read_converted(self) -> Dict[str, np.ndarray]:
+        """{"slot/<name>": value} of the converted variables' slots, rearranged as their gradients are."""
+        out = {}
+        for conv, slots, positions in self.converted_slots:
+            if positions is None:
+                continue
+            values = conv.deltas_to_golden([np.asarray(self.leaves.values[i]) for i in positions])
+            out.update((make_key("slot", slot.name), value) for slot, value in zip(slots, values) if slot is not None)
+        return out
+
+    def _set_converted(self, values: Mapping[str, Any]) -> List[str]:
+        """The converted variables' slots from `values` ("slot/<name>" -> the golden's), role by role
+        where all of the role's are given; the keys set and read back."""
+        done: List[str] = []
+        for conv, slots, positions in self.converted_slots:
+            keys = [make_key("slot", slot.name) if slot is not None else None for slot in slots]
+            if positions is None or any(key is None or key not in values for key in keys):
+                continue
+            for position, array in zip(positions, conv.deltas_to_port([np.asarray(values[k]) for k in keys])):
+                held = self.leaves.values[position]
+                self.leaves.values[position] = jax.numpy.asarray(array, dtype=held.dtype)
+            back = self._read_converted()
+            done += [k for k in keys if k in back and np.array_equal(back[k], np.asarray(values[k], back[k].dtype))]
+        return done
 
     def count(self) -> Optional[int]:
         return int(np.asarray(self.leaves.values[self._counts[0]])) if self._counts else None
@@ -196,6 +242,10 @@ class OptaxBridge:
                 own = np.asarray(self.leaves.values[self.slot_leaf[slot.name]]) * factor
                 self.own_initial[key] = compact(own.astype(np.asarray(golden).dtype))
             self.loaded[key] = self._set(slot, golden)
+        given = {make_key("slot", slot.name): initial["slot", slot.name] for _, slots, _ in self.converted_slots
+                 for slot in slots if slot is not None and make_key("slot", slot.name) in initial}
+        set_ = self._set_converted(given)
+        self.loaded.update((key, key in set_) for key in given)
         counters = {k: initial[split_key(k)] for k in initial.keys()
                     if split_key(k)[1] in self.iterations or k.endswith("beta1_power:0")}
         count = self._golden_count(counters)
@@ -206,6 +256,7 @@ class OptaxBridge:
         """Teacher forcing: the golden's slots and step count into the port's state."""
         forced = [make_key("slot", slot.name) for slot in self.slots
                   if make_key("slot", slot.name) in state and self._set(slot, state[make_key("slot", slot.name)])]
+        forced += self._set_converted({k: v for k, v in state.items() if split_key(k)[0] == "slot"})
         count = self._golden_count(state)
         if count is not None and self._counts:
             self._set_count(count)
@@ -214,7 +265,11 @@ class OptaxBridge:
 
     def unpaired(self, updated: Sequence[str]) -> List[str]:
         """The golden's slots of `updated` variables the port's optax state holds nothing for."""
-        return ["%s (%s of %s; looked for %s)" % (slot.name, slot.role, self.params[slot.var].dotted,
-                                                 " or ".join(ROLES.get(slot.role, ())))
-                for slot in self.slots if slot.var in updated and slot.var in self.params
-                and slot.name not in self.slot_leaf]
+        missing = ["%s (%s of %s; looked for %s)" % (slot.name, slot.role, self.params[slot.var].dotted,
+                                                    " or ".join(ROLES.get(slot.role, ())))
+                   for slot in self.slots if slot.var in updated and slot.var in self.params
+                   and slot.name not in self.slot_leaf]
+        return missing + ["%s (%s of %s, converted: no state of that role for each of %s)"
+                          % (slot.name, slot.role, slot.var, ", ".join(leaf.dotted for leaf in conv.port))
+                          for conv, slots, positions in self.converted_slots if positions is None
+                          for slot in slots if slot is not None and slot.var in updated]

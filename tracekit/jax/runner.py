@@ -8,16 +8,19 @@ the `tracekit.tap` sink; the drive (drive.py) calls the step on the state put ba
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import jax
 import numpy as np
+from jax.experimental import io_callback
 
 from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, make_key, split_key
-from ..replay import varmap
+from ..replay import converted, varmap
+from ..replay.conversions import Conversion
 from ..replay.options import ReplayOptions
 from ..replay.slots import inert_slots, split_state
 from ..replay.variables import cast_for, initial_value, pair_port
@@ -38,9 +41,6 @@ class JaxRunner:
 
     def __init__(self, golden: Any, options: ReplayOptions, state: Any) -> None:
         check_train_state(state)
-        if options.convert:
-            raise UsageError("convert= is not supported for JAX ports yet: flax's variables pair with the golden's "
-                             "one to one, under TF's names for their roles")
         self.golden = golden
         self.not_replayed: Dict[str, str] = {}
         keys = {n: make_key("var", n) for n in golden.names("var")}
@@ -58,19 +58,20 @@ class JaxRunner:
         # tx reports the gradients it is handed to the bridge, made once the state's leaves are known
         self.leaves = Leaves(state.replace(tx=reporting(state.tx, lambda updates: self.optimizer.took(updates))))
         params = model_leaves(self.leaves)
-        paired = pair_port(golden, params, _var_map(options.var_map, params), [], model_names, slot_names,
-                           iterations, keys)
-        self.mapping, self.port_state = paired.mapping, paired.state
+        paired = pair_port(golden, params, _var_map(options.var_map, params), _converting(options.convert, params),
+                           model_names, slot_names, iterations, keys)
+        self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
         self.not_replayed.update(paired.not_replayed)
         inert = inert_slots(golden, paired.slots)
         self.not_replayed.update((make_key("slot", name), why) for name, why in inert.items())
         slots = [slot for slot in paired.slots if slot.name not in inert]
         mapped = {name: cand.obj for name, cand in self.mapping.pairs.items()}
         self.optimizer = OptaxBridge(self.leaves, mapped, slots, paired.iterations, golden.names("lr"),
-                                     golden.names("grad"), golden)
+                                     golden.names("grad"), golden, self.conversions)
         self.not_replayed.update(self.optimizer.not_compared())
         self.tape = Tape(inject=options.random == "tape")
         self._forced_taps: Optional[Dict[str, np.ndarray]] = None
+        self._tap_error: Optional[ReplayError] = None
         self._own_named: set = set()
         self._captured = Captured()
         self._step_index = -1
@@ -80,6 +81,7 @@ class JaxRunner:
     def load_initial(self) -> None:
         for name, cand in self.mapping.pairs.items():
             cand.obj.assign(cast_for(initial_value(self.golden, "var", name), cand.obj))
+        converted.load(self.conversions, lambda name: initial_value(self.golden, "var", name), cast_for)
         self.port_state.assign({key: initial_value(self.golden, *split_key(key)) for key in self.port_state.keys},
                                cast_for)
         self.optimizer.load()
@@ -87,7 +89,8 @@ class JaxRunner:
     def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
         out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())
                                       for name, cand in self.mapping.pairs.items()]
-        return out + self.port_state.read(lambda leaf: leaf.numpy()) + self.optimizer.read()
+        return (out + converted.read(self.conversions) + self.port_state.read(lambda leaf: leaf.numpy())
+                + self.optimizer.read())
 
     def regularization(self) -> Optional[np.ndarray]:
         return None
@@ -99,10 +102,11 @@ class JaxRunner:
             if value is not None:
                 cand.obj.assign(cast_for(value, cand.obj))
                 forced.append(make_key("var", name))
-        return forced + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state)
+        return (forced + converted.force(self.conversions, state, cast_for)
+                + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state))
 
     def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
-        return {}
+        return converted.scales(self.conversions, state)
 
     def force_taps(self, golden_taps: Mapping[str, np.ndarray]) -> None:
         self._forced_taps = dict(golden_taps)
@@ -144,13 +148,16 @@ class JaxRunner:
                                                  "\"loss/regularization\" from the step to compare it")
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
+        error, self._tap_error = self._tap_error, None
+        if error is not None:
+            raise error
         self.tape.check(index)
         if index == 0:
             if not self.optimizer.applies:
                 raise ReplayError("step 0: the port's optimizer took no step (the step must apply its gradients "
                                   "through the train state's tx: state.apply_gradients(grads=...), or "
                                   "state.tx.update)")
-            unpaired = self.optimizer.unpaired([name for name in updated if name in self.mapping.pairs])
+            unpaired = self.optimizer.unpaired(list(updated))
             if unpaired:
                 raise ReplayError("step %d: the golden's optimizer state has no counterpart in the port's optax "
                                   "state (tracekit pairs them by role: mu/nu, trace, sum_of_squares, ...):\n  %s"
@@ -161,17 +168,38 @@ class JaxRunner:
                     self.not_replayed[key] = "the port's optimizer was handed no gradient for it"
 
     def _tap(self, name: str, tensor: Any) -> Any:
-        if not isinstance(tensor, jax.Array) or isinstance(tensor, jax.core.Tracer):
-            return tensor  # a traced tap has no value here: tap outside jit
-        self._captured.values[make_key("tap", name)] = np.array(tensor, copy=True)
+        """tracekit.tap in the port's step: its value kept (inside a jitted step, handed out by an
+        ordered callback as the step runs) and, under forcing="taps", the golden's value forward
+        with the port's gradient backward."""
+        if not isinstance(tensor, jax.Array):
+            return tensor
+        traced = isinstance(tensor, jax.core.Tracer)
+        if traced:
+            jax.debug.callback(functools.partial(self._took_tap, name), tensor, ordered=True)
+        else:
+            self._took_tap(name, tensor)
         if self._forced_taps is None:
             return tensor
-        value = self._forced_taps.get(name)
-        if value is None or tuple(np.shape(value)) != tuple(tensor.shape):
-            raise ReplayError("forcing='taps': the port taps %r at step %d as %s; the golden holds %s there"
-                              % (name, self._step_index, tuple(tensor.shape),
-                                 "no such tap" if value is None else tuple(np.shape(value))))
-        return jax.numpy.asarray(value, dtype=tensor.dtype)
+        shape, dtype = tuple(tensor.shape), tensor.dtype
+        if traced:
+            golden = io_callback(functools.partial(self._golden_tap, name, shape, dtype),
+                                 jax.ShapeDtypeStruct(shape, dtype), ordered=True)
+        else:
+            golden = jax.numpy.asarray(self._golden_tap(name, shape, dtype))
+        return golden + (tensor - jax.lax.stop_gradient(tensor))
+
+    def _took_tap(self, name: str, value: Any) -> None:
+        self._captured.values[make_key("tap", name)] = np.array(value, copy=True)
+
+    def _golden_tap(self, name: str, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+        """The golden's value of tap `name` at this step (an error is kept, raised after the step)."""
+        value = (self._forced_taps or {}).get(name)
+        if value is None or tuple(np.shape(value)) != shape:
+            self._tap_error = self._tap_error or ReplayError(
+                "forcing='taps': the port taps %r at step %d as %s; the golden holds %s there"
+                % (name, self._step_index, shape, "no such tap" if value is None else tuple(np.shape(value))))
+            return np.zeros(shape, dtype)
+        return np.asarray(value, dtype=dtype)
 
     def meta(self) -> Dict[str, Any]:
         return {"own_initial": sorted(self._own_named.union(self.optimizer.own_initial)),
@@ -196,3 +224,19 @@ def _var_map(var_map: Any, leaves: Sequence[Leaf]) -> Any:
     if isinstance(var_map, dict):
         return {name: target(value) for name, value in var_map.items()}
     return lambda name: target(varmap.explicit_target(var_map, name))
+
+
+def _converting(convert: Sequence[Conversion], leaves: Sequence[Leaf]) -> List[Conversion]:
+    """The conversions with the port's leaves, named by their paths (jax/conversions.py), in
+    place of the paths."""
+    by_path = {leaf.dotted: leaf for leaf in leaves}
+    out = []
+    for conv in convert:
+        missing = [p for p in conv.port if isinstance(p, str) and p not in by_path]
+        if missing:
+            near = sorted(path for path in by_path if path.rsplit("/", 2)[0] in {m.rsplit("/", 2)[0] for m in missing})
+            raise UsageError("conversion %s names the port's %s, which the train state does not hold (its leaves: %s)"
+                             % (conv.describe, ", ".join(missing), ", ".join(near or sorted(by_path)[:8])))
+        out.append(replace(conv, port=tuple(by_path[p] if isinstance(p, str) else p for p in conv.port)))
+    return out
+

@@ -5,6 +5,7 @@
     runner.py  the runner (replay/loop.py's Runner) of a torch.nn.Module and its optimizers
     params.py  parameters and buffers under TF's names and in TF's layout
     optim.py   the optimizer's gradients, learning rate and state, by role
+    fresh.py   the optimizer's state made before its first update (torch's lazily made, a dry step)
     tape.py    the golden's random draws fed to dropout and torch.rand/randn
     conversions.py  TF1 cells' weights in torch's recurrent modules (lstm)
     arbiter.py the float64 arbiter's one-step replay (model.double())

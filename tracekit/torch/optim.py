@@ -23,6 +23,7 @@ from ..keys import UNCLIPPED, make_key, split_key
 from ..replay.conversions import Conversion
 from ..replay.port_state import starts_fresh
 from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, one_value
+from .fresh import dry_step, fresh_state
 from .params import Param
 
 # The golden's slot roles -> the state names that hold them: torch's own first, then the names
@@ -32,41 +33,6 @@ STATE_KEYS: Dict[str, Tuple[str, ...]] = {role: own + STATE_NAMES[role] for role
     "rms": ("square_avg",), "mg": ("grad_avg",), "accumulator": ("sum",), "accum_grad": ("square_avg",),
     "accum_var": ("acc_delta",)}.items()}
 STEP_KEYS = ("step", "t", "count", "iterations")
-
-
-def _fresh(optimizer: Any, group: Mapping[str, Any], tensor: torch.Tensor) -> Optional[Dict[str, Any]]:
-    """The whole state torch's own optimizer makes for a parameter at its first step (lazily,
-    so the golden's initial slots can go in only if it is made first); None for others."""
-    zeros = lambda: torch.zeros_like(tensor, memory_format=torch.preserve_format)  # noqa: E731
-    kind = type(optimizer)
-    if kind in (torch.optim.Adam, torch.optim.AdamW):
-        state = {"step": torch.tensor(0.0), "exp_avg": zeros(), "exp_avg_sq": zeros()}
-        if group.get("amsgrad"):
-            state["max_exp_avg_sq"] = zeros()
-        return state
-    if kind is torch.optim.SGD:
-        return {"momentum_buffer": zeros()} if group.get("momentum") else {}
-    if kind is torch.optim.RMSprop:
-        state = {"step": torch.tensor(0.0), "square_avg": zeros()}
-        if group.get("momentum"):
-            state["momentum_buffer"] = zeros()
-        if group.get("centered"):
-            state["grad_avg"] = zeros()
-        return state
-    if kind is torch.optim.Adadelta:
-        return {"step": torch.tensor(0.0), "square_avg": zeros(), "acc_delta": zeros()}
-    return None
-
-
-@contextlib.contextmanager
-def _hooks_off(optimizer: Any) -> Iterator[None]:
-    """optimizer.step() without its step hooks (tracekit's own pre-hook among them)."""
-    pre, post = optimizer._optimizer_step_pre_hooks, optimizer._optimizer_step_post_hooks
-    optimizer._optimizer_step_pre_hooks, optimizer._optimizer_step_post_hooks = type(pre)(), type(post)()
-    try:
-        yield
-    finally:
-        optimizer._optimizer_step_pre_hooks, optimizer._optimizer_step_post_hooks = pre, post
 
 
 class OptimizerBridge:
@@ -191,12 +157,12 @@ class OptimizerBridge:
                 continue
             state = optimizer.state[param.tensor]
             if not state:
-                state.update(_fresh(optimizer, owner[1], param.tensor) or {})
+                state.update(fresh_state(optimizer, owner[1], param.tensor) or {})
             # where the port's optimizer starts, where it is known before its first update: made by its
             # constructor (Adagrad's) or as torch's own makes it (_fresh); a dry step's has been stepped once
             known = bool(state) and id(optimizer) not in self._dried
             if not state:
-                self._dry_step(optimizer)
+                dry_step(optimizer)
                 self._dried.add(id(optimizer))
             golden = initial["slot", slot.name]
             held = self._state_key(state, slot.role)
@@ -210,9 +176,9 @@ class OptimizerBridge:
             for param in conv.port:
                 state = optimizer.state[param.tensor]
                 if not state and param.tensor.requires_grad:
-                    state.update(_fresh(optimizer, owner[1], param.tensor) or {})
+                    state.update(fresh_state(optimizer, owner[1], param.tensor) or {})
                     if not state:
-                        self._dry_step(optimizer)
+                        dry_step(optimizer)
                         self._dried.add(id(optimizer))
             slots = {make_key("slot", slot.name): initial["slot", slot.name] for slot in self.slots
                      if slot.var in conv.golden and make_key("slot", slot.name) in initial}
@@ -223,31 +189,6 @@ class OptimizerBridge:
         count = self._golden_count(counters, optimizer)
         if count is not None:
             self._set_count(optimizer, count)
-
-    def _dry_step(self, optimizer: Any) -> None:
-        """Make a hand-written optimizer's state as its own first step does (lazily, inside step()),
-        so the golden's can go in before its first update: one step with zero gradients at learning
-        rate 0, its parameters and param groups then put back as they were (the slots it made are
-        overwritten by the golden's and read back, or left as its own start, said in meta "loaded";
-        a count it keeps on itself rather than in its state or groups stays one step on)."""
-        groups = optimizer.param_groups
-        params = [p for group in groups for p in group["params"]]
-        kept = [(p.detach().clone(), p.grad) for p in params]
-        settings = [{k: v for k, v in group.items() if k != "params"} for group in groups]
-        try:
-            for group in groups:
-                group["lr"] = 0.0
-            for p in params:  # a frozen parameter keeps none, as its real steps give it none
-                p.grad = torch.zeros_like(p) if p.requires_grad else None
-            with torch.no_grad(), _hooks_off(optimizer):
-                optimizer.step()
-        finally:
-            for group, setting in zip(groups, settings):
-                group.update(setting)  # the rate, and any count a group keeps
-            with torch.no_grad():
-                for p, (value, grad) in zip(params, kept):
-                    p.copy_(value)
-                    p.grad = grad
 
     # ---- state --------------------------------------------------------------------------------
 

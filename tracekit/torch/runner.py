@@ -17,7 +17,7 @@ import torch
 from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import BEFORE, REGULARIZATION, UNCLIPPED, make_key, split_key
-from ..replay import varmap
+from ..replay import converted, varmap
 from ..replay.options import ReplayOptions
 from ..replay.slots import inert_slots, split_state
 from ..replay.variables import cast_for, initial_value, pair_port
@@ -106,20 +106,15 @@ class TorchRunner:
     def load_initial(self) -> None:
         for name, cand in self.mapping.pairs.items():
             cand.obj.assign(cast_for(initial_value(self.golden, "var", name), cand.obj))
-        for conv in self.conversions:
-            values = conv.values_to_port([initial_value(self.golden, "var", n) for n in conv.golden])
-            for param, value in zip(conv.port, values):
-                param.assign(cast_for(value, param))
+        converted.load(self.conversions, lambda name: initial_value(self.golden, "var", name), cast_for)
         self.port_state.assign({key: initial_value(self.golden, *split_key(key)) for key in self.port_state.keys},
                                cast_for)
 
     def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
         out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())
                                       for name, cand in self.mapping.pairs.items()]
-        for conv in self.conversions:
-            values = conv.values_to_golden([p.numpy() for p in conv.port])
-            out.extend((make_key("var", name), value) for name, value in zip(conv.golden, values))
-        return out + self.port_state.read(lambda param: param.numpy()) + self.optimizer.read()
+        return (out + converted.read(self.conversions) + self.port_state.read(lambda param: param.numpy())
+                + self.optimizer.read())
 
     def regularization(self) -> Optional[np.ndarray]:
         return None
@@ -131,22 +126,11 @@ class TorchRunner:
             if value is not None:
                 cand.obj.assign(cast_for(value, cand.obj))
                 forced.append(make_key("var", name))
-        for conv in self.conversions:
-            values = [state.get(make_key("var", n)) for n in conv.golden]
-            if all(v is not None for v in values):
-                for param, value in zip(conv.port, conv.values_to_port(values)):
-                    param.assign(cast_for(value, param))
-                forced.extend(make_key("var", n) for n in conv.golden)
-        return forced + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state)
+        return (forced + converted.force(self.conversions, state, cast_for)
+                + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state))
 
     def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
-        out: Dict[str, float] = {}
-        for conv in self.conversions:
-            keys = [make_key("var", n) for n in conv.golden]
-            if all(key in state for key in keys):
-                scale = max(float(np.max(np.abs(v), initial=0.0)) for v in conv.values_to_port([state[k] for k in keys]))
-                out.update((key, scale) for key in keys)
-        return out
+        return converted.scales(self.conversions, state)
 
     def force_taps(self, golden_taps: Mapping[str, np.ndarray]) -> None:
         self._forced_taps = dict(golden_taps)
