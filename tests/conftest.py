@@ -64,3 +64,12 @@ def ported_family(legacy_python, tmp_path_factory):
 
     return record_family(legacy_python, str(tmp_path_factory.mktemp("family")), PORTED_FAMILY, PORTED_STEPS)
 
+
+@pytest.fixture(scope="session")
+def long_ported_family(legacy_python, tmp_path_factory):
+    """The family's first LONG_FAMILY runs at LONG_STEPS steps (the judged check on a 200-step
+    golden), recorded on TF 1.15 once per worker that runs a test of it."""
+    from .support import LONG_FAMILY, LONG_STEPS, record_family
+
+    return record_family(legacy_python, str(tmp_path_factory.mktemp("long_family")), LONG_FAMILY, LONG_STEPS)
+

@@ -19,6 +19,7 @@ IS_LEGACY = sys.version_info < (3, 8)
 
 # The generated family's runs the PyTorch and JAX ports replay (the ported_family fixture).
 PORTED_FAMILY, PORTED_STEPS = 8, 80
+LONG_FAMILY, LONG_STEPS = 2, 200  # and at full length (long_ported_family)
 
 
 def record_family(legacy_python, out, size, steps, every=None):

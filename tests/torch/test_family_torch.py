@@ -17,7 +17,7 @@ import pytest
 from tools import family_spec as spec
 from tools.ports.torch import family
 
-from ..support import PORTED_FAMILY as FAMILY, PORTED_STEPS as STEPS
+from ..support import LONG_FAMILY, LONG_STEPS, PORTED_FAMILY as FAMILY, PORTED_STEPS as STEPS
 
 RUNS = spec.family(FAMILY, STEPS)
 
@@ -39,3 +39,15 @@ def test_the_correct_pytorch_port_matches_and_its_slip_departs_at_its_step(tt, p
     wrong = tt.check(golden, make_port=functools.partial(family.make_port, run, True), judge="local")
     assert not wrong.ok and wrong.first_divergence.step == run.slip_at, wrong.report()
     assert wrong.arbitration.steps[-1].step == run.slip_at and wrong.arbitration.steps[-1].verdict == "port"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", spec.family(LONG_FAMILY, LONG_STEPS), ids=lambda run: run.name)
+def test_a_200_step_golden_is_judged(tt, long_ported_family, run):
+    # The judged check's default for a factory's port on a golden this long: the local view.
+    golden = os.path.join(long_ported_family, run.name + ".h5")
+    result = tt.check(golden, make_port=functools.partial(family.make_port, run))
+    assert result.ok and result.judged == "local" and result.steps == LONG_STEPS == 200, result.report()
+    wrong = tt.check(golden, make_port=functools.partial(family.make_port, run, True))
+    assert not wrong.ok and wrong.first_divergence.step == run.slip_at, wrong.report()
+
