@@ -26,6 +26,8 @@ from tools.ports import (estimator_model, estimator_shim, gan_model, keras_fit, 
                          rnn_model, seed_example, slim_resnet, two_optimizers)
 from tools.ports.torch import keras_fit as torch_keras_fit, rnn_model as torch_rnn, slim_resnet as torch_resnet  # noqa: E402,E501
 import tracekit.torch  # noqa: E402
+from tools.ports.jax import keras_fit as jax_keras_fit, rnn_model as jax_rnn, slim_resnet as jax_resnet  # noqa: E402
+import tracekit.jax  # noqa: E402
 from tracekit.report.comparison import headline, max_error_rows  # noqa: E402
 from tracekit.report.environment import summary  # noqa: E402
 from tracekit.report.text import table  # noqa: E402
@@ -56,6 +58,14 @@ def _torch(make):
     return replay
 
 
+def _jax(make):
+    """A JAX port whose make() gives (train state, step[, other replay options])."""
+    def replay(golden, out):
+        state, step, *own = make()
+        return tracekit.jax.replay(golden, step, state=state, out=out, **(own[0] if own else {}))
+    return replay
+
+
 def _two_optimizers(golden, out):
     model, step, ema = two_optimizers.make()
     return tracekit.tf2.replay(golden, step, variables=two_optimizers.variables(model, ema), out=out)
@@ -80,6 +90,9 @@ PORTS = [  # (golden, port, replay(golden path, out path) -> the actual trace)
     ("keras_fit", "PyTorch nn.Module, TF's Adam and Keras' batch norm written out", _torch(torch_keras_fit.make)),
     ("lstm_model", "PyTorch nn.LSTM, converted weights", _torch(torch_rnn.make)),
     ("slim_resnet", "PyTorch resnet_v1", _torch(torch_resnet.make)),
+    ("keras_fit", "JAX flax TrainState, TF's Adam as an optax transformation", _jax(jax_keras_fit.make)),
+    ("lstm_model", "JAX flax nn.RNN(LSTMCell), converted weights", _jax(jax_rnn.make)),
+    ("slim_resnet", "JAX flax resnet_v1, TF1's fused batch norm", _jax(jax_resnet.make)),
 ]
 
 
@@ -89,6 +102,8 @@ WRONG = [
     ("keras_fit", "batch norm momentum 0.9 where TF1 Keras used 0.99", _plain(lambda: keras_fit.make(bn_momentum=0.9))),
     ("keras_fit", "PyTorch: torch.optim.Adam, epsilon after the bias correction",
      _torch(lambda: torch_keras_fit.make(optimizer="torch"))),
+    ("slim_resnet", "JAX: flax's BatchNorm, the moving variance without TF1's Bessel correction",
+     _jax(lambda: jax_resnet.make(flax_batch_norm=True))),
 ]
 
 CAPTION = ("largest errors seen, per kind, over all steps and tensors but those round-off drives. ulps: in eps times "
