@@ -18,12 +18,13 @@ from jax.experimental import io_callback
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import BEFORE, REGULARIZATION, make_key, split_key
-from ..replay import converted, varmap
+from ..keys import make_key, split_key
+from ..replay import varmap
 from ..replay.conversions import Conversion
 from ..replay.options import ReplayOptions
-from ..replay.slots import inert_slots, split_state
-from ..replay.variables import cast_for, initial_value, pair_port
+from ..replay.port_runner import PortRunner
+from ..replay.slots import golden_state, inert_slots
+from ..replay.variables import pair_port
 from .optim import OptaxBridge, reporting
 from .tape import Tape
 from .tree import Leaf, Leaves, check_train_state, model_leaves
@@ -35,31 +36,22 @@ class Captured:
     draws: List[np.ndarray] = field(default_factory=list)
 
 
-class JaxRunner:
+class JaxRunner(PortRunner):
     """The JAX side of one replay: `state` the port's train state (its tx wrapped to report the
     gradients it is handed)."""
+
+    keeps = "a JAX train state"
 
     def __init__(self, golden: Any, options: ReplayOptions, state: Any) -> None:
         check_train_state(state)
         self.golden = golden
-        self.not_replayed: Dict[str, str] = {}
-        keys = {n: make_key("var", n) for n in golden.names("var")}
-        keys.update((n, make_key("slot", n)) for n in golden.names("slot"))
-        recorded = golden.meta.get("slots")
-        model_names, slot_names, iterations, orphans = split_state(
-            list(keys), recorded if isinstance(recorded, dict) else None)
-        for name in orphans:
-            self.not_replayed[keys[name]] = "TF1 optimizer state with no optax counterpart"
-        accumulated = golden.meta.get("accumulation") if isinstance(golden.meta.get("accumulation"), dict) else {}
-        for name in [n for n in accumulated.get("state") or () if n in model_names]:
-            model_names.remove(name)
-            self.not_replayed[keys[name]] = "TF1's accumulator of micro-batches: a port sums them in its step"
-            self.not_replayed[keys[name] + BEFORE] = self.not_replayed[keys[name]]
+        split = golden_state(golden, "optax", "JAX")
+        self.not_replayed: Dict[str, str] = dict(split.not_replayed)
         # tx reports the gradients it is handed to the bridge, made once the state's leaves are known
         self.leaves = Leaves(state.replace(tx=reporting(state.tx, lambda updates: self.optimizer.took(updates))))
         params = model_leaves(self.leaves)
         paired = pair_port(golden, params, _var_map(options.var_map, params), _converting(options.convert, params),
-                           model_names, slot_names, iterations, keys)
+                           split.model_names, split.slots, split.iterations, split.keys)
         self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
         self.not_replayed.update(paired.not_replayed)
         inert = inert_slots(golden, paired.slots)
@@ -70,56 +62,14 @@ class JaxRunner:
                                      golden.names("grad"), golden, self.conversions)
         self.not_replayed.update(self.optimizer.not_compared())
         self.tape = Tape(inject=options.random == "tape")
-        self._forced_taps: Optional[Dict[str, np.ndarray]] = None
         self._tap_error: Optional[ReplayError] = None
-        self._own_named: set = set()
+        self._init_shared()
         self._captured = Captured()
         self._step_index = -1
 
-    # ---- state --------------------------------------------------------------------------------
-
     def load_initial(self) -> None:
-        for name, cand in self.mapping.pairs.items():
-            cand.obj.assign(cast_for(initial_value(self.golden, "var", name), cand.obj))
-        converted.load(self.conversions, lambda name: initial_value(self.golden, "var", name), cast_for)
-        self.port_state.assign({key: initial_value(self.golden, *split_key(key)) for key in self.port_state.keys},
-                               cast_for)
-        self.optimizer.load()
-
-    def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
-        out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())
-                                      for name, cand in self.mapping.pairs.items()]
-        return (out + converted.read(self.conversions) + self.port_state.read(lambda leaf: leaf.numpy())
-                + self.optimizer.read())
-
-    def regularization(self) -> Optional[np.ndarray]:
-        return None
-
-    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> List[str]:
-        forced = []
-        for name, cand in self.mapping.pairs.items():
-            value = state.get(make_key("var", name))
-            if value is not None:
-                cand.obj.assign(cast_for(value, cand.obj))
-                forced.append(make_key("var", name))
-        return (forced + converted.force(self.conversions, state, cast_for)
-                + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state))
-
-    def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
-        return converted.scales(self.conversions, state)
-
-    def force_taps(self, golden_taps: Mapping[str, np.ndarray]) -> None:
-        self._forced_taps = dict(golden_taps)
-
-    def own_initial(self) -> Dict[str, np.ndarray]:
-        """Handed over once: optax's own start of the slots the golden's replaced, where TF1's
-        optimizer made them (RMSProp's mean square at 0 where TF1's was 1)."""
-        out, self.optimizer.own_initial = self.optimizer.own_initial, {}
-        self._own_named.update(out)
-        return out
-
-    def after_step(self, index: int) -> None:
-        pass
+        super().load_initial()
+        self.optimizer.load()  # optax made its state with the train state: set before the first step
 
     # ---- a step -------------------------------------------------------------------------------
 
@@ -138,14 +88,6 @@ class JaxRunner:
         captured.draws = list(self.tape.taken)
         if not full:
             captured.values = {k: v for k, v in captured.values.items() if split_key(k)[0] in ("loss", "lr")}
-
-    def returned(self, keys: Collection[str]) -> None:
-        """At the first step: the golden's regularization sum, which a train state does not keep,
-        is compared where the step returns it, and said not replayed where not."""
-        if self._step_index == 0 and REGULARIZATION not in keys and \
-                REGULARIZATION in [make_key("loss", n) for n in self.golden.names("loss")]:
-            self.not_replayed[REGULARIZATION] = ("a JAX train state keeps no regularization losses: return "
-                                                 "\"loss/regularization\" from the step to compare it")
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         error, self._tap_error = self._tap_error, None

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from ..errors import UsageError
 from ..keys import REPLAY
 from ..replay.factory import made
-from ..replay.loop import Replayed, Sink
+from ..replay.loop import Replayed, Sink, StepCall, replay_steps
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
 from ..store import Trace
@@ -94,4 +94,20 @@ def local(golden: Trace, forced: Reported, arbiter: Arbiter, framework: str) -> 
     forced.notes.append("judged by each step's own error (teacher-forced) and the float64 arbiter; the drift from "
                         "the port's own state is not judged for %s ports yet" % framework)
     return forced
+
+
+def replayed(trace: Trace, runner: Any, call: StepCall, options: ReplayOptions, out: Optional[str],
+             watch: Optional[Callable[[Dict[str, Any]], Sink]], stop: Optional[Callable[[], bool]],
+             meta: Dict[str, Any]) -> Replayed:
+    """A port's replay by the framework-free loop (replay/loop.py), with what its runner paired
+    (a replay/port_runner.py runner: each port object named by its `dotted` path) in the trace's
+    metadata, and a watcher (a check's comparer) told the plan first."""
+    pairs = list(runner.mapping.pairs.items()) + list(runner.port_state.mapping.pairs.items())
+    about = {"golden": trace.path, "init": options.init, "random": options.random,
+             "mapping": {name: cand.obj.dotted for name, cand in pairs},
+             "matched_by": dict(runner.mapping.how, **runner.port_state.mapping.how),
+             "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
+    plan = {REPLAY: {"init": options.init, "forcing": options.forcing, "restarted_at": []}}
+    return replay_steps(trace, runner, call, options, out, about, meta=meta, write=out is not None or watch is None,
+                        sink=watch(dict(meta, **plan)) if watch is not None else None, stop=stop)
 

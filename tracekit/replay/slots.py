@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..keys import make_key
+from ..keys import BEFORE, make_key
 
 _TF1_SLOTS = [
     (re.compile(r"^(?P<var>.+)/Adam_1:0$"), "v"),
@@ -170,4 +170,33 @@ def golden_count(state: Mapping[str, Any], iterations: Sequence[str], beta1: Opt
     if beta1 is not None and power is not None and 0 < power < 1 and math.isfinite(power) and 0 < beta1 < 1:
         return int(round(math.log(power) / math.log(beta1))) - 1
     return None
+
+
+@dataclass
+class GoldenState:
+    """The golden's state as a replay pairs it: golden name -> "kind/name" key, the model's
+    variables, the optimizer's slots and step counters, and what no port replays (key -> why)."""
+
+    keys: Dict[str, str]
+    model_names: List[str]
+    slots: List[Slot]
+    iterations: List[str]
+    not_replayed: Dict[str, str]
+
+
+def golden_state(golden: Any, counterpart: str, port: str) -> GoldenState:
+    """`golden`'s state split (split_state): TF1 optimizer state with no `counterpart` (the port's
+    optimizer library: "Keras", "PyTorch", "optax") and TF1's accumulators of micro-batches,
+    which a `port` ("TF2", ...) sums in its step, said not replayed."""
+    keys = {n: make_key("var", n) for n in golden.names("var")}
+    keys.update((n, make_key("slot", n)) for n in golden.names("slot"))
+    recorded = golden.meta.get("slots")
+    model_names, slots, iterations, orphans = split_state(list(keys), recorded if isinstance(recorded, dict) else None)
+    not_replayed = {keys[name]: "TF1 optimizer state with no %s counterpart" % counterpart for name in orphans}
+    accumulated = golden.meta.get("accumulation") if isinstance(golden.meta.get("accumulation"), dict) else {}
+    for name in [n for n in accumulated.get("state") or () if n in model_names]:
+        model_names.remove(name)
+        why = "TF1's accumulator of micro-batches: a %s port sums them in its step, in no variable" % port
+        not_replayed[keys[name]] = not_replayed[keys[name] + BEFORE] = why
+    return GoldenState(keys, model_names, slots, iterations, not_replayed)
 

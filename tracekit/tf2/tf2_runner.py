@@ -18,10 +18,11 @@ import numpy as np
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import BEFORE, REGULARIZATION, make_key, replica_name, split_key
+from ..keys import REGULARIZATION, make_key, replica_name, split_key
+from ..replay import converted
 from ..replay.options import ReplayOptions
 from ..replay.port_state import starts_fresh
-from ..replay.slots import one_value, split_state
+from ..replay.slots import golden_state, one_value
 from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
 from .capture import Capture, VariableReader, numpy, passed_key, weakly
 from .counters import OPTIMIZERS, CounterFeed
@@ -51,23 +52,13 @@ class TF2Runner:
         self.capture = Capture(digests=any(t.digests for t in golden.catalog))
         self.not_replayed: Dict[str, str] = {}
         self._model = model
-        keys = {n: make_key("var", n) for n in golden.names("var")}
-        keys.update((n, make_key("slot", n)) for n in golden.names("slot"))  # golden state name -> key
-        recorded = golden.meta.get("slots")
-        model_names, slot_names, iterations, orphans = split_state(
-            list(keys), recorded if isinstance(recorded, dict) else None)
-        for name in orphans:
-            self.not_replayed[keys[name]] = "TF1 optimizer state with no Keras counterpart"
-        accumulated = golden.meta.get("accumulation") if isinstance(golden.meta.get("accumulation"), dict) else {}
-        for name in [n for n in accumulated.get("state") or () if n in model_names]:  # TF2 accumulates in tensors
-            model_names.remove(name)
-            self.not_replayed[keys[name]] = ("TF1's accumulator of micro-batches: a TF2 port sums them in its step, "
-                                             "in no variable")
-            self.not_replayed[keys[name] + BEFORE] = self.not_replayed[keys[name]]
+        split = golden_state(golden, "Keras", "TF2")
+        self.not_replayed.update(split.not_replayed)
         if model is None and REGULARIZATION in [make_key("loss", n) for n in golden.names("loss")]:
             self.not_replayed[REGULARIZATION] = "pass model= to compare it with the sum of model.losses"
         tf_vars = list(variables) if variables is not None else model_variables(model)
-        paired = pair_port(golden, tf_vars, var_map, list(options.convert), model_names, slot_names, iterations, keys)
+        paired = pair_port(golden, tf_vars, var_map, list(options.convert), split.model_names, split.slots,
+                           split.iterations, split.keys)
         self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
         self.not_replayed.update(paired.not_replayed)
         slot_names, iterations = paired.slots, paired.iterations  # left to the port's optimizers
@@ -79,7 +70,7 @@ class TF2Runner:
         watched += [(v, list(conv.golden)) for conv in self.conversions for v in conv.port]
         self._names_by_id = {id(obj): names for obj, names in watched}
         self.sources = SourceWatch(self._golden_names, [obj for obj, _ in watched])  # the port's lines (sources.py)
-        self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, keys, self.capture,
+        self.optimizer = OptimizerBridge(golden, self.mapping, slot_names, iterations, split.keys, self.capture,
                                          load_initial=options.init == "golden", conversions=self.conversions,
                                          replicas=distribution.local_ids if distribution is not None else (),
                                          sources=self.sources)
@@ -161,13 +152,7 @@ class TF2Runner:
         return forced
 
     def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
-        out: Dict[str, float] = {}
-        for conv in self.conversions:
-            keys = [make_key("var", n) for n in conv.golden]
-            if all(key in state for key in keys):
-                scale = max(float(np.max(np.abs(v), initial=0.0)) for v in conv.values_to_port([state[k] for k in keys]))
-                out.update((key, scale) for key in keys)
-        return out
+        return converted.scales(self.conversions, state)
 
     def force_taps(self, taps: Mapping[str, np.ndarray]) -> None:
         if self.distribution is not None:

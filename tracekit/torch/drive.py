@@ -13,9 +13,8 @@ import torch
 from ..comparison.arbiter import LONG_GOLDEN
 from ..environment import fingerprint, port_identity
 from ..errors import UsageError
-from ..judge.port import check_arguments, local, options_for, plain, port_made
-from ..keys import REPLAY
-from ..replay.loop import Replayed, Sink, check_steps, replay_steps, step_for
+from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
+from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
 from ..report.reported import Reported
@@ -132,11 +131,6 @@ class _Run:
             runner = TorchRunner(trace, self.options, self.optimizers)
             if self.options.init == "golden":
                 runner.load_initial()
-            about = {"golden": trace.path, "init": self.options.init, "random": self.options.random,
-                     "mapping": {name: cand.obj.dotted for name, cand in
-                                 list(runner.mapping.pairs.items()) + list(runner.port_state.mapping.pairs.items())},
-                     "matched_by": dict(runner.mapping.how, **runner.port_state.mapping.how),
-                     "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
             structures = trace.meta.get("inputs")
 
             def call(index: int, feeds: Dict[str, Any], info: Dict[str, Any]) -> Dict[str, Any]:
@@ -147,10 +141,7 @@ class _Run:
                 return returned
             meta = {"environment": fingerprint(), "program": port_identity(self.step_fn, self.model),
                     "torch": torch_environment()}
-            plan = {REPLAY: {"init": self.options.init, "forcing": self.options.forcing, "restarted_at": []}}
-            return replay_steps(trace, runner, call, self.options, out, about, meta=meta, write=out is not None or
-                                watch is None, sink=watch(dict(meta, **plan)) if watch is not None else None,
-                                stop=stop)
+            return replayed(trace, runner, call, self.options, out, watch, stop, meta)
 
 
 def _tensor(value: Any) -> Any:

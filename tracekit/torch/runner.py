@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field, replace
-from typing import Any, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from .. import taps
 from ..errors import ReplayError, UsageError
-from ..keys import BEFORE, REGULARIZATION, UNCLIPPED, make_key, split_key
-from ..replay import converted, varmap
+from ..keys import UNCLIPPED, make_key, split_key
+from ..replay import varmap
 from ..replay.options import ReplayOptions
-from ..replay.slots import inert_slots, split_state
-from ..replay.variables import cast_for, initial_value, pair_port
+from ..replay.port_runner import PortRunner
+from ..replay.slots import golden_state, inert_slots
+from ..replay.variables import pair_port
 from .optim import OptimizerBridge
 from .params import Param, by_tensor, module_params
 from .tape import Tape
@@ -56,33 +57,24 @@ def _port_var_map(var_map: Any, params: Sequence[Param]) -> Any:
     return lambda name: target(varmap.explicit_target(var_map, name))
 
 
-class TorchRunner:
+class TorchRunner(PortRunner):
     """The PyTorch side of one replay."""
+
+    keeps = "a PyTorch module"
 
     def __init__(self, golden: Any, options: ReplayOptions, optimizers: Sequence[Any]) -> None:
         if options.model is None:
             raise UsageError("tracekit.torch needs the port's model: model=<torch.nn.Module>")
         self.golden = golden
-        self.not_replayed: Dict[str, str] = {}
-        keys = {n: make_key("var", n) for n in golden.names("var")}
-        keys.update((n, make_key("slot", n)) for n in golden.names("slot"))
-        recorded = golden.meta.get("slots")
-        model_names, slot_names, iterations, orphans = split_state(
-            list(keys), recorded if isinstance(recorded, dict) else None)
-        for name in orphans:
-            self.not_replayed[keys[name]] = "TF1 optimizer state with no PyTorch counterpart"
-        accumulated = golden.meta.get("accumulation") if isinstance(golden.meta.get("accumulation"), dict) else {}
-        for name in [n for n in accumulated.get("state") or () if n in model_names]:
-            model_names.remove(name)
-            self.not_replayed[keys[name]] = "TF1's accumulator of micro-batches: a port sums them in its step"
-            self.not_replayed[keys[name] + BEFORE] = self.not_replayed[keys[name]]
+        split = golden_state(golden, "PyTorch", "PyTorch")
+        self.not_replayed: Dict[str, str] = dict(split.not_replayed)
         self.model = options.model
         params = module_params(options.model)
         own = by_tensor(params)  # a conversion's tensors as the model names them (and pairing leaves them out)
         convert = [replace(conv, port=tuple(own.get(id(getattr(p, "tensor", p)), p) for p in conv.port))
                    for conv in options.convert]
         paired = pair_port(golden, params, _port_var_map(options.var_map, params), convert,
-                           model_names, slot_names, iterations, keys)
+                           split.model_names, split.slots, split.iterations, split.keys)
         # the golden's state the port holds in its module (a step counter kept as a buffer), forced as a variable
         self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
         self.not_replayed.update(paired.not_replayed)
@@ -94,57 +86,10 @@ class TorchRunner:
                                          golden.names("grad"), golden, load_initial=options.init == "golden",
                                          conversions=self.conversions)
         self.tape = Tape(inject=options.random == "tape")
-        self._init = options.init
-        self._forced_taps: Optional[Dict[str, np.ndarray]] = None
-        self._own_named: set = set()  # the slots own_initial handed over
+        self._init_shared()
         self._counter_reads: Dict[str, Dict[str, Any]] = {}  # golden counter -> TF1's racy reads not fed
         self._captured = Captured()
         self._step_index = -1
-
-    # ---- state --------------------------------------------------------------------------------
-
-    def load_initial(self) -> None:
-        for name, cand in self.mapping.pairs.items():
-            cand.obj.assign(cast_for(initial_value(self.golden, "var", name), cand.obj))
-        converted.load(self.conversions, lambda name: initial_value(self.golden, "var", name), cast_for)
-        self.port_state.assign({key: initial_value(self.golden, *split_key(key)) for key in self.port_state.keys},
-                               cast_for)
-
-    def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
-        out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())
-                                      for name, cand in self.mapping.pairs.items()]
-        return (out + converted.read(self.conversions) + self.port_state.read(lambda param: param.numpy())
-                + self.optimizer.read())
-
-    def regularization(self) -> Optional[np.ndarray]:
-        return None
-
-    def force_state(self, state: Mapping[str, np.ndarray], rates: Mapping[str, float]) -> List[str]:
-        forced = []
-        for name, cand in self.mapping.pairs.items():
-            value = state.get(make_key("var", name))
-            if value is not None:
-                cand.obj.assign(cast_for(value, cand.obj))
-                forced.append(make_key("var", name))
-        return (forced + converted.force(self.conversions, state, cast_for)
-                + self.port_state.assign(dict(state), cast_for) + self.optimizer.force(state))
-
-    def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:
-        return converted.scales(self.conversions, state)
-
-    def force_taps(self, golden_taps: Mapping[str, np.ndarray]) -> None:
-        self._forced_taps = dict(golden_taps)
-
-    def own_initial(self) -> Dict[str, np.ndarray]:
-        """Handed over once: the port's optimizer's own start of the slots the golden's replaced,
-        where TF1's optimizer made them (an Adagrad accumulator of 0 where TF1's was 0.1): the
-        replay's initial state of those slots, so such a port differs there."""
-        out, self.optimizer.own_initial = self.optimizer.own_initial, {}
-        self._own_named.update(out)
-        return out
-
-    def after_step(self, index: int) -> None:
-        pass
 
     # ---- a step -------------------------------------------------------------------------------
 
@@ -164,14 +109,6 @@ class TorchRunner:
         captured.draws = list(self.tape.taken)
         if not full:
             captured.values = {k: v for k, v in captured.values.items() if split_key(k)[0] in ("loss", "lr")}
-
-    def returned(self, keys: Collection[str]) -> None:
-        """What the port's step returned at its first step: the golden's regularization sum, which
-        a module does not keep, is compared where the step returns it, and said not replayed where not."""
-        if self._step_index == 0 and REGULARIZATION not in keys and \
-                REGULARIZATION in [make_key("loss", n) for n in self.golden.names("loss")]:
-            self.not_replayed[REGULARIZATION] = ("a PyTorch module keeps no regularization losses: return "
-                                                 "\"loss/regularization\" from the step to compare it")
 
     def check_step(self, index: int, updated: Sequence[str]) -> None:
         self.tape.check(index)
