@@ -22,6 +22,7 @@ from jax.experimental import io_callback
 
 from ..errors import ReplayError
 from ..replay.draws import DrawTape, kept
+from ..replay.patched import patched
 
 
 class Tape(DrawTape):
@@ -74,11 +75,5 @@ class Tape(DrawTape):
 
         replaced: List[Tuple[Any, str, Callable[..., Any]]] = [
             (jax.random, "bernoulli", bernoulli), (jax.random, "uniform", uniform), (jax.random, "normal", normal)]
-        saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in replaced]
-        for owner, attr, function in replaced:
-            setattr(owner, attr, function)
-        try:
+        with patched(replaced):
             yield
-        finally:
-            for owner, attr, function in saved:
-                setattr(owner, attr, function)

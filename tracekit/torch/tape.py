@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..replay.draws import DrawTape, kept as kept_where
+from ..replay.patched import patched
 from .params import numpy_dtype
 
 
@@ -63,12 +64,6 @@ class Tape(DrawTape):
         for fname, kind, like in (("rand", "uniform", False), ("rand_like", "uniform", True),
                                   ("randn", "normal", False), ("randn_like", "normal", True)):
             replaced.append((torch, fname, drawing(kind, "torch." + fname, like)))
-        saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in replaced]
-        for owner, attr, function in replaced:
-            setattr(owner, attr, function)
-        try:
+        with patched(replaced):
             yield
-        finally:
-            for owner, attr, function in saved:
-                setattr(owner, attr, function)
 
