@@ -65,9 +65,15 @@ class OptaxBridge:
         hyper = {leaves.paths[i][-1]: i for i in optimizer if "hyperparams" in leaves.paths[i][:-1]}
         self._lr = hyper.get("learning_rate", hyper.get("lr"))
         self._b1 = hyper.get("b1")
+        # (the field a state leaf is under, the parameter path after it) -> its position: one pass over the state
+        self._state_at: Dict[Tuple[str, Tuple[str, ...]], int] = {}
+        for i in optimizer:
+            path = leaves.paths[i]
+            for cut in range(1, len(path)):
+                self._state_at.setdefault((path[cut - 1], path[cut:]), i)
         self.slot_leaf: Dict[str, int] = {}  # golden slot name -> position of the leaf holding it
         for slot in self.slots:
-            found = self._find(self.params.get(slot.var), slot.role, optimizer)
+            found = self._find(self.params.get(slot.var), slot.role)
             if found is not None:
                 self.slot_leaf[slot.name] = found
         # a converted variable's slots, role by role: the golden's slot of each of its variables, and the
@@ -76,7 +82,7 @@ class OptaxBridge:
         self.converted_slots: List[Tuple[Conversion, List[Optional[Slot]], Optional[List[int]]]] = []
         for conv in self.conversions:
             for role in sorted({slot.role for slot in self.slots if slot.var in conv.golden}):
-                found = [self._find(leaf, role, optimizer) for leaf in conv.port]
+                found = [self._find(leaf, role) for leaf in conv.port]
                 self.converted_slots.append((conv, [self._by_role.get((n, role)) for n in conv.golden],
                                              None if None in found else [int(i) for i in found if i is not None]))
         self.values: Dict[str, np.ndarray] = {}  # this step's gradients and learning rate
@@ -84,17 +90,13 @@ class OptaxBridge:
         self.own_initial: Dict[str, np.ndarray] = {}
         self.loaded: Dict[str, bool] = {}
 
-    def _find(self, leaf: Optional[Leaf], role: str, optimizer: Sequence[int]) -> Optional[int]:
+    def _find(self, leaf: Optional[Leaf], role: str) -> Optional[int]:
         """The position of the optax state of `role` that `leaf` (a parameter) has."""
         if leaf is None:
             return None
         tail = self.leaves.paths[leaf.position][1:]
-        for name in ROLES.get(role, ()):
-            for i in optimizer:
-                path = self.leaves.paths[i]
-                if path[len(path) - len(tail):] == tail and len(path) > len(tail) and path[-len(tail) - 1] == name:
-                    return i
-        return None
+        return next((self._state_at[name, tail] for name in ROLES.get(role, ()) if (name, tail) in self._state_at),
+                    None)
 
     # ---- a step -------------------------------------------------------------------------------
 
