@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Collection, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import jax
@@ -22,18 +22,12 @@ from ..keys import make_key, split_key
 from ..replay import varmap
 from ..replay.conversions import Conversion
 from ..replay.options import ReplayOptions
-from ..replay.port_runner import PortRunner
+from ..replay.port_runner import Captured, PortRunner
 from ..replay.slots import golden_state, inert_slots
 from ..replay.variables import pair_port
 from .optim import OptaxBridge, reporting
 from .tape import Tape
 from .tree import Leaf, Leaves, check_train_state, model_leaves
-
-
-@dataclass
-class Captured:
-    values: Dict[str, np.ndarray] = field(default_factory=dict)
-    draws: List[np.ndarray] = field(default_factory=list)
 
 
 class JaxRunner(PortRunner):
@@ -64,8 +58,6 @@ class JaxRunner(PortRunner):
         self.tape = Tape(inject=options.random == "tape")
         self._tap_error: Optional[ReplayError] = None
         self._init_shared()
-        self._captured = Captured()
-        self._step_index = -1
 
     def load_initial(self) -> None:
         super().load_initial()
@@ -77,6 +69,7 @@ class JaxRunner(PortRunner):
     def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool, full: bool = True,
              counters: Mapping[str, int] = {}, digested: Collection[str] = ()) -> Iterator[Captured]:
         self._step_index = index
+        self._unfed_reads(index, counters)
         self._captured = captured = Captured()
         self.tape.start(index, draws)
         self.optimizer.start()
@@ -145,7 +138,7 @@ class JaxRunner(PortRunner):
 
     def meta(self) -> Dict[str, Any]:
         return {"own_initial": sorted(self._own_named.union(self.optimizer.own_initial)),
-                "applies": self.optimizer.applies,
+                "applies": self.optimizer.applies, "counter_reads": dict(self._counter_reads),
                 "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
                 "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                            "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}

@@ -5,6 +5,7 @@ them. Each adapter's runner adds its optimizer bridge, random tape, taps and ste
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Collection, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -12,6 +13,14 @@ import numpy as np
 from ..keys import REGULARIZATION, make_key, split_key
 from . import converted
 from .variables import cast_for, initial_value
+
+
+@dataclass
+class Captured:
+    """What one step of the port gave: "kind/name" -> value, and the draws it took."""
+
+    values: Dict[str, np.ndarray] = field(default_factory=dict)
+    draws: List[np.ndarray] = field(default_factory=list)
 
 
 class PortRunner:
@@ -31,6 +40,16 @@ class PortRunner:
 
     def _init_shared(self) -> None:
         self._own_named: set = set()  # the slots own_initial handed over
+        self._counter_reads: Dict[str, Dict[str, Any]] = {}  # golden counter -> TF1's racy reads not fed
+        self._captured = Captured()
+
+    def _unfed_reads(self, index: int, counters: Mapping[str, int]) -> None:
+        """TF1's racy reads of its step counter at this step (a schedule read the count another
+        step had left): the port's schedule is not fed them; counted for the replay's metadata."""
+        for name, offset in counters.items():
+            if offset:
+                record = self._counter_reads.setdefault(name, {"steps": 0, "unfed": 0, "first_unfed": index})
+                record["unfed"] += 1
 
     def load_initial(self) -> None:
         for name, cand in self.mapping.pairs.items():

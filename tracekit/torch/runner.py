@@ -8,7 +8,7 @@ and for each step installs the random tape (tape.py), the optimizer's hooks (opt
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Collection, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 import numpy as np
@@ -19,18 +19,12 @@ from ..errors import ReplayError, UsageError
 from ..keys import UNCLIPPED, make_key, split_key
 from ..replay import varmap
 from ..replay.options import ReplayOptions
-from ..replay.port_runner import PortRunner
+from ..replay.port_runner import Captured, PortRunner
 from ..replay.slots import golden_state, inert_slots
 from ..replay.variables import pair_port
 from .optim import OptimizerBridge
 from .params import Param, by_tensor, module_params
 from .tape import Tape
-
-
-@dataclass
-class Captured:
-    values: Dict[str, np.ndarray] = field(default_factory=dict)
-    draws: List[np.ndarray] = field(default_factory=list)
 
 
 def _port_var_map(var_map: Any, params: Sequence[Param]) -> Any:
@@ -87,9 +81,6 @@ class TorchRunner(PortRunner):
                                          conversions=self.conversions)
         self.tape = Tape(inject=options.random == "tape")
         self._init_shared()
-        self._counter_reads: Dict[str, Dict[str, Any]] = {}  # golden counter -> TF1's racy reads not fed
-        self._captured = Captured()
-        self._step_index = -1
 
     # ---- a step -------------------------------------------------------------------------------
 
@@ -97,10 +88,7 @@ class TorchRunner(PortRunner):
     def step(self, index: int, draws: List[Tuple[str, np.ndarray]], first: bool, full: bool = True,
              counters: Mapping[str, int] = {}, digested: Collection[str] = ()) -> Iterator[Captured]:
         self._step_index = index
-        for name, offset in counters.items():  # TF1's racy reads of its step counter: no schedule of torch's takes them
-            if offset:
-                record = self._counter_reads.setdefault(name, {"steps": 0, "unfed": 0, "first_unfed": index})
-                record["unfed"] += 1
+        self._unfed_reads(index, counters)
         self._captured = captured = Captured()
         self.tape.start(index, draws)
         with self.tape.installed(), self.optimizer.installed(first), taps.capturing(self._tap):
