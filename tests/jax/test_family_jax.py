@@ -14,6 +14,8 @@ import os
 import pytest
 
 from tools import family_spec as spec
+from tracekit.comparison.slips import SLOT_INITIAL
+from tracekit.keys import INITIAL_STEP
 from tools.ports.jax import family
 
 from ..support import LONG_FAMILY, LONG_STEPS, PORTED_FAMILY as FAMILY, PORTED_STEPS as STEPS
@@ -49,4 +51,15 @@ def test_a_200_step_golden_is_judged(tj, long_ported_family, run):
     assert result.ok and result.judged == "local" and result.steps == LONG_STEPS == 200, result.report()
     wrong = tj.check(golden, make_port=functools.partial(family.make_port, run, True))
     assert not wrong.ok and wrong.first_divergence.step == run.slip_at, wrong.report()
+
+
+def test_optax_rmsprop_started_at_its_default_departs_at_the_initial_state(tj, ported_family):
+    # optax.rmsprop's mean squares start at initial_scale=0.0, TF1's at 1.0: the port's own start, which
+    # optax made with the train state, is the replay's initial state of those slots, named by the hint
+    run = next(run for run in RUNS if run.optimizer == "rmsprop")
+    golden = os.path.join(ported_family, run.name + ".h5")
+    result = tj.check(golden, make_port=functools.partial(family.make_port, run, rms_start=0.0), judge="plain")
+    divergence = result.first_divergence
+    assert not result.ok and (divergence.step, divergence.kind) == (INITIAL_STEP, "slot"), result.report()
+    assert SLOT_INITIAL in {hint.code for hint in result.slips} and "optax" in result.report(), result.report()
 

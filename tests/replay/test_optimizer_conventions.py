@@ -99,6 +99,6 @@ def assert_keras_rmsprop_from_zero(result, variables):
     first = result.first_divergence
     assert first.step == INITIAL_STEP and first.key.endswith("/RMSProp:0"), result.report()
     assert [h.code for h in result.slips] == [SLOT_INITIAL]
-    assert "TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras' and PyTorch's RMSprop at 0" in result.report()
+    assert "TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras', PyTorch's and optax's RMSprop at 0" in result.report()
     failed = {t.key for t in result.tensors if not t.ok}
     assert failed and all(key.endswith("/RMSProp:0") for key in failed), failed

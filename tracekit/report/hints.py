@@ -61,11 +61,12 @@ def _start_advice(update: Any) -> str:
     """How to start a slot as the TF1 optimizer whose update op is `update` did."""
     update = str(update or "")
     if "RMSProp" in update:
-        return ("TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras' and PyTorch's RMSprop at 0: set it to "
-                "1.0 after optimizer.build(variables) (Keras), or before the first step (PyTorch: its state's "
-                "square_avg), or use tf.compat.v1.train.RMSPropOptimizer")
+        return ("TF1's RMSPropOptimizer starts its rms slot at 1.0, Keras', PyTorch's and optax's RMSprop at 0: set "
+                "it to 1.0 after optimizer.build(variables) (Keras), or before the first step (PyTorch: its state's "
+                "square_avg), pass optax.rmsprop(initial_scale=1.0), or use tf.compat.v1.train.RMSPropOptimizer")
     if "Adagrad" in update or "Ftrl" in update:
-        return "Adagrad's and Ftrl's initial_accumulator_value; TF1 defaults to 0.1, Keras' Adagrad too, PyTorch's to 0"
+        return ("Adagrad's and Ftrl's initial_accumulator_value; TF1 defaults to 0.1, Keras' Adagrad and optax's "
+                "adagrad too, PyTorch's to 0")
     return "the TF1 optimizer's starting value of that slot"
 
 

@@ -6,8 +6,9 @@ same accumulator), optax.rmsprop started and placed as TF1's (initial_scale=1, e
 square root); TF1's exponential decay of the rate as an optax schedule of the optimizer's count,
 under optax.inject_hyperparams; the L2 weight decay in the loss; a jitted step on a TrainState.
 
-make_port(run, slip=False) -> (train state, step, {"var_map": ...}): slip=True makes the run's
-wrong port (its slip from run.slip_at on).
+make_port(run, slip=False, rms_start=1.0) -> (train state, step, {"var_map": ...}): slip=True makes
+the run's wrong port (its slip from run.slip_at on); rms_start=0.0 starts RMSProp's mean squares
+at optax's default, where TF1 starts them at 1.
 """
 
 import jax
@@ -46,7 +47,7 @@ class Net(nn.Module):
         return nn.Dense(spec.CLASSES, name="logits")(x)
 
 
-def _tx(run, slip):
+def _tx(run, slip, rms_start):
     rate = spec.RATES[run.optimizer]
     if run.optimizer == "momentum":
         return optax.inject_hyperparams(optax.sgd)(learning_rate=rate, momentum=spec.MOMENTUM)
@@ -57,16 +58,16 @@ def _tx(run, slip):
     if run.optimizer == "adam":
         return optax.inject_hyperparams(tf_adam)(learning_rate=schedule, eps=1e-8)
     return optax.inject_hyperparams(optax.rmsprop)(learning_rate=schedule, decay=spec.RHO, eps=spec.RMS_EPSILON,
-                                                   initial_scale=1.0, eps_in_sqrt=True)
+                                                   initial_scale=rms_start, eps_in_sqrt=True)
 
 
-def make_port(run, slip=False):
+def make_port(run, slip=False, rms_start=1.0):
     slip = run.slip if slip else None
     model = Net(run.model, run.depth, run.width, run.channels, run.dropout)
     shape = (1, spec.IMAGE, spec.IMAGE, 3) if run.model == "conv" else (1, run.features)
     key = jax.random.key(run.seed)
     params = model.init({"params": key, "dropout": key}, jnp.zeros(shape, jnp.float32), train=False)["params"]
-    state = TrainState.create(apply_fn=model.apply, params=params, tx=_tx(run, slip), key=jax.random.key(1))
+    state = TrainState.create(apply_fn=model.apply, params=params, tx=_tx(run, slip, rms_start), key=jax.random.key(1))
     kind = "Conv" if run.model == "conv" else "Dense"
     scaled = "%s_%d" % (kind, run.slip_layer)
 
