@@ -20,7 +20,8 @@ from ..store.meta import ReplayMeta, replay_of
 from . import dropout, sparse
 from .diagnosis import diagnose, with_values
 from .judging import Compared, judge_step
-from .fingerprints import PROPORTIONAL_ULPS, fittable, from_golden_state, held_to_proportion
+from .fingerprints import fittable, from_golden_state
+from .proportion import PROPORTIONAL_ULPS, held_to_proportion
 from .loss_terms import port_source_key, source_key
 from .floor import under_the_floor
 from .missing import missing_hint

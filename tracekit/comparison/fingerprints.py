@@ -46,10 +46,9 @@ from ..store.digest import Digest
 from ..store.meta import ReplayMeta
 from . import adam, clipping, corrected, forms
 from .explained import Explained
-from .sampled import SAMPLED, SampledStep, cut, sampled_state, sampled_values, samples
-from .fitting import ELEMENTS_PER_PARAMETER, EPS32, LEFT, f64, lstsq, same, smallest_change
+from .sampled import SAMPLED, SampledStep, sampled_state, sampled_values, samples
+from .fitting import EPS32, f64, lstsq, same, smallest_change
 from .slips import batch_size
-from .stats import Stats
 from .tolerance import Resolved
 
 LR_FACTOR = "lr-factor"
@@ -66,10 +65,6 @@ L2_IN_LOSS = "l2-in-loss"
 DECAYS = (0.1, 0.05, 0.02, 0.01, 0.005, 0.001, 5e-4, 1e-4)  # weight decays teams use, times the learning rate
 EPSILONS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-10)  # the epsilons optimizers default to, or teams pass
 ABSENT = 0.02  # a decay under this fraction of the other side's is none (what a fit leaves of zero)
-# A difference proportional to the value is a departure from this many ulps of its scale: two roundings
-# of half an ulp stay under it, and a decay at BERT's rate (lr 5e-5 x 0.01: about 4 ulps a step) is over it.
-PROPORTIONAL_ULPS = 2.0
-EXPLAINED = 0.9  # ... where the proportion explains this fraction of the difference's energy
 
 # Failing variables and gradients at the first divergence's step whose values a comparison keeps
 # for the fingerprints, up to this many bytes of them.
@@ -136,49 +131,6 @@ def from_golden_state(replay: Optional[ReplayMeta], step: int) -> bool:
     if replay is None or step < 0:
         return False
     return replay.forcing == "state" or step in replay.restarted_at or (step == 0 and replay.init == "golden")
-
-
-def proportional(golden: Any, actual: Any, start: Any, eps: float) -> Optional[float]:
-    """c where the port's value minus the golden's is -c x the state the step started from, on
-    (nearly) every element and far beyond round-off: the signature of a weight decay one side
-    applies, which one step keeps within any tolerance (lr x decay: 1e-5 of the value for
-    BERT's 1e-3 and 0.01). Round-off is not proportional to the state: its signs go either way,
-    and a scalar rounded otherwise (a learning rate) scales the move, not the state. None where
-    the difference is otherwise."""
-    g, a, w = f64(golden), f64(actual), f64(start)
-    if g.size < 4 * ELEMENTS_PER_PARAMETER or not (a.shape == g.shape == w.shape) or \
-            not (np.all(np.isfinite(g)) and np.all(np.isfinite(a)) and np.all(np.isfinite(w))):
-        return None
-    d = a - g
-    largest, scale = float(np.max(np.abs(d))), float(np.max(np.abs(g)))
-    energy = float(np.dot(w, w))
-    if largest < PROPORTIONAL_ULPS * eps * scale or energy == 0:
-        return None
-    c = -float(np.dot(d, w)) / energy
-    left = d + c * w
-    explained = 1 - float(np.dot(left, left)) / float(np.dot(d, d))
-    return c if float(np.max(np.abs(left))) <= LEFT * largest and explained >= EXPLAINED else None
-
-
-def held_to_proportion(stats: Stats, g_value: Any, a_value: Any, start: Any, tol: Resolved) -> None:
-    """Fail a variable that passed its tolerance where its step, taken from the golden's state,
-    moved it by a fixed proportion of its value on every element (proportional):
-    a weight decay one side applies, which no single step's tolerance sees. Two digests: on
-    their sampled elements, `start` cut to them (sampled.py)."""
-    pair = samples(g_value, a_value)
-    sampled = pair is not None
-    if pair is not None:
-        g_value, a_value, start = pair[0], pair[1], cut(start, g_value.count)
-    c = proportional(g_value, a_value, start, tol.eps)
-    if c is None:
-        return
-    every = "every sampled element" if sampled else "every element"
-    stats.ok = False
-    if not sampled:
-        stats.mismatched = int(np.count_nonzero(np.asarray(g_value) != np.asarray(a_value)))
-    stats.problem = ("%s is within the tolerance, but the port's value differs from the golden's by %.3g x the value "
-                     "the step started from, on %s: not round-off, whose signs go either way, but a weight decay "
-                     "one side applies" % (every[0].upper() + every[1:], -c, every))
 
 
 def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]], resolve: Resolve,
