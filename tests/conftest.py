@@ -73,3 +73,20 @@ def long_ported_family(legacy_python, tmp_path_factory):
 
     return record_family(legacy_python, str(tmp_path_factory.mktemp("long_family")), LONG_FAMILY, LONG_STEPS)
 
+
+
+@pytest.fixture(scope="session")
+def corpus_bert(legacy_python, tmp_path_factory):
+    """google-research/bert's classifier fine-tuned by its own AdamWeightDecayOptimizer (the corpus
+    program bert_classifier, its own arguments: 4 steps, dropout on, gradients clipped), recorded on
+    TF 1.15 in its legacy environment once per worker that runs a test of it: the golden path."""
+    from tools.corpus import by_name, record
+
+    program = by_name("bert_classifier")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(legacy_python)))
+    python = os.path.join(root, program.env, "bin", "python")
+    assert os.path.exists(python), "%s is not built: run tools/bootstrap" % python
+    where = tmp_path_factory.mktemp("corpus_bert")
+    golden = str(where / "bert_classifier.h5")
+    record(program, python, golden, str(where / "work"))
+    return golden

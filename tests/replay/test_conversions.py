@@ -92,6 +92,17 @@ def test_a_conversion_named_for_a_slot_follows_its_variables_or_is_refused_sayin
         following([moment], owners)  # never "the golden has no output_weights/adam_m:0"
 
 
+def test_a_conversion_given_in_a_var_map_is_carried_out_of_a_dict_or_its_rules():
+    weights = conversions.transpose("output_weights:0", _var((2, 3)))
+    rules = [(r"^layer_(\d+)/", r"layer/\1/"), (r"^output_weights:0$", weights), (r"^output_bias:0$", "cls.bias")]
+    assert conversions.carried_conversions(rules) == ([rules[0], rules[2]], [weights])
+    assert conversions.carried_conversions({"output_weights:0": weights, "b:0": "c"}) == ({"b:0": "c"}, [weights])
+    with pytest.raises(tracekit.UsageError, match=r"rule '\^bias' is the conversion .* converts output_weights:0"):
+        conversions.carried_conversions([(r"^bias", weights)])
+    with pytest.raises(tracekit.UsageError, match=r"var_map\['b:0'\] is the conversion"):
+        conversions.carried_conversions({"b:0": weights})
+
+
 def test_the_gru_conversion_computes_what_the_tf1_cell_computes():
     layer = _keras_lstm()
     layer.cell.kernel, layer.cell.recurrent_kernel, layer.cell.bias = _var((I, 3 * U)), _var((U, 3 * U)), _var((3 * U,))

@@ -21,8 +21,8 @@ from .test_corpus import _interpreter
 
 
 @pytest.fixture(scope="module")
-def bert_golden(legacy_python, tmp_path_factory):
-    return _recorded("bert_classifier", legacy_python, tmp_path_factory)
+def bert_golden(corpus_bert):
+    return by_name("bert_classifier"), corpus_bert
 
 
 def _recorded(name, legacy_python, tmp_path_factory, options=()):

@@ -192,8 +192,9 @@ def record(program: Program, python: str, out: str, workdir: str, timeout: float
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args = [a.replace("{workdir}", workdir) for a in (program.args if args is None else args)]
-    # A process that imported TensorFlow 2 set TF2_BEHAVIOR=1, which would turn TF 1.15 eager.
-    env = {k: v for k, v in os.environ.items() if k != "TF2_BEHAVIOR"}
+    # A process that imported TensorFlow 2 set TF2_BEHAVIOR=1, which would turn TF 1.15 eager; TF 1.15's
+    # XLA aborts on the flags a newer XLA (JAX's) is given.
+    env = {k: v for k, v in os.environ.items() if k not in ("TF2_BEHAVIOR", "XLA_FLAGS")}
     env.update(TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")])))
     start = time.perf_counter()
     done = subprocess.run([python, "-m", "tracekit", "record", "-o", out] + list(options) +

@@ -83,7 +83,8 @@ def counter_notes(fed: Mapping[str, Any]) -> List[str]:
                        % (counter, record["moved"], record.get("steps", 0), record.get("first_moved"),
                           record.get("port") or "the port's counter"))
         if record.get("unfed"):
-            out.append("TF1's racy read of %s not fed at %d steps (from step %s): the port holds no variable mapped to "
-                       "it, and its optimizers no learning-rate schedule; its rate is compared as computed"
-                       % (counter, record["unfed"], record.get("first_unfed")))
+            why = record.get("why") or ("the port holds no variable mapped to it, and its optimizers no learning-rate "
+                                        "schedule")
+            out.append("TF1's racy read of %s not fed at %d steps (from step %s): %s; its rate is compared as computed"
+                       % (counter, record["unfed"], record.get("first_unfed"), why))
     return out

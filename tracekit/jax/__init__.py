@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
+from ..replay.conversions import transpose
 from .conversions import lstm
 from .drive import check, jax_environment, replay
 
-__all__ = ["check", "jax_environment", "lstm", "replay"]
+__all__ = ["check", "jax_environment", "lstm", "replay", "transpose"]

@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..keys import UNCLIPPED, make_key, split_key
 from ..replay.conversions import Conversion
 from ..replay.port_state import starts_fresh
-from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, one_value
+from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, names_for, one_value
 from .tree import Leaf, Leaves, path_names
 
 # The golden's slot roles -> optax's fields that hold them, then hand-written names.
@@ -95,7 +95,7 @@ class OptaxBridge:
         if leaf is None:
             return None
         tail = self.leaves.paths[leaf.position][1:]
-        return next((self._state_at[name, tail] for name in ROLES.get(role, ()) if (name, tail) in self._state_at),
+        return next((self._state_at[name, tail] for name in names_for(role, ROLES) if (name, tail) in self._state_at),
                     None)
 
     # ---- a step -------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ class OptaxBridge:
     def unpaired(self, updated: Sequence[str]) -> List[str]:
         """The golden's slots of `updated` variables the port's optax state holds nothing for."""
         missing = ["%s (%s of %s; looked for %s)" % (slot.name, slot.role, self.params[slot.var].dotted,
-                                                    " or ".join(ROLES.get(slot.role, ())))
+                                                    " or ".join(names_for(slot.role, ROLES)))
                    for slot in self.slots if slot.var in updated and slot.var in self.params
                    and slot.name not in self.slot_leaf]
         return missing + ["%s (%s of %s, converted: no state of that role for each of %s)"

@@ -20,7 +20,7 @@ from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import make_key, split_key
 from ..replay import varmap
-from ..replay.conversions import Conversion
+from ..replay.conversions import Conversion, carried_conversions
 from ..replay.options import ReplayOptions
 from ..replay.port_runner import Captured, PortRunner
 from ..replay.slots import golden_state, inert_slots
@@ -44,7 +44,9 @@ class JaxRunner(PortRunner):
         # tx reports the gradients it is handed to the bridge, made once the state's leaves are known
         self.leaves = Leaves(state.replace(tx=reporting(state.tx, lambda updates: self.optimizer.took(updates))))
         params = model_leaves(self.leaves)
-        paired = pair_port(golden, params, _var_map(options.var_map, params), _converting(options.convert, params),
+        var_map, carried = carried_conversions(options.var_map)  # conversions given in the var_map
+        paired = pair_port(golden, params, _var_map(var_map, params),
+                           _converting(list(options.convert) + carried, params),
                            split.model_names, split.slots, split.iterations, split.keys)
         self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
         self.not_replayed.update(paired.not_replayed)

@@ -17,6 +17,7 @@ names and shapes. No TensorFlow here: port variables are taken as given.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -228,16 +229,26 @@ def partition_groups(golden: Sequence[Tuple[str, Tuple[int, ...]]]) -> Dict[str,
 
 
 def carried_conversions(var_map: Any) -> Tuple[Any, List[Conversion]]:
-    """A var_map dict whose values may be conversions ({"output_weights:0": transpose(...)}) ->
-    (the var_map without them, the conversions); each must convert the variable it is the value of."""
-    if not isinstance(var_map, dict):
+    """A var_map whose values may be conversions ({"output_weights:0": transpose(...)}, or a rule
+    `(r"^output_weights:0$", transpose(...))`) -> (the var_map without them, the conversions);
+    each must convert the variable it is given for (a rule: a variable its pattern matches)."""
+    if isinstance(var_map, dict):
+        carried = [(name, conv) for name, conv in var_map.items() if isinstance(conv, Conversion)]
+        for name, conv in carried:
+            if name not in conv.golden:
+                raise UsageError("var_map[%r] is the conversion %s, which converts %s: give it as the value of (one "
+                                 "of) the golden variables it converts" % (name, conv.describe, ", ".join(conv.golden)))
+        rest: Any = {name: value for name, value in var_map.items() if not isinstance(value, Conversion)}
+    elif isinstance(var_map, (list, tuple)):
+        carried = [(pattern, conv) for pattern, conv in var_map if isinstance(conv, Conversion)]
+        for pattern, conv in carried:
+            if not any(re.search(pattern, name) for name in conv.golden):
+                raise UsageError("var_map's rule %r is the conversion %s, which converts %s: give it a pattern that "
+                                 "matches (one of) the golden variables it converts"
+                                 % (pattern, conv.describe, ", ".join(conv.golden)))
+        rest = [(pattern, value) for pattern, value in var_map if not isinstance(value, Conversion)]
+    else:
         return var_map, []
-    carried = [(name, conv) for name, conv in var_map.items() if isinstance(conv, Conversion)]
-    for name, conv in carried:
-        if name not in conv.golden:
-            raise UsageError("var_map[%r] is the conversion %s, which converts %s: give it as the value of (one of) "
-                             "the golden variables it converts" % (name, conv.describe, ", ".join(conv.golden)))
-    rest = {name: value for name, value in var_map.items() if not isinstance(value, Conversion)}
     return rest, list({id(conv): conv for _, conv in carried}.values())
 
 

@@ -48,7 +48,9 @@ class PortRunner:
         step had left): the port's schedule is not fed them; counted for the replay's metadata."""
         for name, offset in counters.items():
             if offset:
-                record = self._counter_reads.setdefault(name, {"steps": 0, "unfed": 0, "first_unfed": index})
+                record = self._counter_reads.setdefault(name, {
+                    "steps": 0, "unfed": 0, "first_unfed": index,
+                    "why": "a replay into %s does not move the port's counter for such a read (not built)" % self.keeps})
                 record["unfed"] += 1
 
     def load_initial(self) -> None:

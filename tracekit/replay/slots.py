@@ -144,8 +144,8 @@ def compact(value: np.ndarray) -> np.ndarray:
 # The golden's slot roles -> the names hand-written optimizers (in any framework) give them; each
 # adapter puts its framework's own names first (torch's exp_avg, optax's mu).
 STATE_NAMES: Dict[str, Tuple[str, ...]] = {
-    "m": ("m", "mu", "first_moment", "exp_avg_grad"),
-    "v": ("v", "nu", "second_moment"),
+    "m": ("m", "mu", "first_moment", "exp_avg_grad", "next_m"),
+    "v": ("v", "nu", "second_moment", "next_v"),
     "vhat": ("vhat", "v_hat", "max_v"),
     "momentum": ("momentum", "velocity", "buf", "trace"),
     "rms": ("ms", "rms", "mean_square"),
@@ -154,6 +154,15 @@ STATE_NAMES: Dict[str, Tuple[str, ...]] = {
     "accum_grad": ("accum_grad",),
     "accum_var": ("accum_var",),
 }
+
+
+def names_for(role: str, names: Mapping[str, Tuple[str, ...]]) -> Tuple[str, ...]:
+    """The state names that may hold a golden slot of `role` (`names`: an adapter's STATE_NAMES
+    with its own first). A hand-written TF1 optimizer's slot has the role its name gave it
+    (BERT's "adam_m"): that name itself, then the names of the known role its last word is."""
+    if role in names:
+        return names[role]
+    return (role,) + names.get(role.rsplit("_", 1)[-1], ())
 
 
 def golden_count(state: Mapping[str, Any], iterations: Sequence[str], beta1: Optional[float]) -> Optional[int]:

@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
+from ..replay.conversions import transpose
 from .conversions import lstm
 from .drive import check, replay, torch_environment
 
-__all__ = ["check", "lstm", "replay", "torch_environment"]
+__all__ = ["check", "lstm", "replay", "torch_environment", "transpose"]

@@ -22,7 +22,7 @@ from ..errors import ReplayError
 from ..keys import UNCLIPPED, make_key, split_key
 from ..replay.conversions import Conversion
 from ..replay.port_state import starts_fresh
-from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, one_value
+from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, names_for, one_value
 from .fresh import dry_step, fresh_state
 from .params import Param
 
@@ -102,6 +102,11 @@ class OptimizerBridge:
                 key = make_key("grad", name + UNCLIPPED) if name else None
                 if key and name + UNCLIPPED in self._grads and tensor.grad is not None:
                     self.values[key] = self.params[name].to_golden(tensor.grad)
+            clipped = {id(tensor) for tensor in listed}
+            for conv in self.conversions:
+                # every tensor with a gradient among those clipped (a frozen part counts 0)
+                if all(id(p.tensor) in clipped or p.tensor.grad is None for p in conv.port):
+                    self._converted_grads(conv, UNCLIPPED)
             return original(listed, *args, **kwargs)
         utils.clip_grad_norm_ = clip
         try:
@@ -124,21 +129,27 @@ class OptimizerBridge:
                     name = self._golden_of.get(id(tensor))
                     if name is not None and tensor.grad is not None and name in self._grads:
                         self.values[make_key("grad", name)] = self.params[name].to_golden(tensor.grad)
-            for conv in self.conversions:  # rearranged into the golden's variables (a frozen part's counts 0)
-                grads = [p.tensor.grad for p in conv.port]
+            for conv in self.conversions:
                 owner = self._owner(conv.port[0].tensor)
-                if any(g is not None for g in grads) and owner is not None and owner[0] is optimizer:
-                    arrays = [p.to_golden(g) if g is not None else np.zeros(p.shape, p.dtype)
-                              for p, g in zip(conv.port, grads)]
-                    for name, value in zip(conv.golden, conv.deltas_to_golden(arrays)):
-                        if name in self._grads:
-                            self.values[make_key("grad", name)] = value
+                if owner is not None and owner[0] is optimizer:
+                    self._converted_grads(conv, "")
             self._step_lrs[id(optimizer)] = float(optimizer.param_groups[0].get("lr", 0.0))
             lr_name = self._lr_name(position)
             if lr_name is not None and "lr" in optimizer.param_groups[0]:
                 lr = optimizer.param_groups[0]["lr"]
                 self.values[make_key("lr", lr_name)] = np.asarray(float(lr), dtype=np.float32)
         return hook
+
+    def _converted_grads(self, conv: Conversion, suffix: str) -> None:
+        """The gradients of a converted variable's port tensors, rearranged into the golden's
+        variables (a frozen part's counts 0), as the golden's gradients named with `suffix`."""
+        grads = [p.tensor.grad for p in conv.port]
+        if all(g is None for g in grads):
+            return
+        arrays = [p.to_golden(g) if g is not None else np.zeros(p.shape, p.dtype) for p, g in zip(conv.port, grads)]
+        for name, value in zip(conv.golden, conv.deltas_to_golden(arrays)):
+            if name + suffix in self._grads:
+                self.values[make_key("grad", name + suffix)] = value
 
     def _lr_name(self, position: int) -> Optional[str]:
         if len(self.lrs) == len(self.optimizers):
@@ -210,7 +221,7 @@ class OptimizerBridge:
         return value if factor == 1.0 else (value * factor).astype(value.dtype)
 
     def _state_key(self, state: Mapping[str, Any], role: str) -> Optional[str]:
-        return next((k for k in STATE_KEYS.get(role, ()) if isinstance(state.get(k), torch.Tensor)), None)
+        return next((k for k in names_for(role, STATE_KEYS) if isinstance(state.get(k), torch.Tensor)), None)
 
     def _set(self, optimizer: Any, group: Mapping[str, Any], param: Param, slot: Slot, value: Any) -> bool:
         state = optimizer.state[param.tensor]

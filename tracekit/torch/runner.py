@@ -18,6 +18,7 @@ from .. import taps
 from ..errors import ReplayError, UsageError
 from ..keys import UNCLIPPED, make_key, split_key
 from ..replay import varmap
+from ..replay.conversions import carried_conversions
 from ..replay.options import ReplayOptions
 from ..replay.port_runner import Captured, PortRunner
 from ..replay.slots import golden_state, inert_slots
@@ -65,9 +66,10 @@ class TorchRunner(PortRunner):
         self.model = options.model
         params = module_params(options.model)
         own = by_tensor(params)  # a conversion's tensors as the model names them (and pairing leaves them out)
+        var_map, carried = carried_conversions(options.var_map)  # conversions given in the var_map
         convert = [replace(conv, port=tuple(own.get(id(getattr(p, "tensor", p)), p) for p in conv.port))
-                   for conv in options.convert]
-        paired = pair_port(golden, params, _port_var_map(options.var_map, params), convert,
+                   for conv in list(options.convert) + carried]
+        paired = pair_port(golden, params, _port_var_map(var_map, params), convert,
                            split.model_names, split.slots, split.iterations, split.keys)
         # the golden's state the port holds in its module (a step counter kept as a buffer), forced as a variable
         self.conversions, self.mapping, self.port_state = paired.conversions, paired.mapping, paired.state
@@ -119,8 +121,7 @@ class TorchRunner(PortRunner):
                 key = make_key("grad", name)
                 if name.endswith(UNCLIPPED) and key not in self._captured.values:
                     self.not_replayed.setdefault(key, "the port's step did not clip these gradients with "
-                                                      "torch.nn.utils.clip_grad_norm_ (called by that name; the "
-                                                      "gradients of converted weights are not taken before clipping)")
+                                                      "torch.nn.utils.clip_grad_norm_ (called by that name)")
             self.not_replayed.update(self.optimizer.uncounted())
 
     def _tap(self, name: str, tensor: Any) -> Any:
