@@ -14,7 +14,7 @@ import pytest
 
 import tracekit
 from tracekit.cli import main
-from tracekit.tf2.reproduction import write_script
+from tracekit.judge.reproduction import write_script
 from tools.ports import estimator_model, momentum_model
 
 from ..support import ROOT, golden

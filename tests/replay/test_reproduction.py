@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tracekit.keys import INITIAL_STEP
-from tracekit.tf2.reproduction import reproduces
+from tracekit.judge.reproduction import reproduces
 
 from ..support import build_golden
 

@@ -56,3 +56,23 @@ def test_a_slip_is_caught_at_its_step_and_named(tt, corpus_bert, slip, codes, te
         found, = result.fingerprints
         assert all("LayerNorm" in key for key in found.keys), found.keys
         assert (found.golden, found.port) == pytest.approx((0.0, 0.01))
+
+
+def test_localize_names_the_step_the_cause_and_writes_a_reproduction_that_fails_for_it(tt, corpus_bert, tmp_path):
+    import subprocess
+    import sys
+
+    from tracekit.comparison.arbiter import PORT
+    from ..support import ROOT
+
+    found = tt.localize(corpus_bert, bert_classifier.make_decay_all, out=str(tmp_path))
+    assert (found.step, found.key) == (0, "var/bert/embeddings/LayerNorm/gamma:0"), found.report()
+    assert [f.code for f in found.state.fingerprints] == ["weight-decay-added"]
+    assert [a.verdict for a in found.state.arbitration.steps] == [PORT]  # the float64 port disagrees too
+    assert found.reproduces, found.reproduced
+    assert "loaded and read back 41 variables, 82 slots and 1 counter" in found.reproduced
+    # the script replays the step with tracekit.torch.check and fails while the slip is there
+    assert "tracekit.torch.check(" in open(found.script).read()
+    done = subprocess.run([sys.executable, found.script], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(__import__("os").environ, PYTHONPATH=ROOT))
+    assert done.returncode == 1 and "weight decay applied where TF1 applies none" in done.stdout, done.stderr[-2000:]

@@ -1,7 +1,7 @@
 """tracekit for JAX ports (flax with optax): `tracekit.jax.replay(golden, step_fn, state=)` and
 `check`. Imports JAX.
 
-    drive.py   replay() and check(): the runner driven by the framework-free loop
+    drive.py   replay(), check(), localize(), calibrate(): the runner driven by the framework-free loop
     runner.py  the runner (replay/loop.py's Runner) of a train state and its functional step
     tree.py    the train state as assignable leaves, the model's under TF's names
     optim.py   the optax state by role, the gradients tx is handed, the learning rate
@@ -14,6 +14,6 @@ from __future__ import annotations
 
 from ..replay.conversions import transpose
 from .conversions import lstm
-from .drive import check, jax_environment, replay
+from .drive import calibrate, check, jax_environment, localize, replay
 
-__all__ = ["check", "jax_environment", "lstm", "replay", "transpose"]
+__all__ = ["calibrate", "check", "jax_environment", "localize", "lstm", "replay", "transpose"]

@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import jax
 import numpy as np
 
+from ..comparison.arbiter import LONG_GOLDEN
+from ..comparison.calibration import DEFAULT_MARGIN
 from ..environment import fingerprint, port_identity
 from ..errors import UsageError
-from ..comparison.arbiter import LONG_GOLDEN
+from ..judge.diagnose import PortKind, calibrate_port, localize_port
+from ..judge.local import Arbiter
 from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
 from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
+from ..report.calibration import Calibration
+from ..report.localization import Localization
 from ..report.reported import Reported
 from ..store import Trace, open_trace
 from ..store.remote import refuse_url
@@ -97,13 +102,44 @@ def _plain(trace: Trace, step_fn: Any, state: Any, tolerance: Any, fail_fast: bo
 def _local(trace: Trace, make_port: Callable[[], Any], state: Any, step_fn: Any, tolerance: Any,
            options: Dict[str, Any]) -> Reported:
     """The local view: the port teacher-forced, its failing steps arbitrated in float64."""
+    forced = _plain(trace, step_fn, state, tolerance, False, None, options)
+    return local(trace, forced, _arbiter(trace, make_port), "JAX")
+
+
+def _arbiter(trace: Trace, make_port: Callable[[], Any]) -> Arbiter:
+    """The float64 arbiter (arbiter.py) of fresh ports from make_port (port_made's)."""
     def replay_one(excerpt: str, state: Any, step: Any, own: Dict[str, Any], out: str) -> Trace:
         given = _options(dict(own, progress=None, forcing="none"), "the float64 arbiter")
         written = _Run(excerpt, step, state, given).replay(out).trace
         assert written is not None
         return written
-    forced = _plain(trace, step_fn, state, tolerance, False, None, options)
-    return local(trace, forced, lambda step, failing: arbitrate(trace, step, failing, make_port, replay_one), "JAX")
+    return lambda step, failing: arbitrate(trace, step, failing, make_port, replay_one)
+
+
+def _run(golden: Any, port: Tuple[Any, Any, Dict[str, Any]], where: str) -> "_Run":
+    """The replay of a port made by a factory: (train state, step, replay options)."""
+    state, step_fn, own = port
+    return _Run(golden, step_fn, state, _options(own, where))
+
+
+def localize(golden: str, make_port: Callable[[], Any], *, tolerance: Any = None, out: Optional[str] = None,
+             steps: Optional[int] = None, **options: Any) -> Localization:
+    """Find the first step whose own (local) error exceeds the tolerance, and the first tensor
+    inside it, and write a one-step reproduction of it, as tracekit.tf2.localize does
+    (judge/diagnose.py), for a JAX port's factory: make_port() returns a fresh (train state, step
+    function[, {replay options}]). The failing steps of the teacher-forced replay go to the
+    float64 arbiter (the state cast up under jax_enable_x64); the reproduction's script replays
+    the step with tracekit.jax.check."""
+    return localize_port(_KIND, golden, make_port, tolerance, out, steps, options)
+
+
+def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margin: float = DEFAULT_MARGIN,
+              progress: Optional[Callable[[int, int], None]] = None, **options: Any) -> Calibration:
+    """Measure how much this model's training amplifies round-off and return a tolerance that
+    covers it, as tracekit.tf2.calibrate does (judge/diagnose.py), for a JAX port's factory: the
+    port replayed once as it is, then `runs` times from its variables moved one ulp at random
+    (seeds 0..runs-1)."""
+    return calibrate_port(_KIND, golden, make_port, runs, margin, progress, options)
 
 
 class _Run:
@@ -116,7 +152,7 @@ class _Run:
         self.golden, self.step_fn, self.state, self.options = golden, step_fn, state, options
 
     def replay(self, out: Optional[str], watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
-               stop: Optional[Callable[[], bool]] = None) -> Replayed:
+               stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None) -> Replayed:
         refuse_url(out, "write a replay's trace")
         with (contextlib.nullcontext(self.golden) if isinstance(self.golden, Trace)
               else open_trace(self.golden)) as trace:
@@ -138,7 +174,7 @@ class _Run:
                 return returned
             meta = {"environment": fingerprint(), "program": port_identity(self.step_fn, None),
                     "jax": jax_environment()}
-            return replayed(trace, runner, call, self.options, out, watch, stop, meta)
+            return replayed(trace, runner, call, self.options, out, watch, stop, meta, nudge)
 
 
 def _array_in(value: Any) -> Any:
@@ -146,6 +182,9 @@ def _array_in(value: Any) -> Any:
     dtype (strings)."""
     array = np.asarray(value)
     return jax.numpy.asarray(array) if array.dtype.kind in "biuf" else value
+
+
+_KIND = PortKind("tracekit.jax", "state", _run, _arbiter)
 
 
 def jax_environment() -> Dict[str, Any]:

@@ -98,15 +98,19 @@ def local(golden: Trace, forced: Reported, arbiter: Arbiter, framework: str) -> 
 
 def replayed(trace: Trace, runner: Any, call: StepCall, options: ReplayOptions, out: Optional[str],
              watch: Optional[Callable[[Dict[str, Any]], Sink]], stop: Optional[Callable[[], bool]],
-             meta: Dict[str, Any]) -> Replayed:
+             meta: Dict[str, Any], nudge: Optional[int] = None) -> Replayed:
     """A port's replay by the framework-free loop (replay/loop.py), with what its runner paired
     (a replay/port_runner.py runner: each port object named by its `dotted` path) in the trace's
-    metadata, and a watcher (a check's comparer) told the plan first."""
+    metadata, and a watcher (a check's comparer) told the plan first. nudge=seed: the port's
+    start (as loaded) moved one ulp at random first (PortRunner.nudge), and the trace says so."""
     pairs = list(runner.mapping.pairs.items()) + list(runner.port_state.mapping.pairs.items())
     about = {"golden": trace.path, "init": options.init, "random": options.random,
              "mapping": {name: cand.obj.dotted for name, cand in pairs},
              "matched_by": dict(runner.mapping.how, **runner.port_state.mapping.how),
              "converted": {name: conv.describe for conv in runner.conversions for name in conv.golden}}
+    if nudge is not None:
+        runner.nudge(nudge)
+        about.update(nudge=nudge, jitter=False)
     plan = {REPLAY: {"init": options.init, "forcing": options.forcing, "restarted_at": []}}
     return replay_steps(trace, runner, call, options, out, about, meta=meta, write=out is not None or watch is None,
                         sink=watch(dict(meta, **plan)) if watch is not None else None, stop=stop)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..keys import REGULARIZATION, make_key, split_key
 from . import converted
+from .perturb import move
 from .variables import cast_for, initial_value
 
 
@@ -59,6 +60,12 @@ class PortRunner:
         converted.load(self.conversions, lambda name: initial_value(self.golden, "var", name), cast_for)
         self.port_state.assign({key: initial_value(self.golden, *split_key(key)) for key in self.port_state.keys},
                                cast_for)
+
+    def nudge(self, seed: int) -> None:
+        """The port's variables, mapped and converted, moved one ulp at random (`seed`): the
+        perturbed start calibrate measures the model's sensitivity to round-off from."""
+        moved = [cand.obj for cand in self.mapping.pairs.values()] + [p for conv in self.conversions for p in conv.port]
+        move(moved, seed, lambda held: held.numpy())
 
     def read_state(self, digested: Collection[str] = ()) -> List[Tuple[str, Any]]:
         out: List[Tuple[str, Any]] = [(make_key("var", name), cand.obj.numpy())

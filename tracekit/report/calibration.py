@@ -33,6 +33,7 @@ class Calibration:
     spread: Spread
     derived: Derived
     port: Reported
+    by: str = "tracekit.tf2.calibrate"  # the entry point that calibrated (its framework's)
 
     @property
     def tolerance(self) -> Tolerance:
@@ -48,7 +49,7 @@ class Calibration:
 
     def to_toml(self) -> str:
         """The tolerance as a TOML file (tracekit diff --tolerance), headed by where it came from."""
-        head = ["# calibrated by tracekit.tf2.calibrate (tracekit %s) for %s" % (__version__, self.golden),
+        head = ["# calibrated by %s (tracekit %s) for %s" % (self.by, __version__, self.golden),
                 "# on %s" % summary(self.port.environment_diff.actual),
                 "# %s started one ulp off, %d steps, margin %g; floor: the training profile; cap %g ulps"
                 % (_replays(self.spread.runs), self.spread.steps, self.margin, CAP_ULPS)]

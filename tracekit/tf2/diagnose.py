@@ -1,25 +1,24 @@
 """tracekit.tf2.localize and tracekit.tf2.calibrate: the replays that find where a port first
-computes differently, and that measure how far round-off carries a model's training."""
+computes differently, and that measure how far round-off carries a model's training (written
+once for every framework, judge/diagnose.py; here how a TF2 port is run for them)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Any, Callable, Optional
 
-from ..comparison.calibration import DEFAULT_MARGIN, Spread, derive
+from ..comparison.calibration import DEFAULT_MARGIN
 from ..comparison.tolerance import Tolerance
-from ..errors import UsageError
+from ..judge import diagnose
+from ..judge.reproduction import write_script
 from ..replay.options import ReplayOptions
 from ..report.calibration import Calibration
 from ..report.localization import Localization
-from ..report.reported import Reported, compare
-from ..store import Trace, open_trace
-from ..store.excerpt import write_excerpt
+from ..report.reported import Reported
+from ..store import Trace
 from .drive import _CALIBRATE_SETS, _LOCALIZE_SETS, _made, _replay
 from .live import _check, _port_runs
-from .reproduction import reproduces, write_script
 from .verdict import arbitrate_local
+
 
 def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance | str | None" = None,
              out: Optional[str] = None, steps: Optional[int] = None, **options: Any) -> Localization:
@@ -39,39 +38,16 @@ def localize(golden: str, make_port: Callable[[], Any], *, tolerance: "Tolerance
     for tracekit.compare."""
     replay_options = ReplayOptions.of(options, "tracekit.tf2.localize", _LOCALIZE_SETS)
 
-    def run(forcing: str, count: Optional[int]) -> Reported:
+    def check(path: str, forcing: str, count: Optional[int]) -> Reported:
         _, step, own = _made(make_port, replay_options, _LOCALIZE_SETS)
-        return _check(golden, step, own.but(forcing=forcing, steps=count), tolerance=tolerance)
-    plain = run("none", steps)
-    if plain.ok:
-        return Localization(golden, plain, plain)
-    state = run("state", steps)
-    with open_trace(golden) as trace:
-        runs = _port_runs(trace, None, make_port, tolerance, replay_options)
-        arbitrate_local(trace, state, runs)
-    found = Localization(golden, plain, state)
-    first = state.first_divergence
-    if first is None:
-        return found  # only drift, or the replay is short or misses tensors: the reports say which
-    found.step, found.key = first.step, first.key
-    with open_trace(golden) as trace:
-        has_taps = bool(trace.names("tap"))
-        if first.step < 0:
-            return found  # the initial state differs: the variables as loaded, no step to reproduce
-        if has_taps:
-            found.taps = run("taps", first.step + 1)
-            tapped = found.taps.first_divergence
-            if tapped is not None and tapped.step == first.step:
-                found.key = tapped.key
-        folder = out or tempfile.mkdtemp(prefix="tracekit-localize-")
-        os.makedirs(folder, exist_ok=True)
-        stem = os.path.splitext(os.path.basename(trace.path))[0]
-        found.reproduction = write_excerpt(trace, first.step, os.path.join(folder, "%s-step%d.h5" % (stem, first.step)))
-    found.script = write_script(found.reproduction, make_port, tolerance, replay_options.given())
-    _, step, own = _made(make_port, replay_options, _LOCALIZE_SETS)
-    found.reproduces, found.reproduced = reproduces(found.reproduction, _check(found.reproduction, step, own,
-                                                                              tolerance=tolerance), state)
-    return found
+        return _check(path, step, own.but(forcing=forcing, steps=count), tolerance=tolerance)
+
+    def arbitrate(trace: Trace, state: Reported) -> None:
+        arbitrate_local(trace, state, _port_runs(trace, None, make_port, tolerance, replay_options))
+
+    def script(path: str) -> Optional[str]:
+        return write_script(path, make_port, tolerance, replay_options.given())
+    return diagnose.localize(golden, diagnose.Localizing(check, arbitrate, script), out, steps)
 
 
 def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margin: float = DEFAULT_MARGIN,
@@ -91,32 +67,12 @@ def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margi
     result holds the tolerance (`.tolerance`, `.save(path)` as TOML) and the first replay
     compared with the golden under it (`.port`, `.ok`). progress(done, runs + 1) as the
     replays finish; `options` go to every replay (var_map, convert, inputs, steps, ...)."""
-    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-        raise UsageError("runs must be a whole number of replays, at least 1, got %r" % (runs,))
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 1 <= margin < float("inf"):
-        raise UsageError("margin must be a finite number >= 1 (the factor over the largest deviation seen), got %r"
-                         % (margin,))
-    if "forcing" in options:
-        raise UsageError("calibrate measures how training carries round-off from step to step: it replays without "
-                         "forcing, got forcing=%r" % (options["forcing"],))
+    diagnose.check_calibration(runs, margin, options)
     replay_options = ReplayOptions.of(options, "tracekit.tf2.calibrate", _CALIBRATE_SETS)
 
-    def run(seed: Optional[int], path: str) -> Trace:
+    def replay(path: str, out: str, seed: Optional[int]) -> Trace:
         _, step, own = _made(make_port, replay_options, _CALIBRATE_SETS)
-        written = _replay(golden, step, own, path, nudge=seed).trace
+        written = _replay(path, step, own, out, nudge=seed).trace
         assert written is not None  # written: out is given
         return written
-
-    spread = Spread()
-    with tempfile.TemporaryDirectory(prefix="tracekit-calibrate-") as folder:
-        with run(None, os.path.join(folder, "unperturbed.h5")) as base:
-            for seed in range(runs):
-                if progress is not None:
-                    progress(seed + 1, runs + 1)
-                with run(seed, os.path.join(folder, "nudged-%d.h5" % seed)) as nudged:
-                    spread.add(compare(base, nudged, Tolerance.exact()))
-            derived = derive(spread, margin)
-            port = compare(golden, base, derived.tolerance)
-            if progress is not None:
-                progress(runs + 1, runs + 1)
-    return Calibration(golden, float(margin), spread, derived, port)
+    return diagnose.calibrate(golden, replay, runs, margin, progress)

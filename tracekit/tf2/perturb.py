@@ -1,7 +1,6 @@
-"""Perturbed starts and steps: how far a model's training carries round-off, measured by
-replays whose variables move a little (tracekit.tf2.calibrate, and the drift envelope of
-tf2/verdict.py). Zeros stay: a zero-initialized bias is exactly zero in any port, and a
-subnormal would be an infinite change relative to its scale; bfloat16 stays (no numpy ulp)."""
+"""Perturbed steps: the drift envelope's replays (tf2/verdict.py) move a TF2 port's variables
+after every step, and its gradients, as one TensorFlow function each (the perturbed start every
+framework shares is replay/perturb.py's). Zeros stay; bfloat16 stays (no numpy eps)."""
 
 from __future__ import annotations
 
@@ -9,25 +8,6 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from .capture import numpy
-
-
-def move(variables: Sequence[Any], seed: int, by_scale: bool = False) -> None:
-    """Move every nonzero element of every float16/32/64 variable, at random (`seed`): one ulp
-    up or down; by_scale: by up to one eps of its tensor's scale, uniformly, either way (another
-    program's round-off is in proportion to the magnitudes it sums, not to each element)."""
-    rng = np.random.default_rng(seed)
-    for variable in variables:
-        value = numpy(variable)
-        if value.dtype.kind != "f":
-            continue
-        if by_scale:
-            scale = float(np.abs(value).max(initial=0.0)) * float(np.finfo(value.dtype).eps)
-            moved = value + (rng.uniform(-1.0, 1.0, value.shape) * scale).astype(value.dtype)
-        else:  # the direction in the value's own dtype: a float64 infinity would step in float64
-            direction = np.where(rng.random(value.shape) < 0.5, -np.inf, np.inf).astype(value.dtype)
-            moved = np.nextafter(value, direction)
-        variable.assign(np.where(value == 0, value, moved))
 
 
 # A tensor larger than this takes its draws from a block of this many, repeated: a fresh draw per

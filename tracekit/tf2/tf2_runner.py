@@ -21,6 +21,7 @@ from ..errors import ReplayError, UsageError
 from ..keys import REGULARIZATION, make_key, replica_name, split_key
 from ..replay import converted
 from ..replay.options import ReplayOptions
+from ..replay.perturb import move
 from ..replay.port_state import starts_fresh
 from ..replay.slots import golden_state, one_value
 from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
@@ -29,7 +30,7 @@ from .counters import OPTIMIZERS, CounterFeed
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .keras_optimizers import keras_of
 from .optimizer import OptimizerBridge
-from .perturb import GradientJitter, Jitter, move
+from .perturb import GradientJitter, Jitter
 from .random_tape import RandomTape
 from .sources import SourceWatch
 from .tf_import import tf
@@ -117,7 +118,7 @@ class TF2Runner:
         if every_step:
             self._gradient_jitter = GradientJitter(seed)
             self.optimizer.move_gradients(self._gradient_jitter)
-        move(self._moved(), seed)
+        move(self._moved(), seed, numpy)
 
     def after_step(self, index: int) -> None:
         if self._nudged is not None and self._jitter is not None:
@@ -148,7 +149,7 @@ class TF2Runner:
         forced += self.port_state.assign(dict(state), cast_for)
         forced += self.optimizer.force(dict(state), dict(rates))
         if self._nudged is not None:  # a perturbed replay restarted from the golden's state stays perturbed
-            move(self._moved(), self._nudged)
+            move(self._moved(), self._nudged, numpy)
         return forced
 
     def port_scales(self, state: Mapping[str, np.ndarray]) -> Dict[str, float]:

@@ -1,7 +1,7 @@
 """tracekit for PyTorch ports: `tracekit.torch.replay(golden, step_fn, model=, optimizer=)` and
 `check`. Imports PyTorch.
 
-    drive.py   replay() and check(): the runner driven by the framework-free loop
+    drive.py   replay(), check(), localize(), calibrate(): the runner driven by the framework-free loop
     runner.py  the runner (replay/loop.py's Runner) of a torch.nn.Module and its optimizers
     params.py  parameters and buffers under TF's names and in TF's layout
     optim.py   the optimizer's gradients, learning rate and state, by role
@@ -15,6 +15,6 @@ from __future__ import annotations
 
 from ..replay.conversions import transpose
 from .conversions import lstm
-from .drive import check, replay, torch_environment
+from .drive import calibrate, check, localize, replay, torch_environment
 
-__all__ = ["check", "lstm", "replay", "torch_environment", "transpose"]
+__all__ = ["calibrate", "check", "localize", "lstm", "replay", "torch_environment", "transpose"]

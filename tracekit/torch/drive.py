@@ -5,18 +5,23 @@ runs (judge/live.py)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
 
 from ..comparison.arbiter import LONG_GOLDEN
+from ..comparison.calibration import DEFAULT_MARGIN
 from ..environment import fingerprint, port_identity
 from ..errors import UsageError
+from ..judge.diagnose import PortKind, calibrate_port, localize_port
+from ..judge.local import Arbiter
 from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
 from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
+from ..report.calibration import Calibration
+from ..report.localization import Localization
 from ..report.reported import Reported
 from ..store import Trace, open_trace
 from ..store.remote import refuse_url
@@ -101,14 +106,46 @@ def _local(trace: Trace, make_port: Callable[[], Any], port: Any, tolerance: Any
     """The local view: the port teacher-forced, its failing steps arbitrated in float64;
     make_port(): a fresh port with its replay options joined with the caller's (port_made)."""
     model, step_fn, optimizer = port
+    forced = _plain(trace, step_fn, model, optimizer, tolerance, False, None, options)
+    return local(trace, forced, _arbiter(trace, make_port), "PyTorch")
 
+
+def _arbiter(trace: Trace, make_port: Callable[[], Any]) -> Arbiter:
+    """The float64 arbiter (arbiter.py) of fresh ports from make_port (port_made's)."""
     def replay_one(excerpt: str, model: Any, step: Any, optimizer: Any, own: Dict[str, Any], out: str) -> Trace:
         given = _options(dict(own, model=model, progress=None, forcing="none"), "the float64 arbiter")
         written = _Run(excerpt, step, model, optimizer, given).replay(out).trace
         assert written is not None
         return written
-    forced = _plain(trace, step_fn, model, optimizer, tolerance, False, None, options)
-    return local(trace, forced, lambda step, failing: arbitrate(trace, step, failing, make_port, replay_one), "PyTorch")
+    return lambda step, failing: arbitrate(trace, step, failing, make_port, replay_one)
+
+
+def _run(golden: Any, port: Tuple[Any, Any, Dict[str, Any]], where: str) -> "_Run":
+    """The replay of a port made by a factory: (model, step, {"optimizer": ..., replay options})."""
+    model, step_fn, own = port
+    own = dict(own)
+    optimizer = own.pop("optimizer", None)
+    return _Run(golden, step_fn, model, optimizer, _options(dict(own, model=model), where))
+
+
+def localize(golden: str, make_port: Callable[[], Any], *, tolerance: Any = None, out: Optional[str] = None,
+             steps: Optional[int] = None, **options: Any) -> Localization:
+    """Find the first step whose own (local) error exceeds the tolerance, and the first tensor
+    inside it, and write a one-step reproduction of it, as tracekit.tf2.localize does
+    (judge/diagnose.py), for a PyTorch port's factory: make_port() returns a fresh (model, step
+    function, {"optimizer": ..., other replay options}). The failing steps of the teacher-forced
+    replay go to the float64 arbiter (model.double()); the reproduction's script replays the step
+    with tracekit.torch.check."""
+    return localize_port(_KIND, golden, make_port, tolerance, out, steps, options)
+
+
+def calibrate(golden: str, make_port: Callable[[], Any], *, runs: int = 4, margin: float = DEFAULT_MARGIN,
+              progress: Optional[Callable[[int, int], None]] = None, **options: Any) -> Calibration:
+    """Measure how much this model's training amplifies round-off and return a tolerance that
+    covers it, as tracekit.tf2.calibrate does (judge/diagnose.py), for a PyTorch port's factory:
+    the port replayed once as it is, then `runs` times from its parameters and buffers moved one
+    ulp at random (seeds 0..runs-1)."""
+    return calibrate_port(_KIND, golden, make_port, runs, margin, progress, options)
 
 
 class _Run:
@@ -124,7 +161,7 @@ class _Run:
         self.optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
 
     def replay(self, out: Optional[str], watch: Optional[Callable[[Dict[str, Any]], Sink]] = None,
-               stop: Optional[Callable[[], bool]] = None) -> Replayed:
+               stop: Optional[Callable[[], bool]] = None, nudge: Optional[int] = None) -> Replayed:
         refuse_url(out, "write a replay's trace")
         with (contextlib.nullcontext(self.golden) if isinstance(self.golden, Trace)
               else open_trace(self.golden)) as trace:
@@ -141,7 +178,7 @@ class _Run:
                 return returned
             meta = {"environment": fingerprint(), "program": port_identity(self.step_fn, self.model),
                     "torch": torch_environment()}
-            return replayed(trace, runner, call, self.options, out, watch, stop, meta)
+            return replayed(trace, runner, call, self.options, out, watch, stop, meta, nudge)
 
 
 def _tensor(value: Any) -> Any:
@@ -155,6 +192,9 @@ def _tensor(value: Any) -> Any:
 
 def _array(key: str, value: Any) -> np.ndarray:
     return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+_KIND = PortKind("tracekit.torch", "model", _run, _arbiter)
 
 
 def torch_environment() -> Dict[str, Any]:

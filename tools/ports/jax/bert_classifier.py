@@ -208,3 +208,8 @@ def make(slip=None, train_steps=TRAIN_STEPS, **sizes):
                (r"^output_weights:0$", tracekit.jax.transpose("output_weights:0", "params/classifier/kernel")),
                (r"^output_bias:0$", "params/classifier/bias")]
     return state, step, {"var_map": var_map}
+
+
+def make_decay_all():
+    """The port with the "decay-all" slip (a factory for localize and `tracekit check GOLDEN MODULE:FUNCTION`)."""
+    return make(slip="decay-all")

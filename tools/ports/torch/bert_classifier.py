@@ -198,3 +198,8 @@ def make(slip=None, train_steps=TRAIN_STEPS, **sizes):
                (r"^output_weights:0$", tracekit.torch.transpose("output_weights:0", model.classifier.weight)),
                (r"^output_bias:0$", "classifier.bias")]
     return model, step, {"optimizer": optimizer, "var_map": var_map}
+
+
+def make_decay_all():
+    """The port with the "decay-all" slip (a factory for localize and `tracekit check GOLDEN MODULE:FUNCTION`)."""
+    return make(slip="decay-all")

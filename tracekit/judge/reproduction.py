@@ -21,22 +21,24 @@ from ..store import open_trace
 TEMPLATE = Template('''\
 """Replays one step of a golden where the port first computes differently (tracekit localize)."""
 import tracekit
-import tracekit.tf2
+import $package
 from $module import $factory_root
 
 made = $factory()
-${left_out}result = tracekit.tf2.check($reproduction, made[1], model=made[0], tolerance=$tolerance$options,
+${left_out}result = $package.check($reproduction, made[1], $holder=made[0], tolerance=$tolerance$options,
                             **(made[2] if len(made) > 2 else {}))
 print(result.report())
 raise SystemExit(0 if result.ok else 1)
 ''')
 
 
-def write_script(reproduction: str, make_port: Any, tolerance: Any, options: Mapping[str, Any]) -> Optional[str]:
+def write_script(reproduction: str, make_port: Any, tolerance: Any, options: Mapping[str, Any],
+                 package: str = "tracekit.tf2", holder: str = "model") -> Optional[str]:
     """The script's path (beside `reproduction`), or None where make_port is not importable by
-    name. It passes on the tolerance (a Tolerance as a TOML file beside it) and the replay
-    options that are plain values (random="none", steps, ...); it names the ones it cannot
-    write (a var_map function)."""
+    name. It checks with `package`'s check (tracekit.tf2, tracekit.torch, tracekit.jax), the
+    factory's first item passed as `holder` (model=, state=). It passes on the tolerance (a
+    Tolerance as a TOML file beside it) and the replay options that are plain values
+    (random="none", steps, ...); it names the ones it cannot write (a var_map function)."""
     module, name = getattr(make_port, "__module__", None), getattr(make_port, "__qualname__", "")
     if not module or not name or "<" in name or module == "__main__":
         return None
@@ -49,7 +51,8 @@ def write_script(reproduction: str, make_port: Any, tolerance: Any, options: Map
             fh.write(tolerance.to_toml())
         tolerance_code = "tracekit.Tolerance.load(%r)" % (stem + ".tolerance.toml")
     text = TEMPLATE.substitute(
-        module=module, factory_root=name.split(".")[0], factory=name, reproduction=repr(reproduction),
+        package=package, holder=holder, module=module, factory_root=name.split(".")[0], factory=name,
+        reproduction=repr(reproduction),
         tolerance=tolerance_code, options="".join(", %s=%r" % kv for kv in sorted(literal.items())),
         left_out="# localize also had %s: pass them here as it got them\n" % ", ".join(left_out) if left_out else "")
     with open(stem + ".py", "w") as fh:
