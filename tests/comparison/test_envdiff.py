@@ -212,3 +212,24 @@ def test_grappler_switches_show_in_the_diff_from_either_tensorflow():
     tf2["tensorflow"]["grappler"] = {"disable_meta_optimizer": False}
     fields = {c.field: (c.golden, c.actual) for c in environment_diff(tf1, tf2).changes}
     assert fields["Grappler options"] == ("arithmetic_optimization=off", "default")
+
+
+@pytest.mark.parametrize("section, framework, told", [
+    ("torch", "PyTorch 2.13.0+cpu", {"mkldnn": True, "threads": 1, "deterministic": False}),
+    ("jax", "JAX 0.10.2", {"xla_flags": "", "matmul_precision": "None"}),
+])
+def test_a_port_in_another_framework_is_told_by_its_own_fields(section, framework, told):
+    # TensorFlow's fields say nothing of a PyTorch or JAX replay: never "not recorded (an older tracekit?)"
+    actual = meta()
+    del actual["tensorflow"]
+    actual[section] = dict(told, version=framework.split()[1])
+    diff = environment_diff(meta(), actual)
+    assert numerics(actual)["framework"] == framework and "tensorflow" not in numerics(actual)
+    assert not [c for c in diff.changes if c.unknown], diff.changes
+    changed = {c.field: (c.golden, c.actual) for c in diff.kernel_changes}
+    assert changed.pop("framework") == ("TensorFlow 1.15.5", framework)
+    assert changed == ({"oneDNN": (False, True), "intra-op threads": (2, 1)} if section == "torch" else {})
+    lines = diff_lines(diff)
+    assert lines[1].startswith("actual ran on      %s, AMD EPYC" % framework) and "older tracekit" not in "".join(lines)
+    profile = default_profile(diff, True)
+    assert profile.name == "default" and "(TensorFlow 1.15.5 vs %s)" % framework in profile.reason

@@ -184,6 +184,36 @@ FIELDS: List[Tuple[str, Callable[[Meta], Any], bool]] = [
 ]
 FRAMEWORK = "tensorflow"
 RECORDED_LATER = frozenset(["Grappler options"])  # absent from traces recorded before it was: say nothing
+# A port replayed in another framework (the trace's section of it -> its name): TensorFlow's own
+# fields say nothing of it, and its kernels are its framework's (PORT_FIELDS reads what it tells).
+PORT_FRAMEWORKS = (("torch", "PyTorch"), ("jax", "JAX"))
+TF_ONLY = frozenset(["tensorflow", "oneDNN", "oneDNN ISA cap", "intra-op threads", "XLA JIT", "op determinism",
+                     "Grappler options", "TF32", "devices", "GPUs", "CUDA, cuDNN", "Keras dtype policy", "keras"])
+# field -> what a port framework's section holds of it (its own name for it)
+PORT_FIELDS = {"oneDNN": {"torch": "mkldnn"}, "intra-op threads": {"torch": "threads"},
+               "op determinism": {"torch": "deterministic"}, "XLA flags": {"jax": "xla_flags"},
+               "matmul precision": {"jax": "matmul_precision"}}
+
+
+def port_framework(meta: Meta) -> Any:
+    """"PyTorch 2.13.0", "JAX 0.10.2": the framework a port's replay ran in, where not TensorFlow
+    (None: a TensorFlow trace)."""
+    for key, name in PORT_FRAMEWORKS:
+        section = _section(meta, key)
+        if section:
+            return "%s %s" % (name, section.get("version"))
+    return None
+
+
+def _port_numerics(meta: Meta) -> Dict[str, Any]:
+    """The fields a port framework's section tells (PORT_FIELDS), by their labels."""
+    out = {}
+    for label, names in PORT_FIELDS.items():
+        for key, name in names.items():
+            section = _section(meta, key)
+            if section and name in section:
+                out[label] = section[name]
+    return out
 
 
 @dataclass(frozen=True)
@@ -236,15 +266,31 @@ class EnvironmentDiff:
 
 
 def numerics(meta: Meta) -> Dict[str, Any]:
-    """The fields of one trace's metadata the diff compares (None: not recorded)."""
-    return {label: read(meta) for label, read, _ in FIELDS}
+    """The fields of one trace's metadata the diff compares (None: not recorded). A port's replay
+    in another framework: its "framework", and what that framework's section tells in place of
+    TensorFlow's fields."""
+    out = {label: read(meta) for label, read, _ in FIELDS}
+    framework = port_framework(meta)
+    if framework is not None:
+        out = {label: value for label, value in out.items() if label not in TF_ONLY}
+        out.update(_port_numerics(meta), framework=framework)
+    return out
 
 
 def environment_diff(golden_meta: Meta, actual_meta: Meta) -> EnvironmentDiff:
     golden, actual = numerics(golden_meta), numerics(actual_meta)
     changes = []
-    for label, _, kernels in FIELDS:
-        g, a = golden[label], actual[label]
+    fields = [(label, kernels) for label, _, kernels in FIELDS]
+    ported = "framework" in golden or "framework" in actual
+    if ported:  # a port in another framework: its own fields
+        fields = [("framework", True)] + [(label, True) for label in PORT_FIELDS] + \
+                 [(label, kernels) for label, kernels in fields if label not in TF_ONLY]
+        for side in (golden, actual):
+            side.setdefault("framework", "TensorFlow %s" % side.get(FRAMEWORK) if side.get(FRAMEWORK) else None)
+    for label, kernels in fields:
+        g, a = golden.get(label), actual.get(label)
+        if ported and label in PORT_FIELDS and (g is None or a is None):
+            continue  # told by one framework's section only: nothing to set beside it
         if g == a and g is not None:
             continue
         if not kernels and (g is None or a is None):
@@ -289,6 +335,10 @@ def default_profile(diff: EnvironmentDiff, other_code: bool, given: "Tolerance |
             return Profile("gpu", Tolerance.gpu(tf32), "a port on a GPU compared with a golden recorded without one: "
                            "the training tolerance, GPU round-off at step 0%s" % (", TensorFloat-32 matmuls" if tf32
                                                                                   else ""))
+        if "framework" in diff.actual:
+            return Profile("default", Tolerance(), "a port compared with its golden (%s vs %s): the default "
+                           "tolerance" % (diff.golden.get("framework") or "TensorFlow " + _version(golden),
+                                          diff.actual["framework"]))
         return Profile("default", Tolerance(), "a port compared with its golden (TensorFlow %s vs %s): "
                        "the default tolerance" % (_version(golden), _version(actual)))
     if golden is None or actual is None:

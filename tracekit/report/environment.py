@@ -51,8 +51,8 @@ def value_text(field: str, value: Any) -> str:
 
 def summary(side: Dict[str, Any]) -> str:
     """One side of an environment diff (envdiff.numerics) in a line."""
-    parts = ["TensorFlow %s" % value_text("tensorflow", side.get("tensorflow")), str(side.get("cpu") or "unknown CPU"),
-             isa_summary(side.get("cpu instruction sets"))]
+    framework = side.get("framework") or "TensorFlow %s" % value_text("tensorflow", side.get("tensorflow"))
+    parts = [framework, str(side.get("cpu") or "unknown CPU"), isa_summary(side.get("cpu instruction sets"))]
     onednn = side.get("oneDNN")
     if onednn is not None:
         cap = side.get("oneDNN ISA cap")
