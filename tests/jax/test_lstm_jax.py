@@ -43,17 +43,22 @@ def test_the_loaded_weights_are_the_goldens_in_flaxs_layout(tj):
     assert actual.meta["replay"]["converted"]["rnn/lstm_cell/kernel:0"].startswith("TF1 LSTMCell")
 
 
-@pytest.mark.parametrize("slip, expected", [
-    # TF1's forget bias, added at run time, left out of flax's hf bias
-    ({"forget_bias": 0.0}, "tap/last_output"),
-    # the sequence read backwards
-    ({"reverse": True}, "tap/last_output"),
+@pytest.mark.parametrize("slip, expected, causes", [
+    # optax.adam: epsilon after the bias correction, named on the converted kernel's update
+    ({"optimizer": "optax"}, "var/rnn/lstm_cell/kernel:0", ["epsilon-after-bias-correction"]),
+    # Keras' Adam epsilon 1e-7 where TF1's AdamOptimizer's is 1e-8
+    ({"epsilon": 1e-7}, "var/rnn/lstm_cell/kernel:0", ["epsilon"]),
+    # TF1's forget bias, added at run time, left out of flax's hf bias: caught, not named
+    ({"forget_bias": 0.0}, "tap/last_output", []),
+    # the sequence read backwards: caught, not named
+    ({"reverse": True}, "tap/last_output", []),
 ])
-def test_the_lstm_slips_depart_at_step_0(tj, slip, expected):
+def test_the_lstm_slips_depart_at_step_0(tj, slip, expected, causes):
     state, step, own = rnn_model.make(**slip)
     result = tj.check(golden("lstm_model"), step, state=state, **own)
     first = result.first_divergence
     assert not result.ok and (first.step, first.key) == (0, expected), result.report()
+    assert [f.code for f in result.fingerprints] == causes, result.report()
 
 
 def test_a_conversion_naming_leaves_the_state_lacks_is_refused(tj):

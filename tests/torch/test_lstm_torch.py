@@ -42,17 +42,23 @@ def test_the_loaded_weights_read_back_as_the_goldens(tt):
     assert actual.meta["replay"]["converted"]["rnn/lstm_cell/kernel:0"].startswith("TF1 LSTMCell")
 
 
-@pytest.mark.parametrize("slip, expected", [
-    # torch's two biases both trained: their sum moves twice as far as TF1's one bias
-    ({"both_biases": True}, "grad/rnn/lstm_cell/bias:0"),
-    # TF1's forget bias, added at run time, left out of torch's bias
-    ({"forget_bias": 0.0}, "tap/last_output"),
+@pytest.mark.parametrize("slip, expected, causes", [
+    # torch's two biases both trained: their sum moves twice as far as TF1's one bias, named as its
+    # gradient twice TF1's
+    ({"both_biases": True}, "grad/rnn/lstm_cell/bias:0", ["gradient-scale"]),
+    # torch.optim.Adam: epsilon after the bias correction, named on the converted kernel's update
+    ({"optimizer": "torch"}, "var/rnn/lstm_cell/kernel:0", ["epsilon-after-bias-correction"]),
+    # TF1's forget bias, added at run time, left out of torch's bias: caught, not named
+    ({"forget_bias": 0.0}, "tap/last_output", []),
 ])
-def test_the_lstm_slips_depart_at_step_0(tt, slip, expected):
+def test_the_lstm_slips_depart_at_step_0(tt, slip, expected, causes):
     model, step, own = rnn_model.make(**slip)
     result = tt.check(golden("lstm_model"), step, model=model, **own)
     first = result.first_divergence
     assert not result.ok and (first.step, first.key) == (0, expected), result.report()
+    assert [f.code for f in result.fingerprints] == causes, result.report()
+    if slip.get("both_biases"):  # one gradient of the four: not the loss's scale
+        assert "on 1 of the golden's 4 gradients only" in result.report() and "counts 2 times" in result.report()
 
 
 def test_a_torch_lstm_conversion_refuses_what_tf1s_cell_is_not(tt):

@@ -14,7 +14,7 @@ from tracekit.keys import INITIAL_STEP
 
 from ..support.recording import record_optimizers
 
-RECORDED = ("adam", "adagrad", "rmsprop", "rmsprop-centered", "adadelta")
+RECORDED = ("adam", "adagrad", "rmsprop", "rmsprop-centered", "adadelta", "adamw")
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def goldens(legacy_python, tmp_path_factory):
 def _optimizers():
     import torch
 
-    from tools.ports.torch.tf_forms import TFAdam, TFStartRMSprop
+    from tools.ports.torch.tf_forms import TFAdam, TFAdamW, TFStartRMSprop
 
     return {  # (golden, port) -> the port's optimizer of these parameters, as plain_loop.py configures TF1's
         ("adam", "tf"): lambda p: TFAdam(p, lr=0.05, eps=1e-8),
@@ -34,7 +34,9 @@ def _optimizers():
         ("rmsprop-centered", "torch"): lambda p: TFStartRMSprop(p, lr=0.05, alpha=0.9, eps=1e-10, momentum=0.5,
                                                                 centered=True),
         ("adadelta", "torch"): lambda p: torch.optim.Adadelta(p, lr=1.0, rho=0.95, eps=1e-7),
+        ("adamw", "tf"): lambda p: TFAdamW(p, lr=0.05, eps=1e-8, weight_decay=0.01),  # tf.contrib.opt's
         # slips
+        ("adamw", "torch"): lambda p: torch.optim.AdamW(p, lr=0.05, eps=1e-8, weight_decay=0.01),
         ("adagrad", "torch default"): lambda p: torch.optim.Adagrad(p, lr=0.05),
         ("rmsprop", "torch start"): lambda p: torch.optim.RMSprop(p, lr=0.05, alpha=0.9, eps=1e-10, momentum=0.5),
     }
@@ -77,3 +79,13 @@ def test_a_torch_optimizer_left_at_torchs_defaults_departs(tt, goldens, name, po
     assert not result.ok and (divergence.step, divergence.kind) == first, result.report()
     assert SLOT_INITIAL in {hint.code for hint in result.slips}, result.report()
     assert "PyTorch" in result.report()  # the advice says what to set in a PyTorch port
+
+
+def test_torchs_adamw_for_tf_contribs_is_named_its_decay_times_the_rate(tt, goldens):
+    # tf.contrib.opt.AdamWOptimizer decays a variable by weight_decay x var a step; torch.optim.AdamW by
+    # lr x weight_decay x var: the same number, another decay, caught at step 0 and named so
+    result = _check(tt, goldens["adamw"], _optimizers()["adamw", "torch"])
+    divergence = result.first_divergence
+    assert not result.ok and divergence.step == 0 and divergence.kind == "var", result.report()
+    assert "weight-decay-rate" in [f.code for f in result.fingerprints], result.report()
+    assert "the port's decay is TF1's times the learning rate" in result.report()

@@ -194,6 +194,9 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
     norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" and not sampled else None
     named = [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f
              for f in _named(golden, step, fits, found, trained)]
+    # how many gradients the golden holds: a factor on some of them is no scale of the loss
+    gradients = float(len({name for name in trained if "@" not in name}))
+    named = [replace(f, detail=dict(f.detail, of=gradients)) if f.code == GRAD_SCALE else f for f in named]
     return [replace(f, detail=dict(f.detail, **{SAMPLED: len(sampled & set(f.keys))})) if sampled & set(f.keys)
             else f for f in named]
 
@@ -327,6 +330,16 @@ def _none(decay: float, other: float) -> bool:
     return abs(decay) <= EPS32 or abs(decay) <= ABSENT * abs(other)
 
 
+def _usual_times_rate(less: float, rate: Optional[float]) -> Optional[float]:
+    """TF1's decay coefficient where the port decays `less` less a step than TF1 because its decay
+    is TF1's times the learning rate (torch's AdamW for tf.contrib.opt's): less / (1 - rate), if
+    that is a decay teams use (DECAYS); None otherwise."""
+    if rate is None or not 0 < rate < 1:
+        return None
+    decay = less / (1.0 - rate)
+    return next((d for d in DECAYS if same(d, decay)), None)
+
+
 def _describe(parameter: str, g: float, a: float, fit: _Fit, rate: Optional[float], batch: Optional[int]) -> Tuple[str, float, float, Dict[str, float]]:
     """(code, golden's value, port's value, detail) of one changed parameter."""
     if parameter == "eps":
@@ -338,10 +351,18 @@ def _describe(parameter: str, g: float, a: float, fit: _Fit, rate: Optional[floa
             return L2_IN_LOSS, g, a, {}
         detail = {} if rate is None else {"lr": rate}
         g_rate, a_rate = (g / rate, a / rate) if rate is not None else (g, a)
+        if _none(g, a) and a < 0:  # the port decays less than TF1 (a plain fit: TF1's own decay is not known)
+            usual = _usual_times_rate(-a, rate)
+            if usual is not None:  # TF1's a usual decay, the port's it times the rate
+                return DECAY_RATE, usual / rate, usual, dict(detail, times_lr=1.0)  # type: ignore[operator]
+            return DECAY_MISSING, -a_rate, 0.0, detail
         if _none(g, a):
             return DECAY_ADDED, 0.0, a_rate, detail
         if _none(a, g):
             return DECAY_MISSING, g_rate, 0.0, detail
+        if rate is not None and not same(rate, 1.0):  # one side's decay is the other's times the rate
+            times = 1.0 if same(a, g * rate) else -1.0 if same(a, g / rate) else 0.0
+            detail = dict(detail, times_lr=times) if times else detail
         return DECAY_RATE, g_rate, a_rate, detail
     factor = float(a / g if parameter in ("alpha", "rate") else a)  # the golden's scale is 1
     if fit.key.startswith("grad/"):

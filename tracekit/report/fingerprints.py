@@ -54,6 +54,15 @@ def _line(hint: Fingerprint) -> str:
         return ("named cause: weight decay left out on %s: at %s TF1's update subtracts %s, the port's nothing, %s. "
                 "Decay these variables as the TF1 optimizer does" % (_names(hint.keys), where, _decay(hint), fit))
     if hint.code == DECAY_RATE:
+        times = d.get("times_lr")
+        if times:
+            return ("named cause: the weight decay %s the learning rate. At %s TF1 decays %s by %.3g x lr x var a "
+                    "step, the port by %.3g x lr x var (lr %.3g), %s: the port's decay is TF1's %s the learning rate "
+                    "(torch.optim.AdamW, optax.adamw, Keras' AdamW and BERT's AdamWeightDecay multiply the decay by "
+                    "it; tf.contrib.opt.AdamWOptimizer does not). Pass weight_decay %s lr"
+                    % ("multiplied by" if times > 0 else "divided by", where, _names(hint.keys), hint.golden,
+                       hint.port, d.get("lr", 0.0), fit, "times" if times > 0 else "divided by",
+                       "/" if times > 0 else "x"))
         return ("named cause: another weight-decay rate on %s: at %s TF1 decays by %.3g, the port by %.3g (x lr "
                 "where the golden has one learning rate), %s" % (_names(hint.keys), where, hint.golden, hint.port, fit))
     if hint.code == EPSILON:
@@ -104,10 +113,14 @@ def _line(hint: Fingerprint) -> str:
         return ("named cause: the update's sign. At %s the port moves %s opposite to TF1, %s: a gradient or a loss "
                 "with its sign flipped (ascent where TF1 descends)" % (where, _names(hint.keys), fit))
     if hint.code == GRAD_SCALE:
-        batch, norm = d.get("batch"), d.get("clip_norm")
+        batch, norm, of = d.get("batch"), d.get("clip_norm"), int(d.get("of") or 0)
         why = (": a factor of the batch size (%d), the loss summed where TF1 averages it or the reverse" % batch
                if batch else ": the loss scaled, or the gradients clipped by global norm (one side's global norm "
-               "is %.3g, a round number)" % norm if norm else ": the loss scaled, or the gradients clipped otherwise")
+               "is %.3g, a round number)" % norm if norm else
+               ": on %d of the golden's %d gradients only, so not the loss's scale, which every gradient shares: a "
+               "term the port counts %.4g times for them (a variable it holds as tensors that all train and add up, "
+               "as an LSTM's two biases; a weight used twice)" % (len(hint.keys), of, hint.port)
+               if 0 < len(hint.keys) < of else ": the loss scaled, or the gradients clipped otherwise")
         return ("named cause: the gradients of %s are %.4g x TF1's at %s, %s%s" % (_names(hint.keys), hint.port, where,
                                                                                 fit, why))
     if hint.code == L2_IN_LOSS:

@@ -1,6 +1,6 @@
 """A plain TF1 training loop (feed_dict, Adam, dropout). argv: --steps N [--exit CODE] [--train-only]
 (each step runs only the train op: `sess.run(train)` returns None) [--optimizer NAME] (adam,
-adagrad, ftrl, rmsprop, rmsprop-a2c, rmsprop-centered, adadelta, proximal-adagrad) [--dropout RATE] (0: none)
+adagrad, ftrl, rmsprop, rmsprop-a2c, rmsprop-centered, adadelta, proximal-adagrad, adamw) [--dropout RATE] (0: none)
 [--clip NORM] (the gradients clipped by tf.clip_by_global_norm before the update; 0: not).
 CRASH_AT=k in the environment raises after k steps. Knows nothing about tracekit."""
 import argparse
@@ -24,7 +24,9 @@ OPTIMIZERS = {"adam": lambda: tf.compat.v1.train.AdamOptimizer(0.05),
               "rmsprop-a2c": lambda: tf.compat.v1.train.RMSPropOptimizer(0.05, decay=0.99, epsilon=1e-5),
               "rmsprop-centered": lambda: tf.compat.v1.train.RMSPropOptimizer(0.05, momentum=0.5, centered=True),
               "adadelta": lambda: tf.compat.v1.train.AdadeltaOptimizer(1.0, epsilon=1e-7),
-              "proximal-adagrad": lambda: tf.compat.v1.train.ProximalAdagradOptimizer(0.05, l2_regularization_strength=0.01)}
+              "proximal-adagrad": lambda: tf.compat.v1.train.ProximalAdagradOptimizer(0.05, l2_regularization_strength=0.01),
+              # decoupled weight decay, not multiplied by the rate (torch's AdamW and optax.adamw multiply)
+              "adamw": lambda: tf.contrib.opt.AdamWOptimizer(weight_decay=0.01, learning_rate=0.05)}
 parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adam")
 parser.add_argument("--dropout", type=float, default=0.3)
 parser.add_argument("--clip", type=float, default=0.0)
@@ -42,6 +44,10 @@ if args.clip:
     grads, variables = zip(*optimizer.compute_gradients(loss))
     grads, _ = tf.clip_by_global_norm(grads, args.clip)
     train = optimizer.apply_gradients(zip(grads, variables))
+elif args.optimizer == "adamw":  # its decay writes the variables the gradients read: ordered after them
+    grads_and_vars = optimizer.compute_gradients(loss)
+    with tf.control_dependencies([g for g, _ in grads_and_vars]):
+        train = optimizer.apply_gradients(grads_and_vars)
 else:
     train = optimizer.minimize(loss)
 rng = np.random.RandomState(0)

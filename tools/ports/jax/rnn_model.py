@@ -6,7 +6,8 @@ at run time held in the `hf` bias). The step taps the last output and the logits
 
 `make()` returns (train state, step, {"convert": [...]}); its keyword arguments build deliberately
 wrong ports: forget_bias=0.0 (TF1's forget bias left out), reverse=True (the sequence read
-backwards, as a bidirectional port's backward half would).
+backwards, as a bidirectional port's backward half would), optimizer="optax" (optax.adam: epsilon
+after the bias correction), epsilon=1e-7 (Keras' Adam epsilon, where TF1's AdamOptimizer's is 1e-8).
 """
 
 import jax
@@ -32,10 +33,10 @@ class Net(nn.Module):
         return tracekit.tap("logits", nn.Dense(CLASSES, name="dense")(last))
 
 
-def make(forget_bias=1.0, reverse=False, lr=1e-2):
+def make(forget_bias=1.0, reverse=False, lr=1e-2, optimizer="tf", epsilon=1e-8):
     model = Net(reverse)
     params = model.init(jax.random.key(0), jax.numpy.zeros((1, 5, INPUTS), jax.numpy.float32))["params"]
-    tx = optax.inject_hyperparams(tf_adam)(learning_rate=lr, eps=1e-8)
+    tx = optax.inject_hyperparams(tf_adam if optimizer == "tf" else optax.adam)(learning_rate=lr, eps=epsilon)
     state = TrainState.create(apply_fn=model.apply, params=params, tx=tx)
 
     @jax.jit

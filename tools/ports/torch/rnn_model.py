@@ -6,7 +6,8 @@ held in torch's bias). TF1's cell has one bias: the port freezes torch's second,
 
 `make()` returns (model, step, {"optimizer": ..., "convert": [...]}); its keyword arguments build
 deliberately wrong ports: both_biases=True (torch's two biases both trained), forget_bias=0.0
-(TF1's forget bias left out).
+(TF1's forget bias left out), optimizer="torch" (torch.optim.Adam: epsilon after the bias
+correction).
 """
 
 import torch
@@ -34,9 +35,10 @@ class Net(torch.nn.Module):
         return tracekit.tap("logits", self.dense(last))
 
 
-def make(both_biases=False, forget_bias=1.0, lr=1e-2):
+def make(both_biases=False, forget_bias=1.0, lr=1e-2, optimizer="tf"):
     model = Net(both_biases)
-    optimizer = TFAdam([p for p in model.parameters() if p.requires_grad], lr=lr, eps=1e-8)
+    adam = TFAdam if optimizer == "tf" else torch.optim.Adam
+    optimizer = adam([p for p in model.parameters() if p.requires_grad], lr=lr, eps=1e-8)
     step = supervised_step(model, optimizer)
     convert = [tracekit.torch.lstm("rnn/lstm_cell", model.lstm, forget_bias=forget_bias)]
     return model, step, {"optimizer": optimizer, "convert": convert}

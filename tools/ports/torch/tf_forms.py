@@ -4,6 +4,8 @@ torch counterparts compute something slightly different.
 - `TFAdam`: TF's Adam. torch.optim.Adam adds epsilon to the bias-corrected sqrt(v_hat); TF1's
   AdamOptimizer and Keras' Adam fold the bias correction into the step size and add epsilon to
   sqrt(v) ("epsilon hat"), so torch's epsilon acts as TF's times sqrt(1 - beta2^t).
+- `TFAdamW`: tf.contrib.opt.AdamWOptimizer, TF's Adam after a decoupled decay not multiplied by
+  the learning rate (torch.optim.AdamW multiplies it).
 - `TFStartRMSprop`: torch's RMSprop with its mean squares starting at 1.0, as TF1's RMSPropOptimizer's
   do (torch's start at 0).
 - `KerasBatchNorm1d`: Keras' BatchNormalization on (batch, features). torch's BatchNorm1d keeps
@@ -42,6 +44,24 @@ class TFAdam(torch.optim.Optimizer):
                 m.add_((p.grad - m) * (1 - beta1))
                 v.add_((p.grad * p.grad - v) * (1 - beta2))
                 p.sub_(m * lr_t / (v.sqrt() + group["eps"]))
+
+
+class TFAdamW(TFAdam):
+    """tf.contrib.opt.AdamWOptimizer: TF's Adam after a decoupled weight decay of the variable by
+    `weight_decay` itself, not times the learning rate (torch's AdamW multiplies it by lr)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        super().__init__(params, lr=lr, betas=betas, eps=eps)
+        for group in self.param_groups:
+            group["weight_decay"] = weight_decay
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.sub_(p * group["weight_decay"])
+        super().step(closure)
 
 
 class TFStartRMSprop(torch.optim.RMSprop):
