@@ -14,6 +14,8 @@ import pytest
 import tracekit
 from tools.ports.jax import bert_classifier
 
+from ..support.bert import SLIPS, assert_decay_localized, assert_slip_named
+
 
 def _check(tj, golden, slip=None, forcing="none"):
     state, step, own = bert_classifier.make(slip=slip)
@@ -44,40 +46,11 @@ def test_the_port_matches_every_tensor_at_the_default_tolerance(tj, corpus_bert,
 
 
 @pytest.mark.parametrize("forcing", ["none", "state"])
-@pytest.mark.parametrize("slip, codes, text", [
-    # optax.adamw: bias-corrected where BERT's is not, its epsilon after the correction
-    ("adamw", ["epsilon", "bias-correction"], "Adam's bias correction. At step 0 the port's update of"),
-    # add_decayed_weights without the mask: LayerNorm weights decayed, which BERT leaves alone
-    ("decay-all", ["weight-decay-added"], "weight decay applied where TF1 applies none, on 5 variables"),
-])
+@pytest.mark.parametrize("slip, codes, text", SLIPS)
 def test_a_slip_is_caught_at_its_step_and_named(tj, corpus_bert, slip, codes, text, forcing):
-    result = _check(tj, corpus_bert, slip, forcing)
-    assert not result.ok and result.first_divergence.step == 0, result.report()
-    assert [f.code for f in result.fingerprints] == codes, result.report()
-    assert text in result.report()
-    if slip == "decay-all":
-        found, = result.fingerprints
-        assert all("LayerNorm" in key for key in found.keys), found.keys
-        assert (found.golden, found.port) == pytest.approx((0.0, 0.01))
+    assert_slip_named(_check(tj, corpus_bert, slip, forcing), slip, codes, text)
 
 
 def test_localize_names_the_step_the_cause_and_writes_a_reproduction_that_fails_for_it(tj, corpus_bert, tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    from tracekit.comparison.arbiter import PORT
-    from ..support import ROOT
-
     found = tj.localize(corpus_bert, bert_classifier.make_decay_all, out=str(tmp_path))
-    assert (found.step, found.key) == (0, "var/bert/embeddings/LayerNorm/gamma:0"), found.report()
-    assert [f.code for f in found.state.fingerprints] == ["weight-decay-added"]
-    assert [a.verdict for a in found.state.arbitration.steps] == [PORT]  # the float64 port disagrees too
-    assert found.reproduces, found.reproduced
-    assert "loaded and read back 41 variables, 82 slots and 1 counter" in found.reproduced
-    # the script replays the step with tracekit.jax.check and fails while the slip is there
-    assert "tracekit.jax.check(" in open(found.script).read() and "state=made[0]" in open(found.script).read()
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    done = subprocess.run([sys.executable, found.script], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(env, PYTHONPATH=ROOT))
-    assert done.returncode == 1 and "weight decay applied where TF1 applies none" in done.stdout, done.stderr[-2000:]
+    assert_decay_localized(found, "tracekit.jax", "state")
