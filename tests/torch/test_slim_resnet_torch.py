@@ -31,6 +31,9 @@ def test_the_resnet_port_matches(tt, forcing):
     ({"symmetric_pool": True}, (0, "loss/loss"), None),
     # slim's decay given to torch, whose momentum is 1 - it
     ({"momentum": 0.997}, (0, "var/resnet_small/conv1/BatchNorm/moving_mean:0"), AVERAGE_RATE),
+    # Nesterov's momentum where slim's MomentumOptimizer takes the plain one: 1 + 0.9 times the step
+    # where the accumulators start, named as such
+    ({"nesterov": True}, (0, "var/resnet_small/conv1/weights:0"), "lr-factor"),
 ])
 def test_the_resnet_slips_depart_at_step_0(tt, slip, expected, cause):
     model, step, own = slim_resnet.make(**slip)
@@ -38,3 +41,5 @@ def test_the_resnet_slips_depart_at_step_0(tt, slip, expected, cause):
     first = result.first_divergence
     assert not result.ok and (first.step, first.key) == expected, result.report()
     assert cause is None or cause in {hint.code for hint in result.fingerprints}, result.report()
+    if slip.get("nesterov"):
+        assert "or Nesterov's momentum" in result.report() and "1 + mu = 1.9 times" in result.report()

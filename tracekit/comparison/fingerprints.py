@@ -44,7 +44,7 @@ from ..keys import counters_read, make_key, split_key
 from ..store import Trace
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta
-from . import adam, clipping, corrected, forms
+from . import adam, clipping, corrected, forms, momentum
 from .explained import Explained
 from .sampled import SAMPLED, SampledStep, sampled_state, sampled_values, samples
 from .fitting import EPS32, f64, lstsq, same, smallest_change
@@ -194,6 +194,9 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
     norm = clipping.global_norm(recorded, golden.names("grad")) if first_kind == "grad" and not sampled else None
     named = [clipping.as_clip(f, norm) if f.code == GRAD_SCALE and "batch" not in f.detail and norm else f
              for f in _named(golden, step, fits, found, trained)]
+    # a rate's factor of 1 + mu where every variable's momentum accumulator starts this step: Nesterov's too
+    named = [_nesterov_at_start(golden, f, before, recorded) if f.code == LR_FACTOR and not sampled else f
+             for f in named]
     # how many gradients the golden holds: a factor on some of them is no scale of the loss
     gradients = float(len({name for name in trained if "@" not in name}))
     named = [replace(f, detail=dict(f.detail, of=gradients)) if f.code == GRAD_SCALE else f for f in named]
@@ -328,6 +331,17 @@ def _none(decay: float, other: float) -> bool:
     """A fitted decay is none where it moves no value by an ulp of float32, or is a small
     fraction of the other side's: what a fit of few elements leaves of zero."""
     return abs(decay) <= EPS32 or abs(decay) <= ABSENT * abs(other)
+
+
+def _nesterov_at_start(golden: Trace, found: Fingerprint, before: Mapping[str, Any],
+                       recorded: Mapping[str, Any]) -> Fingerprint:
+    """A learning-rate factor of 1 + mu on variables whose TF1 momentum accumulators start at this
+    step (momentum.py): Nesterov's momentum moves so far there too; said in its detail."""
+    mu = momentum.nesterov_at_start(found.port)
+    if mu is None or not all(momentum.starts_accumulating(golden, split_key(key)[1], before, recorded)
+                             for key in found.keys):
+        return found
+    return replace(found, detail=dict(found.detail, nesterov_mu=mu))
 
 
 def _usual_times_rate(less: float, rate: Optional[float]) -> Optional[float]:

@@ -65,6 +65,24 @@ def accumulator(golden: Trace, name: str, before: Mapping[str, Any],
     return None
 
 
+def starts_accumulating(golden: Trace, name: str, before: Mapping[str, Any], recorded: Mapping[str, Any]) -> bool:
+    """The variable has a slot at zero before this step that holds the golden's gradient after it:
+    TF1's momentum accumulator at its first step (accum' = mu 0 + g, whatever mu)."""
+    stepped = slot_steps(golden, name, before, recorded)
+    if stepped is None:
+        return False
+    g, slots = stepped
+    scale = max(float(np.max(np.abs(g))), 1e-30) if g.size else 1e-30
+    return any(not np.any(old) and float(np.max(np.abs(new - g))) <= RECURSION_ULPS * EPS32 * scale
+               for new, old in slots)
+
+
+def nesterov_at_start(factor: float) -> Optional[float]:
+    """The momentum factor mu (of MOMENTA) with 1 + mu = `factor`: Nesterov's step where the
+    accumulator starts at zero moves 1 + mu times as far as plain momentum's."""
+    return next((mu for mu in MOMENTA if mu > 0 and same(1.0 + mu, factor)), None)
+
+
 def _factor(new: np.ndarray, old: np.ndarray, g: np.ndarray) -> Optional[float]:
     """mu with new = mu old + g to float32 round-off, if one exists in (0, 1]."""
     energy = float(np.dot(old, old))

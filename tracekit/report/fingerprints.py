@@ -99,6 +99,13 @@ def _line(hint: Fingerprint) -> str:
                    "one): write the update without the correction" if corrects else
                    "TF1's optimizer corrects m and v, the port's does not: use an optimizer that corrects them "
                    "(Keras Adam)"))
+    if hint.code == LR_FACTOR and d.get("nesterov_mu"):
+        mu = d["nesterov_mu"]
+        return ("named cause: the learning rate, or Nesterov's momentum. At %s the port's update of %s is %.4g x "
+                "TF1's, %s; TF1's momentum accumulators start at this step, where Nesterov's momentum (mu %g) moves "
+                "1 + mu = %.4g times as far as the plain momentum TF1 applies: check nesterov= (use_nesterov=) and "
+                "the rate; a later step, started from the golden's state (forcing=\"state\"), tells them apart"
+                % (where, _names(hint.keys), hint.port, fit, mu, 1 + mu))
     if hint.code == LR_FACTOR:
         return ("named cause: the learning rate. At %s the port's update of %s is %.4g x TF1's, %s: check the rate "
                 "and its schedule (tracekit compares the rate where the port's step returns it)"

@@ -13,7 +13,8 @@ returned as the golden's `loss/regularization`.
 
 `make()` returns (model, step, {"optimizer": ..., "var_map": ...}); its keyword arguments build wrong
 ports: symmetric_pool=True pools with torch's symmetric padding, momentum=0.997 gives torch slim's
-decay where torch means 1 - it.
+decay where torch means 1 - it, nesterov=True takes Nesterov's momentum where slim's
+MomentumOptimizer takes the plain one.
 """
 
 import numpy as np
@@ -69,9 +70,9 @@ class ResNetSmall(torch.nn.Module):
         return self.logits(x.mean(dim=(2, 3), keepdim=True)).flatten(1)
 
 
-def make(symmetric_pool=False, momentum=MOMENTUM):
+def make(symmetric_pool=False, momentum=MOMENTUM, nesterov=False):
     model = ResNetSmall(symmetric_pool=symmetric_pool, momentum=momentum)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=nesterov)
     kernels = [m.weight for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
 
     def step(inputs):
