@@ -4,8 +4,9 @@ their global norm), replayed into tools/ports/jax/bert_classifier.py: flax modul
 Hugging Face's FlaxBertModel, BERT's optimizer as an optax chain (global-norm clipping, Adam
 without bias correction, weight decay under a mask, the rate's schedule under inject_hyperparams),
 the classifier's kernel paired by a transposing rule. It matches at the default tolerance,
-taught the golden's state or not; optax.adamw in the chain, and the decay left unmasked, are
-caught at step 0 with the cause named."""
+taught the golden's state or not, its gradients compared with the golden's unclipped ones (or its
+clipped ones, where the step clips before tx), as their global norm tells; optax.adamw in the chain,
+and the decay left unmasked, are caught at step 0 with the cause named."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 import tracekit
 from tools.ports.jax import bert_classifier
+from tracekit.keys import UNCLIPPED
 
 from ..support.bert import SLIPS, assert_decay_localized, assert_slip_named
 
@@ -38,11 +40,24 @@ def test_the_port_matches_every_tensor_at_the_default_tolerance(tj, corpus_bert,
     wanted = ({"var/" + n for n in trained} | {"slot/" + n for n in slots} | {"random/" + n for n in draws}
               | {"var/global_step:0", "lr/learning_rate", "loss/loss"})
     assert wanted <= compared, sorted(wanted - compared)
-    # the golden clipped: what tx is handed is before the chain's clipping, so no gradient is
-    # compared, and the result says so for each
-    assert not {k for k in compared if k.startswith("grad/")}
-    assert {"grad/" + n for n in grads} <= set(result.not_compared)
-    assert "before any clipping inside its optax chain" in result.report()
+    # the golden clipped from step 1 (its global norm 1.05): tx is handed the gradients before the
+    # chain's clip, told by their global norm there and said; compared with the golden's unclipped
+    # ones at every step, with its clipped ones (the same) until then
+    unclipped = [n for n in grads if n.endswith(UNCLIPPED)]
+    assert len(unclipped) == 40 and all(result.tensor("grad", n).steps == 4 for n in unclipped)
+    assert all(result.tensor("grad", n).steps == 1 for n in grads if not n.endswith(UNCLIPPED) and n + UNCLIPPED in
+               grads)
+    assert "at step 1, where TF1's clip acted first: the golden's before clipping" in result.report()
+
+
+def test_a_step_that_clips_before_tx_is_compared_with_the_clipped_gradients(tj, corpus_bert):
+    state, step, own = bert_classifier.make(clip_in_step=True)
+    result = tj.check(corpus_bert, step, state=state, **own)
+    assert result.ok, result.report()
+    with tracekit.open(corpus_bert) as golden:
+        clipped = [n for n in golden.names("grad") if not n.endswith(UNCLIPPED)]
+    assert len(clipped) == 41 and all(result.tensor("grad", n).steps == 4 for n in clipped)
+    assert "at step 1, where TF1's clip acted first: the golden's after clipping" in result.report()
 
 
 @pytest.mark.parametrize("forcing", ["none", "state"])

@@ -330,7 +330,7 @@ class Comparer:
         for name, (recorded, port) in sorted(replay.reshaped_draws.items()):
             result.notes.append("random draw %s fed reshaped: the golden drew %s, the port asks for %s (as many "
                                 "numbers, the same distribution)" % (name, tuple(recorded), tuple(port)))
-        result.notes += counter_notes(replay.counter_reads)
+        result.notes += counter_notes(replay.counter_reads) + list(replay.notes)
         for tensor in result.tensors:
             tensor.driven_by_noise = bool(tensor.noise) or self._noise.driven(tensor.kind, tensor.name)
         first = self._first or self._explained_first

@@ -55,8 +55,13 @@ class OptaxBridge:
         self.slots, self.iterations, self.lrs = list(slots), list(iterations), list(lrs)
         self._grads = set(grads)
         # the golden keeps clipped gradients and the unclipped ones; tx.update is handed what the step passes it,
-        # clipped or not, and a chain clips inside: neither is known to be which
+        # clipped or not, and a chain clips inside: which, their global norm tells where TF1's clip acts (_which)
         self.clipping = any(name.endswith(UNCLIPPED) for name in grads)
+        self.clip_kind: Optional[str] = None  # UNCLIPPED or "" (the clipped ones): what tx is handed, once told
+        self.clip_reason = ("the golden clipped its gradients; tracekit reads those the port's tx is handed, before "
+                            "any clipping inside its optax chain and after any the step did itself, and TF1's clip "
+                            "did not act before this was decided")
+        self._index = -1
         self._grad_name = {leaf.holder.paths[leaf.position][1:]: name for name, leaf in params.items()
                            if leaf.holder.paths[leaf.position][0] == "params"}
         optimizer = [i for i, path in enumerate(leaves.paths) if path[0] == "opt_state"]
@@ -101,25 +106,58 @@ class OptaxBridge:
     # ---- a step -------------------------------------------------------------------------------
 
     def took(self, updates: Any) -> None:
-        """What the port's tx.update was handed (reporting()): its gradients."""
+        """What the port's tx.update was handed (reporting()): its gradients, the golden's clipped or
+        unclipped ones where it clipped (as _which told at step 0)."""
         self.applies += 1
-        if self.clipping:
-            return
         handed = {path_names(path): value for path, value in jax.tree_util.tree_flatten_with_path(updates)[0]}
+        grads: Dict[str, np.ndarray] = {}
         for path, value in handed.items():
             name = self._grad_name.get(path)
-            if name is not None and name in self._grads:
-                self.values[make_key("grad", name)] = np.array(value, copy=True)
+            if name is not None:
+                grads[name] = np.array(value, copy=True)
         for conv in self.conversions:  # rearranged into the golden's variables (a part handed none counts 0)
             tails = [leaf.holder.paths[leaf.position][1:] for leaf in conv.port]
             if any(tail in handed for tail in tails):
                 arrays = [np.asarray(handed[tail]) if tail in handed else np.zeros(leaf.shape, leaf.dtype)
                           for tail, leaf in zip(tails, conv.port)]
-                for name, value in zip(conv.golden, conv.deltas_to_golden(arrays)):
-                    if name in self._grads:
-                        self.values[make_key("grad", name)] = value
+                grads.update(zip(conv.golden, conv.deltas_to_golden(arrays)))
+        if self.clipping and self.clip_kind is None:
+            self.clip_kind = self._which(grads)
+        # until TF1's clip acts, its clipped and unclipped gradients are the same: compared with both
+        suffixes = ("", UNCLIPPED) if self.clipping and self.clip_kind is None else (self.clip_kind or "",)
+        for name, value in grads.items():
+            for suffix in suffixes:
+                if name + suffix in self._grads:
+                    self.values[make_key("grad", name + suffix)] = value
 
-    def start(self) -> None:
+    def _which(self, grads: Mapping[str, np.ndarray]) -> Optional[str]:
+        """Whether tx is handed the golden's unclipped gradients (a clip inside the optax chain:
+        UNCLIPPED) or its clipped ones (the step clipped: ""), told at the first step where TF1's
+        clip acted by their global norm, the nearer (by ratio) of the golden's two there; None at a
+        step where it did not (both norms alike). clip_reason says what was found."""
+        step = self.golden.step(self._index)
+        names = [n for n in grads if make_key("grad", n) in step and make_key("grad", n + UNCLIPPED) in step]
+        if not names:
+            return None
+
+        def norm(values: Sequence[Any]) -> float:
+            return float(np.sqrt(sum(float(np.sum(np.square(np.asarray(v, np.float64)))) for v in values)))
+        port, clipped = norm([grads[n] for n in names]), norm([step["grad", n] for n in names])
+        unclipped = norm([step["grad", n + UNCLIPPED] for n in names])
+        if not (port > 0 and clipped > 0 and unclipped > clipped * (1 + 1e-4)):
+            return None
+        before = abs(np.log(port / unclipped)) < abs(np.log(port / clipped))
+        self.clip_reason = ("the port's tx is handed gradients of global norm %.6g at step %d, where TF1's clip "
+                            "acted first: the golden's %s clipping (%.6g; %s %.6g), compared with those from that step "
+                            "on; the %s ones are %s, where tracekit does not see them"
+                            % (port, self._index, "before" if before else "after", unclipped if before else clipped,
+                               "after" if before else "before", clipped if before else unclipped,
+                               "clipped" if before else "unclipped", "made inside the port's optax chain" if before
+                               else "the step's own, before it hands tx the clipped ones"))
+        return UNCLIPPED if before else ""
+
+    def start(self, index: int = -1) -> None:
+        self._index = index
         self.values = {}
 
     def finish(self) -> None:
@@ -134,10 +172,6 @@ class OptaxBridge:
         if self.lrs and self._lr is None:
             out.update((make_key("lr", n), "the port's optax transformation keeps no learning rate in its state "
                         "(wrap it in optax.inject_hyperparams to compare it)") for n in self.lrs)
-        if self.clipping:
-            out.update((make_key("grad", n), "the golden clipped its gradients; tracekit reads those the port's tx "
-                        "is handed, before any clipping inside its optax chain and after any the step did itself, "
-                        "so neither kind is compared") for n in self._grads)
         if self.iterations and not self._counts:
             out.update((make_key(k, n), "the port's optax state keeps no step count") for n in self.iterations
                        for k in ("var", "slot") if n in self.golden.names(k))

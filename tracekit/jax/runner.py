@@ -74,7 +74,7 @@ class JaxRunner(PortRunner):
         self._unfed_reads(index, counters)
         self._captured = captured = Captured()
         self.tape.start(index, draws)
-        self.optimizer.start()
+        self.optimizer.start(index)
         with self.tape.installed(), taps.capturing(self._tap):
             yield captured
             jax.effects_barrier()  # the step's callbacks (draws, gradients) have run
@@ -101,6 +101,8 @@ class JaxRunner(PortRunner):
                                   % (index, "\n  ".join(unpaired)))
             for name in self.golden.names("grad"):
                 key = make_key("grad", name)
+                if self.optimizer.clipping and key not in self._captured.values:
+                    self.not_replayed.setdefault(key, self.optimizer.clip_reason)  # the kind tx is not handed
                 if key not in self._captured.values and key not in self.not_replayed:
                     self.not_replayed[key] = "the port's optimizer was handed no gradient for it"
 
@@ -139,8 +141,10 @@ class JaxRunner(PortRunner):
         return np.asarray(value, dtype=dtype)
 
     def meta(self) -> Dict[str, Any]:
+        decided = self.optimizer.clipping and self.optimizer.clip_kind is not None
         return {"own_initial": sorted(self._own_named.union(self.optimizer.own_initial)),
                 "applies": self.optimizer.applies, "counter_reads": dict(self._counter_reads),
+                "notes": [self.optimizer.clip_reason] if decided else [],
                 "reshaped_draws": dict(self.tape.reshaped), "draw_rates": dict(self.tape.rates),
                 "loaded": {"read_back": sorted(k for k, ok in self.optimizer.loaded.items() if ok),
                            "otherwise": sorted(k for k, ok in self.optimizer.loaded.items() if not ok)}}

@@ -115,6 +115,7 @@ class ReplayMeta(Section):
     # "first_moved", "unfed": steps with no port counter to move, "first_unfed"}: TF1's racy rate reads
     # (record/counter_reads.py)
     counter_reads: Dict[str, Any] = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)  # what the runner learnt that the report should say
 
 
 def replay_of(meta: Mapping[str, Any]) -> Optional[ReplayMeta]:

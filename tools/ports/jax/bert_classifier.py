@@ -170,17 +170,19 @@ def decay_mask(params):
         lambda path, _: not any(word in jax.tree_util.keystr(path) for word in NO_DECAY), params)
 
 
-def make(slip=None, train_steps=TRAIN_STEPS, **sizes):
+def make(slip=None, train_steps=TRAIN_STEPS, clip_in_step=False, **sizes):
+    """clip_in_step: the step clips the gradients by their global norm itself, as TF1's
+    clip_by_global_norm computes it, before it hands them to tx (no clip in the chain)."""
     size = dict(SIZES, **sizes)
     seq = size["seq"]
     mask = None if slip == "decay-all" else decay_mask
+    clip = () if clip_in_step else (optax.clip_by_global_norm(1.0),)
 
     def optimizer(learning_rate):
         if slip == "adamw":
-            return optax.chain(optax.clip_by_global_norm(1.0),
-                               optax.adamw(learning_rate, eps=1e-6, weight_decay=0.01, mask=mask))
-        return optax.chain(optax.clip_by_global_norm(1.0), scale_by_bert_adam(),
-                           optax.add_decayed_weights(0.01, mask), optax.scale_by_learning_rate(learning_rate))
+            return optax.chain(*clip, optax.adamw(learning_rate, eps=1e-6, weight_decay=0.01, mask=mask))
+        return optax.chain(*clip, scale_by_bert_adam(), optax.add_decayed_weights(0.01, mask),
+                           optax.scale_by_learning_rate(learning_rate))
 
     # BERT's polynomial decay (power 1) to 0 over the train steps
     schedule = optax.linear_schedule(size["lr"], 0.0, train_steps)
@@ -199,6 +201,9 @@ def make(slip=None, train_steps=TRAIN_STEPS, **sizes):
                                     inputs["segment_ids:0"], train=True, rngs={"dropout": key})
             return optax.softmax_cross_entropy_with_integer_labels(logits, inputs["label_ids:0"]).mean()
         loss, grads = jax.value_and_grad(loss_fn)(state.params)
+        if clip_in_step:  # tf.clip_by_global_norm: t * clip_norm / max(global_norm, clip_norm)
+            norm = optax.tree.norm(grads)
+            grads = jax.tree_util.tree_map(lambda g: g * 1.0 / jnp.maximum(norm, 1.0), grads)
         return state.apply_gradients(grads=grads), loss
 
     # FlaxBertModel's names against BERT's scopes: the layers' index, the classifier (TF1's
