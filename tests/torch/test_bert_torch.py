@@ -51,3 +51,16 @@ def test_a_slip_is_caught_at_its_step_and_named(tt, corpus_bert, slip, codes, te
 def test_localize_names_the_step_the_cause_and_writes_a_reproduction_that_fails_for_it(tt, corpus_bert, tmp_path):
     found = tt.localize(corpus_bert, bert_classifier.make_decay_all, out=str(tmp_path))
     assert_decay_localized(found, "tracekit.torch", "model")
+
+
+def test_attention_through_torchs_fused_kernel_takes_the_goldens_dropout(tt, corpus_bert):
+    # F.scaled_dot_product_attention(..., dropout_p=0.1): computed step by step for the replay, its
+    # dropout fed the golden's draw; left to torch's own draws it departs at the loss
+    model, step, own = bert_classifier.make(sdpa=True)
+    result = tt.check(corpus_bert, step, model=model, **own)
+    assert result.ok and not result.noise, result.report()
+    draws = [t for t in result.tensors if t.kind == "random" and "attention/self/dropout" in t.name]
+    assert len(draws) == 2 and all(t.steps == 4 for t in draws)
+    model, step, own = bert_classifier.make(sdpa=True)
+    off = tt.check(corpus_bert, step, model=model, random="none", **own)
+    assert (off.first_divergence.step, off.first_divergence.key) == (0, "loss/loss"), off.report()

@@ -28,9 +28,9 @@ NO_DECAY = ("bias", "LayerNorm.weight")  # as Hugging Face's fine-tuning scripts
 
 
 class SelfAttention(torch.nn.Module):
-    def __init__(self, hidden, heads):
+    def __init__(self, hidden, heads, sdpa=False):
         super().__init__()
-        self.heads = heads
+        self.heads, self.sdpa = heads, sdpa
         self.query, self.key, self.value = (torch.nn.Linear(hidden, hidden) for _ in range(3))
         self.dropout = torch.nn.Dropout(0.1)
 
@@ -39,9 +39,14 @@ class SelfAttention(torch.nn.Module):
 
         def split(t):
             return t.view(batch, seq, self.heads, hidden // self.heads).transpose(1, 2)
-        scores = split(self.query(x)) @ split(self.key(x)).transpose(-1, -2) / math.sqrt(hidden // self.heads)
-        probs = self.dropout(torch.softmax(scores + adder, dim=-1))
-        return (probs @ split(self.value(x))).transpose(1, 2).reshape(batch, seq, hidden)
+        query, key, value = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        if self.sdpa:  # torch's fused attention, its dropout given as dropout_p
+            context = F.scaled_dot_product_attention(query, key, value, attn_mask=adder,
+                                                     dropout_p=0.1 if self.training else 0.0)
+        else:
+            scores = query @ key.transpose(-1, -2) / math.sqrt(hidden // self.heads)
+            context = self.dropout(torch.softmax(scores + adder, dim=-1)) @ value
+        return context.transpose(1, 2).reshape(batch, seq, hidden)
 
 
 class Output(torch.nn.Module):
@@ -58,9 +63,9 @@ class Output(torch.nn.Module):
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, hidden, heads):
+    def __init__(self, hidden, heads, sdpa):
         super().__init__()
-        self.self = SelfAttention(hidden, heads)
+        self.self = SelfAttention(hidden, heads, sdpa)
         self.output = Output(hidden, hidden)
 
     def forward(self, x, adder):
@@ -77,9 +82,9 @@ class Intermediate(torch.nn.Module):
 
 
 class Layer(torch.nn.Module):
-    def __init__(self, hidden, heads, inner):
+    def __init__(self, hidden, heads, inner, sdpa):
         super().__init__()
-        self.attention = Attention(hidden, heads)
+        self.attention = Attention(hidden, heads, sdpa)
         self.intermediate = Intermediate(hidden, inner)
         self.output = Output(inner, hidden)
 
@@ -104,12 +109,12 @@ class Embeddings(torch.nn.Module):
 
 
 class Bert(torch.nn.Module):
-    def __init__(self, size):
+    def __init__(self, size, sdpa=False):
         super().__init__()
         hidden = size["hidden"]
         self.embeddings = Embeddings(size["vocab"], hidden, size["positions"] or size["seq"])
         self.encoder = torch.nn.Module()
-        self.encoder.layer = torch.nn.ModuleList(Layer(hidden, size["heads"], size["intermediate"])
+        self.encoder.layer = torch.nn.ModuleList(Layer(hidden, size["heads"], size["intermediate"], sdpa)
                                                  for _ in range(size["layers"]))
         self.pooler = torch.nn.Module()
         self.pooler.dense = torch.nn.Linear(hidden, hidden)
@@ -123,9 +128,9 @@ class Bert(torch.nn.Module):
 
 
 class Classifier(torch.nn.Module):
-    def __init__(self, size):
+    def __init__(self, size, sdpa=False):
         super().__init__()
-        self.bert = Bert(size)
+        self.bert = Bert(size, sdpa)
         self.dropout = torch.nn.Dropout(0.1)
         self.classifier = torch.nn.Linear(size["hidden"], LABELS)
         # TF1's global_step: the step count the rate's schedule reads, kept where the replay pairs it
@@ -162,9 +167,10 @@ class AdamWeightDecay(torch.optim.Optimizer):
                 p.add_(update, alpha=-group["lr"])
 
 
-def make(slip=None, train_steps=TRAIN_STEPS, **sizes):
+def make(slip=None, train_steps=TRAIN_STEPS, sdpa=False, **sizes):
+    """sdpa: the attention by torch.nn.functional.scaled_dot_product_attention, its dropout as dropout_p."""
     size = dict(SIZES, **sizes)
-    model = Classifier(size)
+    model = Classifier(size, sdpa)
     named = list(model.named_parameters())
     if slip == "decay-all":
         groups = [{"params": [p for _, p in named], "weight_decay": 0.01}]
