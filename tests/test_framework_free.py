@@ -1,6 +1,6 @@
 """The framework-free core: the parts of tracekit that read, compare, judge and report a golden
 import no machine-learning framework, directly or through another tracekit module, and import
-in an interpreter where none can be imported. A port's framework is its adapter's business
+in an interpreter where none can be imported, where the core's own unit tests pass too. A port's framework is its adapter's business
 (TensorFlow 2's: tf2/; the recorder, record/, is the TF 1.15 side)."""
 
 from __future__ import annotations
@@ -103,3 +103,55 @@ def test_a_core_module_that_needs_a_framework_fails_there(framework, tmp_path):
     done = subprocess.run([sys.executable, "-c", BLOCKED % (FRAMEWORKS,), "needs"], capture_output=True, text=True,
                           cwd=str(tmp_path), timeout=120)
     assert done.returncode != 0 and "no %s here" % framework in done.stderr
+
+
+# The core's test folders, and their modules left to the main run alone (campaigns and long fits:
+# they too import nothing but the core, and would add minutes here).
+CORE_TESTS = ("comparison", "report", "lifecycle", "store")
+LONG = frozenset(["test_crash", "test_writer_races", "test_blockwise", "test_fingerprints_more", "test_activations",
+                  "test_fingerprints", "test_interop", "test_structures"])
+RUN_BLOCKED = BLOCKED.split("import importlib\nfor name")[0] + """
+import pytest
+code = pytest.main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in FRAMEWORKS)
+assert not loaded, loaded
+sys.exit(code)
+"""
+
+
+def _core_only(path, module, follow=True):
+    """Whether the test module at `path` imports only the core, the standard library and the
+    store's libraries (numpy, h5py, ...), also in the tests' support modules it imports (their own
+    imports inside functions it may not call are left to the blocked run, which fails on them)."""
+    for _, target in _imports(path, module, every=True):
+        top = target.split(".")
+        if top[0] in FRAMEWORKS or top[0] == "tools":
+            return False
+        if top[0] == "tracekit" and len(top) > 1 and top[1] not in CORE_PARTS:
+            return False
+        if follow and target.startswith("tests.support"):
+            base = os.path.join(os.path.dirname(PACKAGE), *target.split("."))
+            support = base + ".py" if os.path.exists(base + ".py") else os.path.join(base, "__init__.py")
+            if os.path.exists(support) and not _core_only(support, target, follow=False):
+                return False
+    return True
+
+
+@pytest.mark.modern
+def test_the_cores_own_unit_tests_pass_where_no_framework_can_be_imported():
+    root = os.path.dirname(PACKAGE)
+    tests = []
+    for folder in CORE_TESTS:
+        for name in sorted(os.listdir(os.path.join(root, "tests", folder))):
+            path = os.path.join(root, "tests", folder, name)
+            if name.startswith("test_") and name.endswith(".py") and name[:-3] not in LONG and \
+                    _core_only(path, "tests.%s.%s" % (folder, name[:-3])):
+                tests.append(os.path.join("tests", folder, name))
+    assert len(tests) >= 25, tests
+    env = dict(os.environ)
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    done = subprocess.run([sys.executable, "-c", RUN_BLOCKED % (FRAMEWORKS,), "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "-m", "not tf1"] + tests, capture_output=True, text=True, cwd=root,
+                          env=env, timeout=900)
+    tail = done.stdout[-3000:] + done.stderr[-2000:]
+    assert done.returncode == 0 and " passed" in done.stdout and " failed" not in done.stdout, tail
