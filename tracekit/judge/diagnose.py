@@ -49,13 +49,13 @@ def localize(golden: str, port: Localizing, out: Optional[str], steps: Optional[
     Where the golden has taps, the steps up to it once more with forcing="taps", which names the
     first layer at fault. A one-step reproduction of that step is written under `out` (a new
     temporary folder by default) and replayed once to check that it fails as the forced replay did."""
-    plain = port.check(golden, "none", steps)
-    if plain.ok:
-        return Localization(golden, plain, plain)
+    own = port.check(golden, "none", steps)  # from the port's own state
+    if own.ok:
+        return Localization(golden, own, own)
     state = port.check(golden, "state", steps)
     with open_trace(golden) as trace:
         port.arbitrate(trace, state)
-    found = Localization(golden, plain, state)
+    found = Localization(golden, own, state)
     first = state.first_divergence
     if first is None:
         return found  # only drift, or the replay is short or misses tensors: the reports say which
