@@ -48,8 +48,8 @@ def test_the_loaded_weights_are_the_goldens_in_flaxs_layout(tj):
     ({"optimizer": "optax"}, "var/rnn/lstm_cell/kernel:0", ["epsilon-after-bias-correction"]),
     # Keras' Adam epsilon 1e-7 where TF1's AdamOptimizer's is 1e-8
     ({"epsilon": 1e-7}, "var/rnn/lstm_cell/kernel:0", ["epsilon"]),
-    # TF1's forget bias, added at run time, left out of flax's hf bias: caught, not named
-    ({"forget_bias": 0.0}, "tap/last_output", []),
+    # TF1's forget bias, added at run time, left out of flax's hf bias: named by the step replayed with it
+    ({"forget_bias": 0.0}, "tap/last_output", ["lstm-forget-bias"]),
     # the sequence read backwards: caught, not named
     ({"reverse": True}, "tap/last_output", []),
 ])
@@ -59,6 +59,15 @@ def test_the_lstm_slips_depart_at_step_0(tj, slip, expected, causes):
     first = result.first_divergence
     assert not result.ok and (first.step, first.key) == (0, expected), result.report()
     assert [f.code for f in result.fingerprints] == causes, result.report()
+
+
+def test_the_conversions_variants_read_their_own_values_back_as_the_goldens(tj):
+    conv = rnn_model.make()[2]["convert"][0]
+    with tracekit.open(golden("lstm_model")) as g:
+        values = [g.initial["var", name] for name in conv.golden]
+    for each in [conv] + [v.conversion for v in conv.variants()]:
+        back = each.values_to_golden(each.values_to_port(values))
+        assert np.array_equal(back[0], values[0]) and np.allclose(back[1], values[1], atol=2e-7, rtol=0), each
 
 
 def test_a_conversion_naming_leaves_the_state_lacks_is_refused(tj):

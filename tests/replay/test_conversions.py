@@ -170,6 +170,23 @@ def test_wrong_rnn_ports_are_caught_where_they_depart(tf2, cell, options, conver
     assert not result.ok and (first.step, first.key) == expected, result.report()
 
 
+def test_an_lstm_port_without_tf1s_forget_bias_is_named_by_a_replay_of_its_step(tf2):
+    def port():
+        model, step = rnn_model.make("lstm")
+        return model, step, {"convert": rnn_model.conversions(model, "lstm", forget_bias=0.0)}
+    result = tf2.check(golden("lstm_model"), make_port=port, steps=3)  # each replay a fresh port
+    first = result.first_divergence
+    assert (first.step, first.key) == (0, "tap/last_output") and \
+        [f.code for f in result.fingerprints] == ["lstm-forget-bias"], result.report()
+    assert "named cause, verified by a replay: lstm-forget-bias, in TF1 LSTMCell rnn/lstm_cell -> Keras LSTM" in \
+        result.report()
+    # the port's own traced tf.function cannot replay again: nothing is claimed, and the result says why
+    model, step, own = port()
+    result = tf2.check(golden("lstm_model"), step, model=model, steps=3, **own)
+    assert not result.ok and result.fingerprints == [], result.report()
+    assert any("variants" in note and "make_port=" in note for note in result.notes), result.notes
+
+
 @pytest.mark.parametrize("cell, hint", [
     ("lstm", 'pass convert=[tracekit.tf2.lstm("rnn/lstm_cell", <that Keras LSTM layer>)]'),
     ("gru", 'pass convert=[tracekit.tf2.gru("rnn/gru_cell", <that Keras GRU layer, built with reset_after=False>)]'),

@@ -60,6 +60,9 @@ DECAY_ADDED = "weight-decay-added"
 DECAY_MISSING = "weight-decay-missing"
 DECAY_RATE = "weight-decay-rate"
 GRAD_SCALE = "gradient-scale"
+# a detail key: a replay of the step with one of the port's conversions done another way matched
+# (judge/variants.py); its value says what that variant does
+VARIANT = "variant"
 L2_IN_LOSS = "l2-in-loss"
 
 DECAYS = (0.1, 0.05, 0.02, 0.01, 0.005, 0.001, 5e-4, 1e-4)  # weight decays teams use, times the learning rate

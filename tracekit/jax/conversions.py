@@ -10,11 +10,11 @@ i, f, g, o. The golden's bias goes into the `h*` biases, the forget bias into `h
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List, Sequence
 
 import numpy as np
 
-from ..replay.conversions import Arrays, Conversion
+from ..replay.conversions import Arrays, Conversion, lstm_variants
 
 _FLAX = "ifgo"  # flax's gates; TF1's block of each: i 0, f 2, g (TF1's j) 1, o 3
 _TF1_BLOCK = (0, 2, 1, 3)
@@ -29,24 +29,26 @@ def lstm(golden_scope: str, cell: str, forget_bias: float = 1.0) -> Conversion:
              + ["%s/h%s/bias" % (path, g) for g in _FLAX])
     scope = golden_scope.rstrip("/")
 
-    def to_port(golden: Arrays) -> List[np.ndarray]:
-        kernel, bias = (np.asarray(a) for a in golden)
-        units = kernel.shape[1] // 4
-        inputs = kernel.shape[0] - units
-        blocks, biases = np.split(kernel, 4, axis=1), np.split(bias, 4)
-        ordered = [blocks[k] for k in _TF1_BLOCK]
-        return ([np.array(b[:inputs]) for b in ordered] + [np.array(b[inputs:]) for b in ordered]
-                + [np.array(biases[k]) for k in _TF1_BLOCK])
+    def made(forget: float, order: Sequence[int]) -> Conversion:  # order: flax gate k holds TF1's block order[k]
+        def to_port(golden: Arrays) -> List[np.ndarray]:
+            kernel, bias = (np.asarray(a) for a in golden)
+            units = kernel.shape[1] // 4
+            inputs = kernel.shape[0] - units
+            blocks, biases = np.split(kernel, 4, axis=1), np.split(bias, 4)
+            ordered = [blocks[k] for k in order]
+            return ([np.array(b[:inputs]) for b in ordered] + [np.array(b[inputs:]) for b in ordered]
+                    + [np.array(biases[k]) for k in order])
 
-    def to_golden(port: Arrays) -> List[np.ndarray]:
-        arrays = [np.asarray(a) for a in port]
-        gate = {g: (arrays[i], arrays[4 + i], arrays[8 + i]) for i, g in enumerate(_FLAX)}
-        tf1 = [gate[g] for g in "igfo"]  # TF1's blocks i, j (flax's g), f, o
-        kernel = np.concatenate([np.concatenate([wx, wh], axis=0) for wx, wh, _ in tf1], axis=1)
-        return [kernel, np.concatenate([b for _, _, b in tf1])]
+        def to_golden(port: Arrays) -> List[np.ndarray]:
+            arrays = [np.asarray(a) for a in port]
+            tf1 = [(arrays[k], arrays[4 + k], arrays[8 + k]) for k in (list(order).index(b) for b in range(4))]
+            kernel = np.concatenate([np.concatenate([wx, wh], axis=0) for wx, wh, _ in tf1], axis=1)
+            return [kernel, np.concatenate([b for _, _, b in tf1])]
 
-    offset = [None] * 12
-    offset[8 + _FLAX.index("f")] = np.float32(forget_bias)  # TF1 adds it to the f gate at run time
-    # the port's leaves by their paths: the replay puts the train state's own leaves in their place
-    return Conversion("TF1 LSTMCell %s -> flax LSTMCell %s" % (scope, path), (scope + "/kernel:0", scope + "/bias:0"),
-                      tuple(names), to_port, to_golden, tuple(offset))
+        offset: List[Any] = [None] * 12
+        offset[8 + list(order).index(2)] = np.float32(forget)  # TF1 adds it to the f gate at run time
+        # the port's leaves by their paths: the replay puts the train state's own leaves in their place
+        return Conversion("TF1 LSTMCell %s -> flax LSTMCell %s" % (scope, path),
+                          (scope + "/kernel:0", scope + "/bias:0"), tuple(names), to_port, to_golden, tuple(offset),
+                          variants=lstm_variants(made, forget, order, "i, f, g, o"))
+    return made(forget_bias, _TF1_BLOCK)

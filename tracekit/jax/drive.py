@@ -18,6 +18,8 @@ from ..errors import UsageError
 from ..judge.diagnose import PortKind, calibrate_port, localize_port
 from ..judge.local import Arbiter
 from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
+from ..judge.variants import name_by_variants, one_step
+from ..replay.conversions import given as given_conversions
 from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
@@ -74,8 +76,9 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     (make_port's port teacher-forced, each step's own error; a failing step goes to the float64
     arbiter, jax/arbiter.py, and the steps it explains as round-off through a discontinuity are
     accepted; judge/local.py) or "auto" (local for a factory's port on a golden longer than
-    LONG_GOLDEN steps, else plain). TensorFlow 2's verdict also judges the drift from the port's
-    own state against an envelope of perturbed replays: not built for JAX ports yet, and said so
+    LONG_GOLDEN steps, else plain). Where a plain check fails at a step and the port's conversions
+    have variants (an LSTM's forget bias, its gate order: judge/variants.py), that step is replayed
+    again with each. TensorFlow 2's verdict also judges the drift from the port's own state against an envelope of perturbed replays: not built for JAX ports yet, and said so
     in the result."""
     check_arguments("tracekit.jax.check", "(train state, step function)", fail_fast, judge, make_port,
                     {"step_fn": step_fn, "state": state})
@@ -90,7 +93,10 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
             if locally:
                 return _local(trace, lambda: port_made(make_port, given), state, step_fn, tolerance,
                               dict(options, forcing="state"))
-        return _plain(trace, step_fn, state, tolerance, fail_fast, out, options)
+        result = _plain(trace, step_fn, state, tolerance, fail_fast, out, options)
+        name_by_variants(result, trace, given_conversions(options), lambda excerpt, pick: _plain(
+            excerpt, step_fn, state, tolerance, True, None, one_step(options, pick)))
+        return result
 
 
 def _plain(trace: Trace, step_fn: Any, state: Any, tolerance: Any, fail_fast: bool, out: Optional[str],

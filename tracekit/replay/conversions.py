@@ -18,8 +18,8 @@ names and shapes. No TensorFlow here: port variables are taken as given.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -27,6 +27,14 @@ from ..errors import ReplayError, UsageError
 from . import varmap
 
 Arrays = Sequence[np.ndarray]
+
+# What a conversion's variants name (judge/variants.py replays a failing step with each).
+FORGET_BIAS = "lstm-forget-bias"
+GATE_ORDER = "lstm-gate-order"
+
+
+def _no_variants() -> Tuple["Variant", ...]:
+    return ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +49,9 @@ class Conversion:
     port_offset: Tuple[Optional[np.ndarray], ...] = ()  # per port variable, added to values only
     # Golden variables the port cannot express, with why: their presence refuses the conversion.
     refused: Tuple[Tuple[str, str], ...] = ()
+    # The ways this conversion is commonly got wrong, each as the conversion that does it the other
+    # way: a failing step replayed with one of them in its place that matches names the slip.
+    variants: Callable[[], Tuple["Variant", ...]] = field(default=_no_variants)
 
     def values_to_port(self, golden: Arrays) -> List[np.ndarray]:
         out = self.to_port(golden)
@@ -61,15 +72,60 @@ class Conversion:
         return self.port_offset or (None,) * len(self.port)
 
 
+@dataclass(frozen=True, eq=False)
+class Variant:
+    """A conversion done another way: `code` names the convention (FORGET_BIAS, ...), `port`
+    says what the port's conversion does, `other` what `conversion` does instead."""
+
+    code: str
+    port: str
+    other: str
+    conversion: Conversion
+
+
+def lstm_variants(make: Callable[[float, Sequence[int]], Conversion], forget_bias: float,
+                  order: Sequence[int], port_order: str) -> Callable[[], Tuple[Variant, ...]]:
+    """An LSTM conversion's variants: the other forget bias (1 where it is 0, else 0), and TF1's
+    gate blocks loaded in their own order (i, j, f, o) as the port's (`port_order`), the forget
+    bias on TF1's f block; make(forget_bias, order) builds a conversion (order: the TF1 block of
+    each of the port's blocks)."""
+    def variants() -> Tuple[Variant, ...]:
+        other = 0.0 if forget_bias else 1.0
+        out = [Variant(FORGET_BIAS, "adds forget_bias=%g to the f gate" % forget_bias,
+                       "adds %g (TF1's LSTMCell adds its forget_bias, 1 by default, at run time; Keras' LSTM and the "
+                       "cuDNN cells add none): give the conversion the TF1 cell's forget_bias" % other,
+                       make(other, order))]
+        if tuple(order) != (0, 1, 2, 3):
+            out.append(Variant(GATE_ORDER, "reorders TF1's gate blocks i, j, f, o as the port's %s" % port_order,
+                               "keeps them in TF1's order: the port's cell splits its gates as TF1's code does (i, j, "
+                               "f, o), not in %s; split them as its layer's weights are laid out" % port_order,
+                               make(forget_bias, (0, 1, 2, 3))))
+        return tuple(out)
+    return variants
+
+
 def gates(array: np.ndarray, order: Sequence[int]) -> np.ndarray:
     """Reorder the four equal blocks of the last axis."""
     blocks = np.split(array, 4, axis=-1)
     return np.concatenate([blocks[i] for i in order], axis=-1)
 
 
-# TF1 gate blocks (i, j, f, o) in Keras' order (i, f, c, o): Keras block k is TF1 block ORDER[k].
+def ungates(array: np.ndarray, order: Sequence[int]) -> np.ndarray:
+    """gates()'s inverse: the blocks put back where `order` took them from."""
+    return gates(array, [int(i) for i in np.argsort(order)])
+
+
+# TF1 gate blocks (i, j, f, o) in Keras' order (i, f, c, o): Keras block k is TF1 block TO_KERAS[k].
 TO_KERAS = (0, 2, 1, 3)
-TO_TF1 = (0, 2, 1, 3)  # the permutation swaps two blocks: it is its own inverse
+
+
+def forget_offset(units: int, forget_bias: float, order: Sequence[int]) -> np.ndarray:
+    """The constant a port's LSTM bias holds and TF1's does not: `forget_bias` on the port's
+    block that holds TF1's f block (2), where TF1 adds it at run time."""
+    offset = np.zeros(4 * units, dtype=np.float32)
+    at = list(order).index(2)
+    offset[at * units:(at + 1) * units] = forget_bias
+    return offset
 
 
 def lstm(golden_scope: str, port_layer: Any, forget_bias: float = 1.0) -> Conversion:
@@ -86,28 +142,28 @@ def lstm(golden_scope: str, port_layer: Any, forget_bias: float = 1.0) -> Conver
     if bias is None:
         raise UsageError("lstm(%r, ...): the Keras LSTM has use_bias=False; TF1's LSTMCell always has a bias"
                          % golden_scope)
-    units = int(recurrent.shape[0])
-    offset = np.zeros(4 * units, dtype=np.float32)
-    offset[units:2 * units] = forget_bias  # Keras' f block: TF1 adds forget_bias there at run time
-    scope = golden_scope.rstrip("/")
-
-    def to_port(golden: Arrays) -> List[np.ndarray]:
-        g_kernel, g_bias = golden
-        inputs = g_kernel.shape[0] - units
-        k = gates(g_kernel, TO_KERAS)
-        return [np.ascontiguousarray(k[:inputs]), np.ascontiguousarray(k[inputs:]), gates(g_bias, TO_KERAS)]
-
-    def to_golden(port: Arrays) -> List[np.ndarray]:
-        p_kernel, p_recurrent, p_bias = port
-        return [gates(np.concatenate([p_kernel, p_recurrent], axis=0), TO_TF1), gates(p_bias, TO_TF1)]
-
+    units, scope = int(recurrent.shape[0]), golden_scope.rstrip("/")
     peephole = "the TF1 cell has peephole connections (use_peepholes=True), which Keras LSTM lacks"
     projection = "the TF1 cell projects its output (num_proj), which Keras LSTM cannot"
     refused = tuple((scope + "/%s:0" % v, peephole) for v in ("w_f_diag", "w_i_diag", "w_o_diag")) + \
         ((scope + "/projection/kernel:0", projection),)
-    return Conversion("TF1 LSTMCell %s -> Keras LSTM %s" % (scope, getattr(port_layer, "name", "?")),
-                      (scope + "/kernel:0", scope + "/bias:0"), (kernel, recurrent, bias), to_port, to_golden,
-                      (None, None, offset), refused)
+
+    def made(forget: float, order: Sequence[int]) -> Conversion:
+        def to_port(golden: Arrays) -> List[np.ndarray]:
+            g_kernel, g_bias = golden
+            inputs = g_kernel.shape[0] - units
+            k = gates(g_kernel, order)
+            return [np.ascontiguousarray(k[:inputs]), np.ascontiguousarray(k[inputs:]), gates(g_bias, order)]
+
+        def to_golden(port: Arrays) -> List[np.ndarray]:
+            p_kernel, p_recurrent, p_bias = port
+            return [ungates(np.concatenate([p_kernel, p_recurrent], axis=0), order), ungates(p_bias, order)]
+
+        return Conversion("TF1 LSTMCell %s -> Keras LSTM %s" % (scope, getattr(port_layer, "name", "?")),
+                          (scope + "/kernel:0", scope + "/bias:0"), (kernel, recurrent, bias), to_port, to_golden,
+                          (None, None, forget_offset(units, forget, order)), refused,
+                          lstm_variants(made, forget, order, "i, f, c, o"))
+    return made(forget_bias, TO_KERAS)
 
 
 def gru(golden_scope: str, port_layer: Any) -> Conversion:
@@ -250,6 +306,29 @@ def carried_conversions(var_map: Any) -> Tuple[Any, List[Conversion]]:
     else:
         return var_map, []
     return rest, list({id(conv): conv for _, conv in carried}.values())
+
+
+def given(options: Mapping[str, Any]) -> List[Conversion]:
+    """The conversions a replay's options give: convert=, and those standing in var_map."""
+    return list(options.get("convert") or ()) + carried_conversions(options.get("var_map"))[1]
+
+
+def with_variant(options: Mapping[str, Any], pick: Tuple[int, int]) -> Dict[str, Any]:
+    """A replay's options with conversion pick[0] of those they give replaced by its variant pick[1]."""
+    old = given(options)[pick[0]]
+    return swapped(options, old, old.variants()[pick[1]].conversion)
+
+
+def swapped(options: Mapping[str, Any], old: Conversion, new: Conversion) -> Dict[str, Any]:
+    """A replay's options with the conversion `old` replaced by `new`, wherever it is given."""
+    out = dict(options)
+    out["convert"] = [new if conv is old else conv for conv in out.get("convert") or ()]
+    var_map = out.get("var_map")
+    if isinstance(var_map, dict):
+        out["var_map"] = {name: new if value is old else value for name, value in var_map.items()}
+    elif isinstance(var_map, (list, tuple)):
+        out["var_map"] = [(pattern, new if value is old else value) for pattern, value in var_map]
+    return out
 
 
 def by_names(conversions: Sequence[Conversion], variables: Dict[str, Any]) -> List[Conversion]:

@@ -11,7 +11,8 @@ from ..comparison.clipping import CLIP_EACH_NORM, CLIP_NORM, CLIP_VALUE
 from ..comparison.corrected import BESSEL, BESSEL_N_EXACT, EPSILON_HAT
 from ..comparison.epsilon import EPSILON_INSIDE
 from ..comparison.fingerprints import (AVERAGE_RATE, BIAS_CORRECTION, DECAY_ADDED, DECAY_MISSING, DECAY_RATE,
-                                       EPSILON, GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, Fingerprint)
+                                       EPSILON, GRAD_SCALE, L2_IN_LOSS, LR_FACTOR, SIGN, VARIANT,
+                                       Fingerprint)
 from ..comparison.loss_terms import LOSS_TAP, LOSS_TERM
 from ..comparison.momentum import MOMENTUM, NESTEROV
 from ..comparison.permuted import PERMUTED, TRANSPOSED
@@ -46,6 +47,10 @@ def _line(hint: Fingerprint) -> str:
     # what the fit left is within the comparison's tolerance and under a quarter of the difference
     where, fit = step_label(hint.step), "explained within the tolerance (%.2g ulps of the scale left)" % hint.ulps
     d = hint.detail
+    if VARIANT in d:
+        return ("named cause, verified by a replay: %s, in %s. The port's conversion %s; %s replayed alone from the "
+                "golden's state fails as it is and matches TF1 within the tolerance where the conversion %s" % (
+                    hint.code, d.get("conversion"), d.get("port"), where, d[VARIANT]))
     if hint.code == DECAY_ADDED:
         return ("named cause: weight decay applied where TF1 applies none, on %s: at %s the port's update differs "
                 "from TF1's by %s, %s. Exclude these variables from the port's weight decay as the TF1 optimizer "

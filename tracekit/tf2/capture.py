@@ -24,6 +24,10 @@ from .distribute import replica_id
 from .graph_digests import GraphDigests, Reader, digesting
 from .tf_import import tf
 
+class StaleStep(ReplayError):
+    """The port's tf.function was traced during an earlier replay and reports to that one."""
+
+
 # Set when a capture op of an earlier replay ran: its tf.function was traced then, and
 # keeps that replay's capture ops (and misses this one's variable mapping).
 _stale: List[str] = []

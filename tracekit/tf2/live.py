@@ -11,8 +11,10 @@ from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
 from ..errors import UsageError
 from ..judge.live import compared
+from ..judge.variants import name_by_variants, one_step
 from ..replay.factory import made as made_port
 from ..replay.loop import Replayed
+from ..replay.conversions import given as given_conversions
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
 from ..report.judged import long_golden_advice
@@ -21,6 +23,7 @@ from ..store import Trace, open_trace
 from ..store.opening import open_written
 from ..store.meta import RecordingMeta, ReplayMeta
 from .apart import Apart
+from .capture import StaleStep
 from .drive import _LOCALIZE_SETS, _made, _replay
 from .port_runs import PortRuns
 from .verdict import JUDGES, judge_keyframed, judge_long
@@ -79,10 +82,12 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
                 "forcing" not in options.named and options.strategy is None:
             runs = _port_runs(trace, step_fn, make_port, tolerance, options)
             return judge_keyframed(trace, runs, _whole_steps(trace), Reported, out)  # type: ignore[return-value]
+        caller = options
         if step_fn is None:
             assert make_port is not None
             _, step_fn, options = _made(make_port, options, _LOCALIZE_SETS)
         result, replayed = _compared(trace, step_fn, options, trace, tolerance, out=out, fail_fast=fail_fast)
+        _variants(result, trace, step_fn, make_port, caller, options, tolerance)
         first = result.first_divergence
         if ReplayMeta.of(replayed.meta[REPLAY]).stopped and first is not None:
             result.notes.append("fail_fast: stopped after step %d, at the first divergence (step %d)"
@@ -91,6 +96,24 @@ def _check(golden: "str | Trace", step_fn: Any, options: ReplayOptions, *, toler
                 not partial and result.forcing == "none":
             result.advice = long_golden_advice(len(trace))
         return result  # type: ignore[return-value]
+
+
+def _variants(result: Reported, trace: Trace, step_fn: Any, make_port: Optional[Callable[[], Any]],
+              caller: ReplayOptions, options: ReplayOptions, tolerance: "Tolerance | str | None") -> None:
+    """The failing step replayed with the port's conversions' variants (judge/variants.py): by a
+    fresh port from make_port (its conversions made alike), else by the same step function; a
+    tf.function traced for the check's replay cannot run another, and the result says so."""
+    def rerun(excerpt: Trace, pick: Optional[Tuple[int, int]]) -> Reported:
+        fn, given = step_fn, options
+        if make_port is not None:
+            _, fn, given = _made(make_port, caller, _LOCALIZE_SETS)
+        return _compared(excerpt, fn, ReplayOptions.of(one_step(given.given(), pick), "tracekit.tf2.check"),
+                         excerpt, tolerance, fail_fast=True)[0]
+    try:
+        name_by_variants(result, trace, given_conversions(options.given()), rerun)
+    except StaleStep:
+        result.notes.append("the conversions' variants (an LSTM's forget bias, its gate order) were not tried: the "
+                            "step is a tf.function traced for this check; pass make_port= to have them tried")
 
 
 def _whole_steps(trace: Trace) -> List[int]:

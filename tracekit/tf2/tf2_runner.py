@@ -25,7 +25,7 @@ from ..replay.perturb import move
 from ..replay.port_state import starts_fresh
 from ..replay.slots import golden_state, one_value
 from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
-from .capture import Capture, VariableReader, numpy, passed_key, weakly
+from .capture import Capture, StaleStep, VariableReader, numpy, passed_key, weakly
 from .counters import OPTIMIZERS, CounterFeed
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .keras_optimizers import keras_of
@@ -215,7 +215,7 @@ class TF2Runner:
                 yield self.capture
         except Exception:
             if self.capture.stale():
-                raise ReplayError(self.capture.stale()) from None
+                raise StaleStep(self.capture.stale()) from None
             for error in (self.tape.error, self.optimizer.error, self._tap_error):  # TF wraps ours in its own errors
                 if error is not None:
                     raise error from None
@@ -231,7 +231,7 @@ class TF2Runner:
             self.not_replayed.update(self.optimizer.unclipped_reasons())
             self.not_replayed.update(self.optimizer.not_demanded)
         if self.capture.stale():
-            raise ReplayError(self.capture.stale())
+            raise StaleStep(self.capture.stale())
         if not first and self._created:
             raise ReplayError("step %d created variables (%s): a TF2 port must create its variables once, before "
                               "or in its first step (of each train op)" % (index, ", ".join(self._created[:5])))

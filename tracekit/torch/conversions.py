@@ -13,13 +13,13 @@ shows twice TF1's.
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import UsageError
-from ..replay.conversions import TO_KERAS, TO_TF1, Arrays, Conversion, gates
+from ..replay.conversions import TO_KERAS, Arrays, Conversion, forget_offset, gates, lstm_variants, ungates
 from .params import Param
 
 
@@ -38,24 +38,25 @@ def lstm(golden_scope: str, module: Any, forget_bias: float = 1.0, layer: int = 
     if getattr(module, "proj_size", 0):
         raise UsageError("tracekit.torch.lstm(%r, ...): a projected torch LSTM (proj_size) is not TF1's LSTMCell "
                          "without num_proj" % golden_scope)
-    units = int(tensors[1].shape[1])
-    offset = np.zeros(4 * units, dtype=np.float32)
-    offset[units:2 * units] = forget_bias  # torch's f block: TF1 adds forget_bias there at run time
-    scope = golden_scope.rstrip("/")
-
-    def to_port(golden: Arrays) -> List[np.ndarray]:
-        g_kernel, g_bias = golden
-        inputs = g_kernel.shape[0] - units
-        k = gates(g_kernel, TO_KERAS)  # torch's gate order is Keras' (i, f, g, o)
-        return [np.array(k[:inputs].T, order="C"), np.array(k[inputs:].T, order="C"), gates(g_bias, TO_KERAS),
-                np.zeros_like(g_bias)]
-
-    def to_golden(port: Arrays) -> List[np.ndarray]:
-        w_ih, w_hh, b_ih, b_hh = port
-        kernel = gates(np.concatenate([np.asarray(w_ih).T, np.asarray(w_hh).T], axis=0), TO_TF1)
-        return [kernel, gates(np.asarray(b_ih) + np.asarray(b_hh), TO_TF1)]
-
+    units, scope = int(tensors[1].shape[1]), golden_scope.rstrip("/")
     # named here by torch's attribute only: the replay swaps in the model's own Params, named by their path
     params = tuple(Param("%s/%s" % (scope, n), n, t) for n, t in zip(names, tensors))
-    return Conversion("TF1 LSTMCell %s -> torch %s" % (scope, type(module).__name__), (scope + "/kernel:0",
-                      scope + "/bias:0"), params, to_port, to_golden, (None, None, offset, None))
+
+    def made(forget: float, order: Sequence[int]) -> Conversion:  # order: torch's gates i, f, g, o by default
+        def to_port(golden: Arrays) -> List[np.ndarray]:
+            g_kernel, g_bias = golden
+            inputs = g_kernel.shape[0] - units
+            k = gates(g_kernel, order)
+            return [np.array(k[:inputs].T, order="C"), np.array(k[inputs:].T, order="C"), gates(g_bias, order),
+                    np.zeros_like(g_bias)]
+
+        def to_golden(port: Arrays) -> List[np.ndarray]:
+            w_ih, w_hh, b_ih, b_hh = port
+            kernel = ungates(np.concatenate([np.asarray(w_ih).T, np.asarray(w_hh).T], axis=0), order)
+            return [kernel, ungates(np.asarray(b_ih) + np.asarray(b_hh), order)]
+
+        return Conversion("TF1 LSTMCell %s -> torch %s" % (scope, type(module).__name__), (scope + "/kernel:0",
+                          scope + "/bias:0"), params, to_port, to_golden,
+                          (None, None, forget_offset(units, forget, order), None),
+                          variants=lstm_variants(made, forget, order, "i, f, g, o"))
+    return made(forget_bias, TO_KERAS)  # torch's gate order is Keras' (i, f, g, o)

@@ -5,6 +5,7 @@ runs (judge/live.py)."""
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
@@ -17,6 +18,8 @@ from ..errors import UsageError
 from ..judge.diagnose import PortKind, calibrate_port, localize_port
 from ..judge.local import Arbiter
 from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
+from ..judge.variants import name_by_variants, one_step
+from ..replay.conversions import given as given_conversions
 from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
@@ -74,7 +77,10 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     "local" (make_port's port teacher-forced, each step's own error; a failing step goes to the
     float64 arbiter, torch/arbiter.py, and the steps it explains as round-off through a
     discontinuity are accepted; judge/local.py) or "auto" (local for a factory's port on a golden
-    longer than LONG_GOLDEN steps, else plain). TensorFlow 2's verdict also judges the drift
+    longer than LONG_GOLDEN steps, else plain). Where a plain check fails at a step and the port's
+    conversions have variants (an LSTM's forget bias, its gate order: judge/variants.py), that
+    step is replayed again with each; the model is left as the last of those replays left it.
+    TensorFlow 2's verdict also judges the drift
     from the port's own state against an envelope of perturbed replays: not built for PyTorch
     ports yet, and said so in the result."""
     check_arguments("tracekit.torch.check", "(model, step function, {\"optimizer\": ...})", fail_fast, judge,
@@ -91,7 +97,30 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
                 return _local(trace, lambda: port_made(make_port, options), (model, step_fn, optimizer), tolerance,
                               dict(own, forcing="state"))
             options = own
-        return _plain(trace, step_fn, model, optimizer, tolerance, fail_fast, out, options)
+        conversions = given_conversions(options)
+        kept = _kept(model, optimizer) if any(conv.variants() for conv in conversions) else None
+        result = _plain(trace, step_fn, model, optimizer, tolerance, fail_fast, out, options)
+        if kept is not None:
+            name_by_variants(result, trace, conversions, lambda excerpt, pick: _plain(
+                excerpt, step_fn, model, kept(), tolerance, True, None, one_step(options, pick)))
+        return result
+
+
+def _kept(model: Any, optimizer: Any) -> Callable[[], Any]:
+    """The optimizer(s), their state and the model's put back as they are now, on each call: a
+    replay loads the golden's slots into state torch makes at the first step, and reads the state
+    an earlier replay left as the port's own start."""
+    optimizers = list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
+    states = [copy.deepcopy(o.state_dict()) for o in optimizers if o is not None]
+    weights = copy.deepcopy(model.state_dict()) if model is not None else None
+
+    def restored() -> Any:
+        for o, state in zip(optimizers, states):
+            o.load_state_dict(copy.deepcopy(state))
+        if weights is not None:
+            model.load_state_dict(weights)
+        return optimizer
+    return restored
 
 
 def _plain(trace: Trace, step_fn: Any, model: Any, optimizer: Any, tolerance: Any, fail_fast: bool,
