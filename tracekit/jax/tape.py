@@ -59,18 +59,20 @@ class Tape(DrawTape):
             return
         tape = self
 
-        def bernoulli(key: Any, p: Any = 0.5, shape: Any = None, mode: Any = None) -> Any:
+        # `placement`: where the draw is laid out (out_sharding, as flax NNX's Dropout passes it), not its numbers
+        def bernoulli(key: Any, p: Any = 0.5, shape: Any = None, mode: Any = None, **placement: Any) -> Any:
             shape = tuple(jnp.shape(p)) if shape is None else tuple(shape)
             return tape._host("jax.random.bernoulli", shape, "uniform", np.float32, 1.0 - float(p))
 
-        def uniform(key: Any, shape: Any = (), dtype: Any = float, minval: Any = 0.0, maxval: Any = 1.0) -> Any:
+        def uniform(key: Any, shape: Any = (), dtype: Any = float, minval: Any = 0.0, maxval: Any = 1.0,
+                    **placement: Any) -> Any:
             # TF1 records its RandomUniform op's [0, 1) draw; a range is scaled from it, as TF scales it
             drawn = tape._host("jax.random.uniform", tuple(shape), "uniform", jax.dtypes.canonicalize_dtype(dtype),
                                None)
             plain = all(isinstance(v, (int, float)) for v in (minval, maxval)) and (minval, maxval) == (0.0, 1.0)
             return drawn if plain else drawn * (maxval - minval) + minval
 
-        def normal(key: Any, shape: Any = (), dtype: Any = float) -> Any:
+        def normal(key: Any, shape: Any = (), dtype: Any = float, **placement: Any) -> Any:
             return tape._host("jax.random.normal", tuple(shape), "normal", jax.dtypes.canonicalize_dtype(dtype), None)
 
         replaced: List[Tuple[Any, str, Callable[..., Any]]] = [
