@@ -5,7 +5,6 @@ replay. Its keyword arguments build deliberately wrong ports, as the linen port'
 optimizer="optax" (optax.adam, epsilon after the bias correction), bn_momentum=0.9.
 """
 
-import jax.numpy as jnp
 import optax
 from flax import nnx
 
