@@ -109,6 +109,8 @@ def _variants(result: Reported, trace: Trace, step_fn: Any, make_port: Optional[
             _, fn, given = _made(make_port, caller, _LOCALIZE_SETS)
         return _compared(excerpt, fn, ReplayOptions.of(one_step(given.given(), pick), "tracekit.tf2.check"),
                          excerpt, tolerance, fail_fast=True)[0]
+    if result.ok:
+        return
     try:
         name_by_variants(result, trace, given_conversions(options.given()), rerun)
     except StaleStep:
