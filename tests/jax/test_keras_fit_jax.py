@@ -30,18 +30,24 @@ def test_a_port_with_tfs_adam_matches(tj, tmp_path):
     assert {n.key for n in strict.noise} <= {"var/hidden/bias:0", "var/bn/moving_mean:0"}, strict.report()
     assert all(t.ok for t in strict.tensors if t.key not in {n.key for n in strict.noise}), strict.report()
     assert {"input", "random", "loss", "lr", "grad", "var", "slot"} <= {t.kind for t in strict.tensors}
-    # The initial state as loaded reads back as the golden's, bit for bit; dropout took the golden's draw.
-    state, step = keras_fit.make()
-    actual = tj.replay(golden("keras_fit"), step, state=state, out=str(tmp_path / "actual.h5"), steps=2)
-    with tracekit.open(golden("keras_fit")) as g:
-        for name in ("hidden/kernel:0", "bn/gamma:0", "bn/moving_variance:0"):
-            assert np.array_equal(actual.initial["var", name], g.initial["var", name]), name
-        draw = g.names("random")[0]
-        assert np.array_equal(actual.step(0)["random", draw], g.step(0)["random", draw])
+    actual = loaded_as_golden(tj, *keras_fit.make(), tmp_path)
     mapping = actual.meta["replay"]["mapping"]
     assert mapping["hidden/kernel:0"] == "params/hidden/kernel"
     assert mapping["bn/gamma:0"] == "params/bn/scale" and mapping["bn/moving_variance:0"] == "batch_stats/bn/var"
     assert actual.meta["jax"]["version"] and "tensorflow" not in actual.meta and "torch" not in actual.meta
+
+
+def loaded_as_golden(tj, state, step, tmp_path):
+    """A Keras fit port's replay of two steps, its initial state as loaded read back as the
+    golden's, bit for bit, and its dropout having taken the golden's draw."""
+    actual = tj.replay(golden("keras_fit"), step, state=state, out=str(tmp_path / "actual.h5"), steps=2)
+    with tracekit.open(golden("keras_fit")) as g:
+        for name in ("hidden/kernel:0", "bn/gamma:0", "bn/moving_variance:0", "training/Adam/hidden/kernel/m:0"):
+            kind = "slot" if "/Adam/" in name else "var"
+            assert np.array_equal(actual.initial[kind, name], g.initial[kind, name]), name
+        draw = g.names("random")[0]
+        assert np.array_equal(actual.step(0)["random", draw], g.step(0)["random", draw])
+    return actual
 
 
 def test_without_the_golden_draws_the_loss_departs_at_the_first_step(tj):

@@ -14,6 +14,7 @@ from tracekit.comparison.corrected import EPSILON_HAT
 from tracekit.comparison.fingerprints import AVERAGE_RATE
 
 from ..support import golden
+from .test_keras_fit_jax import loaded_as_golden
 
 
 @pytest.mark.parametrize("forcing", ["none", "state"])
@@ -26,15 +27,7 @@ def test_an_nnx_port_matches(tj, forcing):
 
 
 def test_the_nnx_state_loads_reads_back_and_takes_the_goldens_draws(tj, tmp_path):
-    state, step = keras_fit_nnx.make()
-    actual = tj.replay(golden("keras_fit"), step, state=state, out=str(tmp_path / "actual.h5"), steps=2)
-    with tracekit.open(golden("keras_fit")) as g:
-        for name in ("hidden/kernel:0", "bn/gamma:0", "bn/moving_variance:0"):
-            assert np.array_equal(actual.initial["var", name], g.initial["var", name]), name
-        draw = g.names("random")[0]
-        assert np.array_equal(actual.step(0)["random", draw], g.step(0)["random", draw])
-        for name in ("training/Adam/hidden/kernel/m:0", "training/Adam/hidden/kernel/v:0"):
-            assert np.array_equal(actual.initial["slot", name], g.initial["slot", name]), name
+    actual = loaded_as_golden(tj, *keras_fit_nnx.make(), tmp_path)
     mapping = actual.meta["replay"]["mapping"]
     assert mapping["hidden/kernel:0"] == "params/hidden/kernel" and mapping["bn/moving_variance:0"] == "batch_stats/bn/var"
 
