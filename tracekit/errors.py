@@ -82,6 +82,11 @@ class ReplayError(TracekitError, RuntimeError):
     """A replay cannot go on: variables that do not map, a random tape that does not fit, ..."""
 
 
+class StaleStep(ReplayError):
+    """A TF2 port's tf.function was traced during an earlier replay and still reports to that one:
+    each replay needs a fresh one (or the plain Python function)."""
+
+
 class Mismatch(TracekitError, AssertionError):
     """A replayed trace differs from its golden beyond tolerance; the message is the report."""
 

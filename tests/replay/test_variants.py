@@ -125,7 +125,8 @@ def test_a_cause_is_named_only_where_the_step_alone_fails_and_a_variant_passes()
     assert (hint.code, hint.step, hint.keys) == (FORGET_BIAS, 3, ("var/rnn/lstm_cell/kernel:0",
                                                                   "var/rnn/lstm_cell/bias:0"))
     text = fingerprint(hint)
-    assert text.startswith("named cause, verified by a replay: lstm-forget-bias") and "; step 3 replayed alone" in text, text
+    assert text.startswith("named cause, verified by a replay: lstm-forget-bias"), text
+    assert "; step 3 replayed alone" in text, text
     assert "adds forget_bias=0 to the f gate" in text and hint.detail[VARIANT] in text
     # the step alone passes as the port is: the divergence came with the state before it; nothing named
     result = _Result(False)

@@ -78,8 +78,8 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
     accepted; judge/local.py) or "auto" (local for a factory's port on a golden longer than
     LONG_GOLDEN steps, else plain). Where a plain check fails at a step and the port's conversions
     have variants (an LSTM's forget bias, its gate order: judge/variants.py), that step is replayed
-    again with each. TensorFlow 2's verdict also judges the drift from the port's own state against an envelope of perturbed replays: not built for JAX ports yet, and said so
-    in the result."""
+    again with each. TensorFlow 2's verdict also judges the drift from the port's own state against
+    an envelope of perturbed replays: not built for JAX ports yet, and said so in the result."""
     check_arguments("tracekit.jax.check", "(train state, step function)", fail_fast, judge, make_port,
                     {"step_fn": step_fn, "state": state})
     with (contextlib.nullcontext(golden) if isinstance(golden, Trace) else open_trace(golden)) as trace:

@@ -17,16 +17,12 @@ from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Seq
 import numpy as np
 
 from ..digest_ops import disagreement, made_here
-from ..errors import ReplayError
+from ..errors import StaleStep
 from ..keys import LIGHT_KINDS, split_key
 from ..store.digest import Digest
 from .distribute import replica_id
 from .graph_digests import GraphDigests, Reader, digesting
 from .tf_import import tf
-
-class StaleStep(ReplayError):
-    """The port's tf.function was traced during an earlier replay and reports to that one."""
-
 
 # Set when a capture op of an earlier replay ran: its tf.function was traced then, and
 # keeps that replay's capture ops (and misses this one's variable mapping).
@@ -77,7 +73,7 @@ def weakly(func: Callable[..., Any], keep: List[Any]) -> Callable[..., Any]:
         target = ref()
         if target is None:
             _stale.append(STALE)
-            raise ReplayError(STALE)
+            raise StaleStep(STALE)
         return target(*args)
     return call
 
@@ -217,7 +213,7 @@ class Capture:
         """Raise (and remember) that a stale tf.function runs, if this capture is not live."""
         if not self.live:
             _stale.append(STALE)
-            raise ReplayError(STALE)
+            raise StaleStep(STALE)
 
     @staticmethod
     def stale() -> "str | None":

@@ -9,7 +9,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 from ..comparison.arbiter import LONG_GOLDEN
 from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
-from ..errors import UsageError
+from ..errors import StaleStep, UsageError
 from ..judge.live import compared
 from ..judge.variants import name_by_variants, one_step
 from ..replay.factory import made as made_port
@@ -23,7 +23,6 @@ from ..store import Trace, open_trace
 from ..store.opening import open_written
 from ..store.meta import RecordingMeta, ReplayMeta
 from .apart import Apart
-from .capture import StaleStep
 from .drive import _LOCALIZE_SETS, _made, _replay
 from .port_runs import PortRuns
 from .verdict import JUDGES, judge_keyframed, judge_long

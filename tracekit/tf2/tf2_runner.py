@@ -17,7 +17,7 @@ from typing import Any, Callable, Collection, Dict, Iterator, List, Mapping, Opt
 import numpy as np
 
 from .. import taps
-from ..errors import ReplayError, UsageError
+from ..errors import ReplayError, StaleStep, UsageError
 from ..keys import REGULARIZATION, make_key, replica_name, split_key
 from ..replay import converted
 from ..replay.options import ReplayOptions
@@ -25,7 +25,7 @@ from ..replay.perturb import move
 from ..replay.port_state import starts_fresh
 from ..replay.slots import golden_state, one_value
 from ..replay.variables import cast_for, initial_value, model_variables, pair_port, unwrap
-from .capture import Capture, StaleStep, VariableReader, numpy, passed_key, weakly
+from .capture import Capture, VariableReader, numpy, passed_key, weakly
 from .counters import OPTIMIZERS, CounterFeed
 from .distribute import Distribution, StepFacts, disagreeing_copies, unsynchronized_batch_norm
 from .keras_optimizers import keras_of
