@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tracekit.comparison.fingerprints import VARIANT
-from tracekit.judge.variants import name_by_variants, one_step
+from tracekit.judge.variants import conversions_in, name_by_variants, one_step
 from tracekit.replay import conversions
 from tracekit.replay.conversions import FORGET_BIAS, GATE_ORDER, forget_offset, gates, ungates
 from tracekit.report.fingerprints import fingerprint
@@ -87,11 +87,11 @@ def test_a_variant_is_swapped_in_wherever_the_options_give_its_conversion():
     other = conversions.transpose("d/kernel:0", types.SimpleNamespace(shape=(2, 3), name="w"))
     for options in ({"convert": [other, conv]}, {"var_map": {"rnn/lstm_cell/kernel:0": conv, "x:0": "y"}},
                     {"var_map": [(r"^rnn/lstm_cell/", conv), ("x", "y")], "convert": [other]}):
-        found = conversions.given(options)
+        found = conversions_in(options)
         assert conv in found
         picked = one_step(dict(options, steps=3, progress=None), (found.index(conv), 0))
         assert "steps" not in picked and "progress" not in picked
-        now = conversions.given(picked)
+        now = conversions_in(picked)
         assert conv not in now and (other in now) == (other in found)
         swapped_in = [c for c in now if c is not other]
         assert len(swapped_in) == 1 and swapped_in[0] is not conv

@@ -18,8 +18,7 @@ from ..errors import UsageError
 from ..judge.diagnose import PortKind, calibrate_port, localize_port
 from ..judge.local import Arbiter
 from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
-from ..judge.variants import name_by_variants, one_step
-from ..replay.conversions import given as given_conversions
+from ..judge.variants import conversions_in, name_by_variants, one_step
 from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
@@ -94,7 +93,7 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
                 return _local(trace, lambda: port_made(make_port, given), state, step_fn, tolerance,
                               dict(options, forcing="state"))
         result = _plain(trace, step_fn, state, tolerance, fail_fast, out, options)
-        name_by_variants(result, trace, given_conversions(options), lambda excerpt, pick: _plain(
+        name_by_variants(result, trace, conversions_in(options), lambda excerpt, pick: _plain(
             excerpt, step_fn, state, tolerance, True, None, one_step(options, pick)))
         return result
 

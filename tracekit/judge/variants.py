@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..comparison.fingerprints import VARIANT, Fingerprint
-from ..replay.conversions import Conversion, with_variant
+from ..replay.conversions import Conversion, carried_conversions
 from ..report.reported import Reported
 from ..store import Trace, open_trace
 from ..store.excerpt import write_excerpt
 
 # rerun(excerpt, pick): the port's check of that one-step golden, with the port's conversions as
 # they are (pick None) or the conversion `pick[0]` of those its options give (replay/conversions.
-# given) replaced by its variant `pick[1]`: the adapter's own port where it can run again, else a
+# conversions_in) replaced by its variant `pick[1]`: the adapter's own port where it can run again, else a
 # fresh one from the factory, whose conversions are made alike (with_variant)
 Rerun = Callable[[Trace, Optional[Tuple[int, int]]], Reported]
 
@@ -58,3 +58,26 @@ def one_step(options: Mapping[str, Any], pick: Optional[Tuple[int, int]]) -> Dic
     out, the picked conversion replaced by its variant."""
     kept = {name: value for name, value in options.items() if name not in _ONE_STEP}
     return kept if pick is None else with_variant(kept, pick)
+
+
+def conversions_in(options: Mapping[str, Any]) -> List[Conversion]:
+    """The conversions a replay's options give: convert=, and those standing in var_map."""
+    return list(options.get("convert") or ()) + carried_conversions(options.get("var_map"))[1]
+
+
+def with_variant(options: Mapping[str, Any], pick: Tuple[int, int]) -> Dict[str, Any]:
+    """A replay's options with conversion pick[0] of those they give replaced by its variant pick[1]."""
+    old = conversions_in(options)[pick[0]]
+    return swapped(options, old, old.variants()[pick[1]].conversion)
+
+
+def swapped(options: Mapping[str, Any], old: Conversion, new: Conversion) -> Dict[str, Any]:
+    """A replay's options with the conversion `old` replaced by `new`, wherever it is given."""
+    out = dict(options)
+    out["convert"] = [new if conv is old else conv for conv in out.get("convert") or ()]
+    var_map = out.get("var_map")
+    if isinstance(var_map, dict):
+        out["var_map"] = {name: new if value is old else value for name, value in var_map.items()}
+    elif isinstance(var_map, (list, tuple)):
+        out["var_map"] = [(pattern, new if value is old else value) for pattern, value in var_map]
+    return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -306,29 +306,6 @@ def carried_conversions(var_map: Any) -> Tuple[Any, List[Conversion]]:
     else:
         return var_map, []
     return rest, list({id(conv): conv for _, conv in carried}.values())
-
-
-def given(options: Mapping[str, Any]) -> List[Conversion]:
-    """The conversions a replay's options give: convert=, and those standing in var_map."""
-    return list(options.get("convert") or ()) + carried_conversions(options.get("var_map"))[1]
-
-
-def with_variant(options: Mapping[str, Any], pick: Tuple[int, int]) -> Dict[str, Any]:
-    """A replay's options with conversion pick[0] of those they give replaced by its variant pick[1]."""
-    old = given(options)[pick[0]]
-    return swapped(options, old, old.variants()[pick[1]].conversion)
-
-
-def swapped(options: Mapping[str, Any], old: Conversion, new: Conversion) -> Dict[str, Any]:
-    """A replay's options with the conversion `old` replaced by `new`, wherever it is given."""
-    out = dict(options)
-    out["convert"] = [new if conv is old else conv for conv in out.get("convert") or ()]
-    var_map = out.get("var_map")
-    if isinstance(var_map, dict):
-        out["var_map"] = {name: new if value is old else value for name, value in var_map.items()}
-    elif isinstance(var_map, (list, tuple)):
-        out["var_map"] = [(pattern, new if value is old else value) for pattern, value in var_map]
-    return out
 
 
 def by_names(conversions: Sequence[Conversion], variables: Dict[str, Any]) -> List[Conversion]:

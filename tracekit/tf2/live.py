@@ -11,10 +11,9 @@ from ..comparison.result import Comparison
 from ..comparison.tolerance import Tolerance
 from ..errors import StaleStep, UsageError
 from ..judge.live import compared
-from ..judge.variants import name_by_variants, one_step
+from ..judge.variants import conversions_in, name_by_variants, one_step
 from ..replay.factory import made as made_port
 from ..replay.loop import Replayed
-from ..replay.conversions import given as given_conversions
 from ..replay.options import ReplayOptions
 from ..report.reported import Reported
 from ..report.judged import long_golden_advice
@@ -111,7 +110,7 @@ def _variants(result: Reported, trace: Trace, step_fn: Any, make_port: Optional[
     if result.ok:
         return
     try:
-        name_by_variants(result, trace, given_conversions(options.given()), rerun)
+        name_by_variants(result, trace, conversions_in(options.given()), rerun)
     except StaleStep:
         result.notes.append("the conversions' variants (an LSTM's forget bias, its gate order) were not tried: the "
                             "step is a tf.function traced for this check; pass make_port= to have them tried")

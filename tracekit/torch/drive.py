@@ -18,8 +18,7 @@ from ..errors import UsageError
 from ..judge.diagnose import PortKind, calibrate_port, localize_port
 from ..judge.local import Arbiter
 from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
-from ..judge.variants import name_by_variants, one_step
-from ..replay.conversions import given as given_conversions
+from ..judge.variants import conversions_in, name_by_variants, one_step
 from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
@@ -97,7 +96,7 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
                 return _local(trace, lambda: port_made(make_port, options), (model, step_fn, optimizer), tolerance,
                               dict(own, forcing="state"))
             options = own
-        conversions = given_conversions(options)
+        conversions = conversions_in(options)
         kept = _kept(model, optimizer) if any(conv.variants() for conv in conversions) else None
         result = _plain(trace, step_fn, model, optimizer, tolerance, fail_fast, out, options)
         if kept is not None:
