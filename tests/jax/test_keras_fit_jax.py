@@ -10,6 +10,7 @@ import pytest
 
 import tracekit
 from tools.ports.jax import keras_fit
+from tracekit.comparison.adam_l2 import ADAM_L2
 from tracekit.comparison.corrected import EPSILON_HAT
 from tracekit.comparison.fingerprints import AVERAGE_RATE
 
@@ -65,6 +66,9 @@ def test_without_the_golden_draws_the_loss_departs_at_the_first_step(tj):
     ({"bn_momentum": 0.9}, (0, "var/bn/moving_mean:0"), AVERAGE_RATE),
     # another keep threshold on the golden's draws: caught at the loss, nothing to fit
     ({"dropout": 0.5}, (0, "loss/loss"), None),
+    # optax.add_decayed_weights chained before Adam: an L2 term inside the optimizer, after the
+    # gradients the replay reads
+    ({"optimizer": "optax", "weight_decay": 0.01}, (0, "var/hidden/kernel:0"), ADAM_L2),
 ])
 def test_slips_are_caught_where_they_depart_and_named(tj, port, expected, cause):
     result = _check(tj, "training", **port)
@@ -72,6 +76,9 @@ def test_slips_are_caught_where_they_depart_and_named(tj, port, expected, cause)
     assert not result.ok and (first.step, first.key) == expected, result.report()
     named = {hint.code for hint in result.fingerprints}
     assert named == ({cause} if cause else set()), result.report()
+    if cause == ADAM_L2:  # the coefficient passed, with optax's epsilon place
+        hint = result.fingerprints[0]
+        assert hint.port == port["weight_decay"] and hint.detail["after_correction"] == 1, result.report()
 
 
 def test_teacher_forced_the_port_matches_and_the_state_it_set_reads_back(tj):

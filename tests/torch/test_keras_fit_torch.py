@@ -10,6 +10,7 @@ import pytest
 
 import tracekit
 from tools.ports.torch import keras_fit
+from tracekit.comparison.adam_l2 import ADAM_L2
 from tracekit.comparison.corrected import BESSEL, EPSILON_HAT
 from tracekit.comparison.fingerprints import AVERAGE_RATE, EPSILON
 
@@ -62,6 +63,8 @@ def test_without_the_golden_draws_the_loss_departs_at_the_first_step(tt):
     ({"epsilon": 1e-8}, (0, "var/hidden/kernel:0"), EPSILON),
     # the golden's draws, another keep threshold: caught at the loss, nothing to fit
     ({"dropout": 0.5}, (0, "loss/loss"), None),
+    # torch's Adam(weight_decay=): an L2 term added inside the step, after the .grad the replay reads
+    ({"optimizer": "torch", "weight_decay": 0.01}, (0, "var/hidden/kernel:0"), ADAM_L2),
 ])
 def test_slips_are_caught_where_they_depart_and_named(tt, port, expected, cause):
     result = _check(tt, "training", **port)
@@ -69,6 +72,12 @@ def test_slips_are_caught_where_they_depart_and_named(tt, port, expected, cause)
     assert not result.ok and (first.step, first.key) == expected, result.report()
     named = {hint.code for hint in result.fingerprints}
     assert named == ({cause} if cause else set()), result.report()
+    if cause == ADAM_L2:  # the coefficient passed, with torch's epsilon place, on every variable failing at the step
+        hint = result.fingerprints[0]
+        assert hint.port == port["weight_decay"] and hint.detail["after_correction"] == 1, result.report()
+        failing = {t.key for t in result.tensors if t.kind == "var" and not t.by_step[0].ok}
+        # but the dense bias before batch norm: its gradient is round-off, which Adam makes a unit step of
+        assert failing - {"var/hidden/bias:0"} == set(hint.keys), result.report()
 
 
 def test_a_var_map_names_torch_parameters_and_tensors(tt):

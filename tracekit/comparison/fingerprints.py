@@ -27,7 +27,8 @@ global norm is round: clipping.py) or an L2 term in the loss.
 Where none of those fits, the forms no few continuous parameters give are tried: a gradient
 clipped by value on one side (clipping.py), Momentum's conventions where a slot is verified to
 be TF1's accumulator (momentum.py), Adam's epsilon inside the square root on one side
-(epsilon.py), a kernel's move transposed or its last axis's blocks permuted (permuted.py).
+(epsilon.py), an L2 term added to the gradient inside Adam (adam_l2.py), a kernel's move
+transposed or its last axis's blocks permuted (permuted.py).
 
 Results are data (report/fingerprints.py renders them); numpy only.
 """
@@ -44,7 +45,7 @@ from ..keys import counters_read, make_key, split_key
 from ..store import Trace
 from ..store.digest import Digest
 from ..store.meta import ReplayMeta
-from . import adam, clipping, corrected, forms, momentum
+from . import adam, adam_l2, clipping, corrected, forms, momentum
 from .explained import Explained
 from .sampled import SAMPLED, SampledStep, sampled_state, sampled_values, samples
 from .fitting import EPS32, f64, lstsq, same, smallest_change
@@ -155,10 +156,12 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         before = sampled_state(before, recorded)
         values, sampled = sampled_values(values)
     batch, rate = batch_size(golden, step), _learning_rate(golden, step)
+    counts = adam.counts(before, step, counters_read(kept.info))  # the step counts a bias correction may use
     decays = [0.0] + ([rate * d for d in DECAYS] if rate is not None else [])
     grad_factors = [-1.0] + ([float(batch), 1.0 / batch] if batch and batch > 1 else [])
     fits: List[_Fit] = []
     found: List[Explained] = []
+    adams: Dict[str, Tuple[Any, ...]] = {}  # the variables whose Adam moments are verified: their fits' arguments
     trained = {split_key(k)[1] for k in recorded if k.startswith("grad/")}
     for key, (g_value, a_value) in values.items():
         kind, name = split_key(key)
@@ -176,15 +179,20 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         fit = None
         if start is not None:
             fit = _fit_grad(key, start, g_value, a_value, tol, grad_factors) if kind == "grad" else \
-                _fit_var(step, key, start, g_value, a_value, tol, before, moments, decays,
-                         counters_read(kept.info))
+                _fit_var(key, start, g_value, a_value, tol, moments, decays, counts)
         if fit is not None and fit.changed:
             fits.append(fit)
         elif kind == "grad":
             found += forms.gradient(key, g_value, a_value, tol, shaped=key not in sampled)
         elif start is not None:
             found += forms.variable(golden, key, start, g_value, a_value, tol, before, recorded, moments, EPSILONS,
-                                    shaped=key not in sampled)
+                                    counts, shaped=key not in sampled)
+        if moments is not None and start is not None:
+            adams[key] = (start, g_value, a_value, tol, moments)
+    if any(e.code == adam_l2.ADAM_L2 for e in found):  # one optimizer's setting, on every variable it explains
+        held = adam_l2.one_setting(found, adams, recorded, counts, EPSILONS)
+        fits = [f for f in fits if f.key not in held]
+        found = [e for e in found if e.key not in held] + list(held.values())
     # factors of their own on each gradient, each to one round norm: clipped by its own norm
     scales = {f.key: f.changed["scale"][1] for f in fits if f.key.startswith("grad/") and list(f.changed) == ["scale"]}
     # a clip by norm is told by the gradients' norms, which a sample does not hold
@@ -255,14 +263,14 @@ def _fit_grad(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
     return None if found is None else _Fit(key, *found)
 
 
-def _fit_var(step: int, key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved, before: Mapping[str, Any],
+def _fit_var(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
              moments: Optional[Tuple[np.ndarray, np.ndarray, Tuple[float, float]]],
-             decays: Sequence[float], ahead: Mapping[str, int]) -> Optional[_Fit]:
+             decays: Sequence[float], counts: Tuple[int, ...]) -> Optional[_Fit]:
     """A variable's update: Adam's form where its moments (adam.moments) are verified, else a
     scale and a decay; `decays`: the decay coefficients usual rates give at the step's learning
-    rate; `ahead`: the counters the replay moved for the step (adam.counts)."""
+    rate; `counts`: the step counts a bias correction may have used (adam.counts)."""
     fits = None if moments is None else adam.adam_fits(start, g_value, a_value, moments[0], moments[1])
-    betas, counts = moments and moments[2], adam.counts(before, step, ahead)
+    betas = moments and moments[2]
     if fits is None:  # a factor or a decay still fits; verified betas still name a factor a bias correction
         plain = _fit_plain(key, start, g_value, a_value, tol, -1.0, adam.known_factors(betas, counts), decays)
         return None if plain is None else replace(plain, betas=betas, counts=counts)

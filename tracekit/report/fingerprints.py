@@ -7,6 +7,7 @@ import math
 from typing import Optional, Sequence
 
 from ..comparison.activations import ACTIVATION, NORM_EPSILON
+from ..comparison.adam_l2 import ADAM_L2
 from ..comparison.clipping import CLIP_EACH_NORM, CLIP_NORM, CLIP_VALUE
 from ..comparison.corrected import BESSEL, BESSEL_N_EXACT, EPSILON_HAT
 from ..comparison.epsilon import EPSILON_INSIDE
@@ -251,6 +252,17 @@ def _layout_and_optimizer(hint: Fingerprint, where: str, fit: str) -> Optional[s
                 "Put epsilon %s the square root, as TF1's update does" % (
                     where, _names(hint.keys), forms[0 if port_inside else 1], hint.port, forms[1 if port_inside else 0],
                     hint.golden, fit, "outside" if port_inside else "inside"))
+    if hint.code == ADAM_L2:
+        dropped = not d.get("decoupled_kept", 1.0)  # TF1 decays apart from the gradient, the port does not
+        return ("named cause: an L2 term added to the gradient inside the optimizer. At %s the port's update of %s "
+                "is Adam's on g + %.3g x var (torch.optim.Adam's weight_decay=, optax.add_decayed_weights before "
+                "scale_by_adam), TF1's on g%s (Adam's moments verified from the golden's gradient; the gradient "
+                "the port records is taken before the optimizer adds the term)%s, %s. %s" % (
+                    where, _names(hint.keys), hint.port, ", its weights decayed apart from it" if dropped else "",
+                    "" if not d.get("after_correction") else ", the port's epsilon added after the bias correction",
+                    fit, "Decay the weights apart from the gradient, as TF1 does (decoupled: AdamW's form)" if dropped
+                    else "Pass no weight_decay= to Adam: TF1's Adam has no such term (an L2 term TF1 has is in its "
+                    "loss, and in the gradient it records)"))
     what = "gradient" if hint.keys and split_key(hint.keys[0])[0] == "grad" else "update"
     if hint.code == TRANSPOSED:
         return ("named cause: a kernel transposed. At %s the port's %s of %s is TF1's transposed (its last two "

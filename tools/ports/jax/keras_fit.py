@@ -5,7 +5,8 @@ Keras' defaults written out in flax's terms: BatchNorm's momentum 0.99 and epsil
 variance computed as the mean of squared deviations (flax's default `use_fast_variance` takes
 E[x^2] - E[x]^2); Adam in TF's form (tf_forms.tf_adam), epsilon 1e-7. `make()` returns (train
 state, step); its keyword arguments build deliberately wrong ports: optimizer="optax"
-(optax.adam, epsilon after the bias correction), bn_epsilon=1e-5 (flax's default), dropout=0.5.
+(optax.adam, epsilon after the bias correction), bn_epsilon=1e-5 (flax's default), dropout=0.5,
+weight_decay=0.01 (optax.add_decayed_weights chained before Adam: an L2 term inside the optimizer).
 """
 
 import jax.numpy as jnp
@@ -33,9 +34,12 @@ class Net(nn.Module):
         return nn.Dense(CLASSES, name="logits")(x)
 
 
-def make(optimizer="tf", bn_momentum=0.99, bn_epsilon=1e-3, fast_variance=False, dropout=0.25, lr=1e-2):
+def make(optimizer="tf", bn_momentum=0.99, bn_epsilon=1e-3, fast_variance=False, dropout=0.25, lr=1e-2,
+         weight_decay=0.0):
     adam = tf_adam if optimizer == "tf" else optax.adam
     tx = optax.inject_hyperparams(adam)(learning_rate=lr, eps=1e-7)
+    if weight_decay:  # an L2 term added to the gradient before Adam's moments (torch's Adam(weight_decay=))
+        tx = optax.chain(optax.add_decayed_weights(weight_decay), tx)
     model = Net(bn_momentum, bn_epsilon, fast_variance, dropout)
     state = create(model, tx, jnp.zeros((1, FEATURES), jnp.float32))
     return state, supervised_step(x="hidden_input:0", y="logits_target:0")

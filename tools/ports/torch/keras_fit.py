@@ -6,7 +6,8 @@ Keras' defaults written out in torch's terms: BatchNormalization's momentum 0.99
 optimizer}); its keyword arguments build deliberately wrong ports: optimizer="torch"
 (torch.optim.Adam, epsilon after the bias correction), batch_norm="torch" (nn.BatchNorm1d, the
 running variance with Bessel's correction), bn_momentum=0.99 (Keras' number given to torch),
-dropout=0.5.
+dropout=0.5, weight_decay=0.01 with optimizer="torch" (an L2 term torch's Adam adds to the
+gradient inside its step).
 """
 
 import torch
@@ -30,10 +31,13 @@ class Net(torch.nn.Module):
         return self.logits(self.dropout(torch.relu(self.bn(self.hidden(x)))))
 
 
-def make(optimizer="tf", batch_norm="keras", epsilon=1e-7, bn_momentum=0.01, dropout=0.25, lr=1e-2):
+def make(optimizer="tf", batch_norm="keras", epsilon=1e-7, bn_momentum=0.01, dropout=0.25, lr=1e-2,
+         weight_decay=0.0):
     model = Net(batch_norm, bn_momentum, 1e-3, dropout)
-    adam = TFAdam if optimizer == "tf" else torch.optim.Adam
-    opt = adam(model.parameters(), lr=lr, eps=epsilon)
+    if optimizer == "tf":
+        opt = TFAdam(model.parameters(), lr=lr, eps=epsilon)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=lr, eps=epsilon, weight_decay=weight_decay)
     step = supervised_step(model, opt, x="hidden_input:0", y="logits_target:0")
     return model, step, {"optimizer": opt}
 
