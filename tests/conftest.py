@@ -57,36 +57,41 @@ def legacy_python():
 
 @pytest.fixture(scope="session")
 def ported_family(legacy_python, tmp_path_factory):
-    """The generated family's runs the PyTorch and JAX ports replay (tests/torch, tests/jax): a
-    folder of its first PORTED_FAMILY runs, PORTED_STEPS steps each, recorded on TF 1.15 once
-    per worker that runs any of them."""
-    from .support import PORTED_FAMILY, PORTED_STEPS, record_family
+    """The generated family's runs every framework's ports replay (tests/replay, tests/torch,
+    tests/jax): a folder of its first PORTED_FAMILY runs, PORTED_STEPS steps each, recorded on
+    TF 1.15 once per test run."""
+    from .support import PORTED_FAMILY, PORTED_STEPS, once, record_family
 
-    return record_family(legacy_python, str(tmp_path_factory.mktemp("family")), PORTED_FAMILY, PORTED_STEPS)
+    return once(tmp_path_factory, "family",
+                lambda out: record_family(legacy_python, out, PORTED_FAMILY, PORTED_STEPS))
 
 
 @pytest.fixture(scope="session")
 def long_ported_family(legacy_python, tmp_path_factory):
     """The family's first LONG_FAMILY runs at LONG_STEPS steps (the judged check on a 200-step
-    golden), recorded on TF 1.15 once per worker that runs a test of it."""
-    from .support import LONG_FAMILY, LONG_STEPS, record_family
+    golden), recorded on TF 1.15 once per test run."""
+    from .support import LONG_FAMILY, LONG_STEPS, once, record_family
 
-    return record_family(legacy_python, str(tmp_path_factory.mktemp("long_family")), LONG_FAMILY, LONG_STEPS)
-
+    return once(tmp_path_factory, "long_family",
+                lambda out: record_family(legacy_python, out, LONG_FAMILY, LONG_STEPS))
 
 
 @pytest.fixture(scope="session")
 def corpus_bert(legacy_python, tmp_path_factory):
     """google-research/bert's classifier fine-tuned by its own AdamWeightDecayOptimizer (the corpus
     program bert_classifier, its own arguments: 4 steps, dropout on, gradients clipped), recorded on
-    TF 1.15 in its legacy environment once per worker that runs a test of it: the golden path."""
+    TF 1.15 in its legacy environment once per test run: the golden path."""
     from tools.corpus import by_name, record
+
+    from .support import once
 
     program = by_name("bert_classifier")
     root = os.path.dirname(os.path.dirname(os.path.dirname(legacy_python)))
     python = os.path.join(root, program.env, "bin", "python")
     assert os.path.exists(python), "%s is not built: run tools/bootstrap" % python
-    where = tmp_path_factory.mktemp("corpus_bert")
-    golden = str(where / "bert_classifier.h5")
-    record(program, python, golden, str(where / "work"))
-    return golden
+
+    def make(where):
+        golden = os.path.join(where, "bert_classifier.h5")
+        record(program, python, golden, os.path.join(where, "work"))
+        return golden
+    return once(tmp_path_factory, "corpus_bert", make)

@@ -62,13 +62,10 @@ def test_the_port_of_a_public_program_matches(legacy_python, tmp_path, program):
     assert wanted <= compared, sorted(wanted - compared)
 
 
-def test_bert_fine_tuning_has_every_gradient_and_slot(legacy_python, tmp_path):
+def test_bert_fine_tuning_has_every_gradient_and_slot(corpus_bert):
     # google-research/bert's own optimizer: hand-written updates read the embedding's gradient
     # (IndexedSlices from tf.gather) converted to a dense tensor after clip_by_global_norm
-    program = by_name("bert_classifier")
-    golden = str(tmp_path / "bert.h5")
-    record(program, _interpreter(legacy_python, program), golden, str(tmp_path / "work"))
-    with tracekit.open(golden) as trace:
+    with tracekit.open(corpus_bert) as trace:
         trainable = [n for n in trace.names("var") if n != "global_step:0"]
         assert len(trainable) == 41
         assert sorted(n for n in trace.names("grad") if not n.endswith(UNCLIPPED)) == sorted(trainable)

@@ -1,7 +1,7 @@
 """The judged check on the generated family of long runs (tools/family_spec.py), at the size CI
 holds: the first FAMILY runs (a ReLU, tanh and GELU MLP and a max-pooling conv net; Adam,
 Momentum and RMSProp; batch 8 to 32; dropout on and off) shortened to STEPS steps, recorded on
-TF 1.15 at test time. Each correct port MATCHes; each wrong port MISMATCHes at its slip's step.
+TF 1.15 at test time, once for every framework's ports (the ported_family fixture). Each correct port MATCHes; each wrong port MISMATCHes at its slip's step.
 tools/family.py runs the whole family, 200 to 400 steps, under both oneDNN settings
 (docs/REPLAY.md has its table)."""
 
@@ -16,15 +16,14 @@ import tracekit
 from tools import family_spec as spec
 from tools.ports import family
 
-from ..support import record_family
+from ..support import PORTED_FAMILY as FAMILY, PORTED_STEPS as STEPS, once, record_family
 
-FAMILY, STEPS = 8, 80
 RUNS = spec.family(FAMILY, STEPS)
 
 
 @pytest.fixture(scope="module")
-def goldens(legacy_python, tmp_path_factory):
-    return record_family(legacy_python, str(tmp_path_factory.mktemp("family")), FAMILY, STEPS)
+def goldens(ported_family):
+    return ported_family
 
 
 def test_the_family_covers_its_axes():
@@ -55,7 +54,8 @@ KEYFRAMED_RUNS = RUNS[:KEYFRAMED]
 
 @pytest.fixture(scope="module")
 def keyframed_goldens(legacy_python, tmp_path_factory):
-    return record_family(legacy_python, str(tmp_path_factory.mktemp("family-every")), KEYFRAMED, STEPS, EVERY)
+    return once(tmp_path_factory, "family-every",
+                lambda out: record_family(legacy_python, out, KEYFRAMED, STEPS, EVERY))
 
 
 @pytest.mark.slow

@@ -4,7 +4,9 @@ environments (Python 3.7 syntax)."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,8 +19,9 @@ PLANT = os.path.join(ROOT, "tests", "support", "plant")
 IS_LEGACY = sys.version_info < (3, 8)
 
 
-# The generated family's runs the PyTorch and JAX ports replay (the ported_family fixture).
-PORTED_FAMILY, PORTED_STEPS = 8, 80
+# The generated family's runs every framework's ports replay (the ported_family fixture), shorter
+# than its own lengths (200 to 400 steps: tools/family.py, and LONG_STEPS below).
+PORTED_FAMILY, PORTED_STEPS = 8, 40
 LONG_FAMILY, LONG_STEPS = 2, 200  # and at full length (long_ported_family)
 
 
@@ -28,6 +31,28 @@ def record_family(legacy_python, out, size, steps, every=None):
     run_python(legacy_python, [os.path.join(ROOT, "tools", "goldens", "family.py"), out, "--size", str(size),
                                "--steps", str(steps)] + (["--every", str(every)] if every else []), timeout=600)
     return out
+
+
+def once(tmp_path_factory, name, make):
+    """make(folder)'s value, made once per test run in a folder every pytest-xdist worker of the
+    run shares (a recording on TF 1.15 that tests on both workers read): the first worker to ask
+    makes it under a lock, the others wait and read its value (JSON: a path, a list). A folder a
+    failed or killed maker left is made again."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's, not the worker's
+    folder, done = os.path.join(str(shared), "once-" + name), os.path.join(str(shared), "once-%s.json" % name)
+    with open(folder + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(done):
+            shutil.rmtree(folder, ignore_errors=True)
+            os.makedirs(folder)
+            value = make(folder)
+            with open(done, "w") as f:
+                json.dump(value, f)
+        with open(done) as f:
+            return json.load(f)
 
 
 def golden(name):
