@@ -12,7 +12,8 @@ import torch
 
 def fresh_state(optimizer: Any, group: Mapping[str, Any], tensor: torch.Tensor) -> Optional[Dict[str, Any]]:
     """The whole state torch's own optimizer makes for a parameter at its first step (lazily,
-    so the golden's initial slots can go in only if it is made first); None for others."""
+    so the golden's initial slots can go in only if it is made first), or in its constructor
+    (Adagrad's); None for others."""
     zeros = lambda: torch.zeros_like(tensor, memory_format=torch.preserve_format)  # noqa: E731
     kind = type(optimizer)
     if kind in (torch.optim.Adam, torch.optim.AdamW):
@@ -29,6 +30,10 @@ def fresh_state(optimizer: Any, group: Mapping[str, Any], tensor: torch.Tensor) 
         if group.get("centered"):
             state["grad_avg"] = zeros()
         return state
+    if kind is torch.optim.Adagrad:  # its constructor's state: the start of one an earlier step left
+        return {"step": torch.tensor(0.0),
+                "sum": torch.full_like(tensor, group.get("initial_accumulator_value", 0.0),
+                                       memory_format=torch.preserve_format)}
     if kind is torch.optim.Adadelta:
         return {"step": torch.tensor(0.0), "square_avg": zeros(), "acc_delta": zeros()}
     return None

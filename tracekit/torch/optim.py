@@ -35,6 +35,15 @@ STATE_KEYS: Dict[str, Tuple[str, ...]] = {role: own + STATE_NAMES[role] for role
 STEP_KEYS = ("step", "t", "count", "iterations")
 
 
+def _stepped(optimizer: Any, state: Mapping[str, Any]) -> bool:
+    """Whether a parameter's optimizer state has been stepped: its step count is past 0, or it is
+    SGD's (made at the first step alone)."""
+    key = next((k for k in STEP_KEYS if k in state), None)
+    if key is not None:
+        return float(state[key]) > 0
+    return type(optimizer) is torch.optim.SGD
+
+
 class OptimizerBridge:
     """The port's optimizers, for one replay: `params` golden name -> Param, `slots` the
     golden's slots of them, `iterations` its step counters, `lrs` its learning rates' names."""
@@ -70,6 +79,10 @@ class OptimizerBridge:
         self._loaded_ids: set = set()  # ids of the optimizers the golden's initial state was loaded into
         self._step_lrs: Dict[int, float] = {}  # id(optimizer) -> the learning rate its last step applied
         self._owners: Dict[int, Tuple[Any, Mapping[str, Any]]] = {}  # id(tensor) -> (optimizer, group): _owner
+        # ids of the tensors whose state an earlier step left (a replay's, the user's): not read as the
+        # port's until the golden's is loaded over it (_load)
+        self._stale = {id(tensor) for optimizer in self.optimizers for tensor, state in optimizer.state.items()
+                       if state and _stepped(optimizer, state)}
         self._owners_of: Tuple[int, ...] = ()
 
     def _owner(self, tensor: torch.Tensor) -> Optional[Tuple[Any, Mapping[str, Any]]]:
@@ -167,11 +180,18 @@ class OptimizerBridge:
             if owner is None or owner[0] is not optimizer or key not in initial:
                 continue
             state = optimizer.state[param.tensor]
-            if not state:
-                state.update(fresh_state(optimizer, owner[1], param.tensor) or {})
+            stepped = bool(state) and _stepped(optimizer, state)
+            if stepped or not state:  # a state an earlier step left (a replay's, the user's) is no start
+                fresh = fresh_state(optimizer, owner[1], param.tensor)
+                if fresh is not None:
+                    state.clear()
+                    state.update(fresh)
+                    stepped = False
             # where the port's optimizer starts, where it is known before its first update: made by its
-            # constructor (Adagrad's) or as torch's own makes it (_fresh); a dry step's has been stepped once
-            known = bool(state) and id(optimizer) not in self._dried
+            # constructor (Adagrad's) or as torch's own makes it (_fresh); a dry step's has been stepped once,
+            # and a hand-written optimizer's state stepped before is not known
+            known = bool(state) and id(optimizer) not in self._dried and not stepped
+            self._stale.discard(id(param.tensor))
             if not state:
                 dry_step(optimizer)
                 self._dried.add(id(optimizer))
@@ -186,6 +206,9 @@ class OptimizerBridge:
                 continue
             for param in conv.port:
                 state = optimizer.state[param.tensor]
+                if state and _stepped(optimizer, state) and fresh_state(optimizer, owner[1], param.tensor) is not None:
+                    state.clear()  # an earlier step's: restarted as torch makes it
+                self._stale.discard(id(param.tensor))  # the golden's go in below
                 if not state and param.tensor.requires_grad:
                     state.update(fresh_state(optimizer, owner[1], param.tensor) or {})
                     if not state:
@@ -250,7 +273,7 @@ class OptimizerBridge:
                 continue
             state = owner[0].state.get(param.tensor) or {}
             key = self._state_key(state, slot.role)
-            if key is None:
+            if key is None or id(param.tensor) in self._stale:
                 continue
             out.append((make_key("slot", slot.name), self._to_golden(owner[1], param, slot, state[key])))
         for conv in self.conversions:
@@ -271,7 +294,7 @@ class OptimizerBridge:
         tensors rearranged as the conversion rearranges gradients (a tensor without it, a frozen
         one, counts 0)."""
         owner = self._owner(conv.port[0].tensor)
-        if owner is None:
+        if owner is None or any(id(p.tensor) in self._stale for p in conv.port):
             return {}
         out = {}
         for role in self._roles(conv):
@@ -340,9 +363,9 @@ class OptimizerBridge:
 
     def _count(self) -> Optional[int]:
         for optimizer in self.optimizers:
-            for state in optimizer.state.values():
+            for tensor, state in optimizer.state.items():
                 key = next((k for k in STEP_KEYS if k in state), None)
-                if key is not None:
+                if key is not None and id(tensor) not in self._stale:
                     return int(float(state[key]))
         return None
 
