@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 import tracekit
 from tracekit.comparison import adam_l2
-from tracekit.comparison.adam_l2 import ADAM_L2, WEIGHT_DECAYS
+from tracekit.comparison.adam_l2 import ADAM_L2
 from tracekit.comparison import fingerprints as fp
 from tracekit.comparison.tolerance import Tolerance
 
-from ..support import build_golden
+from .test_fingerprints_more import compared
 
 F4 = np.float32
 B1, B2 = 0.9, 0.999
@@ -62,10 +62,7 @@ def traces(tmp_path, seed, wd, at, eps=1e-7, after=False, decay=0.0, kept=True, 
             state[name], slots[name] = new[0], new[1:]
         golden_steps.append(g_out)
         port_steps.append(p_out)
-    golden = build_golden(str(tmp_path / "golden.h5"), iter(golden_steps), initial, meta={"slots": meta_slots})
-    actual = build_golden(str(tmp_path / "actual.h5"), iter(port_steps), initial,
-                          meta={"slots": meta_slots, "replay": {"forcing": "state"}})
-    return tracekit.compare(golden, actual)
+    return compared(tmp_path, golden_steps, port_steps, initial, meta_slots)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -118,6 +118,11 @@ def traces(tmp_path, seed, shapes, optimizer, golden_update, port_update=None, a
             state[name], slots[name] = new_w, new_slots
         golden_steps.append(g_out)
         port_steps.append(p_out)
+    return compared(tmp_path, golden_steps, port_steps, initial, meta_slots)
+
+
+def compared(tmp_path, golden_steps, port_steps, initial, meta_slots):
+    """The comparison of a golden of these steps and a port's, teacher-forced from its state."""
     golden = build_golden(str(tmp_path / "golden.h5"), iter(golden_steps), initial, meta={"slots": meta_slots})
     actual = build_golden(str(tmp_path / "actual.h5"), iter(port_steps), initial,
                           meta={"slots": meta_slots, "replay": {"forcing": "state"}})
