@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tracekit.comparison.fingerprints import VARIANT
-from tracekit.judge.variants import conversions_in, name_by_variants, one_step
+from tracekit.judge.variants import Setting, conversions_in, name_by_variants, one_step
 from tracekit.replay import conversions
 from tracekit.replay.conversions import FORGET_BIAS, GATE_ORDER, forget_offset, gates, ungates
 from tracekit.report.fingerprints import fingerprint
@@ -141,3 +141,27 @@ def test_a_cause_is_named_only_where_the_step_alone_fails_and_a_variant_passes()
     plain = conversions.transpose("d/kernel:0", types.SimpleNamespace(shape=(2, 3), name="w"))
     with open_trace(golden("lstm_model")) as trace:
         name_by_variants(_Result(False), trace, [plain], lambda excerpt, pick: pytest.fail("replayed"))
+
+
+def test_a_setting_of_the_ports_modules_is_named_only_where_its_replay_passes():
+    # an adapter's settings (a PyTorch BatchNorm's epsilon) are tried as the conversions' variants:
+    # handed to the rerun as they are, named only where the step alone fails as the port is
+    settings = [Setting("batch-norm-epsilon", "BatchNorm module bn", "adds eps=1e-05 to the variance",
+                        "adds eps=%g" % eps, lambda: pytest.fail("applied by the rerun, not the core"))
+                for eps in (1e-3, 1.001e-5)]
+    texts = []
+    for passes, named in (({settings[0]}, [settings[0]]), ({None, settings[0]}, []), (set(), [])):
+        result, asked = _Result(False, step=2), []
+
+        def rerun(excerpt, pick):
+            asked.append(pick)
+            return types.SimpleNamespace(ok=pick in passes)
+        with open_trace(golden("lstm_model")) as trace:
+            name_by_variants(result, trace, [], rerun, settings)
+        assert asked == ([None] if None in passes else [None] + settings)
+        assert [(h.code, h.step, h.detail[VARIANT], h.detail["setting"]) for h in result.fingerprints] == \
+            [(s.code, 2, s.other, s.where) for s in named]
+        texts += [fingerprint(h) for h in result.fingerprints]
+    assert texts[0].startswith("named cause, verified by a replay: batch-norm-epsilon, in the port's BatchNorm "
+                               "module bn. The port adds eps=1e-05 to the variance; step 2 replayed alone"), texts
+    assert texts[0].endswith("where it adds eps=0.001"), texts

@@ -13,6 +13,7 @@ from tools.ports.torch import keras_fit
 from tracekit.comparison.adam_l2 import ADAM_L2
 from tracekit.comparison.corrected import BESSEL, EPSILON_HAT
 from tracekit.comparison.fingerprints import AVERAGE_RATE, EPSILON
+from tracekit.torch.settings import BN_EPSILON
 
 from ..support import golden
 
@@ -65,6 +66,9 @@ def test_without_the_golden_draws_the_loss_departs_at_the_first_step(tt):
     ({"dropout": 0.5}, (0, "loss/loss"), None),
     # torch's Adam(weight_decay=): an L2 term added inside the step, after the .grad the replay reads
     ({"optimizer": "torch", "weight_decay": 0.01}, (0, "var/hidden/kernel:0"), ADAM_L2),
+    # torch's BatchNorm epsilon, not Keras' 1e-3: the loss departs first (no tap of the layer), named
+    # by replaying step 0 with the module's eps at Keras'
+    ({"bn_eps": 1e-5}, (0, "loss/loss"), BN_EPSILON),
 ])
 def test_slips_are_caught_where_they_depart_and_named(tt, port, expected, cause):
     result = _check(tt, "training", **port)
@@ -72,6 +76,9 @@ def test_slips_are_caught_where_they_depart_and_named(tt, port, expected, cause)
     assert not result.ok and (first.step, first.key) == expected, result.report()
     named = {hint.code for hint in result.fingerprints}
     assert named == ({cause} if cause else set()), result.report()
+    if cause == BN_EPSILON:
+        assert "where it adds eps=0.001" in result.report() and result.fingerprints[0].detail["setting"] == \
+            "BatchNorm module bn", result.report()
     if cause == ADAM_L2:  # the coefficient passed, with torch's epsilon place, on every variable failing at the step
         hint = result.fingerprints[0]
         assert hint.port == port["weight_decay"] and hint.detail["after_correction"] == 1, result.report()

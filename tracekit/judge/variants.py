@@ -1,19 +1,24 @@
-"""A failing step replayed with each of the port's conversions done another way.
+"""A failing step replayed with each of the port's conversions, or settings of its own modules,
+done another way.
 
 A conversion (replay/conversions.py) says how the golden's variables are laid out in the port; a
 port whose own code reads them otherwise (an LSTM cell splitting its gates in TF1's order, a
 forget bias TF1 added at run time left out) computes another model from the same numbers, and no
 fit of the numbers names that. So the step is run again: one step from the golden's state (an
 excerpt of the golden) as the port is, which must fail as the check did, then with each variant a
-conversion offers in its place. A variant under which the step matches names the slip, and the
+conversion offers in its place. An adapter whose port's modules can be changed in place (a
+PyTorch module's attributes) also offers settings to try the other way (a BatchNorm's epsilon,
+Keras' 1e-3 against torch's 1e-5), which no fit names where the golden has no tap of the layer:
+the loss departs first. A variant or setting under which the step matches names the slip, and the
 claim is the replay that matched, not a guess. Framework-free: the adapter hands over how it reruns
-its port on an excerpt with other replay options."""
+its port on an excerpt with other replay options, or a setting applied."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple, Union
 
 from ..comparison.fingerprints import VARIANT, Fingerprint
 from ..replay.conversions import Conversion, carried_conversions
@@ -21,43 +26,59 @@ from ..report.reported import Reported
 from ..store import Trace, open_trace
 from ..store.excerpt import write_excerpt
 
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A setting of the port's own modules tried the other way: `code` names the convention,
+    `where` the modules, `port` what they have, `other` what apply() sets (it returns the undo)."""
+
+    code: str
+    where: str
+    port: str
+    other: str
+    apply: Callable[[], Callable[[], None]]
+
+
 # rerun(excerpt, pick): the port's check of that one-step golden, with the port's conversions as
-# they are (pick None) or the conversion `pick[0]` of those its options give (replay/conversions.
-# conversions_in) replaced by its variant `pick[1]`: the adapter's own port where it can run again, else a
-# fresh one from the factory, whose conversions are made alike (with_variant)
-Rerun = Callable[[Trace, Optional[Tuple[int, int]]], Reported]
+# they are (pick None), the conversion `pick[0]` of those its options give (conversions_in)
+# replaced by its variant `pick[1]` (the adapter's own port where it can run again, else a fresh
+# one from the factory, whose conversions are made alike: with_variant), or a Setting applied
+Rerun = Callable[[Trace, Union[None, Tuple[int, int], Setting]], Reported]
 
 _ONE_STEP = ("steps", "progress", "every")  # options that would not fit a one-step excerpt
 
 
-def name_by_variants(result: Reported, trace: Trace, conversions: Sequence[Conversion], rerun: Rerun) -> None:
+def name_by_variants(result: Reported, trace: Trace, conversions: Sequence[Conversion], rerun: Rerun,
+                     settings: Sequence[Setting] = ()) -> None:
     """Where `result` failed at a step (not in the initial state) and the port's `conversions`
-    have variants: a fingerprint for each variant under which that step, replayed alone from the
-    golden's state, matches. Nothing where the step alone matches as the port is (the divergence
-    came with the state before it) or no variant does."""
+    have variants, or the adapter offers `settings`: a fingerprint for each under which that step,
+    replayed alone from the golden's state, matches. Nothing where the step alone matches as the
+    port is (the divergence came with the state before it) or none does."""
     first = result.first_divergence
     if result.ok or first is None or first.step < 0:
         return
-    tried = [((i, j), conv, variant) for i, conv in enumerate(conversions)
-             for j, variant in enumerate(conv.variants())]
+    tried: List[Tuple[Any, Fingerprint]] = [
+        ((i, j), Fingerprint(variant.code, first.step, tuple("var/" + name for name in conv.golden), 0.0, 0.0, 0.0,
+                             {VARIANT: variant.other, "port": variant.port, "conversion": conv.describe}))
+        for i, conv in enumerate(conversions) for j, variant in enumerate(conv.variants())]
+    tried += [(setting, Fingerprint(setting.code, first.step, (), 0.0, 0.0, 0.0,
+                                    {VARIANT: setting.other, "port": setting.port, "setting": setting.where}))
+              for setting in settings]
     if not tried:
         return
     with tempfile.TemporaryDirectory(prefix="tracekit-variants-") as folder:
         with open_trace(write_excerpt(trace, first.step, os.path.join(folder, "step%d.h5" % first.step))) as excerpt:
             if rerun(excerpt, None).ok:
                 return
-            matched = [(conv, variant) for pick, conv, variant in tried if rerun(excerpt, pick).ok]
-    for conv, variant in matched:
-        result.fingerprints.append(Fingerprint(
-            variant.code, first.step, tuple("var/" + name for name in conv.golden), 0.0, 0.0, 0.0,
-            {VARIANT: variant.other, "port": variant.port, "conversion": conv.describe}))
+            result.fingerprints.extend(found for pick, found in tried if rerun(excerpt, pick).ok)
 
 
-def one_step(options: Mapping[str, Any], pick: Optional[Tuple[int, int]]) -> Dict[str, Any]:
+def one_step(options: Mapping[str, Any], pick: Union[None, Tuple[int, int], Setting]) -> Dict[str, Any]:
     """Replay options for a rerun of one step: those that would not fit a one-step excerpt left
-    out, the picked conversion replaced by its variant."""
+    out, the picked conversion replaced by its variant (a Setting changes no option)."""
     kept = {name: value for name, value in options.items() if name not in _ONE_STEP}
-    return kept if pick is None else with_variant(kept, pick)
+    return with_variant(kept, pick) if isinstance(pick, tuple) else kept
 
 
 def conversions_in(options: Mapping[str, Any]) -> List[Conversion]:

@@ -48,6 +48,10 @@ def _line(hint: Fingerprint) -> str:
     # what the fit left is within the comparison's tolerance and under a quarter of the difference
     where, fit = step_label(hint.step), "explained within the tolerance (%.2g ulps of the scale left)" % hint.ulps
     d = hint.detail
+    if VARIANT in d and "setting" in d:
+        return ("named cause, verified by a replay: %s, in the port's %s. The port %s; %s replayed alone from the "
+                "golden's state fails as it is and matches TF1 within the tolerance where it %s" % (
+                    hint.code, d["setting"], d.get("port"), where, d[VARIANT]))
     if VARIANT in d:
         return ("named cause, verified by a replay: %s, in %s. The port's conversion %s; %s replayed alone from the "
                 "golden's state fails as it is and matches TF1 within the tolerance where the conversion %s" % (

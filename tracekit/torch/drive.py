@@ -18,7 +18,7 @@ from ..errors import UsageError
 from ..judge.diagnose import PortKind, calibrate_port, localize_port
 from ..judge.local import Arbiter
 from ..judge.port import check_arguments, local, options_for, plain, port_made, replayed
-from ..judge.variants import conversions_in, name_by_variants, one_step
+from ..judge.variants import Setting, conversions_in, name_by_variants, one_step
 from ..replay.loop import Replayed, Sink, check_steps, step_for
 from ..replay.options import ReplayOptions
 from ..replay.returned import called, named
@@ -30,6 +30,7 @@ from ..store.remote import refuse_url
 from ..structure import structured
 from .arbiter import arbitrate
 from .runner import TorchRunner
+from .settings import settings
 
 # What torch does in place of TensorFlow's own options.
 _INSTEAD = {"determinism": "call torch.use_deterministic_algorithms(True) in the port",
@@ -96,12 +97,18 @@ def check(golden: "str | Trace", step_fn: "Callable[..., Any] | Mapping[str, Cal
                 return _local(trace, lambda: port_made(make_port, options), (model, step_fn, optimizer), tolerance,
                               dict(own, forcing="state"))
             options = own
-        conversions = conversions_in(options)
-        kept = _kept(model, optimizer) if any(conv.variants() for conv in conversions) else None
+        conversions, tried = conversions_in(options), settings(model)
+        kept = _kept(model, optimizer) if tried or any(conv.variants() for conv in conversions) else None
         result = _plain(trace, step_fn, model, optimizer, tolerance, fail_fast, out, options)
         if kept is not None:
-            name_by_variants(result, trace, conversions, lambda excerpt, pick: _plain(
-                excerpt, step_fn, model, kept(), tolerance, True, None, one_step(options, pick)))
+            def rerun(excerpt: Trace, pick: Any) -> Reported:
+                undo = pick.apply() if isinstance(pick, Setting) else None
+                try:
+                    return _plain(excerpt, step_fn, model, kept(), tolerance, True, None, one_step(options, pick))
+                finally:
+                    if undo is not None:
+                        undo()
+            name_by_variants(result, trace, conversions, rerun, tried)
         return result
 
 

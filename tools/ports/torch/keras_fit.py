@@ -7,7 +7,7 @@ optimizer}); its keyword arguments build deliberately wrong ports: optimizer="to
 (torch.optim.Adam, epsilon after the bias correction), batch_norm="torch" (nn.BatchNorm1d, the
 running variance with Bessel's correction), bn_momentum=0.99 (Keras' number given to torch),
 dropout=0.5, weight_decay=0.01 with optimizer="torch" (an L2 term torch's Adam adds to the
-gradient inside its step).
+gradient inside its step), bn_eps=1e-5 (torch's BatchNorm default).
 """
 
 import torch
@@ -32,8 +32,8 @@ class Net(torch.nn.Module):
 
 
 def make(optimizer="tf", batch_norm="keras", epsilon=1e-7, bn_momentum=0.01, dropout=0.25, lr=1e-2,
-         weight_decay=0.0):
-    model = Net(batch_norm, bn_momentum, 1e-3, dropout)
+         weight_decay=0.0, bn_eps=1e-3):
+    model = Net(batch_norm, bn_momentum, bn_eps, dropout)
     if optimizer == "tf":
         opt = TFAdam(model.parameters(), lr=lr, eps=epsilon)
     else:
