@@ -93,10 +93,17 @@ def fit(key: str, start: Any, g_value: Any, a_value: Any, tol: Any, recorded: Ma
         return ulps, wd
     # The port's epsilon TF1's first, then the usual ones; in each, a form where a usual wd explains
     # first, then the one claiming least (TF1's epsilon place, its decoupled decay kept): where
-    # epsilon does not show, no place is claimed.
+    # epsilon does not show, no place is claimed. A form whose best wd of the scan leaves as much as
+    # no change does is not refined (each refinement and check costs predictions of the whole tensor).
     for forms in _forms(golden, b2, counts, epsilons):
-        found = [(form, fitted) for form, fitted in ((f, verified(f, scanned(f)[1])) for f in forms) if fitted]
-        for form, (ulps, wd) in sorted(found, key=lambda pair: pair[1][1] not in WEIGHT_DECAYS):
+        fitted = []
+        for form in forms:
+            left, wd = scanned(form)
+            found = verified(form, wd) if left < before else None
+            if found is not None:
+                fitted.append((found[1] not in WEIGHT_DECAYS, form, found))
+        if fitted:
+            _, form, (ulps, wd) = min(fitted, key=lambda item: item[0])
             detail = {"eps": form["eps"], "after_correction": form["after"], "decoupled_kept": form["kept"],
                       "beta_2": b2}
             return Explained(key, ADAM_L2, 0.0, wd, ulps, detail)
