@@ -49,7 +49,7 @@ from . import adam, adam_l2, clipping, corrected, forms, momentum
 from .explained import Explained
 from .sampled import SAMPLED, SampledStep, sampled_state, sampled_values, samples
 from .fitting import EPS32, f64, lstsq, same, smallest_change
-from .slips import batch_size
+from .slips import batch_size, learning_rate
 from .tolerance import Resolved
 
 LR_FACTOR = "lr-factor"
@@ -155,7 +155,7 @@ def fingerprints(golden: Trace, step: int, values: Mapping[str, Tuple[Any, Any]]
         recorded = SampledStep(kept)
         before = sampled_state(before, recorded)
         values, sampled = sampled_values(values)
-    batch, rate = batch_size(golden, step), _learning_rate(golden, step)
+    batch, rate = batch_size(golden, step), learning_rate(golden, step)
     counts = adam.counts(before, step, counters_read(kept.info))  # the step counts a bias correction may use
     decays = [0.0] + ([rate * d for d in DECAYS] if rate is not None else [])
     grad_factors = [-1.0] + ([float(batch), 1.0 / batch] if batch and batch > 1 else [])
@@ -305,22 +305,11 @@ def _fit_var(key: str, start: Any, g_value: Any, a_value: Any, tol: Resolved,
     return _Fit(key, changed, found[1], betas, counts)
 
 
-def _learning_rate(golden: Trace, step: int) -> Optional[float]:
-    """The golden's one learning rate at `step` (None: none, several, or zero)."""
-    names = golden.names("lr")
-    values = golden.step(step)
-    key = make_key("lr", names[0]) if len(names) == 1 else None
-    if key is None or key not in values:
-        return None
-    rate = float(np.asarray(values[key]).reshape(-1)[0])
-    return rate if rate > 0 and np.isfinite(rate) else None
-
-
 def _named(golden: Trace, step: int, fits: List[_Fit], found: List[Explained], trained: Set[str]) -> List[Fingerprint]:
     """The fits grouped by transformation (and its details in words: a permutation's order): one
     fingerprint each, listing its tensors, with the median of their parameters (a rate every
     variable shares is that rate); `trained`: the variables the golden's step has gradients of."""
-    rate, batch = _learning_rate(golden, step), batch_size(golden, step)
+    rate, batch = learning_rate(golden, step), batch_size(golden, step)
     explained = list(found)
     for fit in fits:
         for parameter, (g, a) in fit.changed.items():

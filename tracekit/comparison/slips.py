@@ -239,6 +239,17 @@ def batch_size(golden: Trace, step: int) -> Optional[int]:
     return next(iter(sizes))[0] if len(sizes) == 1 else None
 
 
+def learning_rate(golden: Trace, step: int) -> Optional[float]:
+    """The golden's one learning rate at `step` (None: none, several, or zero)."""
+    names = golden.names("lr")
+    values = golden.step(step)
+    key = make_key("lr", names[0]) if len(names) == 1 else None
+    if key is None or key not in values:
+        return None
+    rate = float(np.asarray(values[key]).reshape(-1)[0])
+    return rate if rate > 0 and np.isfinite(rate) else None
+
+
 def _reduction(golden: Trace, step: int, key: str, g_value: Any, a_value: Any) -> Optional[SlipHint]:
     g, a = _scalar(g_value), _scalar(a_value)
     batch = batch_size(golden, step)

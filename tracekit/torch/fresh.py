@@ -1,6 +1,7 @@
 """A PyTorch optimizer's state made before its first update, so the golden's initial slots can go
 in: torch's own optimizers make it lazily, inside their first step() (fresh_state says what they
-make), a hand-written one by one dry step (dry_step)."""
+make), a hand-written one by one dry step (dry_step); and made anew where an earlier step left
+it (restart: a replay's, or the user's training, is no start)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,34 @@ import contextlib
 from typing import Any, Dict, Iterator, Mapping, Optional
 
 import torch
+
+
+STEP_KEYS = ("step", "t", "count", "iterations")  # where optimizers keep a parameter's step count
+
+
+def step_key(state: Mapping[str, Any]) -> Optional[str]:
+    return next((k for k in STEP_KEYS if k in state), None)
+
+
+def stepped(optimizer: Any, state: Mapping[str, Any]) -> bool:
+    """Whether a parameter's optimizer state has been stepped: its step count is past 0, or it is
+    SGD's (made at the first step alone)."""
+    key = step_key(state)
+    return float(state[key]) > 0 if key is not None else bool(state) and type(optimizer) is torch.optim.SGD
+
+
+def restart(optimizer: Any, group: Mapping[str, Any], tensor: torch.Tensor, state: Dict[str, Any]) -> bool:
+    """A parameter's `state` made as torch's own optimizer makes it at its first step (fresh_state),
+    where it is empty or an earlier step left it; whether it is still a stepped one (a hand-written
+    optimizer's, which cannot be made anew: the caller loads over it)."""
+    was_stepped = bool(state) and stepped(optimizer, state)
+    if was_stepped or not state:
+        fresh = fresh_state(optimizer, group, tensor)
+        if fresh is not None:
+            state.clear()
+            state.update(fresh)
+            return False
+    return was_stepped
 
 
 def fresh_state(optimizer: Any, group: Mapping[str, Any], tensor: torch.Tensor) -> Optional[Dict[str, Any]]:

@@ -23,7 +23,7 @@ from ..keys import UNCLIPPED, make_key, split_key
 from ..replay.conversions import Conversion
 from ..replay.port_state import starts_fresh
 from ..replay.slots import STATE_NAMES, Slot, compact, golden_count, names_for, one_value
-from .fresh import dry_step, fresh_state
+from .fresh import dry_step, restart, step_key, stepped
 from .params import Param
 
 # The golden's slot roles -> the state names that hold them: torch's own first, then the names
@@ -32,17 +32,6 @@ STATE_KEYS: Dict[str, Tuple[str, ...]] = {role: own + STATE_NAMES[role] for role
     "m": ("exp_avg",), "v": ("exp_avg_sq",), "vhat": ("max_exp_avg_sq",), "momentum": ("momentum_buffer",),
     "rms": ("square_avg",), "mg": ("grad_avg",), "accumulator": ("sum",), "accum_grad": ("square_avg",),
     "accum_var": ("acc_delta",)}.items()}
-STEP_KEYS = ("step", "t", "count", "iterations")
-
-
-def _stepped(optimizer: Any, state: Mapping[str, Any]) -> bool:
-    """Whether a parameter's optimizer state has been stepped: its step count is past 0, or it is
-    SGD's (made at the first step alone)."""
-    key = next((k for k in STEP_KEYS if k in state), None)
-    if key is not None:
-        return float(state[key]) > 0
-    return type(optimizer) is torch.optim.SGD
-
 
 class OptimizerBridge:
     """The port's optimizers, for one replay: `params` golden name -> Param, `slots` the
@@ -82,7 +71,7 @@ class OptimizerBridge:
         # ids of the tensors whose state an earlier step left (a replay's, the user's): not read as the
         # port's until the golden's is loaded over it (_load)
         self._stale = {id(tensor) for optimizer in self.optimizers for tensor, state in optimizer.state.items()
-                       if state and _stepped(optimizer, state)}
+                       if stepped(optimizer, state)}
         self._owners_of: Tuple[int, ...] = ()
 
     def _owner(self, tensor: torch.Tensor) -> Optional[Tuple[Any, Mapping[str, Any]]]:
@@ -180,17 +169,11 @@ class OptimizerBridge:
             if owner is None or owner[0] is not optimizer or key not in initial:
                 continue
             state = optimizer.state[param.tensor]
-            stepped = bool(state) and _stepped(optimizer, state)
-            if stepped or not state:  # a state an earlier step left (a replay's, the user's) is no start
-                fresh = fresh_state(optimizer, owner[1], param.tensor)
-                if fresh is not None:
-                    state.clear()
-                    state.update(fresh)
-                    stepped = False
+            left = restart(optimizer, owner[1], param.tensor, state)  # an earlier step's state is no start
             # where the port's optimizer starts, where it is known before its first update: made by its
             # constructor (Adagrad's) or as torch's own makes it (_fresh); a dry step's has been stepped once,
             # and a hand-written optimizer's state stepped before is not known
-            known = bool(state) and id(optimizer) not in self._dried and not stepped
+            known = bool(state) and id(optimizer) not in self._dried and not left
             self._stale.discard(id(param.tensor))
             if not state:
                 dry_step(optimizer)
@@ -206,11 +189,9 @@ class OptimizerBridge:
                 continue
             for param in conv.port:
                 state = optimizer.state[param.tensor]
-                if state and _stepped(optimizer, state) and fresh_state(optimizer, owner[1], param.tensor) is not None:
-                    state.clear()  # an earlier step's: restarted as torch makes it
                 self._stale.discard(id(param.tensor))  # the golden's go in below
-                if not state and param.tensor.requires_grad:
-                    state.update(fresh_state(optimizer, owner[1], param.tensor) or {})
+                if param.tensor.requires_grad:
+                    restart(optimizer, owner[1], param.tensor, state)
                     if not state:
                         dry_step(optimizer)
                         self._dried.add(id(optimizer))
@@ -364,7 +345,7 @@ class OptimizerBridge:
     def _count(self) -> Optional[int]:
         for optimizer in self.optimizers:
             for tensor, state in optimizer.state.items():
-                key = next((k for k in STEP_KEYS if k in state), None)
+                key = step_key(state)
                 if key is not None and id(tensor) not in self._stale:
                     return int(float(state[key]))
         return None
@@ -377,7 +358,7 @@ class OptimizerBridge:
         """The step count into every parameter's state that keeps one; whether any does."""
         held = False
         for state in optimizer.state.values():
-            key = next((k for k in STEP_KEYS if k in state), None)
+            key = step_key(state)
             if key is None:
                 continue
             held = True
